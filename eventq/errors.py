@@ -1,0 +1,96 @@
+"""The one error hierarchy of eventq.
+
+Every error a client can see is an ``EventqError`` and carries the exact protocol
+reply line it turns into (spec/protocol.md, "Errors that can reach a client").
+The protocol parser, the pure core and the adapters all raise or return these, so
+the reply for a failure is decided in exactly one place.
+"""
+
+from __future__ import annotations
+
+
+class EventqError(Exception):
+    """Root of every error eventq reports to a client.
+
+    ``code`` is the reply's error code (without the leading ``-``) and ``text`` the
+    optional description. ``closes_connection`` marks framing errors after which the
+    byte stream is out of step, so the connection must end (spec: Framing, [eventq]).
+    """
+
+    code: str = "SERVER-ERROR"
+    closes_connection: bool = False
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text or self.code)
+        self.text = text
+
+    @property
+    def reply(self) -> bytes:
+        """The exact reply line, ``-CODE\\r\\n`` or ``-CODE text\\r\\n``."""
+        if self.text:
+            return b"-%s %s\r\n" % (self.code.encode(), self.text.encode())
+        return b"-%s\r\n" % self.code.encode()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.text == self.text  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.text))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text!r})"
+
+
+class ClientError(EventqError):
+    """``-CLIENT-ERROR <text>``: the request is malformed or refused by state."""
+
+    code = "CLIENT-ERROR"
+
+
+class FramingError(ClientError):
+    """A client error after which the connection is closed (spec: Framing)."""
+
+    closes_connection = True
+
+
+class NotFound(EventqError):
+    """``-NOT-FOUND``: the job or queue does not exist."""
+
+    code = "NOT-FOUND"
+
+
+class Timeout(EventqError):
+    """``-TIMEOUT``: nothing happened within the wait-timeout."""
+
+    code = "TIMEOUT"
+
+
+class ServerError(EventqError):
+    """``-SERVER-ERROR <text>``: the log could not be written or read."""
+
+    code = "SERVER-ERROR"
+
+
+# The exact client error texts of the spec, named once so no code spells them twice.
+UNKNOWN_COMMAND = "Unknown command"
+LINE_TOO_LONG = "Line too long"
+INVALID_COMMAND_ARGS = "Invalid command args"
+INVALID_COMMAND_FLAGS = "Invalid command flags"
+INVALID_PAYLOAD_SIZE = "Invalid payload size"
+INVALID_RESULT_SIZE = "Invalid result size"
+INVALID_ID = "Invalid ID"
+INVALID_NAME = "Invalid Name"
+INVALID_TTR = "Invalid TTR"
+INVALID_TTL = "Invalid TTL"
+INVALID_TIME = "Invalid Time"
+INVALID_MAX_ATTEMPTS = "Invalid Max Attempts"
+INVALID_MAX_FAILS = "Invalid Max Fails"
+INVALID_PRIORITY = "Invalid Priority"
+INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
+DUPLICATE_JOB = "Duplicate job"
+DUPLICATE_RESULT = "Duplicate result"
+INVALID_CURSOR_OFFSET = "Invalid cursor offset"
+INVALID_LIMIT = "Invalid limit"

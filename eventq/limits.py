@@ -1,0 +1,22 @@
+"""Named limits of the workq protocol (spec/protocol.md, "Values" and "Framing").
+
+Units are in the names. These are facts of the wire contract, not settings.
+"""
+
+MAX_LINE_BYTES = 10_000  # a request line, not counting its \r\n
+MAX_PAYLOAD_BYTES = 1_048_576  # a data block (payload or result): 1 MiB
+MAX_NAME_BYTES = 255
+MIN_TTR_MS = 1
+MAX_TTR_MS = 86_400_000  # 24 hours
+MIN_TTL_MS = 1
+MAX_TTL_MS = 2**64 - 1  # [eventq] as documented; workq's code capped it at 30 days
+MAX_WAIT_TIMEOUT_MS = 86_400_000
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+MAX_ATTEMPTS_LIMIT = 255  # -max-attempts=0 means unlimited, which is this hard cap
+MAX_FAILS_LIMIT = 255
+MAX_CURSOR_OFFSET = 2**32 - 1
+MIN_LIMIT = 1
+MAX_LIMIT = 100
+MAX_ADD_FLAGS = 3  # add and schedule take at most 3 flags
+MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
