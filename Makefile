@@ -1,0 +1,38 @@
+# The two commands of the README: `make run` and `make test`. Both install whatever
+# is missing first (a venv with pinned Python deps, Kafka's jars from Maven Central).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+JARS_STAMP := kafka/lib/.installed
+PYTEST_ARGS ?=
+
+.PHONY: deps run test bench clean check-java
+
+deps: check-java $(PY_STAMP) $(JARS_STAMP)
+
+check-java:
+	@command -v java >/dev/null || { echo "Java 17 is required (Kafka 3.9 and Spark run on it): install openjdk-17-jre-headless"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is required to fetch Kafka's jars: install maven"; exit 1; }
+	@java -version 2>&1 | head -1 | grep -q '"17\.' || { echo "warning: Java 17 expected (JAVA_HOME=$${JAVA_HOME:-unset}): $$(java -version 2>&1 | head -1)"; }
+
+$(PY_STAMP): pyproject.toml
+	@echo "== installing Python dependencies into $(VENV) =="
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+$(JARS_STAMP): kafka/pom.xml
+	@echo "== fetching Apache Kafka jars with Maven =="
+	mvn -q -B -f kafka/pom.xml dependency:copy-dependencies
+	@touch $@
+
+run: deps
+	$(BIN)/eventq up
+
+test: deps
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) kafka/lib var

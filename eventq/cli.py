@@ -1,0 +1,204 @@
+"""The ``eventq`` command line. Builds the one Settings object and hands it down."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Sequence
+
+from eventq.kafka import broker
+from eventq.kafka.topics import ensure_topics
+from eventq.settings import Settings, add_arguments, build_settings
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def fail(message: str) -> int:
+    print(f"eventq: {message}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
+
+
+# --- kafka -------------------------------------------------------------------------
+
+
+def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
+    config = settings.broker
+    try:
+        result = broker.start(config)
+    except broker.BrokerError as error:
+        return fail(str(error))
+    if result.already_running:
+        say(f"Kafka already running on {config.bootstrap} (pid {result.pid}); nothing to do")
+    else:
+        formatted = " (storage formatted)" if result.formatted else ""
+        say(
+            f"Kafka started on {config.bootstrap} (pid {result.pid}) in "
+            f"{result.seconds:.1f}s{formatted}; data in {config.data_dir}, "
+            f"log in {config.log_file}"
+        )
+    return EXIT_OK
+
+
+def cmd_kafka_stop(settings: Settings, args: argparse.Namespace) -> int:
+    config = settings.broker
+    if broker.stop(config):
+        say(f"Kafka on {config.bootstrap} stopped")
+    else:
+        say(f"Kafka on {config.bootstrap} was not running; nothing to do")
+    return EXIT_OK
+
+
+def cmd_kafka_status(settings: Settings, args: argparse.Namespace) -> int:
+    state = broker.status(settings.broker)
+    if not state.running:
+        say(f"Kafka is not running (looked for {settings.broker.pid_file})")
+        return 3  # like LSB `status`: 3 = not running
+    answering = "answering" if state.answering else "NOT answering yet"
+    say(f"Kafka is running on {state.bootstrap} (pid {state.pid}), {answering}")
+    return EXIT_OK
+
+
+# --- topics ------------------------------------------------------------------------
+
+
+def create_topics(settings: Settings) -> bool:
+    reports = ensure_topics(settings.kafka_bootstrap, settings.topics)
+    for report in reports:
+        say(report.describe())
+    return all(report.ok for report in reports)
+
+
+def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        ok = create_topics(settings)
+    except Exception as error:  # KafkaException: broker unreachable
+        return fail(
+            f"cannot create topics on {settings.kafka_bootstrap}: {error}. "
+            "Is Kafka running? (eventq kafka start)"
+        )
+    if not ok:
+        return fail(
+            "existing topics differ from what eventq needs; "
+            "use other topic names or recreate them"
+        )
+    return EXIT_OK
+
+
+# --- up: what `make run` runs ------------------------------------------------------
+
+
+def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    """Start Kafka (if local), create the topics, and serve until Ctrl-C."""
+    started_broker = False
+    if settings.uses_local_broker:
+        try:
+            result = broker.start(settings.broker)
+        except broker.BrokerError as error:
+            return fail(str(error))
+        started_broker = not result.already_running
+        say(
+            f"Kafka {'started' if started_broker else 'already running'} on "
+            f"{settings.broker.bootstrap}"
+        )
+    try:
+        if not create_topics(settings):
+            return fail("existing topics differ from what eventq needs")
+        return serve(settings)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        if started_broker:
+            say("stopping the Kafka broker this command started ...")
+            broker.stop(settings.broker)
+            say("Kafka stopped")
+
+
+def serve(settings: Settings) -> int:
+    try:
+        from eventq.server import run_server
+    except ImportError:
+        say(
+            "Kafka and the topics are ready; the eventq server is not built yet. "
+            "Press Ctrl-C to stop."
+        )
+        import signal
+
+        signal.pause()
+        return EXIT_OK
+    return run_server(settings)
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    return serve(settings)
+
+
+# --- the parser --------------------------------------------------------------------
+
+Handler = Callable[[Settings, argparse.Namespace], int]
+
+
+def _subcommand(
+    subparsers, name: str, handler: Handler, help_text: str
+) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+    add_arguments(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eventq",
+        description="A workq-compatible job queue whose only source of truth is a Kafka log.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    kafka = commands.add_parser(
+        "kafka", help="run a local single-node Kafka broker", description=(
+            "Run a local single-node Kafka (KRaft) from the jars `make deps` fetched."
+        )
+    )
+    kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
+    _subcommand(kafka_commands, "start", cmd_kafka_start, "start the broker (idempotent)")
+    _subcommand(kafka_commands, "stop", cmd_kafka_stop, "stop the broker (idempotent)")
+    _subcommand(kafka_commands, "status", cmd_kafka_status, "tell whether the broker runs")
+
+    topics = commands.add_parser(
+        "topics", help="manage eventq's topics", description="Manage eventq's two topics."
+    )
+    topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    _subcommand(
+        topic_commands,
+        "create",
+        cmd_topics_create,
+        "create the command and state topics with exact configs; report any that differ",
+    )
+
+    _subcommand(commands, "serve", cmd_serve, "serve the workq protocol (Kafka must be up)")
+    _subcommand(
+        commands,
+        "up",
+        cmd_up,
+        "start a local Kafka, create the topics and serve until Ctrl-C (what `make run` runs)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = build_settings(args, os.environ)
+    except ValueError as error:
+        parser.error(str(error))
+    return args.handler(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The one settings object. Built once in the CLI from flags and ``EVENTQ_*`` variables
+and passed down; nothing reads the environment anywhere else or at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Mapping
+
+from eventq.kafka.broker import BrokerConfig
+from eventq.kafka.topics import ONE_WEEK_MS, TopicNames, TopicSpec, eventq_topics
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("var")
+    bootstrap: str = ""  # empty: the local broker started by `eventq kafka start`
+    kafka_host: str = "127.0.0.1"
+    kafka_port: int = 9092
+    controller_port: int = 9093
+    kafka_heap_mb: int = 768
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9922
+    partitions: int = 8
+    replication_factor: int = 1
+    commands_topic: str = "eventq.commands"
+    jobs_topic: str = "eventq.jobs"
+    commands_retention_ms: int = ONE_WEEK_MS
+    app_id: str = "eventq"
+    write_timeout_ms: int = 5000  # a Kafka write not acknowledged by then is -SERVER-ERROR
+    log_level: str = "WARNING"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.partitions <= 1024:
+            raise ValueError(f"partitions must be 1..1024, not {self.partitions}")
+        for name in ("kafka_port", "controller_port", "listen_port"):
+            port = getattr(self, name)
+            if not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be a TCP port, not {port}")
+        if self.write_timeout_ms <= 0:
+            raise ValueError("write_timeout_ms must be positive")
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.bootstrap or f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def uses_local_broker(self) -> bool:
+        return not self.bootstrap
+
+    @property
+    def broker(self) -> BrokerConfig:
+        return BrokerConfig(
+            home=self.data_dir / "kafka",
+            host=self.kafka_host,
+            port=self.kafka_port,
+            controller_port=self.controller_port,
+            heap_mb=self.kafka_heap_mb,
+        )
+
+    @property
+    def topic_names(self) -> TopicNames:
+        return TopicNames(self.commands_topic, self.jobs_topic)
+
+    @property
+    def topics(self) -> list[TopicSpec]:
+        return eventq_topics(
+            self.topic_names,
+            self.partitions,
+            self.replication_factor,
+            self.commands_retention_ms,
+        )
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the processor keeps its RocksDB tables."""
+        return self.data_dir / "state"
+
+
+HELP = {
+    "data_dir": "directory for the local broker's data and the RocksDB state",
+    "bootstrap": "Kafka bootstrap servers (default: the local broker)",
+    "kafka_host": "address the local broker listens on",
+    "kafka_port": "port of the local broker",
+    "controller_port": "KRaft controller port of the local broker",
+    "kafka_heap_mb": "JVM heap of the local broker, MiB",
+    "listen_host": "address eventq serves the workq protocol on",
+    "listen_port": "port eventq serves the workq protocol on",
+    "partitions": "partitions of both topics (fixed at creation)",
+    "replication_factor": "replication factor of both topics",
+    "commands_topic": "name of the command log topic",
+    "jobs_topic": "name of the compacted state log topic",
+    "commands_retention_ms": "retention of the command log, ms",
+    "app_id": "faust application id (consumer group)",
+    "write_timeout_ms": "how long a Kafka write may take before -SERVER-ERROR, ms",
+    "log_level": "log level (DEBUG, INFO, WARNING, ERROR)",
+}
+
+
+def env_name(field_name: str) -> str:
+    return "EVENTQ_" + field_name.upper()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT)."""
+    group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
+    for item in fields(Settings):
+        flag = "--" + item.name.replace("_", "-")
+        group.add_argument(
+            flag,
+            dest=item.name,
+            default=None,
+            metavar=item.name.upper(),
+            help=f"{HELP[item.name]} [env {env_name(item.name)}; default {item.default}]",
+        )
+
+
+def _convert(value: str, like: object, name: str) -> object:
+    try:
+        if isinstance(like, bool):
+            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(like, int):
+            return int(value)
+        if isinstance(like, Path):
+            return Path(value)
+        return value
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a valid {type(like).__name__}") from None
+
+
+def build_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    """Defaults, then EVENTQ_* variables, then flags."""
+    defaults = Settings()
+    changes = {}
+    for item in fields(Settings):
+        default = getattr(defaults, item.name)
+        flag_value = getattr(args, item.name, None)
+        raw = flag_value if flag_value is not None else environ.get(env_name(item.name))
+        if raw is not None:
+            changes[item.name] = _convert(raw, default, item.name)
+    return replace(defaults, **changes)
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    return build_settings(argparse.Namespace(), os.environ if environ is None else environ)

@@ -1,0 +1,57 @@
+"""Suite-wide fixtures: one real Kafka broker for the whole session.
+
+The broker is started from the project's Maven jars on free loopback ports in a temp
+dir, unless ``EVENTQ_KAFKA_BOOTSTRAP`` names an existing broker. Tests get their own
+topic names, so they never see each other's records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+
+import pytest
+
+from eventq.kafka import broker
+from support import test_broker_config
+
+def _docker_engine_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-not-found]
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory):
+    """Bootstrap servers of a real broker for this test session."""
+    existing = os.environ.get("EVENTQ_KAFKA_BOOTSTRAP")
+    if existing:
+        yield existing
+        return
+    if os.environ.get("EVENTQ_TEST_BROKER") == "docker" and _docker_engine_answers():
+        from testcontainers.kafka import KafkaContainer  # type: ignore[import-not-found]
+
+        with KafkaContainer().with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    config = test_broker_config(tmp_path_factory.mktemp("kafka"))
+    broker.start(config)
+    try:
+        yield config.bootstrap
+    finally:
+        broker.stop(config)
+
+
+_topic_counter = itertools.count()
+
+
+@pytest.fixture
+def topic_prefix(request) -> str:
+    """A topic-name prefix unique to this test (and this run)."""
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:80].strip("-")
+    return f"t{os.getpid()}-{next(_topic_counter)}-{name}"

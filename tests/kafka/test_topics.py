@@ -1,0 +1,63 @@
+"""eventq creates its two topics with exactly the configs of ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from eventq.kafka.topics import (
+    TopicNames,
+    commands_topic,
+    describe_topic,
+    ensure_topics,
+    eventq_topics,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def _names(prefix: str) -> TopicNames:
+    return TopicNames(commands=f"{prefix}.commands", jobs=f"{prefix}.jobs")
+
+
+def test_topics_are_created_with_exact_configs(kafka_bootstrap, topic_prefix):
+    names = _names(topic_prefix)
+    reports = ensure_topics(kafka_bootstrap, eventq_topics(names, partitions=8))
+    assert [(r.name, r.created, r.ok) for r in reports] == [
+        (names.commands, True, True),
+        (names.jobs, True, True),
+    ]
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    partitions, configs = describe_topic(admin, names.commands)
+    assert partitions == 8
+    assert configs["message.timestamp.type"] == "LogAppendTime"
+    assert configs["cleanup.policy"] == "delete"
+    assert configs["retention.ms"] == str(7 * 24 * 3600 * 1000)
+
+    partitions, configs = describe_topic(admin, names.jobs)
+    assert partitions == 8
+    assert configs["cleanup.policy"] == "compact"
+
+
+def test_creating_again_is_harmless(kafka_bootstrap, topic_prefix):
+    specs = eventq_topics(_names(topic_prefix), partitions=3)
+    ensure_topics(kafka_bootstrap, specs)
+    again = ensure_topics(kafka_bootstrap, specs)
+    assert [(r.created, r.ok) for r in again] == [(False, True), (False, True)]
+
+
+def test_a_differing_existing_topic_is_reported(kafka_bootstrap, topic_prefix):
+    names = _names(topic_prefix)
+    ensure_topics(kafka_bootstrap, eventq_topics(names, partitions=2))
+
+    other_count = ensure_topics(kafka_bootstrap, eventq_topics(names, partitions=4))
+    assert all(not r.ok for r in other_count)
+    assert "has 2 partitions, eventq needs 4" in other_count[0].problems[0]
+
+    # A commands topic that is compacted instead of time-retained is not accepted.
+    wrong = commands_topic(names.jobs, partitions=2)
+    [report] = ensure_topics(kafka_bootstrap, [wrong])
+    assert not report.ok
+    assert any("cleanup.policy=compact, eventq needs delete" in p for p in report.problems)
+    assert any("message.timestamp.type=CreateTime" in p for p in report.problems)
