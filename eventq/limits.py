@@ -20,3 +20,12 @@ MIN_LIMIT = 1
 MAX_LIMIT = 100
 MAX_ADD_FLAGS = 3  # add and schedule take at most 3 flags
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
+
+# Times and log positions of the pure core (eventq/core). Times are integer ms since the
+# Unix epoch (UTC); offsets are Kafka log offsets.
+MIN_TIME_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z, the earliest protocol time
+MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the latest protocol time
+MAX_DEADLINE_MS = 2**64 - 1  # time + a huge TTL saturates here (msgpack's uint64 max)
+MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
+MAX_REQUEST_ID = 2**64 - 1  # correlation id carried by a command, unsigned 64-bit
+MAX_NODE_BYTES = 255  # name of the node that issued a command (UTF-8)

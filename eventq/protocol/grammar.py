@@ -1,0 +1,258 @@
+"""The command grammar of the workq protocol as one data table (spec/protocol.md).
+
+``GRAMMAR`` maps each verb to a ``Command`` (or, for ``inspect``, to a table of
+``Command`` by object). A ``Command`` says how many positional words it takes, how
+many flags and which names, whether a data block follows and which size error it
+uses, and the fields in the order the spec checks them ("Field order: …"). The
+parser interprets this table; nothing in it is specific to one verb.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from eventq.errors import (
+    INVALID_PAYLOAD_SIZE,
+    INVALID_RESULT_SIZE,
+    INVALID_TIME,
+    ClientError,
+)
+from eventq.limits import MAX_ADD_FLAGS, MAX_RUN_FLAGS
+
+from . import requests as rq
+from .values import (
+    parse_cursor_offset,
+    parse_id,
+    parse_limit,
+    parse_max_attempts,
+    parse_max_fails,
+    parse_name,
+    parse_priority,
+    parse_time_ms,
+    parse_ttl_ms,
+    parse_ttr_ms,
+    parse_wait_timeout_ms,
+)
+
+Clock = Callable[[], int]
+ParsedFields = Mapping[str, Any]  # request keyword -> value, in field order
+
+# --- vocabulary of the table ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """The positional word at ``index`` (negative counts from the end)."""
+
+    index: int
+
+    def read(self, words: tuple[str, ...], flags: Mapping[str, str], parse: Callable) -> Any:
+        return parse(words[self.index])
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """The positional words ``words[start:stop]``, each parsed, as a tuple."""
+
+    start: int
+    stop: int | None
+
+    def read(self, words: tuple[str, ...], flags: Mapping[str, str], parse: Callable) -> Any:
+        return tuple(parse(word) for word in words[self.start : self.stop])
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """The flag ``-name=value``, or ``default`` when the flag is absent."""
+
+    name: str
+    default: Any
+
+    def read(self, words: tuple[str, ...], flags: Mapping[str, str], parse: Callable) -> Any:
+        return parse(flags[self.name]) if self.name in flags else self.default
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One request field: its keyword, where its token is, how it is parsed.
+
+    ``check`` runs right after the field is parsed, with the fields parsed so far and
+    the clock, for a rule that spans fields (schedule's "time + ttl in the future").
+    """
+
+    keyword: str
+    source: Arg | Args | Flag
+    parse: Callable[[str], Any]
+    check: Callable[[ParsedFields, Clock], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DataBlock:
+    """A data block follows the line: its size is the word at ``size_index``."""
+
+    size_index: int
+    size_error: str  # reply text when the size or the block's framing is wrong
+    keyword: str  # request field that receives the bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """The grammar of one command (after its verb, and its object for inspect)."""
+
+    request: type
+    min_words: int
+    max_words: int | None  # None: no upper bound (lease)
+    fields: tuple[Field, ...] = ()
+    max_flags: int = 0
+    data: DataBlock | None = None
+
+    @property
+    def flag_names(self) -> frozenset[str]:
+        """The flags this command knows (any other name is ``Invalid command flags``)."""
+        return frozenset(f.source.name for f in self.fields if isinstance(f.source, Flag))
+
+    def accepts_word_count(self, count: int) -> bool:
+        return count >= self.min_words and (self.max_words is None or count <= self.max_words)
+
+
+@dataclass(frozen=True, slots=True)
+class Subcommands:
+    """A verb whose first positional word names the real command (``inspect``)."""
+
+    commands: Mapping[str, Command]
+
+
+# --- parsers and checks used by the table --------------------------------------------
+
+
+def _job_id(token: str) -> uuid.UUID:
+    """An id that must be a version 4 UUID (add, schedule, run, result, complete, fail)."""
+    return parse_id(token, require_v4=True)
+
+
+def _any_id(token: str) -> uuid.UUID:
+    """Any valid UUID (delete, inspect job: an unknown id is -NOT-FOUND, not invalid)."""
+    return parse_id(token, require_v4=False)
+
+
+def _time_plus_ttl_in_future(values: ParsedFields, now_ms: Clock) -> None:
+    """schedule: ``time + ttl`` must be in the future (a past time wakes at once)."""
+    if values["time_ms"] + values["ttl_ms"] <= now_ms():
+        raise ClientError(INVALID_TIME)
+
+
+# --- the table ------------------------------------------------------------------------
+
+_MAX_ATTEMPTS = Field("max_attempts", Flag("max-attempts", 0), parse_max_attempts)
+_MAX_FAILS = Field("max_fails", Flag("max-fails", 0), parse_max_fails)
+_PRIORITY = Field("priority", Flag("priority", 0), parse_priority)
+
+# fmt: off
+GRAMMAR: Mapping[str, Command | Subcommands] = {
+    # add <id> <name> <ttr> <ttl> <size> [flags]; id, name, ttr, ttl, max-attempts,
+    # max-fails, priority.
+    "add": Command(
+        rq.Add, 5, 5,
+        fields=(
+            Field("id", Arg(0), _job_id),
+            Field("name", Arg(1), parse_name),
+            Field("ttr_ms", Arg(2), parse_ttr_ms),
+            Field("ttl_ms", Arg(3), parse_ttl_ms),
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY,
+        ),
+        max_flags=MAX_ADD_FLAGS,
+        data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
+    ),
+    # schedule <id> <name> <ttr> <ttl> <time> <size> [flags]; id, name, ttr, ttl, time,
+    # max-attempts, max-fails, priority.
+    "schedule": Command(
+        rq.Schedule, 6, 6,
+        fields=(
+            Field("id", Arg(0), _job_id),
+            Field("name", Arg(1), parse_name),
+            Field("ttr_ms", Arg(2), parse_ttr_ms),
+            Field("ttl_ms", Arg(3), parse_ttl_ms),
+            Field("time_ms", Arg(4), parse_time_ms, check=_time_plus_ttl_in_future),
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY,
+        ),
+        max_flags=MAX_ADD_FLAGS,
+        data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
+    ),
+    # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
+    # wait-timeout.
+    "run": Command(
+        rq.Run, 5, 5,
+        fields=(
+            Field("id", Arg(0), _job_id),
+            Field("name", Arg(1), parse_name),
+            Field("ttr_ms", Arg(2), parse_ttr_ms),
+            _PRIORITY,
+            Field("wait_timeout_ms", Arg(3), parse_wait_timeout_ms),
+        ),
+        max_flags=MAX_RUN_FLAGS,
+        data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
+    ),
+    # result <id> <wait-timeout>; id (v4), wait-timeout.
+    "result": Command(
+        rq.Result, 2, 2,
+        fields=(
+            Field("id", Arg(0), _job_id),
+            Field("wait_timeout_ms", Arg(1), parse_wait_timeout_ms),
+        ),
+    ),
+    # lease <name>... <wait-timeout>; at least one name; wait-timeout, then each name.
+    "lease": Command(
+        rq.Lease, 2, None,
+        fields=(
+            Field("wait_timeout_ms", Arg(-1), parse_wait_timeout_ms),
+            Field("names", Args(0, -1), parse_name),
+        ),
+    ),
+    # complete <id> <size> + result; fail <id> <size> + result; id (v4).
+    "complete": Command(
+        rq.Complete, 2, 2,
+        fields=(Field("id", Arg(0), _job_id),),
+        data=DataBlock(1, INVALID_PAYLOAD_SIZE, "result"),
+    ),
+    "fail": Command(
+        rq.Fail, 2, 2,
+        fields=(Field("id", Arg(0), _job_id),),
+        data=DataBlock(1, INVALID_RESULT_SIZE, "result"),
+    ),
+    # delete <id>; [eventq] a valid non-v4 UUID is -NOT-FOUND, so any UUID parses.
+    "delete": Command(rq.Delete, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
+    "inspect": Subcommands({
+        "server": Command(rq.InspectServer, 0, 0),
+        "queues": Command(
+            rq.InspectQueues, 2, 2,
+            fields=(
+                Field("offset", Arg(0), parse_cursor_offset),
+                Field("limit", Arg(1), parse_limit),
+            ),
+        ),
+        "queue": Command(rq.InspectQueue, 1, 1, fields=(Field("name", Arg(0), parse_name),)),
+        "jobs": Command(
+            rq.InspectJobs, 3, 3,
+            fields=(
+                Field("name", Arg(0), parse_name),
+                Field("offset", Arg(1), parse_cursor_offset),
+                Field("limit", Arg(2), parse_limit),
+            ),
+        ),
+        "scheduled-jobs": Command(
+            rq.InspectScheduledJobs, 3, 3,
+            fields=(
+                Field("name", Arg(0), parse_name),
+                Field("offset", Arg(1), parse_cursor_offset),
+                Field("limit", Arg(2), parse_limit),
+            ),
+        ),
+        "job": Command(rq.InspectJob, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
+        # eventq extension: a digest of the whole job state.
+        "digest": Command(rq.InspectDigest, 0, 0),
+    }),
+}
+# fmt: on

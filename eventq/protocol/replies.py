@@ -1,0 +1,139 @@
+"""The serializer for every workq reply (spec/protocol.md, "Commands" and "inspect").
+
+Each function returns the complete reply as bytes. Ids are written in lowercase
+canonical form, times as UTC ``YYYY-MM-DDTHH:MM:SSZ``, payloads and results raw (a
+payload containing ``\\r\\n`` is written as is, as workq does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from eventq.errors import EventqError
+
+from .values import canonical_id, format_time
+
+_CRLF = b"\r\n"
+_TEXT_ENCODING = "latin-1"  # names are ASCII; latin-1 mirrors the parser's decoding
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What ``inspect job(s)`` shows of one job. ``scheduled_ms`` is None unless the
+    job was scheduled; ``state`` is 0 NEW, 1 COMPLETED, 2 FAILED, 3 PENDING, 4 LEASED."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    max_attempts: int
+    attempts: int
+    max_fails: int
+    fails: int
+    priority: int
+    state: int
+    created_ms: int
+    scheduled_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """What ``inspect queue(s)`` shows of one queue."""
+
+    name: str
+    ready_len: int
+    scheduled_len: int
+
+
+def _line(*parts: str | int) -> bytes:
+    """Space-separated parts and ``\\r\\n``."""
+    return " ".join(str(part) for part in parts).encode(_TEXT_ENCODING) + _CRLF
+
+
+def _ok_count(count: int) -> bytes:
+    return b"+OK %d\r\n" % count
+
+
+def ok() -> bytes:
+    """``+OK``: add, schedule, complete, fail, delete."""
+    return b"+OK\r\n"
+
+
+def result_reply(id: uuid.UUID, success: bool, result: bytes) -> bytes:
+    """run and result: ``+OK 1``, ``<id> <1|0> <size>``, then the raw result."""
+    header = _line(canonical_id(id), 1 if success else 0, len(result))
+    return _ok_count(1) + header + result + _CRLF
+
+
+def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
+    """lease: ``+OK 1``, ``<id> <name> <ttr> <size>``, then the raw payload."""
+    header = _line(canonical_id(id), name, ttr_ms, len(payload))
+    return _ok_count(1) + header + payload + _CRLF
+
+
+def _job_block(job: JobView) -> bytes:
+    """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled."""
+    lines = [
+        _line("name", job.name),
+        _line("ttr", job.ttr_ms),
+        _line("ttl", job.ttl_ms),
+        _line("payload-size", len(job.payload)),
+        b"payload " + job.payload + _CRLF,
+        _line("max-attempts", job.max_attempts),
+        _line("attempts", job.attempts),
+        _line("max-fails", job.max_fails),
+        _line("fails", job.fails),
+        _line("priority", job.priority),
+        _line("state", job.state),
+        _line("created", format_time(job.created_ms)),
+    ]
+    if job.scheduled_ms is not None:
+        lines.append(_line("time", format_time(job.scheduled_ms)))
+    return _line(canonical_id(job.id), len(lines)) + b"".join(lines)
+
+
+def _queue_block(queue: QueueView) -> bytes:
+    """``<name> 2``, ``ready-len R``, ``scheduled-len S``."""
+    return (
+        _line(queue.name, 2)
+        + _line("ready-len", queue.ready_len)
+        + _line("scheduled-len", queue.scheduled_len)
+    )
+
+
+def _blocks(blocks: Iterable[bytes], count: int) -> bytes:
+    return _ok_count(count) + b"".join(blocks)
+
+
+def job_blocks(jobs: Sequence[JobView]) -> bytes:
+    """inspect jobs / scheduled-jobs (and inspect job, with one job): ``+OK <n>`` + blocks."""
+    return _blocks(map(_job_block, jobs), len(jobs))
+
+
+def queue_blocks(queues: Sequence[QueueView]) -> bytes:
+    """inspect queues (and inspect queue, with one queue): ``+OK <n>`` + blocks."""
+    return _blocks(map(_queue_block, queues), len(queues))
+
+
+def server_reply(active_clients: int, evicted_jobs: int, started_ms: int) -> bytes:
+    """inspect server: [eventq] key count 3 (workq said 2 and sent three keys)."""
+    return (
+        _ok_count(1)
+        + _line("server", 3)
+        + _line("active-clients", active_clients)
+        + _line("evicted-jobs", evicted_jobs)
+        + _line("started", format_time(started_ms))
+    )
+
+
+def digest_reply(digest_hex: str) -> bytes:
+    """inspect digest (eventq extension): ``+OK 1``, ``digest <hex>``."""
+    return _ok_count(1) + _line("digest", digest_hex)
+
+
+def error_reply(err: EventqError) -> bytes:
+    """Any error: ``-CODE`` or ``-CODE text``."""
+    return err.reply

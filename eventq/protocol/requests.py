@@ -1,0 +1,167 @@
+"""The requests of the workq protocol as values (spec/protocol.md, "Commands").
+
+One frozen dataclass per request. Every field is already validated by the parser:
+ids are ``uuid.UUID``, times and durations are integer milliseconds, payloads and
+results are ``bytes``. ``Close`` is not a request but the event "close the connection
+without a reply" (a line ending in a bare ``\\n``, spec: Framing).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """``add <id> <name> <ttr> <ttl> <size> [flags]`` + payload."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """``schedule <id> <name> <ttr> <ttl> <time> <size> [flags]`` + payload."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    time_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """``run <id> <name> <ttr> <wait-timeout> <size> [-priority=]`` + payload."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    wait_timeout_ms: int
+    payload: bytes
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """``result <id> <wait-timeout>``."""
+
+    id: uuid.UUID
+    wait_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """``lease <name>... <wait-timeout>``: at least one name."""
+
+    names: tuple[str, ...]
+    wait_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """``complete <id> <size>`` + result."""
+
+    id: uuid.UUID
+    result: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """``fail <id> <size>`` + result."""
+
+    id: uuid.UUID
+    result: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """``delete <id>`` (any valid UUID; a non-v4 one is simply not found)."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class InspectServer:
+    """``inspect server``."""
+
+
+@dataclass(frozen=True, slots=True)
+class InspectQueues:
+    """``inspect queues <offset> <limit>``."""
+
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectQueue:
+    """``inspect queue <name>``."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class InspectJobs:
+    """``inspect jobs <name> <offset> <limit>``: ready jobs in lease order."""
+
+    name: str
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectScheduledJobs:
+    """``inspect scheduled-jobs <name> <offset> <limit>``: jobs not yet woken."""
+
+    name: str
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectJob:
+    """``inspect job <id>`` (any valid UUID)."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class InspectDigest:
+    """``inspect digest``: eventq extension, a digest of the whole job state."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection without a reply (a line ended in a bare ``\\n``)."""
+
+
+Request = Union[
+    Add,
+    Schedule,
+    Run,
+    Result,
+    Lease,
+    Complete,
+    Fail,
+    Delete,
+    InspectServer,
+    InspectQueues,
+    InspectQueue,
+    InspectJobs,
+    InspectScheduledJobs,
+    InspectJob,
+    InspectDigest,
+]

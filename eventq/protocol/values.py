@@ -1,0 +1,290 @@
+"""Validators for the values of the workq protocol (spec/protocol.md, "Values").
+
+Each ``parse_*`` function takes one token as ``str`` and returns the value or raises
+``ClientError`` with the exact text of the spec (``FramingError`` for sizes). The
+parser decodes request lines as latin-1, so one character is one byte of the wire and
+``len(token)`` is its length in bytes.
+
+Integers follow what workq's Go code accepts (``strconv.ParseUint`` for unsigned
+values, ``ParseInt`` for priority, ``Atoi`` for sizes): ASCII decimal digits only,
+leading zeros allowed, no whitespace, no underscores, no hex; a leading ``+`` or ``-``
+only where Go parses a signed integer (priority, sizes). Python's ``int()`` accepts
+underscores, whitespace and non-ASCII digits, so it is only called on tokens that have
+already matched a strict ASCII pattern.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import uuid
+
+from eventq.errors import (
+    INVALID_CURSOR_OFFSET,
+    INVALID_ID,
+    INVALID_LIMIT,
+    INVALID_MAX_ATTEMPTS,
+    INVALID_MAX_FAILS,
+    INVALID_NAME,
+    INVALID_PRIORITY,
+    INVALID_TIME,
+    INVALID_TTL,
+    INVALID_TTR,
+    INVALID_WAIT_TIMEOUT,
+    ClientError,
+    FramingError,
+)
+from eventq.limits import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_CURSOR_OFFSET,
+    MAX_FAILS_LIMIT,
+    MAX_LIMIT,
+    MAX_NAME_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_PRIORITY,
+    MAX_TIME_MS,
+    MAX_TTL_MS,
+    MAX_TTR_MS,
+    MAX_WAIT_TIMEOUT_MS,
+    MIN_LIMIT,
+    MIN_PRIORITY,
+    MIN_TIME_MS,
+    MIN_TTL_MS,
+    MIN_TTR_MS,
+)
+
+# --- integers -------------------------------------------------------------------------
+
+_UNSIGNED = re.compile(r"[0-9]+")  # strconv.ParseUint(s, 10, n): no sign at all
+_SIGNED = re.compile(r"([+-]?)([0-9]+)")  # strconv.ParseInt / Atoi: optional sign
+
+
+def _bounded_int(digits: str, maximum: int) -> int | None:
+    """The value of an ASCII digit string, or None if it exceeds ``maximum``.
+
+    Leading zeros are dropped first so that a long run of them is still accepted (Go
+    does) and so ``int()`` never meets more digits than ``maximum`` has (Python limits
+    int() to 4300 digits; a 10,000-byte token must not raise).
+    """
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(maximum)):
+        return None
+    value = int(significant)
+    return value if value <= maximum else None
+
+
+def _parse_unsigned(token: str, minimum: int, maximum: int, error: str) -> int:
+    """An unsigned decimal in ``minimum … maximum``, else ``ClientError(error)``."""
+    if _UNSIGNED.fullmatch(token) is None:
+        raise ClientError(error)
+    value = _bounded_int(token, maximum)
+    if value is None or value < minimum:
+        raise ClientError(error)
+    return value
+
+
+def _parse_signed(token: str, bound: int) -> int | None:
+    """A signed decimal whose magnitude is at most ``bound``, else None."""
+    match = _SIGNED.fullmatch(token)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    magnitude = _bounded_int(digits, bound)
+    if magnitude is None:
+        return None
+    return -magnitude if sign == "-" else magnitude
+
+
+def parse_ttr_ms(token: str) -> int:
+    """ttr: integer ms, 1 … 86,400,000 (``Invalid TTR``)."""
+    return _parse_unsigned(token, MIN_TTR_MS, MAX_TTR_MS, INVALID_TTR)
+
+
+def parse_ttl_ms(token: str) -> int:
+    """ttl: integer ms, 1 … 2^64−1 ([eventq] as documented; ``Invalid TTL``)."""
+    return _parse_unsigned(token, MIN_TTL_MS, MAX_TTL_MS, INVALID_TTL)
+
+
+def parse_wait_timeout_ms(token: str) -> int:
+    """wait-timeout: integer ms, 0 … 86,400,000 (``Invalid wait timeout``)."""
+    return _parse_unsigned(token, 0, MAX_WAIT_TIMEOUT_MS, INVALID_WAIT_TIMEOUT)
+
+
+def parse_max_attempts(token: str) -> int:
+    """-max-attempts: 0 … 255, 0 meaning the hard cap (``Invalid Max Attempts``)."""
+    return _parse_unsigned(token, 0, MAX_ATTEMPTS_LIMIT, INVALID_MAX_ATTEMPTS)
+
+
+def parse_max_fails(token: str) -> int:
+    """-max-fails: 0 … 255 (``Invalid Max Fails``)."""
+    return _parse_unsigned(token, 0, MAX_FAILS_LIMIT, INVALID_MAX_FAILS)
+
+
+def parse_cursor_offset(token: str) -> int:
+    """cursor-offset: unsigned 32-bit (``Invalid cursor offset``)."""
+    return _parse_unsigned(token, 0, MAX_CURSOR_OFFSET, INVALID_CURSOR_OFFSET)
+
+
+def parse_limit(token: str) -> int:
+    """limit: 1 … 100 (``Invalid limit``)."""
+    return _parse_unsigned(token, MIN_LIMIT, MAX_LIMIT, INVALID_LIMIT)
+
+
+def parse_priority(token: str) -> int:
+    """-priority: signed 32-bit, ``+`` and ``-`` accepted as by ParseInt (``Invalid Priority``)."""
+    value = _parse_signed(token, -MIN_PRIORITY)
+    if value is None or not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ClientError(INVALID_PRIORITY)
+    return value
+
+
+def parse_size(token: str, error_text: str) -> int:
+    """A data block size: decimal, ``+5`` and leading zeros accepted (Go's Atoi).
+
+    Negative, non-numeric or over 1 MiB is a framing error with ``error_text``
+    (spec: Framing). ``-0`` is zero, not negative, so Atoi and this accept it.
+    """
+    value = _parse_signed(token, MAX_PAYLOAD_BYTES)
+    if value is None or value < 0:
+        raise FramingError(error_text)
+    return value
+
+
+# --- names ----------------------------------------------------------------------------
+
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_NAME_BYTES)
+
+
+def parse_name(token: str) -> str:
+    """name: 1–255 bytes of ``[A-Za-z0-9_.-]`` (``Invalid Name``)."""
+    if _NAME.fullmatch(token) is None:
+        raise ClientError(INVALID_NAME)
+    return token
+
+
+# --- ids ------------------------------------------------------------------------------
+
+_HEX = "[0-9A-Fa-f]"
+# 32 hex digits in 8-4-4-4-12 groups; each of the four group boundaries may carry one
+# hyphen or none (spec: "hyphens optional between the 8-4-4-4-12 groups").
+_UUID_BODY = re.compile(
+    "({h}{{8}})-?({h}{{4}})-?({h}{{4}})-?({h}{{4}})-?({h}{{12}})".format(h=_HEX)
+)
+_URN_PREFIX = "urn:uuid:"
+
+
+def _unwrap_id(token: str) -> str:
+    """The UUID text inside an optional ``urn:uuid:`` prefix or ``{…}`` wrapper."""
+    if token.startswith(_URN_PREFIX):
+        return token[len(_URN_PREFIX) :]
+    if len(token) >= 2 and token[0] == "{" and token[-1] == "}":
+        return token[1:-1]
+    return token
+
+
+def parse_id(token: str, require_v4: bool) -> uuid.UUID:
+    """id: a UUID (spec table row "id"), ``Invalid ID`` otherwise.
+
+    Either case; hyphens optional at the group boundaries; ``{…}`` and the ``urn:uuid:``
+    prefix accepted; [eventq] trailing characters rejected. With ``require_v4``
+    (add, schedule, run, result, complete, fail) the UUID must be version 4 with the
+    RFC 4122 variant.
+    """
+    match = _UUID_BODY.fullmatch(_unwrap_id(token))
+    if match is None:
+        raise ClientError(INVALID_ID)
+    value = uuid.UUID(hex="".join(match.groups()))
+    if require_v4 and not (value.variant == uuid.RFC_4122 and value.version == 4):
+        raise ClientError(INVALID_ID)
+    return value
+
+
+def canonical_id(value: uuid.UUID) -> str:
+    """The reply form of an id: lowercase, hyphenated 8-4-4-4-12."""
+    return str(value)
+
+
+# --- times ----------------------------------------------------------------------------
+# Times are unix milliseconds (UTC). The civil-date conversions below are pure
+# arithmetic (H. Hinnant's days_from_civil / civil_from_days): no clock, any year.
+
+_MS_PER_SECOND = 1_000
+_MS_PER_DAY = 86_400_000
+_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?Z"
+)
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146_097 + day_of_era - 719_468
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The (year, month, day) of a day count since 1970-01-01."""
+    days += 719_468
+    era = days // 146_097
+    day_of_era = days - era * 146_097
+    year_of_era = (
+        day_of_era - day_of_era // 1_460 + day_of_era // 36_524 - day_of_era // 146_096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + (3 if month_index < 10 else -9)
+    return year_of_era + era * 400 + (month <= 2), month, day
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if calendar.isleap(year) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _fraction_ms(fraction: str | None) -> int:
+    """Milliseconds of a fractional second, truncated (``.5`` → 500, ``.1239`` → 123)."""
+    if not fraction:
+        return 0
+    return int(fraction[:3].ljust(3, "0"))
+
+
+def parse_time_ms(token: str) -> int:
+    """time: UTC ``YYYY-MM-DDTHH:MM:SSZ`` with an optional fractional second.
+
+    Returns unix milliseconds. Offsets such as ``+00:00`` are rejected, and so are
+    out-of-range fields (month 13, February 30, hour 24, second 60), as Go's time.Parse
+    rejects them. ``Invalid Time`` otherwise. Year 0000, which Go would take, is refused
+    too: the core's times start at 0001-01-01 (``limits.MIN_TIME_MS``). Whether the
+    time is late enough is the caller's check (it needs the clock).
+    """
+    match = _TIME.fullmatch(token)
+    if match is None:
+        raise ClientError(INVALID_TIME)
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
+        raise ClientError(INVALID_TIME)
+    if hour > 23 or minute > 59 or second > 59:
+        raise ClientError(INVALID_TIME)
+    seconds_of_day = (hour * 60 + minute) * 60 + second
+    ms = (
+        _days_from_civil(year, month, day) * _MS_PER_DAY
+        + seconds_of_day * _MS_PER_SECOND
+        + _fraction_ms(match.group(7))
+    )
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise ClientError(INVALID_TIME)
+    return ms
+
+
+def format_time(ms: int) -> str:
+    """Unix milliseconds as UTC ``YYYY-MM-DDTHH:MM:SSZ`` (sub-second part dropped)."""
+    days, ms_of_day = divmod(ms, _MS_PER_DAY)
+    year, month, day = _civil_from_days(days)
+    minutes, second = divmod(ms_of_day // _MS_PER_SECOND, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
