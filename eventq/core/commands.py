@@ -1,0 +1,180 @@
+"""Commands: what the log is asked to do to one job.
+
+A command is the intent written to ``eventq.commands`` (keyed by its ``job_id``). It
+carries no time: the broker stamps it (LogAppendTime) and that stamp is passed to
+``machine.decide`` as ``at_ms`` together with the command's log offset.
+
+Each command validates its own fields on construction (``ValueError``) with the limits
+of the protocol, so the state machine only ever sees commands that can exist. The
+protocol's v4-only rule for ids is a request check and is left to the protocol layer:
+the core accepts any UUID.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar, TypeAlias
+
+from eventq.core._check import check_bytes, check_int, check_name, check_uuid
+from eventq.limits import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_FAILS_LIMIT,
+    MAX_PAYLOAD_BYTES,
+    MAX_PRIORITY,
+    MAX_TIME_MS,
+    MAX_TTL_MS,
+    MAX_TTR_MS,
+    MIN_PRIORITY,
+    MIN_TIME_MS,
+    MIN_TTL_MS,
+    MIN_TTR_MS,
+)
+
+
+class CommandType(IntEnum):
+    """Command type numbers: workq's command-log types, one to one."""
+
+    ADD = 1
+    SCHEDULE = 2
+    COMPLETE = 3
+    FAIL = 4
+    DELETE = 5
+    EXPIRE = 6
+    START_ATTEMPT = 7
+    TIMEOUT_ATTEMPT = 8
+
+
+FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
+
+
+def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
+    check_uuid("job_id", c.job_id)
+    check_name("name", c.name)
+    check_int("ttr_ms", c.ttr_ms, MIN_TTR_MS, MAX_TTR_MS)
+    check_int("ttl_ms", c.ttl_ms, min_ttl_ms, MAX_TTL_MS)
+    check_bytes("payload", c.payload, MAX_PAYLOAD_BYTES)
+    check_int("priority", c.priority, MIN_PRIORITY, MAX_PRIORITY)
+    check_int("max_attempts", c.max_attempts, 0, MAX_ATTEMPTS_LIMIT)
+    check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job)."""
+
+    type: ClassVar[CommandType] = CommandType.ADD
+    job_id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+
+    def __post_init__(self) -> None:
+        _check_job_fields(self, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Enqueue a job that becomes ready at ``time_ms``; its TTL counts from then."""
+
+    type: ClassVar[CommandType] = CommandType.SCHEDULE
+    job_id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    time_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+
+    def __post_init__(self) -> None:
+        _check_job_fields(self, MIN_TTL_MS)
+        check_int("time_ms", self.time_ms, MIN_TIME_MS, MAX_TIME_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    type: ClassVar[CommandType] = CommandType.COMPLETE
+    job_id: uuid.UUID
+    result: bytes
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    type: ClassVar[CommandType] = CommandType.FAIL
+    job_id: uuid.UUID
+    result: bytes
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    type: ClassVar[CommandType] = CommandType.DELETE
+    job_id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Produced by a timer when the TTL has passed; re-checked when applied."""
+
+    type: ClassVar[CommandType] = CommandType.EXPIRE
+    job_id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StartAttempt:
+    """A lease's claim of attempt number ``attempt`` (1-based) of a ready job.
+
+    ``attempt`` may be one past the attempt limit: applying it then fails the job
+    (attempts exhausted) instead of leasing it.
+    """
+
+    type: ClassVar[CommandType] = CommandType.START_ATTEMPT
+    job_id: uuid.UUID
+    attempt: int
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutAttempt:
+    """Produced by a timer when attempt ``attempt``'s TTR has passed."""
+
+    type: ClassVar[CommandType] = CommandType.TIMEOUT_ATTEMPT
+    job_id: uuid.UUID
+    attempt: int
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+
+
+Command: TypeAlias = (
+    Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt
+)
+
+COMMAND_CLASSES: dict[CommandType, type] = {
+    cls.type: cls
+    for cls in (Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt)
+}

@@ -1,0 +1,213 @@
+"""Events: what happened to a job when a command was applied.
+
+``machine.decide`` turns an accepted command into exactly one event and
+``machine.evolve`` folds it into the job. Every event carries the job id, the broker time
+of the command (``at_ms``) and the command's log ``offset`` (it becomes ``Job.version``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar, TypeAlias
+
+from eventq.core._check import check_bool, check_bytes, check_int, check_uuid
+from eventq.core.job import Job, State
+from eventq.limits import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEADLINE_MS,
+    MAX_OFFSET,
+    MAX_PAYLOAD_BYTES,
+    MAX_TIME_MS,
+    MIN_TIME_MS,
+)
+
+
+class EventType(IntEnum):
+    """Event type numbers, as written to the state log."""
+
+    ADDED = 1
+    COMPLETED = 2
+    FAILED = 3
+    FAIL_RETRIED = 4
+    ATTEMPT_STARTED = 5
+    ATTEMPTS_EXHAUSTED = 6
+    ATTEMPT_TIMED_OUT = 7
+    DELETED = 8
+    EXPIRED = 9
+
+
+def _check_common(e: Event) -> None:
+    check_uuid("job_id", e.job_id)
+    check_int("at_ms", e.at_ms, MIN_TIME_MS, MAX_TIME_MS)
+    check_int("offset", e.offset, 0, MAX_OFFSET)
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """add or schedule created ``job`` (state NEW, version = offset)."""
+
+    type: ClassVar[EventType] = EventType.ADDED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    job: Job
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if not isinstance(self.job, Job):
+            raise ValueError(f"job must be a Job, got {type(self.job).__name__}")
+        j = self.job
+        if j.id != self.job_id or j.version != self.offset or j.created_ms != self.at_ms:
+            raise ValueError("an added job has the event's id, version = offset, created = at")
+        if j.state is not State.NEW or j.attempts or j.fails:
+            raise ValueError("an added job is NEW with no attempts and no fails")
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """complete: COMPLETED with ``result``."""
+
+    type: ClassVar[EventType] = EventType.COMPLETED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    result: bytes
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """fail with no retries left: FAILED with ``result``, fails + 1."""
+
+    type: ClassVar[EventType] = EventType.FAILED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    result: bytes
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class FailRetried:
+    """fail with retries left: fails + 1, back to PENDING at its old position."""
+
+    type: ClassVar[EventType] = EventType.FAIL_RETRIED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStarted:
+    """A lease was granted: LEASED, attempts = ``attempt``, TTR ends at ``deadline_ms``."""
+
+    type: ClassVar[EventType] = EventType.ATTEMPT_STARTED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    attempt: int
+    deadline_ms: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        check_int("deadline_ms", self.deadline_ms, MIN_TIME_MS, MAX_DEADLINE_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptsExhausted:
+    """A lease would exceed the attempt limit: FAILED with an empty result."""
+
+    type: ClassVar[EventType] = EventType.ATTEMPTS_EXHAUSTED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimedOut:
+    """The TTR of ``attempt`` passed: PENDING (``requeued``) or FAILED, empty result."""
+
+    type: ClassVar[EventType] = EventType.ATTEMPT_TIMED_OUT
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    attempt: int
+    requeued: bool
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        check_bool("requeued", self.requeued)
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """delete: the job is gone."""
+
+    type: ClassVar[EventType] = EventType.DELETED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """The TTL passed: the job is gone; ``evicted`` if it was not COMPLETED or FAILED."""
+
+    type: ClassVar[EventType] = EventType.EXPIRED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    evicted: bool
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_bool("evicted", self.evicted)
+
+
+Event: TypeAlias = (
+    Added
+    | Completed
+    | Failed
+    | FailRetried
+    | AttemptStarted
+    | AttemptsExhausted
+    | AttemptTimedOut
+    | Deleted
+    | Expired
+)
+
+EVENT_CLASSES: dict[EventType, type] = {
+    cls.type: cls
+    for cls in (
+        Added,
+        Completed,
+        Failed,
+        FailRetried,
+        AttemptStarted,
+        AttemptsExhausted,
+        AttemptTimedOut,
+        Deleted,
+        Expired,
+    )
+}
+
+REMOVING_EVENTS = frozenset({EventType.DELETED, EventType.EXPIRED})  # evolve → None

@@ -1,0 +1,217 @@
+"""The job: one immutable value holding everything the log says about a job.
+
+A ``Job`` validates on construction: every combination of fields that the transition
+rules (``machine.py``) can never produce raises ``ValueError``. Times are integer ms
+since the Unix epoch (UTC), taken from the broker's clock of the command that set them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+
+from eventq.core._check import (
+    check_bool,
+    check_bytes,
+    check_int,
+    check_name,
+    check_uuid,
+    is_valid_name,
+)
+from eventq.limits import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEADLINE_MS,
+    MAX_FAILS_LIMIT,
+    MAX_OFFSET,
+    MAX_PAYLOAD_BYTES,
+    MAX_PRIORITY,
+    MAX_TIME_MS,
+    MAX_TTL_MS,
+    MAX_TTR_MS,
+    MIN_PRIORITY,
+    MIN_TIME_MS,
+    MIN_TTR_MS,
+)
+
+
+class State(IntEnum):
+    """Job states, numbered as the protocol shows them in ``inspect``."""
+
+    NEW = 0
+    COMPLETED = 1
+    FAILED = 2
+    PENDING = 3
+    LEASED = 4
+
+
+FINAL_STATES = frozenset({State.COMPLETED, State.FAILED})
+WAITING_STATES = frozenset({State.NEW, State.PENDING})  # may be leased once due
+
+
+def deadline_after(start_ms: int, duration_ms: int) -> int:
+    """``start_ms + duration_ms``, saturated at ``MAX_DEADLINE_MS`` (a TTL may be 2^64-1)."""
+    end = start_ms + duration_ms
+    return end if end <= MAX_DEADLINE_MS else MAX_DEADLINE_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job's full state.
+
+    - ``ttl_ms`` 0 means no TTL (a ``run`` job); then ``expires_ms`` is None.
+    - ``scheduled_ms`` is the ``schedule`` time (None for ``add``/``run``); the job is
+      not ready before it. ``expires_ms`` counts from it, else from ``created_ms``.
+    - ``lease_deadline_ms`` is set exactly while LEASED (the current attempt's TTR end).
+    - ``result``/``result_ok`` are set exactly in the final states (COMPLETED: ok True;
+      FAILED: ok False, result empty when attempts ran out).
+    - ``version`` is the log offset of the last command applied to this job.
+    """
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    priority: int
+    max_attempts: int
+    max_fails: int
+    attempts: int
+    fails: int
+    state: State
+    created_ms: int
+    scheduled_ms: int | None
+    expires_ms: int | None
+    lease_deadline_ms: int | None
+    result: bytes | None
+    result_ok: bool | None
+    version: int
+
+    def __post_init__(self) -> None:
+        # Each check is an inline test, with the (slower) checker that builds the error
+        # called only when the fast test fails: jobs are built once per applied command.
+        if type(self.id) is not uuid.UUID:
+            check_uuid("id", self.id)
+        if type(self.name) is not str or not is_valid_name(self.name):
+            check_name("name", self.name)
+        ttr, ttl = self.ttr_ms, self.ttl_ms
+        if type(ttr) is not int or not MIN_TTR_MS <= ttr <= MAX_TTR_MS:
+            check_int("ttr_ms", ttr, MIN_TTR_MS, MAX_TTR_MS)
+        if type(ttl) is not int or not 0 <= ttl <= MAX_TTL_MS:
+            check_int("ttl_ms", ttl, 0, MAX_TTL_MS)
+        if type(self.payload) is not bytes or len(self.payload) > MAX_PAYLOAD_BYTES:
+            check_bytes("payload", self.payload, MAX_PAYLOAD_BYTES)
+        p = self.priority
+        if type(p) is not int or not MIN_PRIORITY <= p <= MAX_PRIORITY:
+            check_int("priority", p, MIN_PRIORITY, MAX_PRIORITY)
+        max_attempts, max_fails = self.max_attempts, self.max_fails
+        if type(max_attempts) is not int or not 0 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
+            check_int("max_attempts", max_attempts, 0, MAX_ATTEMPTS_LIMIT)
+        if type(max_fails) is not int or not 0 <= max_fails <= MAX_FAILS_LIMIT:
+            check_int("max_fails", max_fails, 0, MAX_FAILS_LIMIT)
+        state = self.state
+        if type(state) is not State:
+            if not isinstance(state, int) or isinstance(state, bool):
+                raise ValueError(f"state must be a State, got {state!r}")
+            try:
+                state = State(state)
+            except ValueError:
+                raise ValueError(f"state must be a State, got {state!r}") from None
+            object.__setattr__(self, "state", state)
+        final = state in FINAL_STATES
+        attempts, limit = self.attempts, max_attempts or MAX_ATTEMPTS_LIMIT
+        if type(attempts) is not int or not 0 <= attempts <= limit:
+            check_int("attempts", attempts, 0, limit)
+        # fail on a non-final job makes fails+1; it stays non-final only while
+        # fails < max_fails, so a live job has fails < max(max_fails, 1).
+        fails_cap = max_fails if max_fails > 1 else 1
+        if not final:
+            fails_cap -= 1
+        if type(self.fails) is not int or not 0 <= self.fails <= fails_cap:
+            check_int("fails", self.fails, 0, fails_cap)
+        created, scheduled = self.created_ms, self.scheduled_ms
+        if type(created) is not int or not MIN_TIME_MS <= created <= MAX_TIME_MS:
+            check_int("created_ms", created, MIN_TIME_MS, MAX_TIME_MS)
+        if scheduled is not None and (
+            type(scheduled) is not int or not MIN_TIME_MS <= scheduled <= MAX_TIME_MS
+        ):
+            check_int("scheduled_ms", scheduled, MIN_TIME_MS, MAX_TIME_MS)
+        if ttl == 0:
+            if self.expires_ms is not None:
+                raise ValueError("a job without TTL (ttl_ms 0) has expires_ms None")
+            if scheduled is not None:
+                raise ValueError("a scheduled job always has a TTL")
+        else:
+            expected = deadline_after(created if scheduled is None else scheduled, ttl)
+            if self.expires_ms != expected or type(self.expires_ms) is not int:
+                raise ValueError(
+                    f"expires_ms must be {expected} (TTL counted from "
+                    f"{'created_ms' if scheduled is None else 'scheduled_ms'}),"
+                    f" got {self.expires_ms!r}"
+                )
+            if expected <= created:
+                raise ValueError("a job's TTL must end after its creation")
+        deadline = self.lease_deadline_ms
+        if state is State.LEASED:
+            if type(deadline) is not int or not MIN_TIME_MS <= deadline <= MAX_DEADLINE_MS:
+                check_int("lease_deadline_ms", deadline, MIN_TIME_MS, MAX_DEADLINE_MS)
+            if attempts < 1:
+                raise ValueError("a LEASED job has attempts >= 1")
+        elif deadline is not None:
+            raise ValueError(f"lease_deadline_ms is set only while LEASED, not {state.name}")
+        if final:
+            result = self.result
+            if type(result) is not bytes or len(result) > MAX_PAYLOAD_BYTES:
+                check_bytes("result", result, MAX_PAYLOAD_BYTES)
+            if self.result_ok is not (state is State.COMPLETED):
+                check_bool("result_ok", self.result_ok)
+                raise ValueError(
+                    f"result_ok of a {state.name} job must be {state is State.COMPLETED}"
+                )
+        elif self.result is not None or self.result_ok is not None:
+            raise ValueError(f"result and result_ok are set only in final states, not {state.name}")
+        if type(self.version) is not int or not 0 <= self.version <= MAX_OFFSET:
+            check_int("version", self.version, 0, MAX_OFFSET)
+
+
+def is_final(job: Job) -> bool:
+    """COMPLETED or FAILED: only delete or TTL expiry changes it now."""
+    return job.state in FINAL_STATES
+
+
+def is_ready(job: Job, now_ms: int) -> bool:
+    """NEW or PENDING and not scheduled in the future: a lease may take it now."""
+    return job.state in WAITING_STATES and (
+        job.scheduled_ms is None or job.scheduled_ms <= now_ms
+    )
+
+
+def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
+    """NEW or PENDING and scheduled in the future (listed by ``inspect scheduled-jobs``)."""
+    return (
+        job.state in WAITING_STATES
+        and job.scheduled_ms is not None
+        and job.scheduled_ms > now_ms
+    )
+
+
+def attempt_limit(job: Job) -> int:
+    """The most attempts the job may have: ``max_attempts``, or the hard cap when 0."""
+    return job.max_attempts or MAX_ATTEMPTS_LIMIT
+
+
+def lease_order_key(job: Job) -> tuple[int, bool, int, int, bytes]:
+    """Sort key of lease order within a queue name (smallest leases first).
+
+    Priority descending, then scheduled time ascending with unscheduled jobs first,
+    then creation time ascending (FIFO), then id bytes. It depends only on fields that
+    never change after creation, so a timed-out or retried job returns to its old place.
+    """
+    scheduled = job.scheduled_ms
+    return (
+        -job.priority,
+        scheduled is not None,
+        0 if scheduled is None else scheduled,
+        job.created_ms,
+        job.id.bytes,
+    )

@@ -1,0 +1,465 @@
+"""The transition rules: ``decide`` a command against a job, ``evolve`` a job by an event.
+
+Both are pure: the broker time of the command (``at_ms``) and its log ``offset`` are
+passed in. The rules are data: ``TRANSITIONS`` maps (command type, job state) to the
+handler that decides, and ``EVOLUTIONS`` maps an event type to the states it may apply
+to and the function that applies it. Nothing else branches on states.
+
+Idempotency. Commands are applied at least once (after a crash the uncommitted tail of
+a partition is read again), so every decision is a function of (job, command, offset):
+
+- For a present job, ``offset <= job.version`` means the command's effect is already in
+  the state (``version`` is the offset of the last command applied to the job, and one
+  partition is read in offset order): ``Ignored(ALREADY_APPLIED)``.
+- For an absent job the core cannot tell "never existed" from "deleted at a later
+  offset" (a re-read ``add`` after a ``delete`` would otherwise bring the job back).
+  The processor must therefore keep a per-partition watermark, the offset of the last
+  command it applied in that partition (stored atomically with the table), and skip
+  every command at or below it before calling ``decide``. ``version`` then makes the
+  per-job check cheap and self-evident in the stored state, and lets state-log replays
+  verify that versions only grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from eventq.core._check import check_int
+from eventq.core.commands import (
+    COMMAND_CLASSES,
+    Add,
+    Command,
+    CommandType,
+    Complete,
+    Expire,
+    Fail,
+    Schedule,
+    StartAttempt,
+    TimeoutAttempt,
+)
+from eventq.core.events import (
+    EVENT_CLASSES,
+    Added,
+    AttemptsExhausted,
+    AttemptStarted,
+    AttemptTimedOut,
+    Completed,
+    Deleted,
+    Event,
+    EventType,
+    Expired,
+    Failed,
+    FailRetried,
+)
+from eventq.core.job import (
+    Job,
+    State,
+    attempt_limit,
+    deadline_after,
+    is_final,
+    is_ready,
+)
+from eventq.errors import (
+    DUPLICATE_JOB,
+    DUPLICATE_RESULT,
+    INVALID_TIME,
+    ClientError,
+    EventqError,
+    NotFound,
+)
+from eventq.limits import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
+
+_COMMAND_TYPES = tuple(COMMAND_CLASSES.values())
+_EVENT_TYPES = tuple(EVENT_CLASSES.values())
+
+# --------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """The command changes the job: ``event`` says how (fold it with ``evolve``)."""
+
+    event: Event
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, _EVENT_TYPES):
+            raise ValueError(f"not an event: {self.event!r:.100}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The command is refused; ``error`` is the reply for whoever issued it."""
+
+    error: EventqError
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.error, EventqError):
+            raise ValueError(f"not an EventqError: {self.error!r:.100}")
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """No state change and nobody to tell (duplicate delivery, stale claim or timer)."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str):
+            raise ValueError(f"reason must be a str, got {type(self.reason).__name__}")
+
+
+Outcome: TypeAlias = Accepted | Rejected | Ignored
+
+# Reasons of Ignored outcomes.
+ALREADY_APPLIED = "already applied"  # offset <= job.version
+NO_SUCH_JOB = "no such job"  # a timer or claim for a job that is gone
+CLAIM_REFUSED = "claim refused"  # start-attempt on a job not ready at that attempt
+STALE_ATTEMPT = "stale attempt"  # timeout-attempt for an attempt that is not current
+NOT_YET_DUE = "not yet due"  # a timer fired before the deadline (by the broker's clock)
+
+# ------------------------------------------------------------------- decide handlers
+
+Handler: TypeAlias = Callable[[Job | None, Command, int, int], Outcome]
+
+
+def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: int) -> Job:
+    if c.ttl_ms == 0:
+        expires_ms = None
+    else:
+        start = at_ms if scheduled_ms is None else scheduled_ms
+        expires_ms = deadline_after(start, c.ttl_ms)
+    return Job(
+        id=c.job_id,
+        name=c.name,
+        ttr_ms=c.ttr_ms,
+        ttl_ms=c.ttl_ms,
+        payload=c.payload,
+        priority=c.priority,
+        max_attempts=c.max_attempts,
+        max_fails=c.max_fails,
+        attempts=0,
+        fails=0,
+        state=State.NEW,
+        created_ms=at_ms,
+        scheduled_ms=scheduled_ms,
+        expires_ms=expires_ms,
+        lease_deadline_ms=None,
+        result=None,
+        result_ok=None,
+        version=offset,
+    )
+
+
+def _add(job: Job | None, c: Add, at_ms: int, offset: int) -> Outcome:
+    return Accepted(Added(c.job_id, at_ms, offset, _new_job(c, None, at_ms, offset)))
+
+
+def _schedule_time_invalid(c: Schedule, at_ms: int) -> bool:
+    """The TTL would end at or before acceptance (a past ``time`` alone is fine)."""
+    return c.time_ms + c.ttl_ms <= at_ms
+
+
+def _schedule(job: Job | None, c: Schedule, at_ms: int, offset: int) -> Outcome:
+    if _schedule_time_invalid(c, at_ms):
+        return Rejected(ClientError(INVALID_TIME))
+    return Accepted(Added(c.job_id, at_ms, offset, _new_job(c, c.time_ms, at_ms, offset)))
+
+
+def _schedule_existing(job: Job | None, c: Schedule, at_ms: int, offset: int) -> Outcome:
+    # Fields are checked before state (spec: "Checks run in this order").
+    if _schedule_time_invalid(c, at_ms):
+        return Rejected(ClientError(INVALID_TIME))
+    return Rejected(ClientError(DUPLICATE_JOB))
+
+
+def _duplicate_job(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
+    return Rejected(ClientError(DUPLICATE_JOB))
+
+
+def _duplicate_result(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
+    return Rejected(ClientError(DUPLICATE_RESULT))
+
+
+def _not_found(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
+    return Rejected(NotFound())
+
+
+def _ignore(reason: str) -> Handler:
+    outcome = Ignored(reason)
+
+    def handler(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
+        return outcome
+
+    handler.__name__ = f"_ignore_{reason.replace(' ', '_')}"
+    return handler
+
+
+def _start_attempt(job: Job | None, c: StartAttempt, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if not is_ready(job, at_ms) or job.attempts != c.attempt - 1:
+        return Ignored(CLAIM_REFUSED)
+    if c.attempt > attempt_limit(job):
+        return Accepted(AttemptsExhausted(c.job_id, at_ms, offset))
+    deadline = deadline_after(at_ms, job.ttr_ms)
+    return Accepted(AttemptStarted(c.job_id, at_ms, offset, c.attempt, deadline))
+
+
+def _timeout_attempt(job: Job | None, c: TimeoutAttempt, at_ms: int, offset: int) -> Outcome:
+    assert job is not None and job.lease_deadline_ms is not None
+    if job.attempts != c.attempt:
+        return Ignored(STALE_ATTEMPT)
+    if at_ms < job.lease_deadline_ms:
+        return Ignored(NOT_YET_DUE)
+    requeued = job.attempts < attempt_limit(job)
+    return Accepted(AttemptTimedOut(c.job_id, at_ms, offset, c.attempt, requeued))
+
+
+def _complete(job: Job | None, c: Complete, at_ms: int, offset: int) -> Outcome:
+    return Accepted(Completed(c.job_id, at_ms, offset, c.result))
+
+
+def _fail(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if job.fails + 1 < job.max_fails:
+        return Accepted(FailRetried(c.job_id, at_ms, offset))
+    return Accepted(Failed(c.job_id, at_ms, offset, c.result))
+
+
+def _delete(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
+    return Accepted(Deleted(c.job_id, at_ms, offset))
+
+
+def _expire(job: Job | None, c: Expire, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if job.expires_ms is None or at_ms < job.expires_ms:
+        return Ignored(NOT_YET_DUE)
+    return Accepted(Expired(c.job_id, at_ms, offset, evicted=not is_final(job)))
+
+
+# ------------------------------------------------------------------ the transition table
+
+ABSENT = None  # the "state" of a job that is not in the table
+COLUMNS: tuple[State | None, ...] = (
+    ABSENT,
+    State.NEW,
+    State.PENDING,
+    State.LEASED,
+    State.COMPLETED,
+    State.FAILED,
+)
+
+_no_job = _ignore(NO_SUCH_JOB)
+_refused = _ignore(CLAIM_REFUSED)
+_stale = _ignore(STALE_ATTEMPT)
+
+# fmt: off
+_GRID: dict[CommandType, tuple[Handler, ...]] = {
+    # command                    absent       NEW                 PENDING             LEASED              COMPLETED           FAILED  # noqa: E501
+    CommandType.ADD:             (_add,       _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
+    CommandType.SCHEDULE:        (_schedule,  _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing),  # noqa: E501
+    CommandType.START_ATTEMPT:   (_no_job,    _start_attempt,     _start_attempt,     _refused,           _refused,           _refused),            # noqa: E501
+    CommandType.TIMEOUT_ATTEMPT: (_no_job,    _stale,             _stale,             _timeout_attempt,   _stale,             _stale),              # noqa: E501
+    CommandType.COMPLETE:        (_not_found, _complete,          _complete,          _complete,          _duplicate_result,  _duplicate_result),   # noqa: E501
+    CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,  _duplicate_result),   # noqa: E501
+    CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501
+    CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501
+}
+# fmt: on
+
+TRANSITIONS: dict[tuple[CommandType, State | None], Handler] = {
+    (ctype, column): handler
+    for ctype, row in _GRID.items()
+    for column, handler in zip(COLUMNS, row, strict=True)
+}
+"""(command type, job state or ABSENT) → the handler that decides the outcome."""
+
+
+def _check_position(at_ms: int, offset: int) -> None:
+    check_int("at_ms", at_ms, MIN_TIME_MS, MAX_TIME_MS)
+    check_int("offset", offset, 0, MAX_OFFSET)
+
+
+def decide(job: Job | None, command: Command, at_ms: int, offset: int) -> Outcome:
+    """Decide what ``command``, stamped ``at_ms`` at log ``offset``, does to ``job``.
+
+    ``job`` is the current state of ``command.job_id`` (None when absent). Raises
+    ``ValueError`` only for impossible input (a job with another id, a bad time or
+    offset); every possible command has an outcome.
+    """
+    _check_position(at_ms, offset)
+    if not isinstance(command, _COMMAND_TYPES):
+        raise ValueError(f"not a command: {command!r:.100}")
+    if job is not None:
+        if job.id != command.job_id:
+            raise ValueError(f"command for {command.job_id} applied to job {job.id}")
+        if offset <= job.version:
+            return Ignored(ALREADY_APPLIED)
+    return TRANSITIONS[command.type, None if job is None else job.state](
+        job, command, at_ms, offset
+    )
+
+
+# -------------------------------------------------------------------- evolve functions
+
+Evolution: TypeAlias = Callable[[Job, Event], Job | None]
+
+
+def _next(
+    job: Job,
+    event: Event,
+    state: State,
+    attempts: int,
+    fails: int,
+    lease_deadline_ms: int | None,
+    result: bytes | None,
+    result_ok: bool | None,
+) -> Job:
+    """``job`` with the fields an event may change (the rest is fixed at creation)."""
+    return Job(
+        job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
+        job.max_attempts, job.max_fails, attempts, fails, state, job.created_ms,
+        job.scheduled_ms, job.expires_ms, lease_deadline_ms, result, result_ok,
+        event.offset,
+    )  # fmt: skip
+
+
+def _completed(job: Job, e: Completed) -> Job:
+    return _next(job, e, State.COMPLETED, job.attempts, job.fails, None, e.result, True)
+
+
+def _failed(job: Job, e: Failed) -> Job:
+    return _next(job, e, State.FAILED, job.attempts, job.fails + 1, None, e.result, False)
+
+
+def _fail_retried(job: Job, e: FailRetried) -> Job:
+    return _next(job, e, State.PENDING, job.attempts, job.fails + 1, None, None, None)
+
+
+def _attempt_started(job: Job, e: AttemptStarted) -> Job:
+    if job.attempts != e.attempt - 1:
+        raise ValueError(f"attempt {e.attempt} cannot follow attempt {job.attempts}")
+    return _next(job, e, State.LEASED, e.attempt, job.fails, e.deadline_ms, None, None)
+
+
+def _attempts_exhausted(job: Job, e: AttemptsExhausted) -> Job:
+    if job.attempts != attempt_limit(job):
+        raise ValueError(f"attempts are not exhausted: {job.attempts} of {attempt_limit(job)}")
+    return _next(job, e, State.FAILED, job.attempts, job.fails, None, b"", False)
+
+
+def _attempt_timed_out(job: Job, e: AttemptTimedOut) -> Job:
+    if job.attempts != e.attempt:
+        raise ValueError(f"attempt {e.attempt} is not the current attempt {job.attempts}")
+    if e.requeued:
+        return _next(job, e, State.PENDING, job.attempts, job.fails, None, None, None)
+    return _next(job, e, State.FAILED, job.attempts, job.fails, None, b"", False)
+
+
+def _removed(job: Job, e: Event) -> None:
+    return None
+
+
+_LIVE = frozenset({State.NEW, State.PENDING, State.LEASED})
+_WAITING = frozenset({State.NEW, State.PENDING})
+_ANY = frozenset(State)
+
+EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
+    # event type                      states it applies to   how
+    EventType.COMPLETED:              (_LIVE,                _completed),
+    EventType.FAILED:                 (_LIVE,                _failed),
+    EventType.FAIL_RETRIED:           (_LIVE,                _fail_retried),
+    EventType.ATTEMPT_STARTED:        (_WAITING,             _attempt_started),
+    EventType.ATTEMPTS_EXHAUSTED:     (_WAITING,             _attempts_exhausted),
+    EventType.ATTEMPT_TIMED_OUT:      (frozenset({State.LEASED}), _attempt_timed_out),
+    EventType.DELETED:                (_ANY,                 _removed),
+    EventType.EXPIRED:                (_ANY,                 _removed),
+}  # fmt: skip
+"""Event type → (the job states it may apply to, the function applying it).
+
+``ADDED`` is not here: it is the only event that applies to an absent job."""
+
+
+def evolve(job: Job | None, event: Event) -> Job | None:
+    """The job after ``event``; None when the job is gone (a tombstone).
+
+    Raises ``ValueError`` for an event that cannot follow ``job`` (it was not decided on
+    this state): the fold of a log must never silently diverge.
+    """
+    if not isinstance(event, _EVENT_TYPES):
+        raise ValueError(f"not an event: {event!r:.100}")
+    if isinstance(event, Added):
+        if job is not None:
+            raise ValueError(f"job {job.id} already exists")
+        return event.job
+    if job is None:
+        raise ValueError(f"{type(event).__name__} for absent job {event.job_id}")
+    if job.id != event.job_id:
+        raise ValueError(f"event for {event.job_id} applied to job {job.id}")
+    if event.offset <= job.version:
+        raise ValueError(f"event at offset {event.offset} is not after version {job.version}")
+    states, evolution = EVOLUTIONS[event.type]
+    if job.state not in states:
+        raise ValueError(f"{type(event).__name__} cannot apply to a {job.state.name} job")
+    return evolution(job, event)
+
+
+def apply(job: Job | None, command: Command, at_ms: int, offset: int) -> tuple[Outcome, Job | None]:
+    """``decide`` then, when accepted, ``evolve``: the outcome and the job after it."""
+    outcome = decide(job, command, at_ms, offset)
+    if isinstance(outcome, Accepted):
+        return outcome, evolve(job, outcome.event)
+    return outcome, job
+
+
+# ------------------------------------------------------------------------ timer helpers
+
+
+def next_deadline(job: Job) -> int | None:
+    """The earliest time a timer must act on ``job``: the lease deadline while LEASED,
+    and the TTL expiry; None when neither applies (e.g. a run job that is not leased)."""
+    lease = job.lease_deadline_ms if job.state is State.LEASED else None
+    expiry = job.expires_ms
+    if lease is None:
+        return expiry
+    if expiry is None:
+        return lease
+    return min(lease, expiry)
+
+
+def due_commands(job: Job, now_ms: int) -> tuple[TimeoutAttempt | Expire, ...]:
+    """The commands a timer should produce for ``job`` at ``now_ms`` (maybe none).
+
+    They are re-checked when applied (by the broker's clock), so producing one early or
+    twice is harmless: it is ``Ignored``.
+    """
+    due: list[TimeoutAttempt | Expire] = []
+    if job.state is State.LEASED and job.lease_deadline_ms is not None:
+        if now_ms >= job.lease_deadline_ms:
+            due.append(TimeoutAttempt(job.id, job.attempts))
+    if job.expires_ms is not None and now_ms >= job.expires_ms:
+        due.append(Expire(job.id))
+    return tuple(due)
+
+
+__all__ = [
+    "ABSENT",
+    "ALREADY_APPLIED",
+    "CLAIM_REFUSED",
+    "COLUMNS",
+    "EVOLUTIONS",
+    "NOT_YET_DUE",
+    "NO_SUCH_JOB",
+    "STALE_ATTEMPT",
+    "TRANSITIONS",
+    "Accepted",
+    "Ignored",
+    "Outcome",
+    "Rejected",
+    "apply",
+    "decide",
+    "due_commands",
+    "evolve",
+    "next_deadline",
+]

@@ -1,0 +1,140 @@
+"""State digests: independent of order, sensitive to every observable field."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventq.core import (
+    Job,
+    State,
+    StateDigest,
+    job_digest_bytes,
+    job_hash,
+    state_digest,
+)
+from eventq.limits import MAX_DEADLINE_MS, MAX_TTL_MS
+
+from core.core_strategies import live_jobs
+
+JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
+T0 = 1_700_000_000_000
+
+
+def base(**changes) -> Job:
+    fields = dict(
+        id=JID, name="q", ttr_ms=1000, ttl_ms=60_000, payload=b"p", priority=0,
+        max_attempts=3, max_fails=3, attempts=1, fails=1, state=State.LEASED,
+        created_ms=T0, scheduled_ms=None, expires_ms=T0 + 60_000,
+        lease_deadline_ms=T0 + 1000, result=None, result_ok=None, version=9,
+    )  # fmt: skip
+    fields.update(changes)
+    return Job(**fields)
+
+
+LEASED = base()
+DONE = base(state=State.COMPLETED, lease_deadline_ms=None, result=b"r", result_ok=True)
+
+# For each observable field, a change of it (and of whatever it determines) only.
+VARIANTS = {
+    "id": lambda: base(id=uuid.UUID(int=1)),
+    "name": lambda: base(name="r"),
+    "ttr_ms": lambda: base(ttr_ms=1001),
+    "ttl_ms": lambda: base(ttl_ms=60_001, expires_ms=T0 + 60_001),
+    "ttl_ms=0": lambda: base(ttl_ms=0, expires_ms=None),
+    "ttl_ms max": lambda: base(ttl_ms=MAX_TTL_MS, expires_ms=MAX_DEADLINE_MS),
+    "payload": lambda: base(payload=b"q"),
+    "payload empty": lambda: base(payload=b""),
+    "priority": lambda: base(priority=-1),
+    "max_attempts": lambda: base(max_attempts=0),
+    "max_fails": lambda: base(max_fails=2),
+    "attempts": lambda: base(attempts=2),
+    "fails": lambda: base(fails=0),
+    "state": lambda: base(state=State.PENDING, lease_deadline_ms=None),
+    "created_ms": lambda: base(created_ms=T0 + 1, expires_ms=T0 + 60_001),
+    "scheduled_ms": lambda: base(scheduled_ms=T0, expires_ms=T0 + 60_000),
+    "scheduled_ms 0": lambda: base(scheduled_ms=0, expires_ms=T0 + 60_000, ttl_ms=T0 + 60_000),
+    "lease_deadline_ms": lambda: base(lease_deadline_ms=T0 + 1001),
+    "result": lambda: dataclasses.replace(DONE, result=b"s"),
+    "result empty": lambda: dataclasses.replace(DONE, result=b""),
+    "result_ok": lambda: dataclasses.replace(
+        DONE, state=State.FAILED, result_ok=False
+    ),
+}
+
+
+def test_every_observable_field_has_a_variant():
+    observable = {f.name for f in dataclasses.fields(Job)} - {"version", "expires_ms"}
+    covered = {name.split(" ")[0].split("=")[0] for name in VARIANTS}
+    assert observable <= covered
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_changing_any_field_changes_the_digest(name):
+    variant = VARIANTS[name]()
+    original = DONE if name.startswith("result") else LEASED
+    assert variant != dataclasses.replace(original, version=variant.version)
+    assert job_digest_bytes(variant) != job_digest_bytes(original)
+    assert job_hash(variant) != job_hash(original)
+    other = base(id=uuid.UUID(int=77))
+    assert state_digest([variant, other]) != state_digest([original, other])
+
+
+def test_variants_are_pairwise_distinct():
+    jobs = [LEASED, DONE, *(make() for make in VARIANTS.values())]
+    digests = {job_digest_bytes(j) for j in jobs}
+    assert len(digests) == len(jobs)
+
+
+def test_version_does_not_change_the_digest():
+    assert job_digest_bytes(LEASED) == job_digest_bytes(dataclasses.replace(LEASED, version=1))
+    assert state_digest([LEASED]) == state_digest([dataclasses.replace(LEASED, version=10**9)])
+
+
+def test_state_digest_is_a_multiset_digest():
+    assert state_digest([]) == StateDigest().hexdigest()
+    assert state_digest([LEASED]) != state_digest([])
+    assert state_digest([LEASED, LEASED]) != state_digest([LEASED])
+    assert len(state_digest([LEASED])) == 64
+    int(state_digest([LEASED]), 16)
+
+
+@given(st.lists(live_jobs(), max_size=6), st.randoms())
+@settings(max_examples=60, deadline=None)
+def test_state_digest_is_independent_of_order(jobs, rnd):
+    shuffled = list(jobs)
+    rnd.shuffle(shuffled)
+    assert state_digest(shuffled) == state_digest(jobs)
+    assert state_digest(iter(jobs)) == state_digest(reversed(jobs))
+
+
+@given(st.lists(live_jobs(), max_size=6), live_jobs())
+@settings(max_examples=60, deadline=None)
+def test_incremental_digest_matches_a_full_one(jobs, extra):
+    digest = StateDigest(jobs)
+    digest.add(extra)
+    assert digest.hexdigest() == state_digest([*jobs, extra])
+    assert digest.count == len(jobs) + 1
+    digest.discard(extra)
+    assert digest.hexdigest() == state_digest(jobs)
+    if jobs:
+        digest.replace(jobs[0], extra)  # one job changes state
+        assert digest.hexdigest() == state_digest([extra, *jobs[1:]])
+        digest.replace(extra, None)  # and is removed
+        assert digest.hexdigest() == state_digest(jobs[1:])
+
+
+@given(live_jobs(), live_jobs())
+@settings(max_examples=100, deadline=None)
+def test_digest_bytes_are_equal_exactly_for_equal_observable_state(a, b):
+    same = dataclasses.replace(a, version=0) == dataclasses.replace(b, version=0)
+    assert (job_digest_bytes(a) == job_digest_bytes(b)) == same
+
+
+def test_discard_from_empty_digest_is_refused():
+    with pytest.raises(ValueError):
+        StateDigest().discard(LEASED)
