@@ -55,3 +55,20 @@ def topic_prefix(request) -> str:
     """A topic-name prefix unique to this test (and this run)."""
     name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:80].strip("-")
     return f"t{os.getpid()}-{next(_topic_counter)}-{name}"
+
+
+@pytest.fixture(scope="module")
+def server(kafka_bootstrap, tmp_path_factory, request):
+    """One running `eventq serve` shared by a test module (tests use their own names)."""
+    from support import ServerProcess
+
+    prefix = re.sub(r"[^A-Za-z0-9]+", "-", request.module.__name__)[-40:].strip("-")
+    process = ServerProcess(
+        kafka_bootstrap, f"m{os.getpid()}-{prefix}", tmp_path_factory.mktemp("server")
+    )
+    process.create_topics()
+    process.start()
+    yield process
+    code = process.stop()
+    print(process.log_tail(20))
+    assert code == 0, f"eventq serve did not stop cleanly ({code}):\n{process.log_tail()}"

@@ -37,3 +37,153 @@ def test_broker_config(home, **overrides) -> broker.BrokerConfig:
 
 
 test_broker_config.__test__ = False  # a helper, not a test
+
+
+class ServerProcess:
+    """A real `eventq serve` process against a real broker, on its own topics and ports."""
+
+    def __init__(self, bootstrap: str, prefix: str, home, partitions: int = 4, **settings):
+        import os
+
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.home = home
+        self.port = free_port()
+        self.partitions = partitions
+        self.settings = {
+            "bootstrap": bootstrap,
+            "commands-topic": f"{prefix}.commands",
+            "jobs-topic": f"{prefix}.jobs",
+            "app-id": f"{prefix}-app",
+            "data-dir": str(home),
+            "listen-port": str(self.port),
+            "partitions": str(partitions),
+            **{k.replace("_", "-"): str(v) for k, v in settings.items()},
+        }
+        self.process = None
+        self.log_path = home / f"server-{os.getpid()}.log"
+        self.starts = 0
+
+    @property
+    def flags(self) -> list[str]:
+        return [part for key, value in self.settings.items() for part in (f"--{key}", value)]
+
+    def create_topics(self) -> None:
+        from eventq.kafka.topics import TopicNames, ensure_topics, eventq_topics
+
+        names = TopicNames(self.settings["commands-topic"], self.settings["jobs-topic"])
+        reports = ensure_topics(self.bootstrap, eventq_topics(names, self.partitions))
+        assert all(r.ok for r in reports), [r.describe() for r in reports]
+
+    def start(self, timeout_s: float = 90.0) -> "ServerProcess":
+        import subprocess
+        import sys
+        import time
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start {self.starts} =====\n".encode())
+        log.flush()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "eventq.cli", "serve", *self.flags],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"eventq serve exited:\n{self.log_tail()}")
+            if self.ready():
+                return self
+            time.sleep(0.2)
+        raise AssertionError(f"eventq serve not ready in {timeout_s}s:\n{self.log_tail()}")
+
+    def ready(self) -> bool:
+        """True once the server answers a request that needs recovered state."""
+        try:
+            reply = raw_exchange(self.port, b"inspect queues 0 1\r\n", timeout_s=2.0)
+        except OSError:
+            return False
+        return reply.startswith(b"+OK")
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        import signal
+        import subprocess
+
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(10)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None) -> bytes:
+    """Send raw bytes and read until the reply looks complete (or the peer closes).
+
+    ``until(data) -> bool`` says when enough has arrived; by default one reply line.
+    """
+    import socket
+    import time
+
+    done = until or (lambda data: data.endswith(b"\r\n"))
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        data = b""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            data += chunk
+            if done(data):
+                break
+        return data
+
+
+def records_for_key(bootstrap: str, topic: str, key: bytes, timeout_s: float = 10.0):
+    """(partition, offset, timestamp, value) of every record of one key in a topic."""
+    import time
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"dump-{time.monotonic_ns()}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    consumer.subscribe([topic])
+    found, eof = [], set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                eof.add(message.partition())
+                if consumer.assignment() and len(eof) == len(consumer.assignment()):
+                    break
+                continue
+            if message.key() == key:
+                found.append((message.partition(), message.offset(),
+                              message.timestamp()[1], message.value()))
+    finally:
+        consumer.close()
+    return found

@@ -1,0 +1,191 @@
+"""A small asyncio workq client (used by the tests, the benchmark and the README).
+
+Any workq client works with eventq; this one exists so the project can drive itself.
+Errors come back as the same ``EventqError`` classes the server uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
+
+_ERRORS = {
+    b"CLIENT-ERROR": ClientError,
+    b"NOT-FOUND": NotFound,
+    b"TIMEOUT": Timeout,
+    b"SERVER-ERROR": ServerError,
+}
+
+
+@dataclass(frozen=True)
+class Leased:
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class JobResult:
+    id: uuid.UUID
+    success: bool
+    result: bytes
+
+
+def _flags(**flags: int | None) -> list[str]:
+    return [f"-{k.replace('_', '-')}={v}" for k, v in flags.items() if v is not None]
+
+
+class Client:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def connect(cls, host: str = "127.0.0.1", port: int = 9922) -> "Client":
+        reader, writer = await asyncio.open_connection(host, port, limit=4 * 1024 * 1024)
+        return cls(reader, writer)
+
+    async def close(self) -> None:
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except ConnectionError:
+            pass
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- wire ----------------------------------------------------------------------
+
+    def send(self, words: list[str], data: bytes | None = None) -> None:
+        line = " ".join(words).encode() + b"\r\n"
+        self._writer.write(line if data is None else line + data + b"\r\n")
+
+    async def _line(self) -> bytes:
+        line = await self._reader.readuntil(b"\r\n")
+        return line[:-2]
+
+    async def _block(self, size: int) -> bytes:
+        data = await self._reader.readexactly(size + 2)
+        return data[:-2]
+
+    async def _status(self) -> int:
+        """Reads `+OK` / `+OK n` (returns n, 0 for a bare +OK) or raises the error."""
+        line = await self._line()
+        if line.startswith(b"-"):
+            code, _, text = line[1:].partition(b" ")
+            raise _ERRORS.get(code, ServerError)(text.decode(errors="replace"))
+        if line == b"+OK":
+            return 0
+        if line.startswith(b"+OK "):
+            return int(line[4:])
+        raise ServerError(f"unexpected reply {line!r}")
+
+    async def _result(self) -> JobResult:
+        await self._status()
+        job_id, success, size = (await self._line()).split(b" ")
+        return JobResult(uuid.UUID(job_id.decode()), success == b"1", await self._block(int(size)))
+
+    async def _key_values(self) -> tuple[str, dict[str, bytes]]:
+        head, count = (await self._line()).rsplit(b" ", 1)
+        values: dict[str, bytes] = {}
+        for _ in range(int(count)):
+            # `payload` is raw bytes of `payload-size` (may hold \r\n): read it exactly.
+            if "payload-size" in values and "payload" not in values:
+                prefix = await self._reader.readexactly(len(b"payload "))
+                assert prefix == b"payload ", prefix
+                values["payload"] = await self._block(int(values["payload-size"]))
+                continue
+            key, _, value = (await self._line()).partition(b" ")
+            values[key.decode()] = value
+        return head.decode(), values
+
+    # --- commands ------------------------------------------------------------------
+
+    async def add(self, job_id, name, ttr_ms, ttl_ms, payload: bytes, *, priority=None,
+                  max_attempts=None, max_fails=None) -> None:
+        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+        self.send(["add", str(job_id), name, str(ttr_ms), str(ttl_ms), str(len(payload)),
+                   *flags], payload)
+        await self._status()
+
+    async def schedule(self, job_id, name, ttr_ms, ttl_ms, time: str, payload: bytes, *,
+                       priority=None, max_attempts=None, max_fails=None) -> None:
+        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+        self.send(["schedule", str(job_id), name, str(ttr_ms), str(ttl_ms), time,
+                   str(len(payload)), *flags], payload)
+        await self._status()
+
+    async def run(self, job_id, name, ttr_ms, wait_timeout_ms, payload: bytes, *,
+                  priority=None) -> JobResult:
+        self.send(["run", str(job_id), name, str(ttr_ms), str(wait_timeout_ms),
+                   str(len(payload)), *_flags(priority=priority)], payload)
+        return await self._result()
+
+    async def result(self, job_id, wait_timeout_ms: int) -> JobResult:
+        self.send(["result", str(job_id), str(wait_timeout_ms)])
+        return await self._result()
+
+    async def lease(self, names: list[str] | str, wait_timeout_ms: int) -> Leased:
+        names = [names] if isinstance(names, str) else names
+        self.send(["lease", *names, str(wait_timeout_ms)])
+        await self._status()
+        job_id, name, ttr, size = (await self._line()).split(b" ")
+        payload = await self._block(int(size))
+        return Leased(uuid.UUID(job_id.decode()), name.decode(), int(ttr), payload)
+
+    async def complete(self, job_id, result: bytes) -> None:
+        self.send(["complete", str(job_id), str(len(result))], result)
+        await self._status()
+
+    async def fail(self, job_id, result: bytes) -> None:
+        self.send(["fail", str(job_id), str(len(result))], result)
+        await self._status()
+
+    async def delete(self, job_id) -> None:
+        self.send(["delete", str(job_id)])
+        await self._status()
+
+    async def inspect_job(self, job_id) -> dict[str, bytes]:
+        self.send(["inspect", "job", str(job_id)])
+        await self._status()
+        return (await self._key_values())[1]
+
+    async def _inspect_many(self, words: list[str]) -> list[tuple[str, dict[str, bytes]]]:
+        self.send(["inspect", *words])
+        count = await self._status()
+        return [await self._key_values() for _ in range(count)]
+
+    async def inspect_jobs(self, name: str, offset=0, limit=100, scheduled=False):
+        verb = "scheduled-jobs" if scheduled else "jobs"
+        return await self._inspect_many([verb, name, str(offset), str(limit)])
+
+    async def inspect_queue(self, name: str) -> dict[str, int]:
+        [(_, values)] = await self._inspect_many(["queue", name])
+        return {key: int(value) for key, value in values.items()}
+
+    async def inspect_queues(self, offset=0, limit=100) -> dict[str, dict[str, int]]:
+        found = await self._inspect_many(["queues", str(offset), str(limit)])
+        return {name: {k: int(v) for k, v in values.items()} for name, values in found}
+
+    async def inspect_server(self) -> dict[str, bytes]:
+        [(_, values)] = await self._inspect_many(["server"])
+        return values
+
+    async def digest(self) -> str:
+        """eventq's extension: the order-independent digest of the whole job state."""
+        self.send(["inspect", "digest"])
+        await self._status()
+        key, _, value = (await self._line()).partition(b" ")
+        assert key == b"digest", key
+        return value.decode()
+
+
+__all__ = ["Client", "EventqError", "JobResult", "Leased"]

@@ -1,0 +1,256 @@
+"""What each workq request does, as one function per request type (spec/protocol.md).
+
+State changes become commands through ``engine.submit`` (written to the log, applied by
+the processor, then answered); reads come from the indexes and the table of the
+partitions this process owns. Every failure is an ``EventqError`` whose ``reply`` is
+the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Awaitable, Callable
+
+from eventq import core
+from eventq.core import AttemptStarted, Job, State
+from eventq.core.job import is_final, is_ready
+from eventq.core.machine import Accepted, Ignored, Rejected
+from eventq.errors import EventqError, NotFound, ServerError, Timeout
+from eventq.gateway.waiters import Applied
+from eventq.protocol import replies, requests
+
+MS = 1000.0
+PROTOCOL_UUID_VERSION = 4  # add/schedule/run require v4, so no other id can exist
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def view_of(job: Job) -> replies.JobView:
+    return replies.JobView(
+        id=job.id,
+        name=job.name,
+        ttr_ms=job.ttr_ms,
+        ttl_ms=job.ttl_ms,
+        payload=job.payload,
+        max_attempts=job.max_attempts,
+        attempts=job.attempts,
+        max_fails=job.max_fails,
+        fails=job.fails,
+        priority=job.priority,
+        state=int(job.state),
+        created_ms=job.created_ms,
+        scheduled_ms=job.scheduled_ms,
+    )
+
+
+def result_of(job: Job) -> bytes:
+    return replies.result_reply(job.id, bool(job.result_ok), job.result or b"")
+
+
+def ok_or_error(applied: Applied) -> bytes:
+    outcome = applied.outcome
+    if isinstance(outcome, Accepted):
+        return replies.ok()
+    if isinstance(outcome, Rejected):
+        raise outcome.error
+    raise ServerError(f"command was not applied ({outcome.reason})")
+
+
+class Gateway:
+    """Answers parsed requests. One per process; connections share it."""
+
+    def __init__(self, engine, stats, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.engine = engine
+        self.index = engine.index
+        self.waiters = engine.waiters
+        self.stats = stats  # .active_clients, .evicted_jobs
+        self.clock_ms = clock_ms
+        self._handlers: dict[type, Callable[[object], Awaitable[bytes]]] = {
+            requests.Add: self.add,
+            requests.Schedule: self.schedule,
+            requests.Run: self.run,
+            requests.Result: self.result,
+            requests.Lease: self.lease,
+            requests.Complete: self.complete,
+            requests.Fail: self.fail,
+            requests.Delete: self.delete,
+            requests.InspectServer: self.inspect_server,
+            requests.InspectQueues: self.inspect_queues,
+            requests.InspectQueue: self.inspect_queue,
+            requests.InspectJobs: self.inspect_jobs,
+            requests.InspectScheduledJobs: self.inspect_scheduled_jobs,
+            requests.InspectJob: self.inspect_job,
+            requests.InspectDigest: self.inspect_digest,
+        }
+
+    async def handle(self, request: object) -> bytes:
+        try:
+            return await self._handlers[type(request)](request)
+        except EventqError as error:
+            return error.reply
+
+    # --- writes ------------------------------------------------------------------
+
+    async def add(self, r: requests.Add) -> bytes:
+        command = core.Add(
+            r.id, r.name, r.ttr_ms, r.ttl_ms, r.payload, r.priority, r.max_attempts, r.max_fails
+        )
+        return ok_or_error(await self.engine.submit(command))
+
+    async def schedule(self, r: requests.Schedule) -> bytes:
+        command = core.Schedule(
+            r.id, r.name, r.ttr_ms, r.ttl_ms, r.time_ms, r.payload,
+            r.priority, r.max_attempts, r.max_fails,
+        )
+        return ok_or_error(await self.engine.submit(command))
+
+    async def complete(self, r: requests.Complete) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Complete(r.id, r.result)))
+
+    async def fail(self, r: requests.Fail) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Fail(r.id, r.result)))
+
+    async def delete(self, r: requests.Delete) -> bytes:
+        if r.id.version != PROTOCOL_UUID_VERSION:
+            raise NotFound()  # [eventq] no such job can exist; nothing to log
+        return ok_or_error(await self.engine.submit(core.Delete(r.id)))
+
+    # --- blocking ----------------------------------------------------------------
+
+    def _final_now(self, job_id: uuid.UUID) -> tuple[bool, Job | None]:
+        job = self.engine.job(job_id)
+        return (job is None or is_final(job)), job
+
+    async def _wait_final(self, job_id: uuid.UUID, timeout_s: float) -> tuple[bool, Job | None]:
+        return await self.waiters.wait_final(job_id, timeout_s, lambda: self._final_now(job_id))
+
+    async def result(self, r: requests.Result) -> bytes:
+        job = self.engine.job(r.id)
+        if job is None:
+            raise NotFound()
+        if not is_final(job):
+            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            if not done:
+                raise Timeout()
+            if job is None:
+                raise NotFound()  # deleted or expired while waiting
+        return result_of(job)
+
+    async def run(self, r: requests.Run) -> bytes:
+        """Enqueue, wait for a worker's result, and always delete the job at the end."""
+        command = core.Add(r.id, r.name, r.ttr_ms, 0, r.payload, r.priority)
+        ok_or_error(await self.engine.submit(command))
+        try:
+            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            if not done:
+                # Leased when the wait ended: wait for that attempt's TTR (spec: run).
+                entry = self.index.entries.get(r.id)
+                if entry is not None and entry.state is State.LEASED and entry.lease_deadline_ms:
+                    remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
+                    done, job = await self._wait_final(r.id, remaining_s)
+            if not done or job is None:
+                raise Timeout()
+            return result_of(job)
+        finally:
+            await self._delete_quietly(r.id)
+
+    async def _delete_quietly(self, job_id: uuid.UUID) -> None:
+        try:
+            await asyncio.shield(self.engine.submit(core.Delete(job_id)))
+        except EventqError:
+            pass  # already gone, or Kafka is down: a run job without TTL stays visible
+
+    async def lease(self, r: requests.Lease) -> bytes:
+        for name in r.names:
+            self.index.queue(name)  # a lease names its queues into being (spec)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + r.wait_timeout_ms / MS
+        while True:
+            job = await self._claim_one(r.names)
+            if job is not None:
+                return replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise Timeout()
+            await self.waiters.wait_ready(r.names, remaining, lambda: self._any_ready(r.names))
+
+    def _any_ready(self, names) -> bool:
+        candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
+        return next(candidates, None) is not None
+
+    async def _claim_one(self, names) -> Job | None:
+        """Claim the best ready job with start-attempt; the processor grants it only if
+        it is still ready at that attempt, so no attempt is ever handed out twice."""
+        await self.engine.wait_ready()
+        claimed = self.engine.claimed
+        for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
+            entry = self.index.entries.get(job_id)
+            if entry is None:
+                continue
+            claimed.add(job_id)
+            try:
+                applied = await self.engine.submit(core.StartAttempt(job_id, entry.attempts + 1))
+            finally:
+                claimed.discard(job_id)
+            outcome = applied.outcome
+            if isinstance(outcome, Accepted) and isinstance(outcome.event, AttemptStarted):
+                return applied.job
+            # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
+        return None
+
+    # --- inspect -----------------------------------------------------------------
+
+    async def inspect_server(self, r: requests.InspectServer) -> bytes:
+        return replies.server_reply(
+            self.stats.active_clients, self.stats.evicted_jobs, self.engine.started_ms
+        )
+
+    def _queue_view(self, name: str, now_ms: int) -> replies.QueueView:
+        ready, scheduled = self.index.lengths(name, now_ms)
+        return replies.QueueView(name, ready, scheduled)
+
+    async def inspect_queues(self, r: requests.InspectQueues) -> bytes:
+        await self.engine.wait_ready()
+        now_ms = self.clock_ms()
+        names = self.index.queue_names()[r.offset : r.offset + r.limit]
+        return replies.queue_blocks([self._queue_view(name, now_ms) for name in names])
+
+    def _known_queue(self, name: str) -> None:
+        if name not in self.index.queues:
+            raise NotFound()
+
+    async def inspect_queue(self, r: requests.InspectQueue) -> bytes:
+        await self.engine.wait_ready()
+        self._known_queue(r.name)
+        return replies.queue_blocks([self._queue_view(r.name, self.clock_ms())])
+
+    def _jobs(self, ids) -> list[replies.JobView]:
+        jobs = (self.engine.job(job_id) for job_id in ids)
+        return [view_of(job) for job in jobs if job is not None]
+
+    async def inspect_jobs(self, r: requests.InspectJobs) -> bytes:
+        await self.engine.wait_ready()
+        self._known_queue(r.name)
+        ids = self.index.ready_page(r.name, self.clock_ms(), r.offset, r.limit)
+        return replies.job_blocks(self._jobs(ids))
+
+    async def inspect_scheduled_jobs(self, r: requests.InspectScheduledJobs) -> bytes:
+        await self.engine.wait_ready()
+        self._known_queue(r.name)
+        ids = self.index.scheduled_page(r.name, self.clock_ms(), r.offset, r.limit)
+        return replies.job_blocks(self._jobs(ids))
+
+    async def inspect_job(self, r: requests.InspectJob) -> bytes:
+        await self.engine.wait_ready()
+        job = self.engine.job(r.id) if r.id.version == PROTOCOL_UUID_VERSION else None
+        if job is None:
+            raise NotFound()
+        return replies.job_blocks([view_of(job)])
+
+    async def inspect_digest(self, r: requests.InspectDigest) -> bytes:
+        await self.engine.wait_ready()
+        return replies.digest_reply(await self.engine.digest())

@@ -1,0 +1,116 @@
+"""Where the processor meets the requests waiting on it (same process, same loop).
+
+- ``pending``: a request's command, by request id, until the processor has applied it;
+- ``finals``: ``result``/``run`` waiters of a job, until it is COMPLETED, FAILED or gone;
+- ``ready``: ``lease`` waiters of a queue name, until a job there may be ready.
+
+The processor calls the ``on_*`` methods after each applied command; the gateway awaits
+futures. asyncio only: no Kafka, no faust.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from eventq.core import Job
+from eventq.core.machine import Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What became of a command: the outcome, and the job after it (None if gone)."""
+
+    outcome: Outcome
+    job: Job | None
+
+
+class Waiters:
+    def __init__(self) -> None:
+        self.pending: dict[int, asyncio.Future[Applied]] = {}
+        self.finals: dict[uuid.UUID, set[asyncio.Future[Job | None]]] = defaultdict(set)
+        self.ready: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+
+    # --- processor side ---------------------------------------------------------------
+
+    def on_applied(self, request_id: int, applied: Applied) -> None:
+        future = self.pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(applied)
+
+    def on_final(self, job_id: uuid.UUID, job: Job | None) -> None:
+        """A job became final (job) or left the table (None): every waiter hears it."""
+        for future in self.finals.pop(job_id, ()):
+            if not future.done():
+                future.set_result(job)
+
+    def on_ready(self, names: Iterable[str]) -> None:
+        for name in names:
+            for future in self.ready.pop(name, ()):
+                if not future.done():
+                    future.set_result(None)
+
+    # --- gateway side -----------------------------------------------------------------
+
+    def expect(self, request_id: int) -> asyncio.Future[Applied]:
+        future = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        return future
+
+    def forget(self, request_id: int) -> None:
+        self.pending.pop(request_id, None)
+
+    async def wait_final(
+        self,
+        job_id: uuid.UUID,
+        timeout_s: float,
+        current: Callable[[], tuple[bool, Job | None]],
+    ) -> tuple[bool, Job | None]:
+        """(True, job or None) once the job is final or gone; (False, None) on timeout.
+
+        ``current`` tells whether it already is; it is asked after the waiter is
+        registered, so a change applied in between cannot be missed.
+        """
+        future = asyncio.get_running_loop().create_future()
+        self.finals[job_id].add(future)
+        try:
+            done, job = current()
+            if done:
+                return True, job
+            return True, await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0))
+        except asyncio.TimeoutError:
+            return False, None
+        finally:
+            waiting = self.finals.get(job_id)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self.finals[job_id]
+
+    async def wait_ready(
+        self, names: Iterable[str], timeout_s: float, current: Callable[[], bool]
+    ) -> bool:
+        """True once a job may be ready in one of the names; False on timeout.
+
+        ``current`` tells whether one already is (asked after registering)."""
+        future = asyncio.get_running_loop().create_future()
+        names = list(names)
+        for name in names:
+            self.ready[name].add(future)
+        try:
+            if current():
+                return True
+            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0))
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for name in names:
+                waiting = self.ready.get(name)
+                if waiting is not None:
+                    waiting.discard(future)
+                    if not waiting:
+                        del self.ready[name]

@@ -1,0 +1,127 @@
+"""``eventq serve``: the faust processor and the workq gateway in one process.
+
+RocksDB is written before faust's changelog record is sent, so after a crash the local
+store can hold changes that never reached `eventq.jobs`. A marker file records that the
+process is running; a start that finds it (the last run did not stop cleanly) discards
+the local store so faust rebuilds it from `eventq.jobs`, the source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+
+import mode
+
+from eventq.gateway.handlers import Gateway, wall_clock_ms
+from eventq.gateway.server import GatewayServer, GatewayStats
+from eventq.settings import Settings
+
+log = logging.getLogger("eventq")
+
+RUNNING_MARKER = "RUNNING"
+
+
+class EventqService(mode.Service):
+    """Starts with the faust app: the command producer, the timers and the gateway."""
+
+    def __init__(self, settings: Settings, streams, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._settings = settings
+        self._streams = streams
+        stats = GatewayStats(lambda: streams.processor.counters.evicted)
+        self.gateway = Gateway(streams.engine, stats)
+        self.server = GatewayServer(
+            self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
+        )
+
+    async def on_start(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._settings.kafka_bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=0,
+            request_timeout_ms=self._settings.write_timeout_ms,
+            max_request_size=4 * 1024 * 1024,
+        )
+        await producer.start()
+        self._streams.engine.producer = producer
+        await self.server.start()
+        print(
+            f"eventq serving the workq protocol on "
+            f"{self._settings.listen_host}:{self.server.port} "
+            f"(Kafka {self._settings.kafka_bootstrap})",
+            flush=True,
+        )
+
+    @mode.Service.task
+    async def _deadlines(self) -> None:
+        await self._streams.timer.run()
+
+    async def on_stop(self) -> None:
+        await self.server.stop()
+        producer = self._streams.engine.producer
+        if producer is not None:
+            await producer.stop()
+
+
+def _discard_state_after_crash(settings: Settings) -> bool:
+    marker = settings.state_dir / RUNNING_MARKER
+    crashed = marker.exists()
+    if crashed and settings.state_dir.exists():
+        for child in settings.state_dir.iterdir():
+            if child.name != RUNNING_MARKER:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text("eventq is running; if this file survives, it did not stop cleanly\n")
+    return crashed
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def run_server(settings: Settings) -> int:
+    import faust
+
+    from streams.app import build_streams
+
+    _install_uvloop()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    if _discard_state_after_crash(settings):
+        print(
+            "eventq: the last run did not stop cleanly; rebuilding state from "
+            f"{settings.jobs_topic}",
+            flush=True,
+        )
+    streams = build_streams(settings)
+    service = EventqService(settings, streams, loop=loop)
+    worker = faust.Worker(
+        streams.app,
+        service,
+        loglevel=settings.log_level,
+        quiet=True,
+        redirect_stdouts=False,
+        loop=loop,
+    )
+    code = 0
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 0
+    if code == 0:
+        (settings.state_dir / RUNNING_MARKER).unlink(missing_ok=True)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_server(Settings()))

@@ -1,0 +1,132 @@
+"""What the gateway asks of the event-sourced core: write a command to the log and wait
+until the processor of this process has applied it.
+
+``+OK`` therefore means "in the replicated log and applied" (ARCHITECTURE.md, "The
+gateway"). A write Kafka does not acknowledge within ``write_timeout_ms``, or a command
+not applied within it, is a ``ServerError``: never a false ``+OK``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+
+from eventq.core import Command, Job, encode_command
+from eventq.errors import ServerError
+from eventq.gateway.waiters import Applied, Waiters
+from eventq.indexes import JobIndex
+from eventq.kafka.partitioner import partition_for_key
+from streams.store import JobStore, NotOwned, job_key
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        commands_topic: str,
+        partitions: int,
+        write_timeout_ms: int,
+        index: JobIndex,
+        store: JobStore,
+        waiters: Waiters,
+        node: str,
+    ) -> None:
+        self.commands_topic = commands_topic
+        self.partitions = partitions
+        self.write_timeout_s = write_timeout_ms / 1000
+        self.index = index
+        self.store = store
+        self.waiters = waiters
+        self.node = node
+        self.ready = asyncio.Event()  # set once owned partitions are recovered
+        self.producer = None  # an AIOKafkaProducer, set by the app on start
+        self.started_ms = time.time_ns() // 1_000_000
+        self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
+        self._request_ids = itertools.count(1)
+
+    # --- writing -----------------------------------------------------------------
+
+    async def _produce(self, command: Command, data: bytes) -> None:
+        if self.producer is None:
+            raise ServerError("eventq is starting: the Kafka producer is not ready yet")
+        key = job_key(command.job_id)
+        try:
+            await asyncio.wait_for(
+                self.producer.send_and_wait(
+                    self.commands_topic,
+                    value=data,
+                    key=key,
+                    partition=partition_for_key(key, self.partitions),
+                ),
+                self.write_timeout_s,
+            )
+        except asyncio.TimeoutError:
+            raise ServerError(
+                f"Kafka did not acknowledge the write within {self.write_timeout_s:g}s; "
+                "it may still be applied: check with inspect before retrying"
+            ) from None
+        except Exception as error:  # KafkaError: broker unreachable, not leader, ...
+            raise ServerError(f"Kafka write failed: {type(error).__name__}") from error
+
+    async def send(self, command: Command) -> None:
+        """Write a command nobody waits for (timers)."""
+        await self._produce(command, encode_command(command))
+
+    async def submit(self, command: Command) -> Applied:
+        """Write a command and wait until this process's processor has applied it."""
+        await self.wait_ready()
+        request_id = next(self._request_ids)
+        applied = self.waiters.expect(request_id)
+        began = time.monotonic()
+        try:
+            await self._produce(
+                command, encode_command(command, node=self.node, request_id=request_id)
+            )
+            remaining = self.write_timeout_s - (time.monotonic() - began)
+            return await asyncio.wait_for(applied, max(remaining, 0.001))
+        except asyncio.TimeoutError:
+            raise ServerError(
+                "the command is in the log but was not applied within "
+                f"{self.write_timeout_s:g}s; check `inspect job` before retrying"
+            ) from None
+        finally:
+            self.waiters.forget(request_id)
+
+    async def wait_ready(self) -> None:
+        if self.ready.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.ready.wait(), self.write_timeout_s)
+        except asyncio.TimeoutError:
+            raise ServerError(
+                "eventq is still recovering its state from Kafka; try again shortly"
+            ) from None
+
+    # --- reading -----------------------------------------------------------------
+
+    def job(self, job_id: uuid.UUID) -> Job | None:
+        """The job's state from the table, if this process owns its partition."""
+        if not self.ready.is_set():
+            raise ServerError("eventq is still recovering its state from Kafka")
+        try:
+            return self.store.get(job_id)
+        except NotOwned as error:
+            raise ServerError(
+                f"partition {error.args[0]} of this job is not served by this process"
+            ) from None
+
+    async def digest(self) -> str:
+        """The state digest of every job this process owns (eventq.core.digest)."""
+        from eventq.core import state_digest
+
+        partitions = sorted(self.store.active)
+
+        def compute() -> str:
+            return state_digest(job for p in partitions for job in self.store.jobs_in(p))
+
+        return await asyncio.to_thread(compute)

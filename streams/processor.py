@@ -1,0 +1,131 @@
+"""The agent's body: apply one command record to the `jobs` table.
+
+For each record of `eventq.commands` (ARCHITECTURE.md, "The processor"): decode it, read
+the job, ``decide``/``evolve`` with the pure core at the broker's LogAppendTime, write
+the job (or a tombstone) to the table, update the derived indexes, and wake whoever
+waits. It runs inside the faust agent's stream, the only place table writes are allowed.
+
+At-least-once: after a crash the uncommitted tail of a partition is read again. A
+present job skips commands at or below its ``version`` (the core does this). An absent
+job cannot tell "never existed" from "deleted later", so every tombstone is preceded by
+a per-partition watermark record (the offset of the command that removed a job): an
+absent job's command at or below it was already applied. The watermark is written
+before the tombstone, in the same changelog partition, so a crash between the two
+leaves the job present and the delete is simply applied again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from eventq.core import CodecError, Expired, Job, decode_command, encode_state
+from eventq.core.job import is_final, is_ready
+from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored, decide, evolve
+from eventq.gateway.waiters import Applied, Waiters
+from eventq.indexes import JobIndex
+from streams.store import WATERMARK_KEY, JobStore, job_key
+
+log = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Counters:
+    applied: int = 0
+    rejected: int = 0
+    ignored: int = 0
+    undecodable: int = 0
+    evicted: int = 0
+
+
+class Processor:
+    def __init__(
+        self,
+        table,
+        store: JobStore,
+        index: JobIndex,
+        waiters: Waiters,
+        node: str,
+        on_deadline: Callable[[int], None],
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._table = table
+        self._store = store
+        self._index = index
+        self._waiters = waiters
+        self._node = node
+        self._on_deadline = on_deadline
+        self._clock_ms = clock_ms
+        self._watermarks: dict[int, int] = {}
+        self.counters = Counters()
+
+    def forget_watermarks(self) -> None:
+        """Partitions were reassigned: read watermarks from the table again."""
+        self._watermarks.clear()
+
+    def _watermark(self, partition: int) -> int:
+        mark = self._watermarks.get(partition)
+        if mark is None:
+            raw = self._table.get(WATERMARK_KEY)  # in the agent: this partition's DB
+            mark = self._watermarks[partition] = int(raw) if raw else -1
+        return mark
+
+    def handle(self, message, value: bytes | None) -> None:
+        """Apply one command record (``message`` is faust's Message of the event)."""
+        partition, offset = message.partition, message.offset
+        try:
+            decoded = decode_command(value)  # type: ignore[arg-type]
+        except CodecError as error:
+            self.counters.undecodable += 1
+            log.error(
+                "undecodable command at %s[%d]@%d: %s (skipped)",
+                message.topic, partition, offset, error,
+            )
+            return
+        command = decoded.command
+        key = job_key(command.job_id)
+        raw = self._table.get(key)
+        job = self._store.decode(raw, partition, key) if raw is not None else None
+        at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
+        if job is None and offset <= self._watermark(partition):
+            outcome = Ignored(ALREADY_APPLIED)
+        else:
+            outcome = decide(job, command, at_ms, offset)
+        after = job
+        if isinstance(outcome, Accepted):
+            after = evolve(job, outcome.event)
+            self._store_job(key, partition, offset, outcome.event, after, command.job_id)
+            self.counters.applied += 1
+        elif isinstance(outcome, Ignored):
+            self.counters.ignored += 1
+        else:
+            self.counters.rejected += 1
+        if decoded.node == self._node and decoded.request_id is not None:
+            self._waiters.on_applied(decoded.request_id, Applied(outcome, after))
+
+    def _store_job(self, key, partition, offset, event, after: Job | None, job_id) -> None:
+        if after is None:
+            self._watermarks[partition] = offset
+            self._table[WATERMARK_KEY] = str(offset).encode()
+            del self._table[key]
+            self._index.remove(job_id)
+            if isinstance(event, Expired) and event.evicted:
+                self.counters.evicted += 1
+            self._waiters.on_final(job_id, None)
+            return
+        self._table[key] = encode_state(event, after)
+        now_ms = self._clock_ms()
+        self._index.put(after, partition, now_ms)
+        if is_final(after):
+            self._waiters.on_final(job_id, after)
+        elif is_ready(after, now_ms):
+            self._waiters.on_ready((after.name,))
+        for deadline in (after.lease_deadline_ms, after.expires_ms, after.scheduled_ms):
+            if deadline is not None:
+                self._on_deadline(deadline)

@@ -1,0 +1,82 @@
+"""Reading the `jobs` table from outside the agent, only from actively owned partitions.
+
+faust's own ``table.get`` outside a stream searches every open RocksDB, standby copies
+included (a trap: a standby may be behind). eventq knows a job's partition from its id
+(murmur2, as every producer), so it reads exactly that partition's RocksDB, and only
+when this worker actively owns it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Iterator
+
+from eventq.core import CodecError, Job, decode_state
+from eventq.kafka.partitioner import partition_for_key
+
+log = logging.getLogger(__name__)
+
+# Keys of the table that are not jobs. faust keeps its changelog offset in every
+# partition's RocksDB; eventq keeps its tombstone watermark (streams/processor.py).
+FAUST_OFFSET_KEY = b"__faust\x00offset__"
+WATERMARK_KEY = b"\x00eventq.watermark"
+
+
+def job_key(job_id: uuid.UUID) -> bytes:
+    """The Kafka key of a job: its canonical lowercase UUID string (ARCHITECTURE.md)."""
+    return str(job_id).encode()
+
+
+def is_job_key(key: bytes) -> bool:
+    return len(key) == 36 and key[:1] != b"\x00"
+
+
+class NotOwned(Exception):
+    """The job's partition is not actively owned by this worker (yet)."""
+
+
+class JobStore:
+    def __init__(self, table, partitions: int, commands_topic: str) -> None:
+        self._table = table
+        self._partitions = partitions
+        self._commands_topic = commands_topic
+        self.active: frozenset[int] = frozenset()  # set by the processor on recovery
+        self.undecodable = 0
+
+    def partition_of(self, job_id: uuid.UUID) -> int:
+        return partition_for_key(job_key(job_id), self._partitions)
+
+    def _db(self, partition: int):
+        # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
+        return self._table.data._db_for_partition(partition)
+
+    def get(self, job_id: uuid.UUID) -> Job | None:
+        partition = self.partition_of(job_id)
+        if partition not in self.active:
+            raise NotOwned(partition)
+        raw = self._db(partition).get(job_key(job_id))
+        return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
+
+    def decode(self, raw: bytes, partition: int, key: bytes) -> Job | None:
+        try:
+            _, job = decode_state(raw)
+        except CodecError as error:
+            self.undecodable += 1
+            log.error(
+                "undecodable state record for key %r in partition %d: %s (skipped)",
+                key,
+                partition,
+                error,
+            )
+            return None
+        return job
+
+    def jobs_in(self, partition: int) -> Iterator[Job]:
+        """Every live job stored for a partition (to rebuild the indexes)."""
+        for key, raw in self._db(partition).items():
+            if not is_job_key(key) or raw is None:
+                continue
+            job = self.decode(raw, partition, key)
+            if job is not None:
+                yield job

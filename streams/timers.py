@@ -1,0 +1,83 @@
+"""Timers turn passed deadlines into commands; they never write state.
+
+A passed TTR produces ``timeout-attempt(id, attempt)``, a passed TTL ``expire(id)``
+(ARCHITECTURE.md, "The processor"); the processor re-checks each one when it is applied,
+so a complete that came first wins. A scheduled job's wake-up is not a command (spec:
+schedule), but lease waiters of its queue are woken. The timer sleeps until the next
+deadline (no polling) and is woken early when an earlier one appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from eventq.core import Command, Expire, TimeoutAttempt
+from eventq.gateway.waiters import Waiters
+from eventq.indexes import TTR, JobIndex
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_MS = 1000  # a deadline's command not applied by then is sent again
+MAX_SLEEP_S = 5.0  # also bounds how long a lost wake-up could delay a deadline
+
+
+class DeadlineTimer:
+    def __init__(
+        self,
+        index: JobIndex,
+        waiters: Waiters,
+        send: Callable[[Command], Awaitable[None]],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._index = index
+        self._waiters = waiters
+        self._send = send
+        self._clock_ms = clock_ms
+        self._wake = asyncio.Event()
+        self._target_ms: int | None = None
+        self.sent = 0
+
+    def consider(self, deadline_ms: int) -> None:
+        """A new deadline exists; wake the timer if it is earlier than its target."""
+        if self._target_ms is None or deadline_ms < self._target_ms:
+            self._target_ms = deadline_ms
+            self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let one bad tick stop expiries for good
+                log.exception("deadline timer tick failed")
+            now_ms = self._clock_ms()
+            next_ms = self._index.next_deadline_ms()
+            self._target_ms = next_ms
+            delay_s = MAX_SLEEP_S if next_ms is None else max(0.0, (next_ms - now_ms) / 1000)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), min(delay_s, MAX_SLEEP_S))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _tick(self) -> None:
+        now_ms = self._clock_ms()
+        woken = self._index.promote_due(now_ms)
+        if woken:
+            self._waiters.on_ready(woken)
+        for due in self._index.due(now_ms):
+            command = (
+                TimeoutAttempt(due.job_id, due.attempt)
+                if due.kind == TTR
+                else Expire(due.job_id)
+            )
+            # If it is not applied (Kafka down, broker clock behind), try again later.
+            self._index.rearm(due, now_ms + RETRY_AFTER_MS)
+            try:
+                await self._send(command)
+                self.sent += 1
+            except Exception as error:
+                log.warning("could not send %s: %s (will retry)", type(command).__name__, error)

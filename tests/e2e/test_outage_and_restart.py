@@ -1,0 +1,167 @@
+"""Failures: Kafka stopped under a running server, and `kill -9` of the server under load."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+
+import pytest
+
+from eventq.client import Client
+from eventq.errors import EventqError, ServerError, Timeout
+from eventq.kafka import broker
+from support import ServerProcess, test_broker_config
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker this test may stop and start (the session broker must stay up)."""
+    config = test_broker_config(tmp_path / "kafka")
+    broker.start(config)
+    yield config
+    broker.stop(config)
+
+
+def test_server_error_while_kafka_is_stopped_and_recovery(own_broker, tmp_path):
+    server = ServerProcess(
+        own_broker.bootstrap, "outage", tmp_path / "server", partitions=2, write_timeout_ms=2000
+    )
+    server.create_topics()
+    server.start()
+
+    async def scenario():
+        async with await Client.connect(port=server.port) as c:
+            kept = uuid.uuid4()
+            await c.add(kept, "q", 60000, 600000, b"before")
+            broker.stop(own_broker)
+            began = time.monotonic()
+            during = uuid.uuid4()
+            with pytest.raises(ServerError) as raised:
+                await c.add(during, "q", 60000, 600000, b"during")
+            elapsed = time.monotonic() - began
+            assert elapsed < 6, elapsed  # bounded by write_timeout_ms, never a +OK
+            assert raised.value.reply.startswith(b"-SERVER-ERROR ")
+            # Reads of the local state still answer.
+            assert (await c.inspect_job(kept))["payload"] == b"before"
+
+            broker.start(own_broker)
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    await c.add(job := uuid.uuid4(), "q", 60000, 600000, b"after")
+                    break
+                except ServerError:
+                    assert time.monotonic() < deadline, "server did not recover"
+                    await asyncio.sleep(0.5)
+            leased = set()
+            while True:
+                try:
+                    leased.add((await c.lease("q", 1000)).id)
+                except Timeout:
+                    break
+            # The failed write's outcome is unknown to the client (it may still have
+            # reached the log after Kafka came back); the acknowledged ones are there.
+            assert {kept, job} <= leased <= {kept, job, during}
+    try:
+        asyncio.run(scenario())
+    finally:
+        code = server.stop()
+        print(server.log_tail(40))
+    assert code == 0
+
+
+def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
+    server = ServerProcess(own_broker.bootstrap, "crash", tmp_path / "server", partitions=4)
+    server.create_topics()
+    server.start()
+
+    added: set[uuid.UUID] = set()  # acknowledged adds
+    completed: dict[uuid.UUID, bytes] = {}  # acknowledged completes
+    leased: set[uuid.UUID] = set()  # acknowledged leases, not completed
+    in_doubt: set[uuid.UUID] = set()  # complete sent, reply lost in the kill
+
+    async def adder(stop: asyncio.Event):
+        async with await Client.connect(port=server.port) as c:
+            while not stop.is_set():
+                job = uuid.uuid4()
+                try:
+                    await c.add(job, "load", 1500, 600000, b"p")
+                except (EventqError, ConnectionError, asyncio.IncompleteReadError):
+                    return
+                added.add(job)
+
+    async def worker(stop: asyncio.Event):
+        async with await Client.connect(port=server.port) as c:
+            while not stop.is_set():
+                try:
+                    job = await c.lease("load", 200)
+                except Timeout:
+                    continue
+                except (EventqError, ConnectionError, asyncio.IncompleteReadError):
+                    return
+                if random.random() < 0.5:
+                    leased.add(job.id)  # keep it leased: it must time out after restart
+                    continue
+                result = job.id.bytes
+                try:
+                    await c.complete(job.id, result)
+                except (EventqError, ConnectionError, asyncio.IncompleteReadError):
+                    in_doubt.add(job.id)
+                    return
+                completed[job.id] = result
+
+    async def load_then_kill():
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(adder(stop)) for _ in range(4)]
+        tasks += [asyncio.create_task(worker(stop)) for _ in range(4)]
+        await asyncio.sleep(3)
+        server.kill()  # SIGKILL in the middle of the load
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(load_then_kill())
+    assert len(added) > 50 and completed and leased
+    server.start()
+
+    async def verify():
+        async with await Client.connect(port=server.port) as c:
+            for job in added:
+                info = await c.inspect_job(job)  # NOT-FOUND would raise: a lost add
+                if job in completed and info["state"] != b"1":
+                    from eventq.core import decode_command, decode_state
+                    from support import records_for_key
+                    key = str(job).encode()
+                    for rec in records_for_key(own_broker.bootstrap, "crash.commands", key):
+                        print("COMMAND", rec[:3], decode_command(rec[3]))
+                    for rec in records_for_key(own_broker.bootstrap, "crash.jobs", key):
+                        print("STATE", rec[:3], rec[3] and decode_state(rec[3])[0])
+                    print(server.log_tail(200))
+                    raise AssertionError(f"acknowledged complete lost: {job} {info}")
+                    result = await c.result(job, 0)
+                    assert result.result == completed[job]
+            # Every job not completed is leased again (leased ones after their TTR).
+            remaining = {job for job in added if job not in completed and job not in in_doubt}
+            seen: set[uuid.UUID] = set()
+            deadline = time.monotonic() + 60
+            while seen != remaining and time.monotonic() < deadline:
+                try:
+                    job = await c.lease("load", 1000)
+                except Timeout:
+                    continue
+                assert job.id not in seen, "an attempt was leased twice"
+                seen.add(job.id)
+                await c.complete(job.id, b"after restart")
+            assert seen >= remaining
+            extra = seen - remaining
+            assert extra <= in_doubt, f"leased jobs that were not waiting: {extra - in_doubt}"
+    try:
+        asyncio.run(verify())
+    finally:
+        code = server.stop()
+        print(server.log_tail(30))
+    assert code == 0
+    assert "did not stop cleanly" in server.log_path.read_text()
