@@ -1,0 +1,150 @@
+"""Read a topic from the beginning to its current end, partition by partition.
+
+Used by replay, digests, export and tests: `eventq.jobs` (latest record per key,
+tombstones remove) and `eventq.commands` (every command, in offset order per
+partition). Undecodable records are counted and reported with topic/partition/offset,
+never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from eventq.core import CodecError, Job, decode_state
+
+log = logging.getLogger(__name__)
+
+BATCH_MESSAGES = 10_000
+POLL_TIMEOUT_S = 1.0
+Progress = Callable[[int, int], None]  # (records read, records in total)
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class Undecodable:
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def note(self, record: Record, error: Exception) -> None:
+        self.count += 1
+        where = f"{record.topic}[{record.partition}]@{record.offset}"
+        log.error("undecodable record at %s: %s (skipped)", where, error)
+        if len(self.examples) < 20:
+            self.examples.append(f"{where}: {error}")
+
+
+def _consumer(bootstrap: str):
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"eventq-reader-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 256 * 1024,
+        }
+    )
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """{partition: (low, high)} watermarks now."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            raise LookupError(f"topic {topic} does not exist")
+        partitions = sorted(metadata.topics[topic].partitions)
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            for p in partitions
+        }
+    finally:
+        consumer.close()
+
+
+def read_topic(
+    bootstrap: str, topic: str, progress: Progress | None = None
+) -> Iterator[Record]:
+    """Every record from the beginning up to the end as of the call, per partition in
+    offset order (partitions interleave)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    ends = end_offsets(bootstrap, topic)
+    remaining = {p: high for p, (low, high) in ends.items() if high > low}
+    total = sum(high - low for low, high in ends.values())
+    if not remaining:
+        return
+    consumer = _consumer(bootstrap)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
+    done = 0
+    last_report = 0.0
+    try:
+        while remaining:
+            for message in consumer.consume(BATCH_MESSAGES, POLL_TIMEOUT_S):
+                if message.error():
+                    raise RuntimeError(f"reading {topic}: {message.error()}")
+                partition, offset = message.partition(), message.offset()
+                high = remaining.get(partition)
+                if high is None or offset >= high:
+                    continue
+                done += 1
+                yield Record(
+                    topic, partition, offset, message.timestamp()[1],
+                    message.key(), message.value(),
+                )
+                if offset + 1 >= high:
+                    del remaining[partition]
+            if progress is not None and time.monotonic() - last_report > 0.2:
+                progress(done, total)
+                last_report = time.monotonic()
+        if progress is not None:
+            progress(done, total)
+    finally:
+        consumer.close()
+
+
+META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (streams/store.py)
+
+
+def latest_jobs(
+    bootstrap: str, topic: str, progress: Progress | None = None
+) -> tuple[dict[uuid.UUID, Job], Undecodable]:
+    """The live jobs of the state log: newest record per key, tombstones remove."""
+    newest: dict[bytes, Record] = {}
+    for record in read_topic(bootstrap, topic, progress):
+        if record.key is None or record.key.startswith(META_KEY_PREFIX):
+            continue
+        if record.value is None:
+            newest.pop(record.key, None)
+        else:
+            newest[record.key] = record
+    jobs: dict[uuid.UUID, Job] = {}
+    bad = Undecodable()
+    for record in newest.values():
+        try:
+            _, job = decode_state(record.value)  # type: ignore[arg-type]
+        except CodecError as error:
+            bad.note(record, error)
+            continue
+        if job is not None:
+            jobs[job.id] = job
+    return jobs, bad
