@@ -40,6 +40,7 @@ class EventqService(mode.Service):
     async def on_start(self) -> None:
         from aiokafka import AIOKafkaProducer
 
+        quiet_library_loggers(self._settings.log_level)
         producer = AIOKafkaProducer(
             bootstrap_servers=self._settings.kafka_bootstrap,
             acks="all",
@@ -67,6 +68,20 @@ class EventqService(mode.Service):
         producer = self._streams.engine.producer
         if producer is not None:
             await producer.stop()
+
+
+LIBRARY_LOGGERS = ("aiokafka", "faust", "mode", "kafka", "rocksdict")
+
+
+def quiet_library_loggers(level_name: str) -> None:
+    """faust's worker leaves library loggers enabled for DEBUG: every aiokafka send
+    then builds a log record (5-9% of the request path). Pin them to our level."""
+    level = logging.getLevelName(level_name.upper())
+    if not isinstance(level, int):
+        level = logging.WARNING
+    logging.getLogger().setLevel(level)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
 
 
 def _discard_state_after_crash(settings: Settings) -> bool:

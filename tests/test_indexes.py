@@ -1,0 +1,140 @@
+"""The derived in-memory indexes (pure): lease order, scheduled wake-ups, deadlines."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventq.core import Job, State, lease_order_key
+from eventq.indexes import TTL, TTR, JobIndex
+
+NOW = 1_800_000_000_000
+
+
+def job(name="q", priority=0, created=NOW, scheduled=None, state=State.NEW, attempts=0,
+        version=1, lease_deadline=None, ttl=60_000, job_id=None) -> Job:
+    start = scheduled if scheduled is not None else created
+    final = state in (State.COMPLETED, State.FAILED)
+    return Job(
+        id=job_id or uuid.uuid4(), name=name, ttr_ms=1000, ttl_ms=ttl, payload=b"",
+        priority=priority, max_attempts=0, max_fails=0, attempts=attempts, fails=0,
+        state=state, created_ms=created, scheduled_ms=scheduled,
+        expires_ms=start + ttl, lease_deadline_ms=lease_deadline,
+        result=b"" if final else None, result_ok=(state is State.COMPLETED) if final else None,
+        version=version,
+    )
+
+
+def test_ready_jobs_come_out_in_lease_order():
+    index = JobIndex()
+    jobs = [
+        job(priority=0, created=NOW + 2), job(priority=5, created=NOW + 9),
+        job(priority=0, created=NOW + 1), job(priority=-1, created=NOW),
+        job(priority=0, created=NOW + 3, scheduled=NOW - 5),
+    ]
+    for j in jobs:
+        index.put(j, 0, NOW)
+    expected = [j.id for j in sorted(jobs, key=lease_order_key)]
+    assert index.ready_page("q", NOW, 0, 100) == expected
+    assert index.ready_page("q", NOW, 1, 2) == expected[1:3]
+    assert list(index.ready_candidates(["q"], NOW, set()))[:1] == expected[:1]
+
+
+def test_scheduled_jobs_wait_until_due_and_keep_their_order():
+    index = JobIndex()
+    later = job(scheduled=NOW + 1000)
+    index.put(later, 0, NOW)
+    assert index.lengths("q", NOW) == (0, 1)
+    assert index.scheduled_page("q", NOW, 0, 10) == [later.id]
+    assert index.next_deadline_ms() == NOW + 1000
+    assert index.promote_due(NOW + 999) == []
+    assert index.promote_due(NOW + 1000) == ["q"]
+    assert index.lengths("q", NOW + 1000) == (1, 0)
+
+
+def test_leased_final_and_removed_jobs_are_not_ready():
+    index = JobIndex()
+    leased = job(state=State.LEASED, attempts=1, lease_deadline=NOW + 1000)
+    done = job(state=State.COMPLETED)
+    gone = job()
+    for j in (leased, done, gone):
+        index.put(j, 0, NOW)
+    index.remove(gone.id)
+    assert index.lengths("q", NOW) == (0, 0)
+    assert set(index.entries) == {leased.id, done.id}
+
+
+def test_claimed_jobs_are_skipped_and_names_chosen_among_those_with_jobs():
+    index = JobIndex(random.Random(7))
+    a1, a2, b1 = job(name="a", created=NOW), job(name="a", created=NOW + 1), job(name="b")
+    for j in (a1, a2, b1):
+        index.put(j, 0, NOW)
+    tried = list(index.ready_candidates(["a", "b", "empty"], NOW, claimed={a1.id}))
+    assert set(tried) == {a2.id, b1.id}
+    assert a1.id not in tried
+
+
+def test_lease_picks_names_uniformly_at_random():
+    index = JobIndex(random.Random(1))
+    for name in ("a", "b", "c"):
+        index.put(job(name=name), 0, NOW)
+    counts = {"a": 0, "b": 0, "c": 0}
+    for _ in range(3000):
+        first = next(index.ready_candidates(["a", "b", "c"], NOW, set()))
+        counts[index.entries[first].name] += 1
+    assert all(800 < n < 1200 for n in counts.values()), counts
+
+
+def test_deadlines_fire_once_for_the_current_version_and_can_be_rearmed():
+    index = JobIndex()
+    leased = job(state=State.LEASED, attempts=2, lease_deadline=NOW + 100, ttl=500, version=5)
+    index.put(leased, 3, NOW)
+    assert index.due(NOW + 99) == []
+    [due] = index.due(NOW + 100)
+    assert (due.kind, due.job_id, due.attempt, due.version) == (TTR, leased.id, 2, 5)
+    assert index.due(NOW + 100) == []  # popped
+    index.rearm(due, NOW + 200)
+    assert [d.kind for d in index.due(NOW + 200)] == [TTR]
+    # a newer version makes old deadlines stale
+    index.put(job(job_id=leased.id, version=6, ttl=500), 3, NOW)
+    index.rearm(due, NOW + 300)
+    assert [d.kind for d in index.due(NOW + 600)] == [TTL]
+
+
+def test_dropping_a_partition_forgets_its_jobs():
+    index = JobIndex()
+    kept, dropped = job(), job()
+    index.put(kept, 0, NOW)
+    index.put(dropped, 1, NOW)
+    index.drop_partition(1)
+    assert set(index.entries) == {kept.id}
+    assert index.ready_page("q", NOW, 0, 10) == [kept.id]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(-3, 3), st.integers(0, 50),
+                          st.booleans(), st.sampled_from(["put", "remove"])), max_size=60))
+def test_index_matches_a_sorted_reference(operations):
+    index = JobIndex()
+    ids = [uuid.uuid4() for _ in range(8)]
+    reference: dict[uuid.UUID, Job] = {}
+    for slot, priority, created, scheduled, op in operations:
+        job_id = ids[slot]
+        if op == "put":
+            j = job(job_id=job_id, priority=priority, created=NOW + created,
+                    scheduled=NOW + created * 10 if scheduled else None)
+            index.put(j, slot % 2, NOW + 200)
+            reference[job_id] = j
+        else:
+            index.remove(job_id)
+            reference.pop(job_id, None)
+    now = NOW + 200
+    ready = sorted((j for j in reference.values()
+                    if j.scheduled_ms is None or j.scheduled_ms <= now), key=lease_order_key)
+    waiting = [j for j in reference.values() if j.scheduled_ms is not None and j.scheduled_ms > now]
+    if reference:
+        assert index.ready_page("q", now, 0, 100) == [j.id for j in ready]
+        assert index.lengths("q", now) == (len(ready), len(waiting))
