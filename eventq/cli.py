@@ -138,6 +138,12 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings)
 
 
+def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.linecli import run_line_client
+
+    return run_line_client(settings.listen_host, settings.listen_port)
+
+
 # --- the parser --------------------------------------------------------------------
 
 Handler = Callable[[Settings, argparse.Namespace], int]
@@ -181,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _subcommand(commands, "serve", cmd_serve, "serve the workq protocol (Kafka must be up)")
+    _subcommand(
+        commands,
+        "client",
+        cmd_client,
+        "type workq commands to a server and see its raw replies (lines end in \\r\\n)",
+    )
     _subcommand(
         commands,
         "up",
