@@ -144,6 +144,85 @@ def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
     return run_line_client(settings.listen_host, settings.listen_port)
 
 
+# --- replay and digest ------------------------------------------------------------
+
+
+def _print_states(counts: dict[str, int]) -> None:
+    say("  " + ", ".join(f"{state} {count:,}" for state, count in counts.items()))
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq import replay
+    from eventq.kafka.logreader import latest_jobs
+    from eventq.progress import Progress
+    from eventq.statedir import StateDirInUse
+
+    try:
+        if not args.from_commands:
+            bar = Progress(f"reading {settings.jobs_topic}")
+            report = replay.rebuild_from_state_log(
+                settings.kafka_bootstrap, settings.jobs_topic, settings.state_dir, bar
+            )
+            elapsed = bar.finish()
+            say(
+                f"rebuilt {settings.state_dir} from {settings.jobs_topic}: "
+                f"{report.jobs:,} jobs from {report.records_read:,} records in "
+                f"{elapsed:.1f}s ({report.records_read / max(elapsed, 1e-6):,.0f} records/s)"
+            )
+            _print_states({s.name: report.jobs_by_state.get(s, 0) for s in replay.State})
+            for example in report.undecodable.examples:
+                say(f"  undecodable (skipped): {example}")
+            return EXIT_OK
+        bar = Progress(f"re-deriving from {settings.commands_topic}")
+        derived = replay.derive_from_commands(
+            settings.kafka_bootstrap, settings.commands_topic, bar
+        )
+        bar.finish()
+        bar = Progress(f"reading {settings.jobs_topic}")
+        logged, bad = latest_jobs(settings.kafka_bootstrap, settings.jobs_topic, bar)
+        bar.finish()
+    except (replay.ReplayError, StateDirInUse, LookupError) as error:
+        return fail(str(error))
+    say(
+        f"{derived.commands:,} commands re-derive {len(derived.jobs):,} jobs; "
+        f"the state log holds {len(logged):,}"
+    )
+    _print_states(replay.count_by_state(derived.jobs.values()))
+    for example in derived.undecodable.examples + bad.examples:
+        say(f"  undecodable (skipped): {example}")
+    differences = replay.compare(derived.jobs, logged)
+    for difference in differences:
+        say(difference.describe())
+    if differences:
+        return fail(f"{len(differences)} jobs differ between the command log and the state log")
+    say("the command log and the state log agree on every job")
+    return EXIT_OK
+
+
+def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.core import state_digest
+    from eventq.kafka.logreader import latest_jobs
+    from eventq.progress import Progress
+    from eventq.replay import ReplayError, derive_from_commands
+
+    try:
+        if args.from_commands:
+            jobs = derive_from_commands(
+                settings.kafka_bootstrap, settings.commands_topic,
+                Progress(f"re-deriving from {settings.commands_topic}"),
+            ).jobs
+        else:
+            jobs, _ = latest_jobs(
+                settings.kafka_bootstrap, settings.jobs_topic,
+                Progress(f"reading {settings.jobs_topic}"),
+            )
+    except (ReplayError, LookupError) as error:
+        return fail(str(error))
+    print(file=sys.stderr)
+    say(f"{state_digest(jobs.values())} {len(jobs)} jobs")
+    return EXIT_OK
+
+
 # --- the parser --------------------------------------------------------------------
 
 Handler = Callable[[Settings, argparse.Namespace], int]
@@ -192,6 +271,28 @@ def build_parser() -> argparse.ArgumentParser:
         "client",
         cmd_client,
         "type workq commands to a server and see its raw replies (lines end in \\r\\n)",
+    )
+    replay_parser = _subcommand(
+        commands,
+        "replay",
+        cmd_replay,
+        "rebuild the data dir's state from eventq.jobs, or (--from-commands) re-derive "
+        "it from eventq.commands and compare it with eventq.jobs job by job",
+    )
+    replay_parser.add_argument(
+        "--from-commands", action="store_true",
+        help="re-derive state from the command log with the pure core and compare "
+        "(reads only; the data dir is not touched)",
+    )
+    digest_parser = _subcommand(
+        commands,
+        "digest",
+        cmd_digest,
+        "print the order-independent digest of all job state (as `inspect digest` does)",
+    )
+    digest_parser.add_argument(
+        "--from-commands", action="store_true",
+        help="digest the state re-derived from the command log instead of eventq.jobs",
     )
     _subcommand(
         commands,

@@ -1,28 +1,23 @@
 """``eventq serve``: the faust processor and the workq gateway in one process.
 
-RocksDB is written before faust's changelog record is sent, so after a crash the local
-store can hold changes that never reached `eventq.jobs`. A marker file records that the
-process is running; a start that finds it (the last run did not stop cleanly) discards
-the local store so faust rebuilds it from `eventq.jobs`, the source of truth.
+A run that did not stop cleanly leaves its local RocksDB discarded and rebuilt from
+`eventq.jobs` (eventq/statedir.py says why).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import sys
 
 import mode
 
+from eventq import statedir
 from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.settings import Settings
 
 log = logging.getLogger("eventq")
-
-RUNNING_MARKER = "RUNNING"
-
 
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
@@ -84,18 +79,6 @@ def quiet_library_loggers(level_name: str) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def _discard_state_after_crash(settings: Settings) -> bool:
-    marker = settings.state_dir / RUNNING_MARKER
-    crashed = marker.exists()
-    if crashed and settings.state_dir.exists():
-        for child in settings.state_dir.iterdir():
-            if child.name != RUNNING_MARKER:
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text("eventq is running; if this file survives, it did not stop cleanly\n")
-    return crashed
-
-
 def _install_uvloop() -> None:
     try:
         import uvloop
@@ -112,7 +95,12 @@ def run_server(settings: Settings) -> int:
     _install_uvloop()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    if _discard_state_after_crash(settings):
+    try:
+        crashed = statedir.claim(settings.state_dir)
+    except statedir.StateDirInUse as error:
+        print(f"eventq: {error}", file=sys.stderr)
+        return 1
+    if crashed:
         print(
             "eventq: the last run did not stop cleanly; rebuilding state from "
             f"{settings.jobs_topic}",
@@ -134,7 +122,7 @@ def run_server(settings: Settings) -> int:
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 0
     if code == 0:
-        (settings.state_dir / RUNNING_MARKER).unlink(missing_ok=True)
+        statedir.release(settings.state_dir)
     return code
 
 

@@ -16,34 +16,35 @@ from dataclasses import dataclass
 
 import faust
 import mode
+from faust.types import TP
 
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
+from eventq.kafka.logreader import catch_up_targets
 from eventq.settings import Settings
 from streams import durable_flush
 from streams.engine import Engine
 from streams.processor import Processor, wall_clock_ms
-from streams.store import JobStore
+from streams.store import ROCKSDB_OPTIONS, JobStore
 from streams.timers import DeadlineTimer
 
 log = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
-# RocksDB memory per partition DB, sized for a 2-core, 24 GiB machine running 8
-# partitions: at most 8 x (64 MiB cache + 2 x 16 MiB memtables) = 768 MiB. faust's
-# defaults (2 GiB cache and 3 x 64 MiB memtables per partition) would allow 17 GiB.
-ROCKSDB_OPTIONS = {
-    "block_cache_size": 64 * MIB,
-    "write_buffer_size": 16 * MIB,
-    "max_write_buffer_number": 2,
-    "target_file_size_base": 32 * MIB,
-    "max_open_files": 512,
-}
-
-
 def faust_broker_url(bootstrap: str) -> str:
     """faust takes several brokers as kafka://a:9092;b:9092."""
     return "kafka://" + ";".join(part.strip() for part in bootstrap.split(",") if part.strip())
+
+
+def instance_id(settings: Settings) -> str:
+    """A stable consumer group instance id per data dir (one server per data dir)."""
+    path = settings.data_dir / "instance-id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        value = f"{settings.app_id}-{uuid.uuid4().hex[:12]}"
+        path.write_text(value + "\n")
+        return value
 
 
 def new_node_id() -> str:
@@ -77,6 +78,9 @@ def build_streams(settings: Settings) -> Streams:
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
         producer_acks=-1,
+        # Static membership: a restarted process takes its partitions back at once
+        # instead of waiting for its dead predecessor's session (60 s) to expire.
+        consumer_group_instance_id=instance_id(settings),
         broker_commit_interval=1.0,
         stream_buffer_maxsize=8192,
     )
@@ -146,12 +150,28 @@ def build_streams(settings: Settings) -> Streams:
             await asyncio.sleep(0)
         store.active = frozenset(owned)
         processor.forget_watermarks()
-        engine.ready.set()
         timer.consider(now_ms)
-        log.warning(
-            "serving %d partitions, %d live jobs indexed in %.2fs",
-            len(owned), total, time.monotonic() - began,
+        catch_up = await asyncio.to_thread(
+            catch_up_targets,
+            settings.kafka_bootstrap, settings.app_id, settings.commands_topic, owned,
         )
+        # aiokafka's seek_to_committed leaves a never-committed partition wherever the
+        # fetcher stood (after a changelog restore: not at its start), so place it at
+        # its first offset, as consumer_auto_offset_reset="earliest" promises.
+        for partition, first in catch_up.uncommitted.items():
+            await app.consumer.seek(TP(settings.commands_topic, partition), first)
+        targets = catch_up.targets
+        log.warning(
+            "recovered %d partitions, %d live jobs indexed in %.2fs; re-applying the "
+            "uncommitted tail up to %s before serving",
+            len(owned), total, time.monotonic() - began, targets,
+        )
+
+        def caught_up() -> None:
+            engine.ready.set()
+            log.warning("serving: state is up to date with %s", settings.commands_topic)
+
+        processor.expect_catch_up(targets, caught_up)
 
     @app.on_partitions_revoked.connect
     async def stop_serving(app, revoked, **kwargs) -> None:

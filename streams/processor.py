@@ -63,7 +63,22 @@ class Processor:
         self._on_deadline = on_deadline
         self._clock_ms = clock_ms
         self._watermarks: dict[int, int] = {}
+        self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
+        self._applied_through: dict[int, int] = {}  # partition -> last offset handled
+        self._on_caught_up: Callable[[], None] = lambda: None
         self.counters = Counters()
+
+    def expect_catch_up(self, targets: dict[int, int], on_caught_up: Callable[[], None]) -> None:
+        """Call ``on_caught_up`` once every partition has been applied up to its target
+        (the end of the log when the partitions were recovered)."""
+        self._catch_up = {
+            partition: target
+            for partition, target in targets.items()
+            if self._applied_through.get(partition, -1) < target
+        }
+        self._on_caught_up = on_caught_up
+        if not self._catch_up:
+            on_caught_up()
 
     def forget_watermarks(self) -> None:
         """Partitions were reassigned: read watermarks from the table again."""
@@ -87,6 +102,7 @@ class Processor:
                 "undecodable command at %s[%d]@%d: %s (skipped)",
                 message.topic, partition, offset, error,
             )
+            self._caught_up_to(partition, offset)
             return
         command = decoded.command
         key = job_key(command.job_id)
@@ -108,6 +124,15 @@ class Processor:
             self.counters.rejected += 1
         if decoded.node == self._node and decoded.request_id is not None:
             self._waiters.on_applied(decoded.request_id, Applied(outcome, after))
+        self._caught_up_to(partition, offset)
+
+    def _caught_up_to(self, partition: int, offset: int) -> None:
+        self._applied_through[partition] = offset
+        target = self._catch_up.get(partition)
+        if target is not None and offset >= target:
+            del self._catch_up[partition]
+            if not self._catch_up:
+                self._on_caught_up()
 
     def _store_job(self, key, partition, offset, event, after: Job | None, job_id) -> None:
         if after is None:

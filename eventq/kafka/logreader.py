@@ -148,3 +148,41 @@ def latest_jobs(
         if job is not None:
             jobs[job.id] = job
     return jobs, bad
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    targets: dict[int, int]  # partition -> last offset to apply before serving
+    uncommitted: dict[int, int]  # partition -> first offset, for partitions never committed
+
+
+def catch_up_targets(
+    bootstrap: str, group: str, topic: str, partitions: list[int]
+) -> CatchUp:
+    """Where each owned partition's processing must resume and reach before serving.
+
+    After a restart the uncommitted tail must be applied again before the state may be
+    read (otherwise an acknowledged write looks missing for a moment). Partitions with
+    no committed offset at all must be read from their first offset."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    ends = end_offsets(bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in partitions]
+    )
+    committed = {
+        tp.partition: tp.offset
+        for tp in admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+        .topic_partitions
+    }
+    targets, uncommitted = {}, {}
+    for partition in partitions:
+        low, high = ends.get(partition, (0, 0))
+        position = committed.get(partition, -1)
+        if position < 0:  # nothing committed: the agent must start at the beginning
+            position = uncommitted[partition] = low
+        if position < high:
+            targets[partition] = high - 1
+    return CatchUp(targets, uncommitted)
