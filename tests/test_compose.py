@@ -43,3 +43,19 @@ def test_docker_compose_config_parses():
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_testcontainers_broker_where_a_docker_engine_answers():
+    """EVENTQ_TEST_BROKER=docker makes the suite use a Kafka container (tests/conftest.py)."""
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:
+        pytest.skip("no Docker engine answers on this machine")
+    kafka = pytest.importorskip("testcontainers.kafka")
+    from eventq.kafka.topics import TopicNames, ensure_topics, eventq_topics
+
+    with kafka.KafkaContainer().with_kraft() as container:
+        reports = ensure_topics(container.get_bootstrap_server(), eventq_topics(TopicNames(), 2))
+        assert all(report.ok for report in reports)
