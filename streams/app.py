@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass
 
 import faust
-import mode
 from faust.types import TP
 
 from eventq.gateway.waiters import Waiters

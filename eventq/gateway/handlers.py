@@ -15,8 +15,8 @@ from typing import Awaitable, Callable
 
 from eventq import core
 from eventq.core import AttemptStarted, Job, State
-from eventq.core.job import is_final, is_ready
-from eventq.core.machine import Accepted, Ignored, Rejected
+from eventq.core.job import is_final
+from eventq.core.machine import Accepted, Rejected
 from eventq.errors import EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.waiters import Applied
 from eventq.protocol import replies, requests
