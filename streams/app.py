@@ -124,7 +124,7 @@ def build_streams(settings: Settings) -> Streams:
         node=node,
     )
     timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms)
-    processor = Processor(table, store, index, waiters, node, timer.consider)
+    processor = Processor(store, index, waiters, node, timer.consider)
 
     @app.agent(commands)
     async def process(stream):

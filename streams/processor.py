@@ -3,7 +3,8 @@
 For each record of `eventq.commands` (ARCHITECTURE.md, "The processor"): decode it, read
 the job, ``decide``/``evolve`` with the pure core at the broker's LogAppendTime, write
 the job (or a tombstone) to the table, update the derived indexes, and wake whoever
-waits. It runs inside the faust agent's stream, the only place table writes are allowed.
+waits. It runs inside the faust agent's stream, the only place table writes are allowed
+(it owns the event's partition there; writes name that partition explicitly).
 
 At-least-once: after a crash the uncommitted tail of a partition is read again. A
 present job skips commands at or below its ``version`` (the core does this). An absent
@@ -47,7 +48,6 @@ class Counters:
 class Processor:
     def __init__(
         self,
-        table,
         store: JobStore,
         index: JobIndex,
         waiters: Waiters,
@@ -55,7 +55,6 @@ class Processor:
         on_deadline: Callable[[int], None],
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        self._table = table
         self._store = store
         self._index = index
         self._waiters = waiters
@@ -87,7 +86,7 @@ class Processor:
     def _watermark(self, partition: int) -> int:
         mark = self._watermarks.get(partition)
         if mark is None:
-            raw = self._table.get(WATERMARK_KEY)  # in the agent: this partition's DB
+            raw = self._store.read(partition, WATERMARK_KEY)
             mark = self._watermarks[partition] = int(raw) if raw else -1
         return mark
 
@@ -106,7 +105,7 @@ class Processor:
             return
         command = decoded.command
         key = job_key(command.job_id)
-        raw = self._table.get(key)
+        raw = self._store.read(partition, key)
         job = self._store.decode(raw, partition, key) if raw is not None else None
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
         if job is None and offset <= self._watermark(partition):
@@ -137,14 +136,14 @@ class Processor:
     def _store_job(self, key, partition, offset, event, after: Job | None, job_id) -> None:
         if after is None:
             self._watermarks[partition] = offset
-            self._table[WATERMARK_KEY] = str(offset).encode()
-            del self._table[key]
+            self._store.write(partition, WATERMARK_KEY, str(offset).encode())
+            self._store.write(partition, key, None)
             self._index.remove(job_id)
             if isinstance(event, Expired) and event.evicted:
                 self.counters.evicted += 1
             self._waiters.on_final(job_id, None)
             return
-        self._table[key] = encode_state(event, after)
+        self._store.write(partition, key, encode_state(event, after))
         now_ms = self._clock_ms()
         self._index.put(after, partition, now_ms)
         if is_final(after):

@@ -64,6 +64,27 @@ class JobStore:
         # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
         return self._table.data._db_for_partition(partition)
 
+    # --- the processor's access (inside the agent, for the event's own partition) ---
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        return self._db(partition).get(key)
+
+    def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Store a record and send it to the changelog (None: delete, a tombstone).
+
+        The same two effects as faust's ``table[key] = value`` (tables/table.py:
+        ``on_key_set`` + ``Store._set``), with the partition stated instead of taken
+        from ``current_event()``, and without faust's per-key sensors and key index,
+        which eventq does not use."""
+        self._table.send_changelog(partition, key, value)
+        db = self._db(partition)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    # --- the gateway's access -----------------------------------------------------
+
     def get(self, job_id: uuid.UUID) -> Job | None:
         partition = self.partition_of(job_id)
         if partition not in self.active:

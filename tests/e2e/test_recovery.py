@@ -117,6 +117,21 @@ def run_load(server: ServerProcess, ledger: Ledger, seconds: float, during=None)
     asyncio.run(go())
 
 
+async def wait_until_writable(port: int, timeout_s: float = 120) -> float:
+    """Seconds until the server acknowledges a write again (after Kafka came back)."""
+    began = time.monotonic()
+    while True:
+        try:
+            async with await Client.connect(port=port) as c:
+                job = uuid.uuid4()
+                await c.add(job, "probe", 1000, 600000, b"")
+                await c.delete(job)
+                return time.monotonic() - began
+        except LOST:
+            assert time.monotonic() - began < timeout_s, "server did not heal after Kafka returned"
+            await asyncio.sleep(0.5)
+
+
 async def wait_until_quiet(port: int, timeout_s: float = 60) -> str:
     """Wait until no TTR or TTL is pending (short TTLs passed), return the digest."""
     await asyncio.sleep(3)  # TTRs (0.8s) and short TTLs (1.5s) pass, timers fire
@@ -143,6 +158,7 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
         # the broker dies under load (SIGKILL) and comes back; the server heals itself
         run_load(server, ledger, 6, during=lambda: (broker.kill(own_broker), time.sleep(1),
                                                       broker.start(own_broker)))
+        asyncio.run(wait_until_writable(server.port))
         run_load(server, ledger, 3)
         live_digest = asyncio.run(wait_until_quiet(server.port))
     finally:
