@@ -1,8 +1,10 @@
 """The pure event-sourced job model of eventq (no I/O, no clock).
 
 - ``job``: ``State``, ``Job`` and helpers (readiness, attempt limit, lease order).
-- ``commands``: what the command log asks (``Add`` … ``TimeoutAttempt``).
-- ``events``: what happened when a command was applied (``Added`` … ``Expired``).
+- ``commands``: what the command log asks (``Add`` … ``TimeoutAttempt``, and eventq's
+  ``Import`` of a job snapshot).
+- ``events``: what happened when a command was applied (``Added`` … ``Expired``,
+  ``Imported``).
 - ``machine``: ``decide`` / ``evolve`` / ``apply``, the transition table, timer helpers.
 - ``codec``: msgpack records of the command log and the state log.
 - ``digest``: order-independent digests of job state.
@@ -29,6 +31,7 @@ from eventq.core.commands import (
     Delete,
     Expire,
     Fail,
+    Import,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -47,6 +50,7 @@ from eventq.core.events import (
     Expired,
     Failed,
     FailRetried,
+    Imported,
 )
 from eventq.core.job import (
     FINAL_STATES,
@@ -61,6 +65,7 @@ from eventq.core.job import (
 from eventq.core.machine import (
     ALREADY_APPLIED,
     CLAIM_REFUSED,
+    EXPIRED_BEFORE_IMPORT,
     NO_SUCH_JOB,
     NOT_YET_DUE,
     STALE_ATTEMPT,
@@ -81,6 +86,7 @@ __all__ = [
     "CLAIM_REFUSED",
     "COMMAND_CLASSES",
     "EVENT_CLASSES",
+    "EXPIRED_BEFORE_IMPORT",
     "FINAL_STATES",
     "FIRST_EXTENSION_TYPE",
     "NOT_YET_DUE",
@@ -110,6 +116,8 @@ __all__ = [
     "FailRetried",
     "Failed",
     "Ignored",
+    "Import",
+    "Imported",
     "Job",
     "Outcome",
     "Rejected",

@@ -18,15 +18,20 @@ a     max_attempts                                 add, schedule
 f     max_fails                                    add, schedule
 x     result (bin)                                 complete, fail
 k     attempt                                      start-attempt, timeout-attempt
+j     job snapshot (map, below)                    import
 o     issuing node (str), optional                 any
 q     request id (uint64), optional                any
 ====  ===========================================  =================================
+
+The import snapshot ``j`` is the job map below without ``i`` (the command's own) and
+``ver`` (the applying offset): ``n r l d p ma mf at fa s c w e ld x ok``, all required.
 
 State record (``eventq.jobs`` value): ``{"v": 1, "e": event, "j": job or nil}``.
 The event map has ``t`` (``EventType``), ``i``, ``a`` (at_ms), ``o`` (offset) and its
 fields: ``x`` result (Completed, Failed), ``k`` attempt and ``dl`` deadline_ms
 (AttemptStarted), ``k`` and ``rq`` requeued (AttemptTimedOut), ``ev`` evicted (Expired),
-nothing more for Added (its job is the record's job, so the payload is stored once).
+nothing more for Added and Imported (the job is the record's job, so the payload is
+stored once).
 The job map has every
 ``Job`` field (nil for None): ``i n r l d p ma mf at fa s c w e ld x ok ver``.
 
@@ -52,6 +57,7 @@ from eventq.core.commands import (
     Delete,
     Expire,
     Fail,
+    Import,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -69,6 +75,7 @@ from eventq.core.events import (
     Expired,
     Failed,
     FailRetried,
+    Imported,
 )
 from eventq.core.job import Job, State
 from eventq.limits import MAX_NODE_BYTES, MAX_REQUEST_ID
@@ -247,6 +254,23 @@ def _dec_schedule(m: dict[str, Any]) -> Schedule:
     )  # fmt: skip
 
 
+def _enc_import(c: Import) -> dict[str, Any]:
+    return {"j": _snapshot_fields(c)}
+
+
+def _dec_import(m: dict[str, Any]) -> Import:
+    if "j" not in m:
+        raise _missing("j")
+    j = _map(m["j"], "import snapshot")
+    _check_keys(j, _SNAPSHOT_KEYS, "import snapshot")
+    return Import(
+        _id(m), _str(j, "n"), _int(j, "r"), _int(j, "l"), _bin(j, "d"), _int(j, "p"),
+        _int(j, "ma"), _int(j, "mf"), _int(j, "at"), _int(j, "fa"), State(_int(j, "s")),
+        _int(j, "c"), _opt_int(j, "w"), _opt_int(j, "e"), _opt_int(j, "ld"),
+        _opt_bin(j, "x"), _opt_bool(j, "ok"),
+    )  # fmt: skip
+
+
 # command type → (class, encoder of its fields, decoder, keys allowed in its map)
 _COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any], frozenset[str]]] = {  # noqa: E501
     CommandType.ADD: (Add, _enc_add, _dec_add, _COMMON_KEYS | _JOB_FIELD_KEYS),
@@ -257,6 +281,7 @@ _COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable
     CommandType.EXPIRE: (Expire, _enc_nothing, lambda m: Expire(_id(m)), _COMMON_KEYS),
     CommandType.START_ATTEMPT: (StartAttempt, _enc_attempt, lambda m: StartAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.TIMEOUT_ATTEMPT: (TimeoutAttempt, _enc_attempt, lambda m: TimeoutAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
+    CommandType.IMPORT: (Import, _enc_import, _dec_import, _COMMON_KEYS | {"j"}),
 }
 
 
@@ -314,14 +339,24 @@ _JOB_KEYS = frozenset(
 )
 
 
-def _enc_job(j: Job) -> dict[str, Any]:
+_SNAPSHOT_KEYS = _JOB_KEYS - {"i", "ver"}  # an import's snapshot: the job map minus these
+
+
+def _snapshot_fields(j: Job | Import) -> dict[str, Any]:
+    """The job map without id and version (shared by jobs and import snapshots)."""
     return {
-        "i": j.id.bytes, "n": j.name, "r": j.ttr_ms, "l": j.ttl_ms, "d": j.payload,
+        "n": j.name, "r": j.ttr_ms, "l": j.ttl_ms, "d": j.payload,
         "p": j.priority, "ma": j.max_attempts, "mf": j.max_fails, "at": j.attempts,
         "fa": j.fails, "s": int(j.state), "c": j.created_ms, "w": j.scheduled_ms,
         "e": j.expires_ms, "ld": j.lease_deadline_ms, "x": j.result, "ok": j.result_ok,
-        "ver": j.version,
     }  # fmt: skip
+
+
+def _enc_job(j: Job) -> dict[str, Any]:
+    m = {"i": j.id.bytes}
+    m.update(_snapshot_fields(j))
+    m["ver"] = j.version
+    return m
 
 
 def _dec_job(v: object) -> Job:
@@ -346,6 +381,12 @@ def _dec_added(m: dict[str, Any], job: Job | None) -> Added:
     return Added(_id(m), _int(m, "a"), _int(m, "o"), job)
 
 
+def _dec_imported(m: dict[str, Any], job: Job | None) -> Imported:
+    if job is None:
+        raise CodecError("an Imported event needs the record's job")
+    return Imported(_id(m), _int(m, "a"), _int(m, "o"), job)
+
+
 def _common(m: dict[str, Any]) -> tuple[uuid.UUID, int, int]:
     return _id(m), _int(m, "a"), _int(m, "o")
 
@@ -361,6 +402,7 @@ _EVENT_CODECS: dict[int, tuple[type, Callable[[Any, Job | None], dict[str, Any]]
     EventType.ATTEMPT_TIMED_OUT: (AttemptTimedOut, lambda e, j: {"k": e.attempt, "rq": e.requeued}, lambda m, j: AttemptTimedOut(*_common(m), _int(m, "k"), _bool(m, "rq")), _EVENT_COMMON | {"k", "rq"}),  # noqa: E501
     EventType.DELETED: (Deleted, lambda e, j: {}, lambda m, j: Deleted(*_common(m)), _EVENT_COMMON),  # noqa: E501
     EventType.EXPIRED: (Expired, lambda e, j: {"ev": e.evicted}, lambda m, j: Expired(*_common(m), _bool(m, "ev")), _EVENT_COMMON | {"ev"}),  # noqa: E501
+    EventType.IMPORTED: (Imported, lambda e, j: {}, _dec_imported, _EVENT_COMMON),
 }
 
 _EVENT_CLASSES = tuple(c[0] for c in _EVENT_CODECS.values())
@@ -376,6 +418,7 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.ATTEMPT_TIMED_OUT: frozenset({State.PENDING, State.FAILED}),
     EventType.DELETED: None,
     EventType.EXPIRED: None,
+    EventType.IMPORTED: frozenset(State),  # a snapshot may be in any state
 }
 assert set(_STATES_AFTER) == set(EventType) and set(_EVENT_CODECS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -396,8 +439,8 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         return f"job version {job.version} differs from the event offset {event.offset}"
     if job.state not in states:
         return f"a {job.state.name} job cannot follow {type(event).__name__}"
-    if isinstance(event, Added) and event.job != job:
-        return "the added job differs from the record's job"
+    if isinstance(event, (Added, Imported)) and event.job != job:
+        return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"  # noqa: E501
     if isinstance(event, AttemptStarted) and (
         job.attempts != event.attempt or job.lease_deadline_ms != event.deadline_ms
     ):

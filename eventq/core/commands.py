@@ -1,5 +1,9 @@
 """Commands: what the log is asked to do to one job.
 
+Types 1-8 are workq's command-log types; eventq's own types take numbers from
+``FIRST_EXTENSION_TYPE`` (64) up. The one extension so far is ``Import`` (64): a
+complete job snapshot brought over from another system (``eventq import-cmdlog``).
+
 A command is the intent written to ``eventq.commands`` (keyed by its ``job_id``). It
 carries no time: the broker stamps it (LogAppendTime) and that stamp is passed to
 ``machine.decide`` as ``at_ms`` together with the command's log offset.
@@ -18,6 +22,7 @@ from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bytes, check_int, check_name, check_uuid
+from eventq.core.job import Job, State
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_FAILS_LIMIT,
@@ -34,7 +39,8 @@ from eventq.limits import (
 
 
 class CommandType(IntEnum):
-    """Command type numbers: workq's command-log types, one to one."""
+    """Command type numbers: workq's command-log types one to one (1-8), then eventq's
+    extensions (from ``FIRST_EXTENSION_TYPE``)."""
 
     ADD = 1
     SCHEDULE = 2
@@ -44,9 +50,11 @@ class CommandType(IntEnum):
     EXPIRE = 6
     START_ATTEMPT = 7
     TIMEOUT_ATTEMPT = 8
+    IMPORT = 64  # eventq: a job snapshot imported from elsewhere (e.g. a workq log)
 
 
 FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
+assert min(t for t in CommandType if t > CommandType.TIMEOUT_ATTEMPT) == FIRST_EXTENSION_TYPE
 
 
 def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
@@ -170,11 +178,78 @@ class TimeoutAttempt:
         check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
 
 
+@dataclass(frozen=True, slots=True)
+class Import:
+    """Install a complete job snapshot taken elsewhere (``eventq import-cmdlog``).
+
+    It carries every ``Job`` field but ``version`` (that is the offset of this command
+    once applied), so an imported job keeps its created time, TTL deadline, scheduled
+    time, attempts, fails, state and result, where an ``add`` would restart the TTL at
+    import time and lose the state. The snapshot must be a valid ``Job``: construction
+    checks it exactly as ``Job`` does (``ValueError`` otherwise).
+
+    Applied (``machine.decide``): to an absent job, it creates the job as given
+    (``Imported``), unless its TTL has already passed at the command's broker time,
+    then it is ``Ignored`` ("expired before import"); to an existing job it is a
+    duplicate (``Duplicate job``), so re-running an import never overwrites newer state.
+
+    Any valid state may be imported. A LEASED snapshot keeps its lease deadline, and the
+    timers time it out as any lease; the workq importer never sends one (a workq log
+    has no lease deadline and the lease's worker is gone: it imports LEASED as PENDING).
+    """
+
+    type: ClassVar[CommandType] = CommandType.IMPORT
+    job_id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    priority: int
+    max_attempts: int
+    max_fails: int
+    attempts: int
+    fails: int
+    state: State
+    created_ms: int
+    scheduled_ms: int | None
+    expires_ms: int | None
+    lease_deadline_ms: int | None
+    result: bytes | None
+    result_ok: bool | None
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        # Job validates every field and their consistency (and turns an int state into
+        # a State); keep its state so the snapshot compares equal to the job's fields.
+        object.__setattr__(self, "state", self.to_job(0).state)
+
+    def to_job(self, version: int) -> Job:
+        """The job this snapshot describes, at ``version`` (the applying offset)."""
+        return Job(
+            self.job_id, self.name, self.ttr_ms, self.ttl_ms, self.payload, self.priority,
+            self.max_attempts, self.max_fails, self.attempts, self.fails, self.state,
+            self.created_ms, self.scheduled_ms, self.expires_ms, self.lease_deadline_ms,
+            self.result, self.result_ok, version,
+        )  # fmt: skip
+
+    @classmethod
+    def from_job(cls, job: Job) -> Import:
+        """The snapshot of ``job`` (every field but ``version``)."""
+        return cls(
+            job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
+            job.max_attempts, job.max_fails, job.attempts, job.fails, job.state,
+            job.created_ms, job.scheduled_ms, job.expires_ms, job.lease_deadline_ms,
+            job.result, job.result_ok,
+        )  # fmt: skip
+
+
 Command: TypeAlias = (
-    Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt
+    Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt | Import
 )
 
 COMMAND_CLASSES: dict[CommandType, type] = {
     cls.type: cls
-    for cls in (Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt)
+    for cls in (
+        Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import
+    )
 }

@@ -36,6 +36,7 @@ class EventType(IntEnum):
     ATTEMPT_TIMED_OUT = 7
     DELETED = 8
     EXPIRED = 9
+    IMPORTED = 10
 
 
 def _check_common(e: Event) -> None:
@@ -183,6 +184,25 @@ class Expired:
         check_bool("evicted", self.evicted)
 
 
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """import created ``job`` from a snapshot: any state, its own created time and
+    counters (only ``version`` = offset comes from the log)."""
+
+    type: ClassVar[EventType] = EventType.IMPORTED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    job: Job
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if not isinstance(self.job, Job):
+            raise ValueError(f"job must be a Job, got {type(self.job).__name__}")
+        if self.job.id != self.job_id or self.job.version != self.offset:
+            raise ValueError("an imported job has the event's id and version = offset")
+
+
 Event: TypeAlias = (
     Added
     | Completed
@@ -193,6 +213,7 @@ Event: TypeAlias = (
     | AttemptTimedOut
     | Deleted
     | Expired
+    | Imported
 )
 
 EVENT_CLASSES: dict[EventType, type] = {
@@ -207,6 +228,7 @@ EVENT_CLASSES: dict[EventType, type] = {
         AttemptTimedOut,
         Deleted,
         Expired,
+        Imported,
     )
 }
 

@@ -18,6 +18,16 @@ a partition is read again), so every decision is a function of (job, command, of
   every command at or below it before calling ``decide``. ``version`` then makes the
   per-job check cheap and self-evident in the stored state, and lets state-log replays
   verify that versions only grow.
+
+Import (``commands.Import``, eventq's extension type 64) installs a complete job
+snapshot: on an absent job it is accepted as ``Imported`` with the snapshot as given
+(``version`` = offset); on any existing job it is ``Duplicate job`` (so re-running an
+import is harmless and never overwrites newer state). A snapshot whose TTL has already
+passed at the command's broker time (``expires_ms <= at_ms``, the same test as
+``expire``) is ``Ignored(EXPIRED_BEFORE_IMPORT)``: nothing is stored, as if the timer
+had expired it at once, and nobody waits for an import's reply to be told. Import is
+idempotent like the rest: a re-read import of a present job is ``ALREADY_APPLIED``,
+of an absent one is decided the same way again.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from eventq.core.commands import (
     Complete,
     Expire,
     Fail,
+    Import,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -52,6 +63,7 @@ from eventq.core.events import (
     Expired,
     Failed,
     FailRetried,
+    Imported,
 )
 from eventq.core.job import (
     Job,
@@ -118,6 +130,7 @@ NO_SUCH_JOB = "no such job"  # a timer or claim for a job that is gone
 CLAIM_REFUSED = "claim refused"  # start-attempt on a job not ready at that attempt
 STALE_ATTEMPT = "stale attempt"  # timeout-attempt for an attempt that is not current
 NOT_YET_DUE = "not yet due"  # a timer fired before the deadline (by the broker's clock)
+EXPIRED_BEFORE_IMPORT = "expired before import"  # an import whose TTL passed at at_ms
 
 # ------------------------------------------------------------------- decide handlers
 
@@ -196,6 +209,12 @@ def _ignore(reason: str) -> Handler:
     return handler
 
 
+def _import(job: Job | None, c: Import, at_ms: int, offset: int) -> Outcome:
+    if c.expires_ms is not None and at_ms >= c.expires_ms:
+        return Ignored(EXPIRED_BEFORE_IMPORT)
+    return Accepted(Imported(c.job_id, at_ms, offset, c.to_job(offset)))
+
+
 def _start_attempt(job: Job | None, c: StartAttempt, at_ms: int, offset: int) -> Outcome:
     assert job is not None
     if not is_ready(job, at_ms) or job.attempts != c.attempt - 1:
@@ -265,6 +284,7 @@ _GRID: dict[CommandType, tuple[Handler, ...]] = {
     CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,  _duplicate_result),   # noqa: E501
     CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501
     CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501
+    CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
 }
 # fmt: on
 
@@ -378,7 +398,8 @@ EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
 }  # fmt: skip
 """Event type → (the job states it may apply to, the function applying it).
 
-``ADDED`` is not here: it is the only event that applies to an absent job."""
+``ADDED`` and ``IMPORTED`` are not here: they are the only events that apply to an absent
+job (and only to one)."""
 
 
 def evolve(job: Job | None, event: Event) -> Job | None:
@@ -389,7 +410,7 @@ def evolve(job: Job | None, event: Event) -> Job | None:
     """
     if not isinstance(event, _EVENT_TYPES):
         raise ValueError(f"not an event: {event!r:.100}")
-    if isinstance(event, Added):
+    if isinstance(event, (Added, Imported)):
         if job is not None:
             raise ValueError(f"job {job.id} already exists")
         return event.job
@@ -449,6 +470,7 @@ __all__ = [
     "CLAIM_REFUSED",
     "COLUMNS",
     "EVOLUTIONS",
+    "EXPIRED_BEFORE_IMPORT",
     "NOT_YET_DUE",
     "NO_SUCH_JOB",
     "STALE_ATTEMPT",
