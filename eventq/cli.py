@@ -294,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-commands", action="store_true",
         help="digest the state re-derived from the command log instead of eventq.jobs",
     )
+    from eventq.migrate.cli import register as register_migrate
+
+    register_migrate(commands, add_arguments, lambda args: build_settings(args, os.environ))
     _subcommand(
         commands,
         "up",

@@ -1,0 +1,165 @@
+"""The pure mapping between workq's replayed jobs and eventq's job model.
+
+Import: ``import_command(WorkqJob) -> Import`` (eventq.core, type 64), a complete
+snapshot, so the job keeps its created time, TTL deadline, scheduled time, attempts,
+fails, state and result. Export: ``workq_job(Job) -> WorkqJob`` for
+``eventq.cmdlog.write_jobs``.
+
+Rules (import):
+
+* Times: workq logs Unix nanoseconds, eventq keeps Unix milliseconds. A time is
+  rounded down to its millisecond (floor division, which is truncation for every time
+  after 1970): ``created_ms = created_ns // 1_000_000``, likewise ``scheduled_ms``.
+  The TTL deadline is recomputed as eventq defines it (``created_ms`` or
+  ``scheduled_ms`` + ``ttl_ms``), so it can be up to 1 ms earlier than workq's.
+* LEASED becomes PENDING: the worker that held the lease belongs to the old server and
+  is gone, and workq's log has no lease deadline. ``attempts`` is kept, so the next
+  lease is attempt ``attempts + 1`` (and a job already at its attempt limit fails on
+  that lease, as workq would have failed it when its TTR passed).
+* FAILED without a result (workq's start-attempt beyond max-attempts fails the job
+  without writing one) gets the empty result, as eventq's AttemptsExhausted does.
+  ``result_ok`` follows the state (True only for COMPLETED).
+* A job eventq cannot represent (name outside ``[A-Za-z0-9_.-]{1,255}``, TTR, TTL,
+  priority, attempt or fail limits or payload outside the protocol's ranges, a time
+  outside years 1..9999, a TTL ending before creation) raises ``Unimportable`` with
+  the reason; the importer reports and skips it.
+
+Export: the reverse (ms times become ns exactly). What the workq format cannot carry
+is reported by ``export_notes`` (and ``write_jobs`` reports every job that does not
+replay to exactly the ``WorkqJob`` given): a job without TTL (a ``run`` job, never
+logged by workq) is not exported at all; a LEASED job's lease deadline is lost (it
+replays as LEASED in workq, and comes back PENDING when imported into eventq); fails
+of a job that is not FAILED, or above 1, are lost (workq's fail record finishes a job).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from eventq.cmdlog import WorkqJob, WorkqState
+from eventq.core import Import, Job, State
+from eventq.core.job import deadline_after
+from eventq.kafka.partitioner import partition_for_key
+
+NS_PER_MS = 1_000_000
+
+
+class Unimportable(ValueError):
+    """A live workq job that eventq's job model cannot hold; ``job_id`` and ``reason``."""
+
+    def __init__(self, job_id: uuid.UUID, reason: str) -> None:
+        super().__init__(f"job {job_id}: {reason}")
+        self.job_id = job_id
+        self.reason = reason
+
+
+def ns_to_ms(ns: int) -> int:
+    """Unix ns -> Unix ms, rounded down (truncation for times after 1970)."""
+    return ns // NS_PER_MS
+
+
+def ms_to_ns(ms: int) -> int:
+    return ms * NS_PER_MS
+
+
+_STATES = {
+    WorkqState.NEW: State.NEW,
+    WorkqState.PENDING: State.PENDING,
+    WorkqState.LEASED: State.PENDING,  # the lease's worker is gone (module doc)
+    WorkqState.COMPLETED: State.COMPLETED,
+    WorkqState.FAILED: State.FAILED,
+}
+
+
+def import_command(job: WorkqJob) -> Import:
+    """The Import command that recreates a replayed workq job in eventq (module doc)."""
+    state = _STATES[WorkqState(job.state)]
+    created_ms = ns_to_ms(job.created_ns)
+    scheduled_ms = None if job.time_ns is None else ns_to_ms(job.time_ns)
+    expires_ms = None  # ttl 0: no TTL (Import refuses it for a scheduled job)
+    if job.ttl_ms:
+        start = created_ms if scheduled_ms is None else scheduled_ms
+        expires_ms = deadline_after(start, job.ttl_ms)
+    final = state in (State.COMPLETED, State.FAILED)
+    if final:
+        result: bytes | None = b"" if job.result is None else job.result
+        result_ok: bool | None = state is State.COMPLETED
+    else:
+        result = result_ok = None
+    try:
+        return Import(
+            job_id=job.id,
+            name=job.name,
+            ttr_ms=job.ttr_ms,
+            ttl_ms=job.ttl_ms,
+            payload=job.payload,
+            priority=job.priority,
+            max_attempts=job.max_attempts,
+            max_fails=job.max_fails,
+            attempts=job.attempts,
+            fails=job.fails,
+            state=state,
+            created_ms=created_ms,
+            scheduled_ms=scheduled_ms,
+            expires_ms=expires_ms,
+            lease_deadline_ms=None,
+            result=result,
+            result_ok=result_ok,
+        )
+    except ValueError as error:
+        raise Unimportable(job.id, str(error)) from None
+
+
+def job_key(job_id: uuid.UUID) -> bytes:
+    """The Kafka key of a job: its canonical lowercase UUID string (as streams.store)."""
+    return str(job_id).encode()
+
+
+def placement(job_id: uuid.UUID, partitions: int) -> tuple[bytes, int]:
+    """(key, partition) of a job's commands: murmur2 of the key, as every producer."""
+    key = job_key(job_id)
+    return key, partition_for_key(key, partitions)
+
+
+# ------------------------------------------------------------------------ export
+
+
+def workq_job(job: Job) -> WorkqJob:
+    """The workq job that ``job`` is, for ``eventq.cmdlog.write_jobs``."""
+    return WorkqJob(
+        id=job.id,
+        name=job.name,
+        ttr_ms=job.ttr_ms,
+        ttl_ms=job.ttl_ms,
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        max_fails=job.max_fails,
+        payload=job.payload,
+        time_ns=None if job.scheduled_ms is None else ms_to_ns(job.scheduled_ms),
+        created_ns=ms_to_ns(job.created_ms),
+        attempts=job.attempts,
+        fails=job.fails,
+        state=WorkqState(int(job.state)),
+        result=job.result,
+        result_ok=bool(job.result_ok),
+    )
+
+
+NO_TTL = "no TTL (a run job): workq's log cannot hold it, not exported"
+LEASE_LOST = "LEASED: the lease deadline is not in workq's format; imports back as PENDING"
+
+
+def exportable(job: Job) -> bool:
+    """False for jobs the workq format cannot hold at all (no TTL)."""
+    return job.ttl_ms != 0
+
+
+def export_notes(job: Job) -> list[str]:
+    """What of ``job`` does not survive export and re-import into eventq, beyond what
+    ``write_jobs`` itself detects by replaying (fails, attempts, results)."""
+    notes = []
+    if not exportable(job):
+        notes.append(NO_TTL)
+    elif job.state is State.LEASED:
+        notes.append(LEASE_LOST)
+    return notes
