@@ -39,8 +39,8 @@ def commands_topic(
             "message.timestamp.type": "LogAppendTime",
             "cleanup.policy": "delete",
             "retention.ms": str(retention_ms),
-            # Payloads are up to 1 MiB; the envelope adds a little.
-            "max.message.bytes": str(2 * 1024 * 1024),
+            # A payload (1 MiB) and, in an import, a result (1 MiB) plus the envelope.
+            "max.message.bytes": str(4 * 1024 * 1024),
         },
     )
 
