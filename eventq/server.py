@@ -59,6 +59,8 @@ class EventqService(mode.Service):
         await self._streams.timer.run()
 
     async def on_stop(self) -> None:
+        # Stopped before the app: from now on a flush may give up on an absent Kafka.
+        self._streams.changelog_buffer.stopping = True
         await self.server.stop()
         producer = self._streams.engine.producer
         if producer is not None:
@@ -121,6 +123,10 @@ def run_server(settings: Settings) -> int:
         worker.execute_from_commandline()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 0
+    if streams.changelog_buffer.gave_up:
+        print("eventq: stopped with changelog records unwritten; the next start "
+              "rebuilds state from the log", file=sys.stderr)
+        code = code or 1
     if code == 0:
         statedir.release(settings.state_dir)
     return code

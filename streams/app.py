@@ -60,6 +60,7 @@ class Streams:
     index: JobIndex
     waiters: Waiters
     timer: DeadlineTimer
+    changelog_buffer: durable_flush.DurableProducerBuffer
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -83,7 +84,8 @@ def build_streams(settings: Settings) -> Streams:
         broker_commit_interval=1.0,
         stream_buffer_maxsize=8192,
     )
-    durable_flush.install(app)  # a commit must never pass an unwritten changelog record
+    # A commit must never pass an unwritten changelog record.
+    changelog_buffer = durable_flush.install(app)
     commands = app.topic(
         settings.commands_topic,
         key_type=bytes,
@@ -180,4 +182,4 @@ def build_streams(settings: Settings) -> Streams:
             engine.ready.clear()
             store.active = store.active - lost
 
-    return Streams(app, table, engine, processor, index, waiters, timer)
+    return Streams(app, table, engine, processor, index, waiters, timer, changelog_buffer)

@@ -106,7 +106,7 @@ class ServerProcess:
             return False
         return reply.startswith(b"+OK")
 
-    def stop(self, timeout_s: float = 30.0) -> int | None:
+    def stop(self, timeout_s: float = 60.0) -> int | None:
         import signal
         import subprocess
 
