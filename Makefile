@@ -6,11 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 JARS_STAMP := kafka/lib/.installed
+SPARK_JARS_STAMP := kafka/lib/spark/.installed
 PYTEST_ARGS ?=
 
 .PHONY: deps run test bench clean check-java
 
-deps: check-java $(PY_STAMP) $(JARS_STAMP)
+deps: check-java $(PY_STAMP) $(JARS_STAMP) $(SPARK_JARS_STAMP)
 
 check-java:
 	@command -v java >/dev/null || { echo "Java 17 is required (Kafka 3.9 and Spark run on it): install openjdk-17-jre-headless"; exit 1; }
@@ -20,12 +21,18 @@ check-java:
 $(PY_STAMP): pyproject.toml
 	@echo "== installing Python dependencies into $(VENV) =="
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,spark]'
 	@touch $@
 
 $(JARS_STAMP): kafka/pom.xml
 	@echo "== fetching Apache Kafka jars with Maven =="
 	mvn -q -B -f kafka/pom.xml dependency:copy-dependencies
+	@touch $@
+
+$(SPARK_JARS_STAMP): kafka/spark-pom.xml
+	@echo "== fetching Spark's Kafka connector jars with Maven =="
+	rm -rf kafka/lib/spark
+	mvn -q -B -f kafka/spark-pom.xml dependency:copy-dependencies
 	@touch $@
 
 run: deps

@@ -297,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     from eventq.migrate.cli import register as register_migrate
 
     register_migrate(commands, add_arguments, lambda args: build_settings(args, os.environ))
+    from eventq.spark.cli import register as register_spark
+
+    register_spark(commands, add_arguments, build_settings)
     _subcommand(
         commands,
         "up",

@@ -1,0 +1,301 @@
+"""Bulk enqueue: every row of a DataFrame becomes an add (or schedule) command in the
+command log, encoded, validated and partitioned exactly as the gateway would.
+
+Each row's fields come from columns or constants; the row is validated with the
+protocol's own value parsers and the core's command validation (``rows.encode_row``)
+inside a scalar pandas UDF. Valid rows are written through Spark's Kafka connector with
+an explicit ``partition`` column (Kafka's murmur2 of the key, as every eventq producer);
+rows that would be refused are never sent: they are counted and, with ``rejects``,
+written out (the input columns + ``job_id``, ``reject_field``, ``reject_reason``).
+
+Job ids come from an id column (a version-4 UUID, as text or 16 bytes) or are derived
+from key columns (``eventq.spark.ids``): a re-run sends the same ids, which the
+processor refuses as duplicates, so running an enqueue twice never makes second jobs
+(as long as the first run's jobs exist: a job deleted or expired frees its id, as for
+the gateway's add). For the same reason a Spark task that is retried after writing part
+of its rows is harmless. Two rows with the same id in one input: the first in the log
+wins, the other is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from eventq.errors import EventqError
+from eventq.protocol import values
+from eventq.spark import kafkaio, rows
+from eventq.spark.ids import namespace_uuid
+
+ENCODED = "__eventq_encoded"
+REJECT_COLUMNS = ("job_id", "reject_field", "reject_reason")
+REJECT_FORMATS = ("parquet", "json")
+
+
+@dataclass(frozen=True)
+class EnqueueReport:
+    rows: int
+    sent: int
+    rejected: int
+    seconds: float
+    topic: str
+    partitions: int
+    rejects_path: str | None = None
+    rejected_by_field: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+    def summary(self) -> str:
+        text = (
+            f"read {self.rows:,} rows, sent {self.sent:,} commands to {self.topic} "
+            f"({self.partitions} partitions), rejected {self.rejected:,} "
+            f"in {self.seconds:.1f}s ({self.rows_per_s:,.0f} rows/s)"
+        )
+        if self.rejected:
+            fields = ", ".join(f"{n:,} {f}" for f, n in sorted(self.rejected_by_field.items()))
+            where = f"; reasons in {self.rejects_path}" if self.rejects_path else ""
+            text += f"\n  rejected rows by field: {fields}{where}"
+        return text
+
+
+def _col(name: str):
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _constant(field_name: str, parse, value: int | str | None) -> int | None:
+    """A constant field checked with the protocol's parser; ValueError if invalid."""
+    if value is None:
+        return None
+    try:
+        return parse(str(value))
+    except EventqError as error:
+        raise ValueError(f"{field_name}: {error.text}, got {value!r}") from None
+
+
+def _one_of(what: str, constant: object, column: str | None, required: bool) -> None:
+    if constant is not None and column is not None:
+        raise ValueError(f"give {what} as a constant or a column, not both")
+    if required and constant is None and column is None:
+        raise ValueError(f"{what} is required: give it as a constant or a column")
+
+
+def _check_columns(df, names: Sequence[str | None]) -> None:
+    present = set(df.columns)
+    missing = [n for n in names if n is not None and n not in present]
+    if missing:
+        raise ValueError(
+            f"no column {', '.join(map(repr, missing))} in the input "
+            f"(columns: {', '.join(df.columns)})"
+        )
+
+
+def _text(df, column: str | None):
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("string") if column is None else _col(column).cast("string")
+
+
+def _payload(df, column: str | None):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if column is None:  # the whole row as JSON
+        return F.to_json(F.struct(*[_col(c) for c in df.columns])).cast("binary")
+    kind = df.schema[column].dataType
+    if isinstance(kind, T.BinaryType):
+        return _col(column)
+    if isinstance(kind, (T.StructType, T.ArrayType, T.MapType)):
+        return F.to_json(_col(column)).cast("binary")
+    return _col(column).cast("string").cast("binary")  # text as UTF-8
+
+
+def _time(df, column: str | None):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if column is None:
+        return F.lit(None).cast("string"), None
+    kind = df.schema[column].dataType
+    if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return F.unix_millis(_col(column).cast("timestamp")).cast("string"), rows.TIME_AS_MS
+    if isinstance(kind, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
+        return _col(column).cast("string"), rows.TIME_AS_MS
+    if isinstance(kind, T.StringType):
+        return _col(column), rows.TIME_AS_TEXT
+    raise ValueError(
+        f"time column {column!r} is {kind.simpleString()}: use a timestamp, a date, "
+        "epoch milliseconds or text like 2030-01-31T12:00:00Z"
+    )
+
+
+def _id(df, column: str):
+    from pyspark.sql import types as T
+
+    if isinstance(df.schema[column].dataType, T.BinaryType):
+        return _col(column)
+    return _col(column).cast("string")
+
+
+def enqueue(
+    df,
+    *,
+    bootstrap: str | None = None,
+    topic: str | None = None,
+    settings=None,
+    name: str | None = None,
+    name_column: str | None = None,
+    id_column: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    id_namespace=None,
+    payload_column: str | None = None,
+    ttr_ms: int | None = None,
+    ttr_column: str | None = None,
+    ttl_ms: int | None = None,
+    ttl_column: str | None = None,
+    priority: int | None = None,
+    priority_column: str | None = None,
+    max_attempts: int | None = None,
+    max_attempts_column: str | None = None,
+    max_fails: int | None = None,
+    max_fails_column: str | None = None,
+    time_column: str | None = None,
+    rejects: str | None = None,
+    rejects_format: str = "parquet",
+    now_ms: int | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> EnqueueReport:
+    """Enqueue every row of ``df`` as a job; returns counts (see the module docstring).
+
+    Kafka comes from ``bootstrap``/``topic``, else from ``settings`` (an
+    ``eventq.settings.Settings``), else the defaults (local broker, eventq.commands).
+    Each job field is a constant (``ttr_ms=60000``) or a column (``ttr_column="ttr"``):
+    name, ttr and ttl are required; priority, max-attempts and max-fails default to 0
+    (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
+    Without ``payload_column`` the payload is the row as JSON. ``ValueError`` for
+    arguments that cannot work (before anything is read or sent).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+    from pyspark.util import PythonEvalType
+
+    if settings is None:
+        from eventq.settings import Settings
+
+        settings = Settings()
+    bootstrap = bootstrap or settings.kafka_bootstrap
+    topic = topic or settings.commands_topic
+    _one_of("name", name, name_column, required=True)
+    _one_of("ttr", ttr_ms, ttr_column, required=True)
+    _one_of("ttl", ttl_ms, ttl_column, required=True)
+    _one_of("priority", priority, priority_column, required=False)
+    _one_of("max-attempts", max_attempts, max_attempts_column, required=False)
+    _one_of("max-fails", max_fails, max_fails_column, required=False)
+    key_columns = list(key_columns or [])
+    if (id_column is None) == (not key_columns):
+        raise ValueError(
+            "give the job ids as id_column, or key_columns to derive them from "
+            "(deterministic ids make a re-run harmless), not both"
+        )
+    if rejects_format not in REJECT_FORMATS:
+        raise ValueError(f"rejects_format must be one of {', '.join(REJECT_FORMATS)}")
+    clash = [c for c in REJECT_COLUMNS if c in df.columns]
+    if rejects and clash:
+        raise ValueError(f"the input has columns named like the reject columns: {clash}")
+    _check_columns(df, [name_column, id_column, *key_columns, payload_column, ttr_column,
+                        ttl_column, priority_column, max_attempts_column, max_fails_column,
+                        time_column])
+    if name is not None:
+        try:
+            values.parse_name(name)
+        except EventqError as error:
+            raise ValueError(f"name: {error.text}, got {name!r}") from None
+    time_value, time_kind = _time(df, time_column)
+    partitions = kafkaio.topic_partitions(bootstrap, topic)
+    spec = rows.EnqueueSpec(
+        id_mode=rows.ID_FROM_COLUMN if id_column else rows.ID_FROM_KEYS,
+        namespace=namespace_uuid(id_namespace).bytes,
+        partitions=partitions,
+        now_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
+        name=name,
+        ttr_ms=_constant("ttr", values.parse_ttr_ms, ttr_ms),
+        ttl_ms=_constant("ttl", values.parse_ttl_ms, ttl_ms),
+        priority=_constant("priority", values.parse_priority, priority) or 0,
+        max_attempts=_constant("max-attempts", values.parse_max_attempts, max_attempts) or 0,
+        max_fails=_constant("max-fails", values.parse_max_fails, max_fails) or 0,
+        priority_from_column=priority_column is not None,
+        max_attempts_from_column=max_attempts_column is not None,
+        max_fails_from_column=max_fails_column is not None,
+        time_kind=time_kind,
+    )
+    with warnings.catch_warnings():  # "prefer type hints": a partial has none to give
+        warnings.simplefilter("ignore", UserWarning)
+        encode = pandas_udf(
+            functools.partial(rows.encode_rows, spec),
+            returnType=rows.ENCODED_DDL,
+            functionType=PythonEvalType.SQL_SCALAR_PANDAS_UDF,
+        )
+    arguments = [
+        _id(df, id_column) if id_column else F.lit(None).cast("string"),
+        F.array(*[_col(c).cast("string") for c in key_columns]) if key_columns
+        else F.lit(None).cast("array<string>"),
+        _text(df, name_column),
+        _payload(df, payload_column),
+        _text(df, ttr_column),
+        _text(df, ttl_column),
+        _text(df, priority_column),
+        _text(df, max_attempts_column),
+        _text(df, max_fails_column),
+        time_value,
+    ]
+    phase = on_phase or (lambda message: None)
+    began = time.monotonic()
+    processed = df.withColumn(ENCODED, encode(*arguments)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        phase("validating and encoding rows")
+        counts = {
+            r["field"]: r["count"]
+            for r in processed.groupBy(F.col(f"{ENCODED}.reject_field").alias("field"))
+            .count()
+            .collect()
+        }
+        total = sum(counts.values())
+        rejected_by_field = {f: n for f, n in counts.items() if f is not None}
+        rejected = sum(rejected_by_field.values())
+        if rejects:
+            phase(f"writing {rejected:,} rejected rows to {rejects}")
+            (
+                processed.where(F.col(f"{ENCODED}.reject_field").isNotNull())
+                .select(*[_col(c) for c in df.columns],
+                        *[F.col(f"{ENCODED}.{c}").alias(c) for c in REJECT_COLUMNS])
+                .write.mode("overwrite")
+                .format(rejects_format)
+                .save(rejects)
+            )
+        if total - rejected:
+            phase(f"sending {total - rejected:,} commands to {topic}")
+            accepted = processed.where(F.col(f"{ENCODED}.reject_field").isNull()).select(
+                F.col(f"{ENCODED}.key").alias("key"),
+                F.col(f"{ENCODED}.value").alias("value"),
+                F.col(f"{ENCODED}.partition").alias("partition"),
+            )
+            kafkaio.write_records(accepted, bootstrap, topic)
+    finally:
+        processed.unpersist()
+    return EnqueueReport(
+        rows=total,
+        sent=total - rejected,
+        rejected=rejected,
+        seconds=time.monotonic() - began,
+        topic=topic,
+        partitions=partitions,
+        rejects_path=rejects,
+        rejected_by_field=rejected_by_field,
+    )

@@ -1,0 +1,86 @@
+"""Reading and writing eventq's topics with Spark's Kafka connector."""
+
+from __future__ import annotations
+
+import contextlib
+
+METADATA_TIMEOUT_S = 15.0
+MAX_REQUEST_BYTES = 4 * 1024 * 1024  # a 1 MiB payload and its envelope fit; topics allow 2 MiB
+
+
+class TopicMissing(LookupError):
+    pass
+
+
+def topic_partitions(bootstrap: str, topic: str) -> int:
+    """The partition count of an existing topic (the gateway partitions by it too)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        metadata = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    except Exception as error:  # KafkaException: broker unreachable
+        raise TopicMissing(
+            f"cannot reach Kafka at {bootstrap}: {error}. Is Kafka running? "
+            "(eventq kafka start, or --bootstrap)"
+        ) from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise TopicMissing(
+            f"topic {topic} does not exist on {bootstrap}: create it with "
+            "`eventq topics create` (same --commands-topic/--jobs-topic)"
+        )
+    return len(found.partitions)
+
+
+@contextlib.contextmanager
+def _connector_needed():
+    """A session without Spark's Kafka connector fails with DATA_SOURCE_NOT_FOUND: say
+    how to get one."""
+    try:
+        yield
+    except Exception as error:
+        text = str(error)
+        if "DATA_SOURCE_NOT_FOUND" not in text and "Failed to find data source" not in text:
+            raise
+        from eventq.spark.session import SparkSetupError, default_jars_dir
+
+        raise SparkSetupError(
+            "this SparkSession has no Kafka connector: create it with "
+            "eventq.spark.spark_session(), or pass the jars of "
+            f"{default_jars_dir()} (`make deps` fetches them) with spark.jars"
+        ) from error
+
+
+def read_topic(spark, bootstrap: str, topic: str, fail_on_data_loss: bool = True):
+    """A batch DataFrame of every record of ``topic`` from the earliest offset to the
+    latest as of planning (key, value, topic, partition, offset, timestamp, ...)."""
+    with _connector_needed():
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .option("kafka.isolation.level", "read_committed")
+            .option("failOnDataLoss", "true" if fail_on_data_loss else "false")
+            .load()
+        )
+
+
+def write_records(df, bootstrap: str, topic: str) -> None:
+    """Write (key, value, partition) rows to ``topic`` with the gateway's guarantees:
+    acks from all in-sync replicas and an idempotent producer (no duplicates on retry).
+    The record timestamp is the broker's (the topic uses LogAppendTime)."""
+    with _connector_needed():
+        (
+            df.write.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("kafka.acks", "all")
+            .option("kafka.enable.idempotence", "true")
+            .option("kafka.max.request.size", str(MAX_REQUEST_BYTES))
+            .option("kafka.linger.ms", "10")
+            .option("kafka.batch.size", str(256 * 1024))
+            .save()
+        )

@@ -1,0 +1,480 @@
+"""The row functions Spark runs on its executors: pure, no Spark, no I/O.
+
+Everything here is a plain function of its input batches (and of a frozen spec built
+on the driver), importable on any executor that has eventq installed, and built only
+from eventq's own core and protocol code, so bulk enqueue validates and encodes exactly
+as the gateway does and a replay decodes and decides exactly as the processor does:
+
+- ``encode_rows``: one batch of input rows (pandas Series) -> add/schedule command
+  records (Kafka key, msgpack value, partition) or a reject reason (the body of the
+  scalar pandas UDF of ``eventq.spark.enqueue``).
+- ``decode_states``: state-log records -> one row of job columns per live job.
+- ``hash_jobs``: job columns -> partial sums of the core's per-job digest hashes.
+- ``fold_commands``: the command records of each job in offset order, decoded and
+  decided with the core's state machine -> one outcome row per command (wait and run
+  times of attempts).
+
+The log-side functions work on Arrow record batches (``mapInArrow``): Arrow keeps
+nullable 64-bit integers exact, where pandas would turn them into floats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from eventq.core import (
+    Add,
+    CommandType,
+    EventType,
+    Job,
+    Schedule,
+    State,
+    decode_command,
+    decode_state,
+    encode_command,
+)
+from eventq.core.digest import StateDigest
+from eventq.core.machine import Accepted, Ignored, Rejected, apply
+from eventq.errors import EventqError
+from eventq.kafka.partitioner import partition_for_key
+from eventq.limits import MAX_TIME_MS, MIN_TIME_MS
+from eventq.protocol.values import (
+    parse_id,
+    parse_max_attempts,
+    parse_max_fails,
+    parse_name,
+    parse_priority,
+    parse_time_ms,
+    parse_ttl_ms,
+    parse_ttr_ms,
+)
+from eventq.spark.ids import derive_job_id
+
+# ------------------------------------------------------------------------ enqueue
+
+ID_FROM_COLUMN = "column"
+ID_FROM_KEYS = "keys"
+TIME_AS_MS = "ms"  # integral column or a Spark timestamp/date turned into epoch ms
+TIME_AS_TEXT = "text"  # the protocol's YYYY-MM-DDTHH:MM:SS[.fff]Z, or epoch ms digits
+
+# The struct the pandas UDF returns, one per input row.
+ENCODED_DDL = (
+    "key binary, value binary, partition int, job_id string, "
+    "reject_field string, reject_reason string"
+)
+ENCODED_FIELDS = ("key", "value", "partition", "job_id", "reject_field", "reject_reason")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnqueueSpec:
+    """How the rows of one enqueue become commands (built and checked on the driver).
+
+    A field is either a constant (already validated) or comes from a column: ``None``
+    for name/ttr/ttl, ``*_from_column`` for priority/max-attempts/max-fails (whose null
+    cells, like an absent flag, mean 0).
+    """
+
+    id_mode: str  # ID_FROM_COLUMN or ID_FROM_KEYS
+    namespace: bytes  # 16 bytes, for ID_FROM_KEYS
+    partitions: int  # of the command topic
+    now_ms: int  # the driver's clock at start: schedule's "time + ttl in the future"
+    name: str | None = None  # None: from the name column
+    ttr_ms: int | None = None  # None: from the ttr column
+    ttl_ms: int | None = None  # None: from the ttl column
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    priority_from_column: bool = False
+    max_attempts_from_column: bool = False
+    max_fails_from_column: bool = False
+    time_kind: str | None = None  # None: no time column (always add)
+
+
+class Reject(Exception):
+    """A row that would be refused: ``field`` and a reason that says why (and the job
+    id, when the row got as far as having one)."""
+
+    def __init__(self, field: str, reason: str, job_id: uuid.UUID | None = None) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+        self.job_id = job_id
+
+
+# The core's names of fields (in its ValueErrors) -> the names rejects use.
+_CORE_FIELDS = {"ttr_ms": "ttr", "ttl_ms": "ttl", "time_ms": "time",
+                "max_attempts": "max-attempts", "max_fails": "max-fails"}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parsed(field: str, parse, raw: object) -> Any:
+    """``parse(str(raw))``; a protocol ClientError becomes a Reject with its text."""
+    text = raw if isinstance(raw, str) else str(raw)
+    try:
+        return parse(text)
+    except EventqError as error:
+        raise Reject(field, f"{error.text or error.code}, got {_shown(raw)}") from None
+
+
+def _required(field: str, parse, raw: object) -> Any:
+    if raw is None:
+        raise Reject(field, "missing (null)")
+    return _parsed(field, parse, raw)
+
+
+def _flag(field: str, parse, from_column: bool, raw: object, constant: int) -> int:
+    """An optional flag: the constant, or the column's cell (null: 0, as if absent)."""
+    if not from_column:
+        return constant
+    return 0 if raw is None else _parsed(field, parse, raw)
+
+
+_MS = re.compile(r"-?[0-9]{1,16}")
+
+
+def _time_ms(kind: str, raw: object) -> int:
+    text = str(raw)
+    if kind == TIME_AS_TEXT and _MS.fullmatch(text) is None:
+        return _parsed("time", parse_time_ms, raw)
+    if _MS.fullmatch(text) is None or not MIN_TIME_MS <= int(text) <= MAX_TIME_MS:
+        raise Reject("time", f"Invalid Time, got {_shown(raw)} (epoch ms)")
+    return int(text)
+
+
+def _job_id(spec: EnqueueSpec, raw_id: object, name: str, key: object) -> uuid.UUID:
+    if spec.id_mode == ID_FROM_KEYS:
+        values = [None if v is None else str(v) for v in key]  # type: ignore[union-attr]
+        return derive_job_id(uuid.UUID(bytes=spec.namespace), name, values)
+    if raw_id is None:
+        raise Reject("id", "missing (null)")
+    if isinstance(raw_id, (bytes, bytearray, memoryview)):
+        raw = bytes(raw_id)
+        if len(raw) != 16:
+            raise Reject("id", f"Invalid ID, got {len(raw)} bytes (16 expected)")
+        value = uuid.UUID(bytes=raw)
+        if value.version != 4 or value.variant != uuid.RFC_4122:
+            raise Reject("id", f"Invalid ID, got {value} (not a version-4 UUID)")
+        return value
+    return _parsed("id", lambda text: parse_id(text, require_v4=True), raw_id)
+
+
+def encode_row(
+    spec: EnqueueSpec,
+    raw_id: object,
+    key: object,
+    name: object,
+    payload: object,
+    ttr: object,
+    ttl: object,
+    priority: object,
+    max_attempts: object,
+    max_fails: object,
+    time: object,
+) -> tuple[bytes, bytes, int, str]:
+    """(Kafka key, command record, partition, job id) of one row, or raise Reject.
+
+    Checks run in the protocol's order (id, name, ttr, ttl, time, size, flags; with
+    key columns the name comes first, the id is derived from it); then the core's
+    command validates the whole (its ValueError is a Reject too).
+    """
+    job_id = _job_id(spec, raw_id, "", key) if spec.id_mode == ID_FROM_COLUMN else None
+    try:
+        name = spec.name if spec.name is not None else _required("name", parse_name, name)
+        if job_id is None:
+            job_id = _job_id(spec, raw_id, name, key)
+        ttr_ms = spec.ttr_ms if spec.ttr_ms is not None else _required("ttr", parse_ttr_ms, ttr)
+        ttl_ms = spec.ttl_ms if spec.ttl_ms is not None else _required("ttl", parse_ttl_ms, ttl)
+        time_ms = None
+        if spec.time_kind is not None and time is not None:
+            time_ms = _time_ms(spec.time_kind, time)
+            if time_ms + ttl_ms <= spec.now_ms:
+                raise Reject("time", "Invalid Time, time + ttl is already past")
+        data = b"" if payload is None else bytes(payload)  # type: ignore[arg-type]
+        prio = _flag("priority", parse_priority, spec.priority_from_column, priority,
+                     spec.priority)
+        attempts = _flag("max-attempts", parse_max_attempts, spec.max_attempts_from_column,
+                         max_attempts, spec.max_attempts)
+        fails = _flag("max-fails", parse_max_fails, spec.max_fails_from_column, max_fails,
+                      spec.max_fails)
+        try:
+            if time_ms is None:
+                command: Add | Schedule = Add(
+                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails  # type: ignore[arg-type]
+                )
+            else:
+                command = Schedule(
+                    job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails  # type: ignore[arg-type]
+                )
+        except ValueError as error:  # the core's own validation (e.g. payload over 1 MiB)
+            field = str(error).split(" ", 1)[0]
+            raise Reject(_CORE_FIELDS.get(field, field), str(error)) from None
+    except Reject as reject:
+        reject.job_id = job_id
+        raise
+    key_bytes = str(job_id).encode()  # streams.store.job_key: canonical lowercase UUID
+    partition = partition_for_key(key_bytes, spec.partitions)
+    return key_bytes, encode_command(command), partition, str(job_id)
+
+
+def encode_rows(spec: EnqueueSpec, *columns):
+    """The pandas UDF body: 10 Series (id, key, name, payload, ttr, ttl, priority,
+    max-attempts, max-fails, time) -> a DataFrame of ``ENCODED_FIELDS``."""
+    import pandas as pd
+
+    out: dict[str, list] = {field: [] for field in ENCODED_FIELDS}
+    for row in zip(*(column.tolist() for column in columns)):
+        try:
+            key, value, partition, job_id = encode_row(spec, *row)
+            field = reason = None
+        except Reject as reject:
+            key = value = partition = None
+            job_id = None if reject.job_id is None else str(reject.job_id)
+            field, reason = reject.field, reject.reason
+        out["key"].append(key)
+        out["value"].append(value)
+        out["partition"].append(partition)
+        out["job_id"].append(job_id)
+        out["reject_field"].append(field)
+        out["reject_reason"].append(reason)
+    frame = pd.DataFrame(out)
+    frame["partition"] = pd.array(out["partition"], dtype="Int32")
+    return frame
+
+
+# --------------------------------------------------------------------- state log
+
+JOB_COLUMNS = (
+    "id", "name", "ttr_ms", "ttl_ms", "payload", "priority", "max_attempts", "max_fails",
+    "attempts", "fails", "state", "state_name", "created_ms", "scheduled_ms", "expires_ms",
+    "lease_deadline_ms", "result", "result_ok", "version",
+)  # fmt: skip
+JOB_DDL = (
+    "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
+    "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
+    "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
+    "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint"
+)
+DECODED_STATE_DDL = JOB_DDL + ", undecodable string"
+_U64_COLUMNS = ("ttl_ms", "expires_ms", "lease_deadline_ms")  # up to 2^64-1: decimal(20,0)
+
+
+def _arrow_schema(ddl: str):
+    import pyarrow as pa
+
+    kinds = {
+        "string": pa.string(), "binary": pa.binary(), "bigint": pa.int64(), "int": pa.int32(),
+        "boolean": pa.bool_(), "decimal(20,0)": pa.decimal128(20, 0),
+    }  # fmt: skip
+    fields = []
+    for part in re.split(r",\s*(?![^()]*\))", ddl):
+        name, kind = part.strip().split(" ", 1)
+        fields.append(pa.field(name, kinds[kind.strip()]))
+    return pa.schema(fields)
+
+
+def job_row(job: Job) -> dict[str, Any]:
+    """A job as a row of ``JOB_COLUMNS`` (ids as canonical text, ms as integers)."""
+    return {
+        "id": str(job.id), "name": job.name, "ttr_ms": job.ttr_ms,
+        "ttl_ms": Decimal(job.ttl_ms), "payload": job.payload, "priority": job.priority,
+        "max_attempts": job.max_attempts, "max_fails": job.max_fails,
+        "attempts": job.attempts, "fails": job.fails, "state": int(job.state),
+        "state_name": job.state.name.lower(), "created_ms": job.created_ms,
+        "scheduled_ms": job.scheduled_ms,
+        "expires_ms": None if job.expires_ms is None else Decimal(job.expires_ms),
+        "lease_deadline_ms": (
+            None if job.lease_deadline_ms is None else Decimal(job.lease_deadline_ms)
+        ),
+        "result": job.result, "result_ok": job.result_ok, "version": job.version,
+    }  # fmt: skip
+
+
+def job_of_row(row: dict[str, Any]) -> Job:
+    """The ``Job`` a row of ``JOB_COLUMNS`` describes (validated by ``Job`` itself)."""
+
+    def opt_int(value: object) -> int | None:
+        return None if value is None else int(value)  # type: ignore[call-overload]
+
+    return Job(
+        uuid.UUID(row["id"]), row["name"], int(row["ttr_ms"]), int(row["ttl_ms"]),
+        bytes(row["payload"]), int(row["priority"]), int(row["max_attempts"]),
+        int(row["max_fails"]), int(row["attempts"]), int(row["fails"]), State(row["state"]),
+        int(row["created_ms"]), opt_int(row["scheduled_ms"]), opt_int(row["expires_ms"]),
+        opt_int(row["lease_deadline_ms"]),
+        None if row["result"] is None else bytes(row["result"]),
+        row["result_ok"], int(row["version"]),
+    )  # fmt: skip
+
+
+def _batch(rows: list[dict[str, Any]], schema):
+    import pyarrow as pa
+
+    columns = {field.name: [row.get(field.name) for row in rows] for field in schema}
+    return pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+def decode_states(batches: Iterator) -> Iterator:
+    """mapInArrow: (key, value, partition, offset) of the newest state record of each
+    key -> ``DECODED_STATE_DDL`` rows; an undecodable record gives a row with only
+    ``undecodable`` set (topic position and error), never an exception."""
+    schema = _arrow_schema(DECODED_STATE_DDL)
+    for batch in batches:
+        data = batch.to_pydict()
+        rows = []
+        for value, partition, offset in zip(data["value"], data["partition"], data["offset"]):
+            try:
+                _, job = decode_state(value)
+            except ValueError as error:  # CodecError
+                rows.append({"undecodable": f"partition {partition} offset {offset}: {error}"})
+                continue
+            if job is not None:  # a record without a job holds no live job
+                rows.append(job_row(job))
+        yield _batch(rows, schema)
+
+
+PARTIAL_DIGEST_DDL = "sum binary, count bigint"
+
+
+def hash_jobs(batches: Iterator) -> Iterator:
+    """mapInArrow: rows of ``JOB_COLUMNS`` -> one (sum of job hashes mod 2^256, count)
+    per batch; the driver adds them up (``combine_digest``)."""
+    schema = _arrow_schema(PARTIAL_DIGEST_DDL)
+    for batch in batches:
+        digest = StateDigest(job_of_row(row) for row in batch.to_pylist())
+        total, count = _digest_parts(digest)
+        yield _batch([{"sum": total.to_bytes(32, "big"), "count": count}], schema)
+
+
+def _digest_parts(digest: StateDigest) -> tuple[int, int]:
+    # StateDigest keeps (sum mod 2^256, count) in two slots and offers no public way to
+    # read or merge them; these two helpers are the only places that reach inside.
+    return digest._sum, digest._count  # noqa: SLF001
+
+
+def combine_digest(parts: list[tuple[bytes, int]]) -> str:
+    """The core's hex state digest of jobs whose partial (sum, count) are ``parts``."""
+    digest = StateDigest()
+    total = sum(int.from_bytes(bytes(s), "big") for s, _ in parts)
+    digest._sum = total % (1 << 256)  # noqa: SLF001
+    digest._count = sum(int(c) for _, c in parts)  # noqa: SLF001
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------- command log
+
+OUTCOME_DDL = (
+    "queue string, job_id string, command string, outcome string, event string, "
+    "detail string, at_ms bigint, attempt int, wait_ms bigint, run_ms bigint"
+)
+
+
+def _kebab(enum_member) -> str:
+    return enum_member.name.lower().replace("_", "-")
+
+
+COMMAND_NAMES = {int(t): _kebab(t) for t in CommandType}
+EVENT_NAMES = {int(t): _kebab(t) for t in EventType}
+
+
+class _JobFold:
+    """The fold of one job's commands, with the times the stats need."""
+
+    __slots__ = ("job", "queue", "ready_ms", "leased_ms")
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self.queue: str | None = None
+        self.ready_ms: int | None = None  # since when the job waits to be leased
+        self.leased_ms: int | None = None  # start of the current attempt
+
+    def step(self, command, at_ms: int, offset: int) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "job_id": str(command.job_id), "command": COMMAND_NAMES.get(int(command.type)),
+            "at_ms": at_ms,
+        }  # fmt: skip
+        before = self.job
+        try:
+            outcome, after = apply(before, command, at_ms, offset)
+        except ValueError as error:  # a command the core cannot apply to this state
+            row.update(queue=self.queue, outcome="invalid", detail=str(error))
+            return row
+        if isinstance(outcome, Rejected):
+            row.update(outcome="rejected", detail=outcome.error.text or outcome.error.code)
+        elif isinstance(outcome, Ignored):
+            row.update(outcome="ignored", detail=outcome.reason)
+        else:
+            assert isinstance(outcome, Accepted)
+            event = outcome.event
+            row.update(outcome="accepted", event=EVENT_NAMES.get(int(event.type)))
+            self._times(event, before, after, at_ms, row)
+        self.job = after
+        if after is not None:
+            self.queue = after.name
+        row["queue"] = self.queue
+        return row
+
+    def _times(self, event, before: Job | None, after: Job | None, at_ms: int, row) -> None:
+        etype = event.type
+        if etype in (EventType.ADDED, getattr(EventType, "IMPORTED", None)):
+            assert after is not None
+            self.ready_ms = max(after.created_ms, after.scheduled_ms or after.created_ms)
+            self.leased_ms = at_ms if after.state is State.LEASED else None
+        elif etype == EventType.ATTEMPT_STARTED:
+            row["attempt"] = event.attempt
+            if self.ready_ms is not None:
+                row["wait_ms"] = at_ms - self.ready_ms
+            self.leased_ms = at_ms
+        elif etype in (EventType.COMPLETED, EventType.FAILED, EventType.FAIL_RETRIED):
+            if before is not None and before.state is State.LEASED:
+                row["attempt"] = before.attempts
+                if self.leased_ms is not None:
+                    row["run_ms"] = at_ms - self.leased_ms
+            self.leased_ms = None
+            if etype == EventType.FAIL_RETRIED:
+                self.ready_ms = at_ms
+        elif etype == EventType.ATTEMPT_TIMED_OUT:
+            row["attempt"] = event.attempt
+            self.leased_ms = None
+            self.ready_ms = at_ms if event.requeued else None
+        elif after is None:  # deleted or expired
+            self.ready_ms = self.leased_ms = None
+
+
+def fold_commands(batches: Iterator) -> Iterator:
+    """mapInArrow over command records (job_id = the record key, partition, offset,
+    at_ms = broker time, value), sorted by (job_id, partition, offset) within the Spark
+    partition and every record of a key in the same Spark partition: folds each job with
+    the core's ``apply`` -> ``OUTCOME_DDL`` rows, one per record."""
+    schema = _arrow_schema(OUTCOME_DDL)
+    current: str | None = None
+    fold = _JobFold()
+    for batch in batches:
+        data = batch.to_pydict()
+        rows = []
+        for job_id, partition, offset, at_ms, value in zip(
+            data["job_id"], data["partition"], data["offset"], data["at_ms"], data["value"]
+        ):
+            if job_id != current:
+                current, fold = job_id, _JobFold()
+            try:
+                command = decode_command(value).command
+                if str(command.job_id) != job_id:
+                    raise ValueError(f"a command for {command.job_id} under key {job_id!r}")
+            except ValueError as error:  # CodecError
+                rows.append({
+                    "job_id": job_id, "queue": fold.queue, "at_ms": at_ms,
+                    "outcome": "undecodable",
+                    "detail": f"partition {partition} offset {offset}: {error}",
+                })
+                continue
+            rows.append(fold.step(command, at_ms, offset))
+        yield _batch(rows, schema)

@@ -1,0 +1,127 @@
+"""Snapshot: the current jobs of the state log as a DataFrame, and its state digest.
+
+``eventq.jobs`` is read in batch from the earliest to the latest offset; per key the
+newest record (highest offset within its partition) wins, tombstones and keys starting
+with byte 0x00 (the processor's bookkeeping) are dropped, and every ``Job`` field is
+decoded into a column (``rows.JOB_DDL``: ids as canonical text, times in epoch ms,
+TTL and deadlines as decimal(20,0) since they reach 2^64-1).
+
+``dataframe_digest`` rebuilds each ``Job`` from its columns and sums the core's per-job
+hashes in Spark (one partial sum per Arrow batch, added up on the driver), so it equals
+``inspect digest`` and ``eventq.core.state_digest`` over the same jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from eventq.spark import kafkaio, rows
+
+
+@dataclass(frozen=True)
+class SnapshotReport:
+    jobs: int
+    digest: str
+    undecodable: int
+    seconds: float
+    topic: str
+    output: str | None = None
+    undecodable_examples: list[str] = field(default_factory=list)
+    jobs_by_state: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        states = ", ".join(f"{s} {n:,}" for s, n in sorted(self.jobs_by_state.items()))
+        where = f" to {self.output}" if self.output else ""
+        text = (
+            f"snapshot of {self.topic}: {self.jobs:,} jobs{where} in {self.seconds:.1f}s "
+            f"({self.jobs / max(self.seconds, 1e-9):,.0f} jobs/s)"
+            f"\n  {states or 'no jobs'}\n  digest {self.digest}"
+        )
+        if self.undecodable:
+            text += f"\n  {self.undecodable:,} undecodable records skipped, e.g.:"
+            text += "".join(f"\n    {example}" for example in self.undecodable_examples)
+        return text
+
+
+def decoded_states(spark, bootstrap: str, topic: str):
+    """The newest record of every job key, decoded (``rows.DECODED_STATE_DDL``; rows with
+    ``undecodable`` set are records that could not be decoded)."""
+    from pyspark.sql import functions as F
+
+    records = kafkaio.read_topic(spark, bootstrap, topic).select(
+        "key", "value", "partition", "offset"
+    )
+    newest = (
+        records.where(F.col("key").isNotNull() & F.expr("substring(key, 1, 1) != X'00'"))
+        .groupBy("partition", "key")
+        .agg(F.max(F.struct("offset", "value")).alias("newest"))
+        .select("key", "partition", F.col("newest.offset").alias("offset"),
+                F.col("newest.value").alias("value"))
+        .where(F.col("value").isNotNull())  # a tombstone: the job is gone
+    )
+    return newest.mapInArrow(rows.decode_states, rows.DECODED_STATE_DDL)
+
+
+def read_jobs(spark, bootstrap: str, topic: str):
+    """The live jobs of the state log, one row per job (``rows.JOB_DDL``)."""
+    from pyspark.sql import functions as F
+
+    states = decoded_states(spark, bootstrap, topic)
+    return states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
+
+
+def dataframe_digest(jobs) -> str:
+    """The core's state digest of a DataFrame of job rows (``rows.JOB_COLUMNS``)."""
+    parts = (
+        jobs.select(*rows.JOB_COLUMNS)
+        .mapInArrow(rows.hash_jobs, rows.PARTIAL_DIGEST_DDL)
+        .collect()
+    )
+    return rows.combine_digest([(part["sum"], part["count"]) for part in parts])
+
+
+def snapshot(
+    spark,
+    *,
+    bootstrap: str | None = None,
+    topic: str | None = None,
+    settings=None,
+    output: str | None = None,
+    output_format: str = "parquet",
+) -> SnapshotReport:
+    """Read the state log, write its live jobs to ``output`` (if given) and digest them."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if settings is None:
+        from eventq.settings import Settings
+
+        settings = Settings()
+    bootstrap = bootstrap or settings.kafka_bootstrap
+    topic = topic or settings.jobs_topic
+    kafkaio.topic_partitions(bootstrap, topic)  # a clear error if it does not exist
+    began = time.monotonic()
+    states = decoded_states(spark, bootstrap, topic).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        bad = states.where(F.col("undecodable").isNotNull())
+        undecodable = bad.count()
+        examples = [r["undecodable"] for r in bad.select("undecodable").limit(20).collect()]
+        jobs = states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
+        counted = jobs.groupBy("state_name").count().collect()
+        by_state = {r["state_name"]: r["count"] for r in counted}
+        if output:
+            jobs.write.mode("overwrite").format(output_format).save(output)
+        digest = dataframe_digest(jobs)
+    finally:
+        states.unpersist()
+    return SnapshotReport(
+        jobs=sum(by_state.values()),
+        digest=digest,
+        undecodable=undecodable,
+        seconds=time.monotonic() - began,
+        topic=topic,
+        output=output,
+        undecodable_examples=examples,
+        jobs_by_state=by_state,
+    )

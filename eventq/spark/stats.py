@@ -1,0 +1,249 @@
+"""Statistics per queue: jobs by state now, and wait/run time distributions from the log.
+
+- Jobs by state come from the state log (``statelog.read_jobs``): the current state.
+- The command log is decoded, grouped by job (a shuffle on the job id, sorted by offset:
+  all commands of a job are in one Kafka partition) and folded with the core's state
+  machine (``rows.fold_commands``), so only commands the processor accepted count, with
+  the broker's timestamps (the topic uses LogAppendTime). For every accepted attempt:
+
+    wait = lease time (start-attempt) - when the job became ready to lease: its add
+           (or its scheduled time, if later), or the fail/TTR timeout that requeued it
+    run  = complete/fail time - lease time of that attempt (timed-out attempts have none)
+
+- Durations are counted in qless's histogram buckets (``histogram``): seconds for the
+  first minute, minutes for the first hour, 15 minutes for the first day, hours to 3
+  days, then days. Commands that aged out of the command log's retention are not seen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from eventq.spark import histogram, kafkaio, rows, statelog
+
+STATE_ORDER = ("new", "pending", "leased", "completed", "failed")
+METRICS = ("wait", "run")
+
+
+@dataclass
+class Stats:
+    """Small collected results (lists of dicts) and, with ``spark``, their DataFrames."""
+
+    states: list[dict] = field(default_factory=list)  # queue, state, count
+    events: list[dict] = field(default_factory=list)  # queue, command, outcome, event, count
+    histogram: list[dict] = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count  # noqa: E501
+    summary: list[dict] = field(default_factory=list)  # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms  # noqa: E501
+    commands: int = 0
+    seconds: float = 0.0
+
+    SCHEMAS = {
+        "states": "queue string, state string, count bigint",
+        "events": "queue string, command string, outcome string, event string, count bigint",
+        "histogram": "queue string, metric string, lower_s bigint, width_s bigint, "
+        "label string, count bigint",
+        "summary": "queue string, metric string, count bigint, mean_ms double, "
+        "p50_ms bigint, p90_ms bigint, p99_ms bigint, max_ms bigint",
+    }
+
+    def dataframe(self, spark, which: str):
+        """One of ``states``, ``events``, ``histogram``, ``summary`` as a DataFrame."""
+        return spark.createDataFrame(
+            [tuple(r.values()) for r in getattr(self, which)], self.SCHEMAS[which]
+        )
+
+    def queues(self) -> list[str]:
+        names = {r["queue"] for r in self.states + self.events if r["queue"] is not None}
+        return sorted(names)
+
+
+def outcomes(spark, bootstrap: str, topic: str):
+    """One row per command of the command log with its outcome (``rows.OUTCOME_DDL``)."""
+    from pyspark.sql import functions as F
+
+    records = kafkaio.read_topic(spark, bootstrap, topic, fail_on_data_loss=False).select(
+        F.col("key").cast("string").alias("job_id"), "partition", "offset",
+        F.unix_millis("timestamp").alias("at_ms"), "value",
+    )
+    # The key is the job id (every producer writes it so): group each job's commands in
+    # one Spark partition, in log order, and decode them only once, in the fold.
+    return (
+        records.repartition("job_id")
+        .sortWithinPartitions("job_id", "partition", "offset")
+        .mapInArrow(rows.fold_commands, rows.OUTCOME_DDL)
+    )
+
+
+def durations(outcome_rows):
+    """(queue, metric, ms) of every wait and run sample."""
+    from pyspark.sql import functions as F
+
+    def samples(metric: str, column: str):
+        return outcome_rows.where(F.col(column).isNotNull()).select(
+            "queue", F.lit(metric).alias("metric"), F.col(column).alias("ms")
+        )
+
+    return samples("wait", "wait_ms").unionByName(samples("run", "run_ms"))
+
+
+def compute(
+    spark,
+    *,
+    bootstrap: str | None = None,
+    commands_topic: str | None = None,
+    jobs_topic: str | None = None,
+    settings=None,
+    queue: str | None = None,
+) -> Stats:
+    """Read both topics and compute the statistics (optionally of one queue)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if settings is None:
+        from eventq.settings import Settings
+
+        settings = Settings()
+    bootstrap = bootstrap or settings.kafka_bootstrap
+    commands_topic = commands_topic or settings.commands_topic
+    jobs_topic = jobs_topic or settings.jobs_topic
+    kafkaio.topic_partitions(bootstrap, commands_topic)
+    kafkaio.topic_partitions(bootstrap, jobs_topic)
+    began = time.monotonic()
+
+    jobs = statelog.read_jobs(spark, bootstrap, jobs_topic)
+    if queue is not None:
+        jobs = jobs.where(F.col("name") == queue)
+    states = [
+        r.asDict()
+        for r in jobs.groupBy(F.col("name").alias("queue"), F.col("state_name").alias("state"))
+        .count()
+        .orderBy("queue", "state")
+        .collect()
+    ]
+
+    done = outcomes(spark, bootstrap, commands_topic)
+    if queue is not None:
+        done = done.where(F.col("queue") == queue)
+    done = done.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        events = [
+            r.asDict()
+            for r in done.groupBy("queue", "command", "outcome", "event")
+            .count()
+            .orderBy("queue", "command", "outcome", "event")
+            .collect()
+        ]
+        samples = durations(done)
+        lower, width, text = histogram.bucket_columns("ms")
+        buckets = [
+            r.asDict()
+            for r in samples.groupBy(
+                "queue", "metric", lower.alias("lower_s"), width.alias("width_s"),
+                text.alias("label"),
+            )
+            .count()
+            .orderBy("queue", "metric", "lower_s")
+            .collect()
+        ]
+        quantiles = F.percentile_approx("ms", [0.5, 0.9, 0.99], 10_000)
+        summary = []
+        for r in (
+            samples.groupBy("queue", "metric")
+            .agg(F.count("ms").alias("count"), F.avg("ms").alias("mean_ms"),
+                 quantiles.alias("q"), F.max("ms").alias("max_ms"))
+            .orderBy("queue", "metric")
+            .collect()
+        ):
+            p50, p90, p99 = r["q"]
+            summary.append({
+                "queue": r["queue"], "metric": r["metric"], "count": r["count"],
+                "mean_ms": r["mean_ms"], "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
+                "max_ms": r["max_ms"],
+            })
+    finally:
+        done.unpersist()
+    return Stats(
+        states=states,
+        events=events,
+        histogram=buckets,
+        summary=summary,
+        commands=sum(r["count"] for r in events),
+        seconds=time.monotonic() - began,
+    )
+
+
+def write(stats: Stats, spark, output: str, output_format: str = "parquet") -> None:
+    """``output``/states, /events, /histogram and /summary."""
+    for which in ("states", "events", "histogram", "summary"):
+        stats.dataframe(spark, which).coalesce(1).write.mode("overwrite").format(
+            output_format
+        ).save(f"{output.rstrip('/')}/{which}")
+
+
+# ------------------------------------------------------------------------ the table
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def format_table(stats: Stats, bar_width: int = 40) -> str:
+    """A readable per-queue report of ``stats``."""
+    lines: list[str] = []
+    for queue in stats.queues() or []:
+        by_state = {r["state"]: r["count"] for r in stats.states if r["queue"] == queue}
+        lines.append(f"queue {queue}")
+        lines.append(
+            "  jobs now   "
+            + "  ".join(f"{s} {by_state.get(s, 0):,}" for s in STATE_ORDER)
+        )
+        accepted: dict[str, int] = {}
+        refused: dict[str, int] = {}
+        for r in stats.events:
+            if r["queue"] != queue:
+                continue
+            if r["outcome"] == "accepted":
+                accepted[r["event"]] = accepted.get(r["event"], 0) + r["count"]
+            else:
+                key = f"{r['command']} {r['outcome']}"
+                refused[key] = refused.get(key, 0) + r["count"]
+        if accepted:
+            lines.append("  events     " + "  ".join(f"{e} {n:,}" for e, n in sorted(accepted.items())))  # noqa: E501
+        if refused:
+            lines.append("  not applied " + "  ".join(f"{e} {n:,}" for e, n in sorted(refused.items())))  # noqa: E501
+        for metric in METRICS:
+            summary = next(
+                (r for r in stats.summary if r["queue"] == queue and r["metric"] == metric), None
+            )
+            if summary is None:
+                lines.append(f"  {metric:<5}      no samples")
+                continue
+            lines.append(
+                f"  {metric:<5}      {summary['count']:,} samples  "
+                f"mean {_duration(summary['mean_ms'])}  p50 {_duration(summary['p50_ms'])}  "
+                f"p90 {_duration(summary['p90_ms'])}  p99 {_duration(summary['p99_ms'])}  "
+                f"max {_duration(summary['max_ms'])}"
+            )
+            buckets = [
+                r for r in stats.histogram if r["queue"] == queue and r["metric"] == metric
+            ]
+            most = max((r["count"] for r in buckets), default=1)
+            for r in buckets:
+                bar = "#" * max(1, round(bar_width * r["count"] / most))
+                lines.append(f"    {r['label']:>7}  {bar} {r['count']:,}")
+    unknown = sum(r["count"] for r in stats.events if r["queue"] is None)
+    if unknown:
+        lines.append(f"({unknown:,} commands for jobs the log never created: not found/ignored)")
+    lines.append(
+        f"{len(stats.queues())} queues, {stats.commands:,} commands folded in {stats.seconds:.1f}s"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,293 @@
+"""The row functions Spark runs (eventq.spark.rows, ids, histogram), without Spark."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from eventq.core import (
+    Add,
+    Complete,
+    Delete,
+    Fail,
+    Schedule,
+    StartAttempt,
+    TimeoutAttempt,
+    decode_command,
+    encode_command,
+    state_digest,
+)
+from eventq.core.machine import apply
+from eventq.kafka.partitioner import partition_for_key
+from eventq.limits import MAX_PAYLOAD_BYTES
+from eventq.protocol.values import parse_time_ms
+from eventq.spark import histogram, rows
+from eventq.spark.ids import DEFAULT_NAMESPACE, canonical_key, derive_job_id, namespace_uuid
+from streams.store import job_key
+
+pytestmark = [pytest.mark.spark]
+
+NOW_MS = 1_800_000_000_000
+
+
+def spec(**changes) -> rows.EnqueueSpec:
+    base = dict(
+        id_mode=rows.ID_FROM_COLUMN, namespace=DEFAULT_NAMESPACE.bytes, partitions=8,
+        now_ms=NOW_MS, name="q", ttr_ms=1000, ttl_ms=60_000,
+    )
+    return rows.EnqueueSpec(**{**base, **changes})
+
+
+def row(s: rows.EnqueueSpec, **cells):
+    fields = ("raw_id", "key", "name", "payload", "ttr", "ttl", "priority",
+              "max_attempts", "max_fails", "time")
+    return rows.encode_row(s, *(cells.get(f) for f in fields))
+
+
+def reject_of(s: rows.EnqueueSpec, **cells) -> tuple[str, str]:
+    with pytest.raises(rows.Reject) as caught:
+        row(s, **cells)
+    return caught.value.field, caught.value.reason
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_derived_ids_are_deterministic_version4_and_separate_queues_and_keys():
+    first = derive_job_id(DEFAULT_NAMESPACE, "q", ["42", None])
+    assert first == derive_job_id(DEFAULT_NAMESPACE, "q", ["42", None])
+    assert first.version == 4 and first.variant == uuid.RFC_4122
+    others = {
+        derive_job_id(DEFAULT_NAMESPACE, "other", ["42", None]),
+        derive_job_id(DEFAULT_NAMESPACE, "q", ["42", ""]),
+        derive_job_id(DEFAULT_NAMESPACE, "q", ["42"]),
+        derive_job_id(namespace_uuid("tenant-a"), "q", ["42", None]),
+    }
+    assert first not in others and len(others) == 4
+    assert canonical_key("q", ["a,b", "c"]) != canonical_key("q", ["a", "b,c"])
+    for i in range(1000):
+        job_id = derive_job_id(DEFAULT_NAMESPACE, "q", [str(i)])
+        assert job_id.version == 4 and job_id.variant == uuid.RFC_4122
+    with pytest.raises(TypeError):
+        canonical_key("q", [42])  # values are Spark's text of the cell
+    assert namespace_uuid(str(DEFAULT_NAMESPACE)) == DEFAULT_NAMESPACE
+
+
+# ----------------------------------------------------------------------- encoding
+
+
+def test_a_valid_row_is_the_gateways_add_record_in_its_murmur2_partition():
+    job_id = uuid.uuid4()
+    s = spec(priority_from_column=True, max_attempts_from_column=True)
+    key, value, partition, text = row(
+        s, raw_id=str(job_id).upper(), payload=b"data", priority="-7", max_attempts="3"
+    )
+    assert key == job_key(job_id) == str(job_id).encode()
+    assert text == str(job_id)
+    assert value == encode_command(Add(job_id, "q", 1000, 60_000, b"data", -7, 3, 0))
+    assert decode_command(value).node is None and decode_command(value).request_id is None
+    assert partition == partition_for_key(key, 8)
+
+
+def test_a_row_with_a_time_is_a_schedule_and_null_time_an_add():
+    job_id = uuid.uuid4()
+    s = spec(time_kind=rows.TIME_AS_TEXT)
+    at = NOW_MS + 5000
+    _, value, _, _ = row(s, raw_id=str(job_id), payload=b"", time="2027-01-15T08:00:00.250Z")
+    command = decode_command(value).command
+    assert isinstance(command, Schedule)
+    assert command.time_ms == parse_time_ms("2027-01-15T08:00:00.250Z")
+    _, value, _, _ = row(s, raw_id=str(job_id), payload=b"", time=str(at))  # epoch ms text
+    assert decode_command(value).command == Schedule(job_id, "q", 1000, 60_000, at, b"")
+    _, value, _, _ = row(spec(time_kind=rows.TIME_AS_MS), raw_id=str(job_id), payload=b"",
+                         time=str(at))
+    assert decode_command(value).command.time_ms == at
+    _, value, _, _ = row(s, raw_id=str(job_id), payload=b"x", time=None)
+    assert isinstance(decode_command(value).command, Add)
+
+
+def test_keys_derive_the_id_from_the_name_and_key_values():
+    s = spec(id_mode=rows.ID_FROM_KEYS)
+    key, _, _, text = row(s, key=["7", "x"], payload=b"")
+    assert text == str(derive_job_id(DEFAULT_NAMESPACE, "q", ["7", "x"]))
+    key2, *_ = row(s, key=["7", "x"], payload=b"other payload")
+    assert key2 == key
+
+
+@pytest.mark.parametrize(
+    "changes, cells, field, reason",
+    [
+        ({}, {"raw_id": "not-a-uuid"}, "id", "Invalid ID"),
+        ({}, {"raw_id": "6ba7b810-9dad-11d1-80b4-00c04fd430c4"}, "id", "Invalid ID"),  # v1
+        ({}, {"raw_id": None}, "id", "missing (null)"),
+        ({}, {"raw_id": b"\x00" * 15}, "id", "Invalid ID"),
+        ({"name": None}, {"name": "bad name"}, "name", "Invalid Name"),
+        ({"name": None}, {"name": "x" * 256}, "name", "Invalid Name"),
+        ({"name": None}, {"name": None}, "name", "missing (null)"),
+        ({"ttr_ms": None}, {"ttr": "0"}, "ttr", "Invalid TTR"),
+        ({"ttr_ms": None}, {"ttr": "86400001"}, "ttr", "Invalid TTR"),
+        ({"ttr_ms": None}, {"ttr": "5.0"}, "ttr", "Invalid TTR"),
+        ({"ttr_ms": None}, {"ttr": None}, "ttr", "missing (null)"),
+        ({"ttl_ms": None}, {"ttl": "0"}, "ttl", "Invalid TTL"),
+        ({"ttl_ms": None}, {"ttl": str(2**64)}, "ttl", "Invalid TTL"),
+        ({"priority_from_column": True}, {"priority": str(2**31)}, "priority", "Invalid Priority"),  # noqa: E501
+        ({"max_attempts_from_column": True}, {"max_attempts": "256"}, "max-attempts", "Invalid Max Attempts"),  # noqa: E501
+        ({"max_fails_from_column": True}, {"max_fails": "-1"}, "max-fails", "Invalid Max Fails"),
+        ({"time_kind": rows.TIME_AS_TEXT}, {"time": "2030-02-30T00:00:00Z"}, "time", "Invalid Time"),  # noqa: E501
+        ({"time_kind": rows.TIME_AS_TEXT}, {"time": str(NOW_MS - 60_001)}, "time", "already past"),  # noqa: E501
+        ({}, {"payload": b"x" * (MAX_PAYLOAD_BYTES + 1)}, "payload", "more than 1048576"),
+    ],
+)
+def test_rows_the_gateway_would_refuse_are_rejects_with_a_reason(changes, cells, field, reason):
+    cells = {"raw_id": str(uuid.uuid4()), "payload": b"", **cells}
+    got_field, got_reason = reject_of(spec(**changes), **cells)
+    assert got_field == field and reason in got_reason
+
+
+def test_a_payload_of_exactly_1_mib_is_accepted():
+    key, value, _, _ = row(spec(), raw_id=str(uuid.uuid4()), payload=b"x" * MAX_PAYLOAD_BYTES)
+    assert len(decode_command(value).command.payload) == MAX_PAYLOAD_BYTES
+
+
+def test_encode_rows_returns_one_struct_row_per_input_row():
+    import pandas as pd
+
+    good, bad = uuid.uuid4(), "nope"
+    series = [pd.Series([str(good), bad])] + [pd.Series([None, None])] * 2 + [
+        pd.Series([b"a", b"b"])] + [pd.Series([None, None])] * 6
+    frame = rows.encode_rows(spec(), *series)
+    assert list(frame.columns) == list(rows.ENCODED_FIELDS)
+    assert frame["job_id"].tolist() == [str(good), None]
+    assert frame["reject_field"].tolist() == [None, "id"]
+    assert frame["partition"].tolist()[0] == partition_for_key(str(good).encode(), 8)
+    assert pd.isna(frame["partition"].tolist()[1]) and frame["key"].tolist()[1] is None
+
+
+# ------------------------------------------------------------------------ digests
+
+
+def _jobs(count: int):
+    jobs, at = [], NOW_MS
+    for i in range(count):
+        job_id = uuid.uuid4()
+        _, job = apply(None, Add(job_id, f"q{i % 3}", 1000, 0 if i % 4 else 10 ** 19,
+                                 b"p%d" % i, i - 5), at + i, i)
+        if i % 2:
+            _, job = apply(job, StartAttempt(job_id, 1), at + i + 1, 10_000 + i)
+        if i % 3 == 0 and job.state.name == "LEASED":
+            _, job = apply(job, Complete(job_id, b"r"), at + i + 2, 20_000 + i)
+        jobs.append(job)
+    return jobs
+
+
+def test_job_rows_round_trip_and_partial_digests_combine_to_the_cores():
+    jobs = _jobs(60)
+    assert [rows.job_of_row(rows.job_row(job)) for job in jobs] == jobs
+    schema = rows._arrow_schema(rows.JOB_DDL)
+    batches = [
+        pa.RecordBatch.from_pylist([rows.job_row(j) for j in jobs[i : i + 7]], schema=schema)
+        for i in range(0, len(jobs), 7)
+    ]
+    parts = [p for out in rows.hash_jobs(iter(batches)) for p in out.to_pylist()]
+    assert len(parts) == len(batches)
+    random.shuffle(parts)
+    assert rows.combine_digest([(p["sum"], p["count"]) for p in parts]) == state_digest(jobs)
+    assert rows.combine_digest([]) == state_digest([])
+
+
+# ------------------------------------------------------------------------ the fold
+
+
+def _records(commands):
+    """(job_id, partition, offset, at_ms, value) batches of (command, at_ms) pairs."""
+    data = {"job_id": [], "partition": [], "offset": [], "at_ms": [], "value": []}
+    for offset, (command, at_ms) in enumerate(commands):
+        data["job_id"].append(str(command.job_id))
+        data["partition"].append(0)
+        data["offset"].append(offset)
+        data["at_ms"].append(at_ms)
+        data["value"].append(encode_command(command))
+    order = sorted(range(len(commands)), key=lambda i: (data["job_id"][i], i))
+    data = {k: [v[i] for i in order] for k, v in data.items()}
+    half = len(order) // 2
+    return [pa.RecordBatch.from_pydict({k: v[:half] for k, v in data.items()}),
+            pa.RecordBatch.from_pydict({k: v[half:] for k, v in data.items()})]
+
+
+def test_fold_times_waits_and_runs_of_accepted_attempts_only():
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    t = NOW_MS
+    commands = [
+        (Add(a, "q", 1000, 600_000, b""), t),
+        (Add(a, "q", 1000, 600_000, b""), t + 5),  # duplicate: rejected
+        (StartAttempt(a, 1), t + 1500),  # wait 1.5 s
+        (StartAttempt(a, 1), t + 1600),  # a refused claim: ignored
+        (Complete(a, b"ok"), t + 4000),  # run 2.5 s
+        (Add(b, "q", 1000, 600_000, b"", max_fails=2), t),
+        (StartAttempt(b, 1), t + 10),
+        (Fail(b, b"x"), t + 20),  # retried: run 10 ms, ready again at t+20
+        (StartAttempt(b, 2), t + 70_020),  # wait 70 s (from the retry)
+        (TimeoutAttempt(b, 2), t + 70_500),  # not yet due (TTR 1 s): ignored
+        (TimeoutAttempt(b, 2), t + 71_020),  # timed out: no run sample
+        (Schedule(c, "s", 1000, 600_000, t + 60_000, b""), t),
+        (StartAttempt(c, 1), t + 61_000),  # wait from the scheduled time: 1 s
+        (Delete(c), t + 62_000),
+        (Complete(uuid.uuid4(), b""), t),  # unknown job: rejected, no queue
+    ]
+    out = [r for batch in rows.fold_commands(iter(_records(commands))) for r in batch.to_pylist()]
+    assert len(out) == len(commands)
+    by = {}
+    for r in out:
+        by.setdefault(r["job_id"], []).append(r)
+    assert [(r["outcome"], r["event"], r["wait_ms"], r["run_ms"]) for r in by[str(a)]] == [
+        ("accepted", "added", None, None),
+        ("rejected", None, None, None),
+        ("accepted", "attempt-started", 1500, None),
+        ("ignored", None, None, None),
+        ("accepted", "completed", None, 2500),
+    ]
+    assert [(r["event"], r["attempt"], r["wait_ms"], r["run_ms"]) for r in by[str(b)]] == [
+        ("added", None, None, None),
+        ("attempt-started", 1, 10, None),
+        ("fail-retried", 1, None, 10),
+        ("attempt-started", 2, 70_000, None),
+        (None, None, None, None),
+        ("attempt-timed-out", 2, None, None),
+    ]
+    assert [(r["queue"], r["event"], r["wait_ms"]) for r in by[str(c)]] == [
+        ("s", "added", None), ("s", "attempt-started", 1000), ("s", "deleted", None),
+    ]
+    unknown = [r for r in out if r["queue"] is None]
+    assert [(r["command"], r["outcome"], r["detail"]) for r in unknown] == [
+        ("complete", "rejected", "NOT-FOUND")
+    ]
+
+
+# ---------------------------------------------------------------------- histogram
+
+
+@pytest.mark.parametrize(
+    "ms, lower, width, text",
+    [
+        (-5, 0, 1, "0s"), (0, 0, 1, "0s"), (999, 0, 1, "0s"), (1000, 1, 1, "1s"),
+        (59_999, 59, 1, "59s"), (60_000, 60, 60, "1m"), (3_599_999, 3540, 60, "59m"),
+        (3_600_000, 3600, 900, "1h00m"), (4_500_000, 4500, 900, "1h15m"),
+        (86_399_999, 85_500, 900, "23h45m"), (86_400_000, 86_400, 3600, "24h"),
+        (259_199_999, 255_600, 3600, "71h"), (259_200_000, 259_200, 86_400, "3d"),
+        (10 * 86_400_000 + 5, 864_000, 86_400, "10d"),
+    ],
+)
+def test_qless_histogram_buckets(ms, lower, width, text):
+    assert histogram.bucket_of(ms) == (lower, width)
+    assert histogram.label(lower, width) == text
+
+
+def test_bucket_counts_per_resolution():
+    lowers = {histogram.bucket_of(s * 1000) for s in range(0, 3 * 86_400 + 86_400 * 2, 1)}
+    widths = {}
+    for lower, width in lowers:
+        widths[width] = widths.get(width, 0) + 1
+    assert widths == {1: 60, 60: 59, 900: 92, 3600: 48, 86_400: 2}

@@ -1,0 +1,149 @@
+"""Statistics from the log with local Spark, on a small workload of known timing.
+
+Its own server (module fixture), so the command log holds only this workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from eventq.client import Client
+from eventq.core import state_digest
+from eventq.errors import NotFound
+from eventq.kafka.logreader import latest_jobs
+from eventq.spark import cli as spark_cli
+from eventq.spark import compute_stats, format_stats, histogram
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+def kafka_flags(server) -> list[str]:
+    return ["--bootstrap", server.bootstrap,
+            "--commands-topic", server.settings["commands-topic"],
+            "--jobs-topic", server.settings["jobs-topic"]]
+
+
+@pytest.fixture(scope="module")
+def workload(server):
+    """Queue `timed`: 4 adds; 1.5 s later 3 leases (waits in bucket 1s); 2.5 s later one
+    complete and one fail (runs in bucket 2s); one job left leased, one new.
+    Queue `quick`: a job leased and completed at once; a job failed at once (max-fails 2,
+    so retried), leased again 1.2 s after that fail (wait 1s, from the retry) and completed.
+    """
+
+    async def scenario():
+        async with await Client.connect(port=server.port) as c:
+            ids = [uuid.uuid4() for _ in range(4)]
+            for job_id in ids:
+                await c.add(job_id, "timed", 60_000, 600_000, b"t")
+            await asyncio.sleep(1.5)
+            leased = [await c.lease("timed", 1000) for _ in range(3)]
+            await asyncio.sleep(2.5)
+            await c.complete(leased[0].id, b"ok")
+            await c.fail(leased[1].id, b"no")
+
+            quick, retried = uuid.uuid4(), uuid.uuid4()
+            await c.add(quick, "quick", 60_000, 600_000, b"q")
+            await c.complete((await c.lease("quick", 1000)).id, b"ok")
+            await c.add(retried, "quick", 60_000, 600_000, b"r", max_fails=2)
+            await c.fail((await c.lease("quick", 1000)).id, b"try again")
+            await asyncio.sleep(1.2)
+            await c.complete((await c.lease("quick", 1000)).id, b"ok at last")
+            with pytest.raises(NotFound):  # refused by the processor: in the log, not counted
+                await c.complete(uuid.uuid4(), b"")
+
+    asyncio.run(scenario())
+    # The state log follows the applied commands: wait until it holds the server's state.
+    deadline = time.monotonic() + 60
+    while True:
+        jobs, _ = latest_jobs(server.bootstrap, server.settings["jobs-topic"])
+        if state_digest(jobs.values()) == asyncio.run(digest(server)):
+            return server
+        assert time.monotonic() < deadline, "the state log never caught up with the server"
+        time.sleep(0.5)
+
+
+async def digest(server) -> str:
+    async with await Client.connect(port=server.port) as c:
+        return await c.digest()
+
+
+def by_queue(rows, queue):
+    return [r for r in rows if r["queue"] == queue]
+
+
+def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload):
+    stats = compute_stats(
+        spark, bootstrap=workload.bootstrap,
+        commands_topic=workload.settings["commands-topic"],
+        jobs_topic=workload.settings["jobs-topic"],
+    )
+    assert {(r["state"], r["count"]) for r in by_queue(stats.states, "timed")} == {
+        ("new", 1), ("leased", 1), ("completed", 1), ("failed", 1)}
+    assert {(r["state"], r["count"]) for r in by_queue(stats.states, "quick")} == {
+        ("completed", 2)}
+
+    accepted = {(r["queue"], r["event"]): r["count"] for r in stats.events
+                if r["outcome"] == "accepted"}
+    assert accepted == {
+        ("timed", "added"): 4, ("timed", "attempt-started"): 3, ("timed", "completed"): 1,
+        ("timed", "failed"): 1,
+        ("quick", "added"): 2, ("quick", "attempt-started"): 3, ("quick", "completed"): 2,
+        ("quick", "fail-retried"): 1,
+    }
+    assert [(r["command"], r["outcome"]) for r in by_queue(stats.events, None)] == [
+        ("complete", "rejected")]
+
+    def buckets(queue, metric):
+        return {r["label"]: r["count"] for r in stats.histogram
+                if r["queue"] == queue and r["metric"] == metric}
+
+    assert buckets("timed", "wait") == {"1s": 3}
+    assert buckets("timed", "run") == {"2s": 2}
+    assert buckets("quick", "wait") == {"0s": 2, "1s": 1}
+    assert buckets("quick", "run") == {"0s": 3}
+    assert all(r["width_s"] == 1 for r in stats.histogram)
+
+    summary = {(r["queue"], r["metric"]): r for r in stats.summary}
+    timed_wait = summary["timed", "wait"]
+    assert timed_wait["count"] == 3 and 1500 <= timed_wait["p50_ms"] < 2000
+    assert 2500 <= summary["timed", "run"]["max_ms"] < 3000
+
+    table = format_stats(stats)
+    assert "queue timed" in table and "queue quick" in table
+    assert "new 1  pending 0  leased 1  completed 1  failed 1" in table
+    assert "1s  " in table and "#" in table
+
+
+def test_stats_cli_prints_the_table_and_writes_the_tables(spark, workload, tmp_path, capsys):
+    output = str(tmp_path / "stats")
+    code = spark_cli.main(["spark", "stats", "--queue", "timed", "--output", output,
+                           *kafka_flags(workload)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "queue timed" in out and "queue quick" not in out
+    histogram_rows = spark.read.parquet(f"{output}/histogram").collect()
+    assert {(r["metric"], r["label"], r["count"]) for r in histogram_rows} == {
+        ("wait", "1s", 3), ("run", "2s", 2)}
+    assert spark.read.parquet(f"{output}/states").count() == 4
+
+
+def test_spark_histogram_buckets_equal_the_python_rule(spark):
+    from pyspark.sql import functions as F
+
+    samples = [0, 999, 1000, 59_999, 60_000, 61_000, 3_599_999, 3_600_000, 4_500_000,
+               86_399_999, 86_400_000, 100_000_000, 259_199_999, 259_200_000,
+               10**10, -3] + list(range(0, 400_000_000, 997_001))
+    df = spark.createDataFrame([(ms,) for ms in samples], "ms long")
+    lower, width, text = histogram.bucket_columns("ms")
+    got = df.select("ms", lower.alias("lower"), width.alias("width"),
+                    text.alias("label")).collect()
+    for r in got:
+        expected = histogram.bucket_of(r["ms"])
+        assert (r["lower"], r["width"]) == expected, r
+        assert r["label"] == histogram.label(*expected), r
+    assert F is not None
