@@ -154,12 +154,13 @@ def _print_states(counts: dict[str, int]) -> None:
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from eventq import replay
     from eventq.kafka.logreader import latest_jobs
-    from eventq.progress import Progress
+    from eventq.progress import Progress, reporter
     from eventq.statedir import StateDirInUse
 
+    progress = Progress()
     try:
         if not args.from_commands:
-            bar = Progress(f"reading {settings.jobs_topic}")
+            bar = reporter(progress, f"reading {settings.jobs_topic}")
             report = replay.rebuild_from_state_log(
                 settings.kafka_bootstrap, settings.jobs_topic, settings.state_dir, bar
             )
@@ -173,12 +174,12 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
             for example in report.undecodable.examples:
                 say(f"  undecodable (skipped): {example}")
             return EXIT_OK
-        bar = Progress(f"re-deriving from {settings.commands_topic}")
+        bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
         derived = replay.derive_from_commands(
             settings.kafka_bootstrap, settings.commands_topic, bar
         )
         bar.finish()
-        bar = Progress(f"reading {settings.jobs_topic}")
+        bar = reporter(progress, f"reading {settings.jobs_topic}")
         logged, bad = latest_jobs(settings.kafka_bootstrap, settings.jobs_topic, bar)
         bar.finish()
     except (replay.ReplayError, StateDirInUse, LookupError) as error:
@@ -202,23 +203,22 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.core import state_digest
     from eventq.kafka.logreader import latest_jobs
-    from eventq.progress import Progress
+    from eventq.progress import Progress, reporter
     from eventq.replay import ReplayError, derive_from_commands
 
+    progress = Progress()
     try:
         if args.from_commands:
+            bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
             jobs = derive_from_commands(
-                settings.kafka_bootstrap, settings.commands_topic,
-                Progress(f"re-deriving from {settings.commands_topic}"),
+                settings.kafka_bootstrap, settings.commands_topic, bar
             ).jobs
         else:
-            jobs, _ = latest_jobs(
-                settings.kafka_bootstrap, settings.jobs_topic,
-                Progress(f"reading {settings.jobs_topic}"),
-            )
+            bar = reporter(progress, f"reading {settings.jobs_topic}")
+            jobs, _ = latest_jobs(settings.kafka_bootstrap, settings.jobs_topic, bar)
+        bar.finish()
     except (ReplayError, LookupError) as error:
         return fail(str(error))
-    print(file=sys.stderr)
     say(f"{state_digest(jobs.values())} {len(jobs)} jobs")
     return EXIT_OK
 

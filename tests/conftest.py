@@ -72,3 +72,13 @@ def server(kafka_bootstrap, tmp_path_factory, request):
     code = process.stop()
     print(process.log_tail(20))
     assert code == 0, f"eventq serve did not stop cleanly ({code}):\n{process.log_tail()}"
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker of this test's own, which it may kill, stop and start (the session
+    broker must stay up for everyone else)."""
+    config = test_broker_config(tmp_path / "kafka")
+    broker.start(config)
+    yield config
+    broker.stop(config)

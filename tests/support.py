@@ -157,33 +157,9 @@ def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None)
         return data
 
 
-def records_for_key(bootstrap: str, topic: str, key: bytes, timeout_s: float = 10.0):
+def records_for_key(bootstrap: str, topic: str, key: bytes):
     """(partition, offset, timestamp, value) of every record of one key in a topic."""
-    import time
+    from eventq.kafka.logreader import read_topic
 
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"dump-{time.monotonic_ns()}",
-        "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        "enable.partition.eof": True,
-    })
-    consumer.subscribe([topic])
-    found, eof = [], set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                eof.add(message.partition())
-                if consumer.assignment() and len(eof) == len(consumer.assignment()):
-                    break
-                continue
-            if message.key() == key:
-                found.append((message.partition(), message.offset(),
-                              message.timestamp()[1], message.value()))
-    finally:
-        consumer.close()
-    return found
+    return [(r.partition, r.offset, r.timestamp_ms, r.value)
+            for r in read_topic(bootstrap, topic) if r.key == key]

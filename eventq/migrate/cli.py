@@ -23,7 +23,7 @@ from eventq.cmdlog.segments import SKIP, STOP
 from eventq.errors import ClientError
 from eventq.migrate.exporter import ExportOptions, run_export
 from eventq.migrate.importer import ImportOptions, MigrateError, run_import
-from eventq.migrate.progress import Progress
+from eventq.progress import Progress
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -27,7 +27,7 @@ from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES, HEADER, segment_name, write
 from eventq.core import Job, State
 from eventq.migrate.importer import MAX_LISTED, MigrateError
 from eventq.migrate.mapping import export_notes, exportable, workq_job
-from eventq.migrate.progress import Progress
+from eventq.progress import Progress
 
 
 @dataclass

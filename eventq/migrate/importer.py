@@ -35,7 +35,7 @@ from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_co
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
 from eventq.migrate.mapping import Unimportable, import_command, job_key
-from eventq.migrate.progress import Progress
+from eventq.progress import Progress
 from eventq.protocol.values import format_time
 
 MAX_LISTED = 50  # corrupt records, unimportable jobs and failures listed in a report

@@ -11,10 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from eventq.core import (
-    SCHEMA_VERSION,
     Add,
     Added,
-    AttemptStarted,
     AttemptTimedOut,
     CodecError,
     Complete,

@@ -12,18 +12,11 @@ import pytest
 from eventq.client import Client
 from eventq.errors import EventqError, ServerError, Timeout
 from eventq.kafka import broker
-from support import ServerProcess, test_broker_config
+from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-@pytest.fixture
-def own_broker(tmp_path):
-    """A broker this test may stop and start (the session broker must stay up)."""
-    config = test_broker_config(tmp_path / "kafka")
-    broker.start(config)
-    yield config
-    broker.stop(config)
 
 
 def test_server_error_while_kafka_is_stopped_and_recovery(own_broker, tmp_path):

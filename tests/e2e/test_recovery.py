@@ -22,19 +22,13 @@ from eventq.kafka import broker
 from eventq.kafka.logreader import latest_jobs
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from eventq.replay import compare, derive_from_commands
-from support import ServerProcess, test_broker_config
+from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
 LOST = (EventqError, ConnectionError, asyncio.IncompleteReadError, OSError)
 
 
-@pytest.fixture
-def own_broker(tmp_path):
-    config = test_broker_config(tmp_path / "kafka")
-    broker.start(config)
-    yield config
-    broker.stop(config)
 
 
 class Ledger:
