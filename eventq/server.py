@@ -61,10 +61,32 @@ class EventqService(mode.Service):
     async def on_stop(self) -> None:
         # Stopped before the app: from now on a flush may give up on an absent Kafka.
         self._streams.changelog_buffer.stopping = True
+        start_stop_watchdog(STOP_TIMEOUT_S)
         await self.server.stop()
         producer = self._streams.engine.producer
         if producer is not None:
             await producer.stop()
+
+
+STOP_TIMEOUT_S = 20.0
+
+
+def start_stop_watchdog(timeout_s: float) -> None:
+    """A stop must end. After a broker crash an aiokafka flush or commit can wait on a
+    request the dead broker never answered; then the process exits without releasing
+    its RUNNING marker, so the next start rebuilds its state from the log (nothing is
+    lost: no offset was committed past what the log holds)."""
+    import os
+    import threading
+    import time
+
+    def expire() -> None:
+        time.sleep(timeout_s)
+        print(f"eventq: stop did not finish within {timeout_s:g}s; exiting now, the next "
+              "start rebuilds state from the log", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    threading.Thread(target=expire, name="stop-watchdog", daemon=True).start()
 
 
 LIBRARY_LOGGERS = ("aiokafka", "faust", "mode", "kafka", "rocksdict")
