@@ -19,12 +19,14 @@ def run_line_client(host: str, port: int) -> int:
               "(or `make run`) running?", file=sys.stderr)
         return 1
     sock.settimeout(None)
+    input_done = threading.Event()
 
     def show_replies() -> None:
         while True:
             data = sock.recv(65536)
             if not data:
-                print("(connection closed by the server)", file=sys.stderr, flush=True)
+                if not input_done.is_set():
+                    print("(connection closed by the server)", file=sys.stderr, flush=True)
                 return
             sys.stdout.write(data.decode("utf-8", "replace").replace("\r\n", "\n"))
             sys.stdout.flush()
@@ -36,6 +38,7 @@ def run_line_client(host: str, port: int) -> int:
             sock.sendall(line.rstrip("\r\n").encode() + b"\r\n")
     except (KeyboardInterrupt, BrokenPipeError):
         pass
+    input_done.set()
     sock.shutdown(socket.SHUT_WR)
     reader.join(timeout=5)
     return 0

@@ -34,6 +34,8 @@ class Settings:
     log_level: str = "WARNING"
 
     def __post_init__(self) -> None:
+        # Resolved once: the broker JVM and faust run in other working directories.
+        object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
         if not 1 <= self.partitions <= 1024:
             raise ValueError(f"partitions must be 1..1024, not {self.partitions}")
         for name in ("kafka_port", "controller_port", "listen_port"):

@@ -39,8 +39,12 @@ class BrokerConfig:
     controller_port: int = 9093
     heap_mb: int = 768
     jars_dir: Path = DEFAULT_JARS_DIR
-    # Extra server.properties entries, e.g. the fast-test tuning in tests/kafka_fixture.py.
+    # Extra server.properties entries, e.g. the fast-test tuning in tests/support.py.
     overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The JVM runs in `home`: every path handed to it must be absolute.
+        object.__setattr__(self, "home", Path(self.home).resolve())
 
     @property
     def bootstrap(self) -> str:
@@ -257,15 +261,23 @@ def broker_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def log_tail(config: BrokerConfig, lines: int = LOG_TAIL_LINES) -> str:
-    """The reason a broker failed: its last ERROR/FATAL lines, else its last lines."""
+def _lines(path: Path) -> list[str]:
     try:
-        text = config.log_file.read_text(errors="replace").splitlines()
+        return path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
-        return "(no broker log was written)"
+        return []
+
+
+def log_tail(config: BrokerConfig, lines: int = LOG_TAIL_LINES) -> str:
+    """The reason a broker failed: its last ERROR/FATAL lines, else the last lines of its
+    log and of the JVM's own output (where a failure before logging starts ends up)."""
+    text = _lines(config.log_file)
     errors = [line for line in text if " ERROR " in line or " FATAL " in line]
-    chosen = errors[-lines:] if errors else text[-lines:]
-    return "\n".join(chosen)
+    if errors:
+        return "\n".join(errors[-lines:])
+    jvm = _lines(config.home / "broker.out")
+    chosen = text[-lines // 2:] + ["-- JVM output --"] + jvm[-lines // 2:]
+    return "\n".join(chosen) if text or jvm else "(the broker wrote no log)"
 
 
 def start(config: BrokerConfig, timeout_s: float = START_TIMEOUT_S) -> StartResult:

@@ -13,18 +13,21 @@ from support import free_port
 pytestmark = pytest.mark.kafka
 
 
-def eventq(*args: str) -> subprocess.CompletedProcess:
+def eventq(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "eventq.cli", *args],
         capture_output=True,
         text=True,
         timeout=180,
+        cwd=cwd,
     )
 
 
-def test_start_twice_stop_and_status(tmp_path):
+def test_start_twice_stop_and_status(tmp_path, monkeypatch):
+    # A relative data dir, like `make run`'s default `var` (the JVM runs elsewhere).
+    monkeypatch.chdir(tmp_path)
     flags = [
-        "--data-dir", str(tmp_path),
+        "--data-dir", "data",
         "--kafka-port", str(free_port()),
         "--controller-port", str(free_port()),
         "--kafka-heap-mb", "384",
@@ -40,11 +43,11 @@ def test_start_twice_stop_and_status(tmp_path):
         second = eventq("kafka", "start", *flags)
         assert second.returncode == 0
         assert "already running" in second.stdout
-        pid = (tmp_path / "kafka" / "broker.pid").read_text().strip()
+        pid = (tmp_path / "data" / "kafka" / "broker.pid").read_text().strip()
         assert f"pid {pid}" in second.stdout
         # Exactly one broker JVM uses this config.
         jvms = subprocess.run(
-            ["pgrep", "-f", f"kafka.Kafka {tmp_path}/kafka/server.properties"],
+            ["pgrep", "-f", f"kafka.Kafka {tmp_path}/data/kafka/server.properties"],
             capture_output=True, text=True,
         ).stdout.split()
         assert jvms == [pid]
