@@ -18,7 +18,13 @@ from pathlib import Path
 from eventq.core import CodecError, Job, State, decode_command, decode_state
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored, decide, evolve
 from eventq import statedir
-from eventq.kafka.logreader import Progress, Undecodable, end_offsets, read_topic
+from eventq.kafka.logreader import (
+    META_KEY_PREFIX,
+    Progress,
+    Undecodable,
+    end_offsets,
+    read_topic,
+)
 from streams.store import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS
 
 
@@ -74,7 +80,7 @@ def rebuild_from_state_log(
         for key, (offset, value) in newest.get(partition, {}).items():
             if value is None:
                 continue
-            if not key.startswith(b"\x00"):
+            if not key.startswith(META_KEY_PREFIX):
                 try:
                     _, job = decode_state(value)
                 except CodecError as error:

@@ -115,7 +115,7 @@ def build_streams(settings: Settings) -> Streams:
     index = JobIndex()
     waiters = Waiters()
     node = new_node_id()
-    store = JobStore(table, settings.partitions, settings.commands_topic)
+    store = JobStore(table, settings.partitions)
     engine = Engine(
         commands_topic=settings.commands_topic,
         partitions=settings.partitions,

@@ -13,6 +13,7 @@ import uuid
 from typing import Iterator
 
 from eventq.core import CodecError, Job, decode_state
+from eventq.kafka.logreader import META_KEY_PREFIX
 from eventq.kafka.partitioner import partition_for_key
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 # Keys of the table that are not jobs. faust keeps its changelog offset in every
 # partition's RocksDB; eventq keeps its tombstone watermark (streams/processor.py).
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
-WATERMARK_KEY = b"\x00eventq.watermark"
+WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"
 
 
 MIB = 1024 * 1024
@@ -42,7 +43,7 @@ def job_key(job_id: uuid.UUID) -> bytes:
 
 
 def is_job_key(key: bytes) -> bool:
-    return len(key) == 36 and key[:1] != b"\x00"
+    return len(key) == 36 and not key.startswith(META_KEY_PREFIX)
 
 
 class NotOwned(Exception):
@@ -50,10 +51,9 @@ class NotOwned(Exception):
 
 
 class JobStore:
-    def __init__(self, table, partitions: int, commands_topic: str) -> None:
+    def __init__(self, table, partitions: int) -> None:
         self._table = table
         self._partitions = partitions
-        self._commands_topic = commands_topic
         self.active: frozenset[int] = frozenset()  # set by the processor on recovery
         self.undecodable = 0
 
