@@ -116,8 +116,31 @@ class ServerProcess:
         try:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.process.kill()
             return self.process.wait(10)
+
+    def dump_stacks(self) -> None:
+        """A server that hangs leaves its asyncio tasks (SIGUSR1: mode's `cry`) and every
+        thread's stack (py-spy) in its log."""
+        import shutil
+        import signal
+        import time
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        with open(self.log_path, "ab") as log:
+            log.write(b"\n===== hung: asyncio tasks, then py-spy dump =====\n")
+            log.flush()
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(3)
+            try:
+                subprocess.run([py_spy, "dump", "--pid", str(self.process.pid)],
+                               stdout=log, stderr=subprocess.STDOUT, timeout=30)
+            except (OSError, subprocess.SubprocessError) as error:
+                log.write(f"py-spy failed: {error}\n".encode())
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -157,7 +157,7 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
         live_digest = asyncio.run(wait_until_quiet(server.port))
     finally:
         code = server.stop()
-    print(server.log_tail(30))
+    print(server.log_tail(80))
     # After a broker crash a stop may have to be forced (eventq/server.py: the watchdog
     # keeps the crash marker, so the next start rebuilds from the log); never a hang.
     assert code == 0 or (code == 1 and "stop did not finish" in server.log_path.read_text())
