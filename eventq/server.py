@@ -58,17 +58,42 @@ class EventqService(mode.Service):
     async def _deadlines(self) -> None:
         await self._streams.timer.run()
 
-    async def on_stop(self) -> None:
-        # Stopped before the app: from now on a flush may give up on an absent Kafka.
+    async def before_app_stops(self) -> None:
+        """The first step of a stop: no new requests, and from now on a changelog flush
+        may give up on an absent Kafka (streams/durable_flush.py)."""
         self._streams.changelog_buffer.stopping = True
-        start_stop_watchdog(STOP_TIMEOUT_S)
         await self.server.stop()
+
+    async def on_stop(self) -> None:
+        # Runs after the app stopped (faust stops the app first): the app's last
+        # flush and commit are done, so the command producer is no longer needed.
         producer = self._streams.engine.producer
         if producer is not None:
             await producer.stop()
 
 
 STOP_TIMEOUT_S = 20.0
+
+
+def eventq_worker_class(worker_class):
+    """The faust worker whose stop is bounded and begins by closing the gateway.
+
+    faust stops the app before the services handed to the worker (faust/worker.py
+    `on_init_dependencies` puts the app last), so what must come first happens in the
+    worker's own on_stop. The watchdog starts there too: after a broker crash the app's
+    stop has hung in a consumer commit that never returned (CI, 2026-11-22: 60 s after
+    SIGTERM the process still ran, and the watchdog, then started by our service, had
+    never been reached)."""
+
+    class EventqWorker(worker_class):
+        async def on_stop(self) -> None:
+            start_stop_watchdog(STOP_TIMEOUT_S)
+            for service in self.services:
+                if isinstance(service, EventqService):
+                    await service.before_app_stops()
+            await super().on_stop()
+
+    return EventqWorker
 
 
 def start_stop_watchdog(timeout_s: float) -> None:
@@ -132,7 +157,7 @@ def run_server(settings: Settings) -> int:
         )
     streams = build_streams(settings)
     service = EventqService(settings, streams, loop=loop)
-    worker = faust.Worker(
+    worker = eventq_worker_class(faust.Worker)(
         streams.app,
         service,
         loglevel=settings.log_level,

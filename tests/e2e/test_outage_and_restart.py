@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import time
 import uuid
 
@@ -125,16 +126,11 @@ def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
         async with await Client.connect(port=server.port) as c:
             for job in added:
                 info = await c.inspect_job(job)  # NOT-FOUND would raise: a lost add
-                if job in completed and info["state"] != b"1":
-                    from eventq.core import decode_command, decode_state
-                    from support import records_for_key
-                    key = str(job).encode()
-                    for rec in records_for_key(own_broker.bootstrap, "crash.commands", key):
-                        print("COMMAND", rec[:3], decode_command(rec[3]))
-                    for rec in records_for_key(own_broker.bootstrap, "crash.jobs", key):
-                        print("STATE", rec[:3], rec[3] and decode_state(rec[3])[0])
-                    print(server.log_tail(200))
-                    raise AssertionError(f"acknowledged complete lost: {job} {info}")
+                if job in completed:
+                    if info["state"] != b"1":
+                        print_history(own_broker.bootstrap, "crash", job)
+                        print(server.log_tail(200))
+                        raise AssertionError(f"acknowledged complete lost: {job} {info}")
                     result = await c.result(job, 0)
                     assert result.result == completed[job]
             # Every job not completed is leased again (leased ones after their TTR).
@@ -159,3 +155,60 @@ def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
         print(server.log_tail(30))
     assert code == 0
     assert "did not stop cleanly" in server.log_path.read_text()
+
+
+def print_history(bootstrap: str, prefix: str, job: uuid.UUID) -> None:
+    """Every command and state record of one job, for a failure's report."""
+    from eventq.core import decode_command, decode_state
+    from support import records_for_key
+
+    key = str(job).encode()
+    for rec in records_for_key(bootstrap, f"{prefix}.commands", key):
+        print("COMMAND", rec[:3], decode_command(rec[3]))
+    for rec in records_for_key(bootstrap, f"{prefix}.jobs", key):
+        print("STATE", rec[:3], rec[3] and decode_state(rec[3])[0])
+
+
+def test_a_stop_while_kafka_is_down_is_bounded_and_loses_nothing(own_broker, tmp_path):
+    """SIGTERM with the broker dead: the gateway closes at once, the process ends within
+    the stop watchdog's bound, and the next start still has the acknowledged job."""
+    from eventq.server import STOP_TIMEOUT_S
+    from support import raw_exchange
+
+    server = ServerProcess(
+        own_broker.bootstrap, "stopdown", tmp_path / "server", partitions=2,
+        write_timeout_ms=2000,
+    )
+    server.create_topics()
+    server.start()
+    kept = uuid.uuid4()
+
+    async def add_kept():
+        async with await Client.connect(port=server.port) as c:
+            await c.add(kept, "q", 60000, 600000, b"kept")
+    asyncio.run(add_kept())
+
+    broker.kill(own_broker)
+    began = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    with pytest.raises(OSError):  # no new requests once the stop has begun
+        raw_exchange(server.port, b"inspect queues 0 1\r\n", timeout_s=2.0)
+    code = server.stop(timeout_s=60)
+    elapsed = time.monotonic() - began
+    print(server.log_tail(20))
+    assert elapsed < STOP_TIMEOUT_S + 10, elapsed
+    log = server.log_path.read_text()
+    assert code == 0 or (code == 1 and ("stop did not finish" in log
+                                        or "changelog records unwritten" in log)), code
+
+    broker.start(own_broker)
+    server.start()
+
+    async def check():
+        async with await Client.connect(port=server.port) as c:
+            assert (await c.inspect_job(kept))["payload"] == b"kept"
+    try:
+        asyncio.run(check())
+    finally:
+        assert server.stop() == 0
