@@ -1,0 +1,40 @@
+"""What a hung server prints on SIGUSR1, beyond mode's main-loop tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+
+
+def print_thread_loop_tasks(file) -> None:
+    for thread in threading.enumerate():
+        loop = getattr(getattr(thread, "service", None), "thread_loop", None)
+        if loop is None:
+            continue
+        print(f"TASKS OF THREAD {thread.name} ({thread.service!r})", file=file)
+        for task in list(asyncio.all_tasks(loop)):
+            print(f"  {task.get_name()}", file=file)
+            for where in await_chain(task.get_coro()):
+                print(f"    {where}", file=file)
+        client = getattr(getattr(thread.service, "_consumer", None), "_client", None)
+        sync_task = getattr(client, "_sync_task", None)
+        print(f"  consumer metadata task: {sync_task!r}", file=file)
+        if sync_task is not None and sync_task.done() and not sync_task.cancelled():
+            error = sync_task.exception()
+            if error is not None:
+                traceback.print_exception(error, file=file)
+    file.flush()
+
+
+def await_chain(coro) -> list[str]:
+    """file:line of every coroutine a task is suspended in, outermost first
+    (Task.print_stack shows only the outermost)."""
+    chain = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        chain.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return chain
