@@ -46,13 +46,15 @@ class Undecodable:
             self.examples.append(f"{where}: {error}")
 
 
-def _consumer(bootstrap: str):
+def reader_consumer(bootstrap: str, purpose: str = "reader"):
+    """A consumer that reads whole topics fast and commits nothing (its group is
+    throwaway: the partitions are assigned, never subscribed)."""
     from confluent_kafka import Consumer
 
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"eventq-reader-{uuid.uuid4()}",
+            "group.id": f"eventq-{purpose}-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
@@ -67,7 +69,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)} watermarks now."""
     from confluent_kafka import TopicPartition
 
-    consumer = _consumer(bootstrap)
+    consumer = reader_consumer(bootstrap)
     try:
         metadata = consumer.list_topics(topic, timeout=30)
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
@@ -93,7 +95,7 @@ def read_topic(
     total = sum(high - low for low, high in ends.values())
     if not remaining:
         return
-    consumer = _consumer(bootstrap)
+    consumer = reader_consumer(bootstrap)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
     done = 0
     last_report = 0.0
@@ -150,6 +152,25 @@ def latest_jobs(
     return jobs, bad
 
 
+def committed_offsets(
+    admin, group: str, topic: str, partitions, timeout_s: float
+) -> dict[int, int]:
+    """{partition: next offset the group will process} as committed, -1 where nothing
+    is. Raises confluent_kafka.KafkaException when Kafka does not answer."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+    future = admin.list_consumer_group_offsets(
+        [request], request_timeout=timeout_s
+    )[group]
+    answer = future.result(timeout=timeout_s + 5)
+    committed = {p: -1 for p in partitions}
+    committed.update(
+        {tp.partition: max(tp.offset, -1) for tp in answer.topic_partitions}
+    )
+    return committed
+
+
 @dataclass(frozen=True)
 class CatchUp:
     targets: dict[int, int]  # partition -> last offset to apply before serving
@@ -164,19 +185,11 @@ def catch_up_targets(
     After a restart the uncommitted tail must be applied again before the state may be
     read (otherwise an acknowledged write looks missing for a moment). Partitions with
     no committed offset at all must be read from their first offset."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     ends = end_offsets(bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p) for p in partitions]
-    )
-    committed = {
-        tp.partition: tp.offset
-        for tp in admin.list_consumer_group_offsets([request])[group].result(timeout=30)
-        .topic_partitions
-    }
+    committed = committed_offsets(admin, group, topic, partitions, timeout_s=30)
     targets, uncommitted = {}, {}
     for partition in partitions:
         low, high = ends.get(partition, (0, 0))

@@ -16,11 +16,10 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from eventq.kafka.logreader import META_KEY_PREFIX
+from eventq.kafka.logreader import META_KEY_PREFIX, committed_offsets, reader_consumer
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
@@ -171,20 +170,14 @@ class GroupOffsets:
         self.admin = _admin(bootstrap)
 
     def committed(self, group: str, topic: str, partitions: int) -> dict[int, int]:
-        """{partition: next offset the group will process} as committed (-1 if none)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        """{partition: next offset the group will process} as committed (-1 if none,
+        or if Kafka did not answer: the caller asks again)."""
+        from confluent_kafka import KafkaException
 
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p) for p in range(partitions)]
-        )
         try:
-            future = self.admin.list_consumer_group_offsets([request], request_timeout=10)[group]
-            answer = future.result(timeout=15)
+            return committed_offsets(self.admin, group, topic, range(partitions), timeout_s=10)
         except KafkaException:
             return {p: -1 for p in range(partitions)}
-        return {
-            tp.partition: (tp.offset if tp.offset >= 0 else -1) for tp in answer.topic_partitions
-        }
 
 
 class StateLogTail:
@@ -195,21 +188,11 @@ class StateLogTail:
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         self.topic = topic
         self.partitions = partitions
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"eventq-import-watch-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": False,
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            }
-        )
+        self.consumer = reader_consumer(bootstrap, "import-watch")
         self.consumer.assign(
             [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
         )

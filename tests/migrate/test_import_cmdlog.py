@@ -215,7 +215,8 @@ def test_rerunning_an_import_changes_nothing(server, tmp_path, capsys):
     name = "rerun-" + uuid.uuid4().hex[:8]
     created = now_ns() - 10**9
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    write_segment(tmp_path, 1, [add(a, name, created), add(b, name, created + MS),
+    # a's TTR outlasts the third import below (which waits until the server applied it)
+    write_segment(tmp_path, 1, [add(a, name, created, ttr_ms=60_000), add(b, name, created + MS),
                                 add(c, name, created + 2 * MS), WqComplete(c, b"ok")])  # fmt: skip
     first = import_(capsys, server, tmp_path)
     assert first.code == 0 and first.report["imported"] == 3
