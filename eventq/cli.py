@@ -176,7 +176,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
             return EXIT_OK
         bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
         derived = replay.derive_from_commands(
-            settings.kafka_bootstrap, settings.commands_topic, bar
+            settings.kafka_bootstrap, settings.commands_topic, bar,
+            settings.max_state_record_bytes,
         )
         bar.finish()
         bar = reporter(progress, f"reading {settings.jobs_topic}")
@@ -211,7 +212,8 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
         if args.from_commands:
             bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
             jobs = derive_from_commands(
-                settings.kafka_bootstrap, settings.commands_topic, bar
+                settings.kafka_bootstrap, settings.commands_topic, bar,
+                settings.max_state_record_bytes,
             ).jobs
         else:
             bar = reporter(progress, f"reading {settings.jobs_topic}")

@@ -29,3 +29,31 @@ MAX_DEADLINE_MS = 2**64 - 1  # time + a huge TTL saturates here (msgpack's uint6
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
 MAX_REQUEST_ID = 2**64 - 1  # correlation id carried by a command, unsigned 64-bit
 MAX_NODE_BYTES = 255  # name of the node that issued a command (UTF-8)
+
+# --- Record sizes, from the protocol up (ARCHITECTURE.md, "Limits") -----------------
+# Every layer is derived from these: the processor's state-record check, every
+# producer's max_request_size, consumer fetch sizes, the broker's message.max.bytes and
+# each topic's max.message.bytes (and what `eventq serve` demands of existing topics).
+KIB = 1024
+MIB = 1024 * KIB
+MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES  # complete/fail carry a data block like add (spec)
+# Everything in a command or state record but its payload and result, encoded: a name
+# (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys.
+# Measured at 568 B for the largest (tests/test_limits.py keeps it true).
+MAX_RECORD_FIELDS_BYTES = 4 * KIB
+# An import command carries a whole job: a payload and a result.
+MAX_COMMAND_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES
+# A state record (`eventq.jobs` value) holds the job (payload and result) once, and its
+# last event without copies of either (eventq/core/codec.py).
+MAX_STATE_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES
+# A Kafka record batch around one record: batch header (61 B), record header, key
+# (a 36-byte job id), headers. Generous on purpose.
+KAFKA_RECORD_OVERHEAD_BYTES = 16 * KIB
+# What a topic of eventq must accept, at the least: its largest record in a batch of one.
+MIN_TOPIC_MESSAGE_BYTES = (
+    max(MAX_COMMAND_RECORD_BYTES, MAX_STATE_RECORD_BYTES) + KAFKA_RECORD_OVERHEAD_BYTES
+)
+# What eventq configures on its own broker, topics, producers (max_request_size) and
+# consumers (per-partition fetch size): the minimum with room for batch records.
+KAFKA_MESSAGE_BYTES = 4 * MIB
+assert KAFKA_MESSAGE_BYTES >= MIN_TOPIC_MESSAGE_BYTES

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventq.core import CodecError, Job, State, decode_command, decode_state
-from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored, decide, evolve
+from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
+from eventq.core.step import Step, step
+from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq import statedir
 from eventq.kafka.logreader import (
     META_KEY_PREFIX,
     Progress,
+    Record,
     Undecodable,
     end_offsets,
     read_topic,
@@ -103,14 +106,48 @@ def rebuild_from_state_log(
 
 @dataclass
 class Derived:
+    """The state folded from the command log so far; ``feed`` it records in offset order
+    per partition (partitions may interleave), e.g. incrementally as the log grows."""
+
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
     commands: int = 0
     outcomes: Counter = field(default_factory=Counter)
     undecodable: Undecodable = field(default_factory=Undecodable)
+    max_state_record_bytes: int = MAX_STATE_RECORD_BYTES  # the processor's, to agree
+    watermarks: dict[int, int] = field(default_factory=dict)
+    next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next to read
+
+    def feed(self, record: Record) -> None:
+        """Fold one command record exactly as the processor does (streams/processor.py:
+        the same watermark rule and ``step``, so rejections agree too)."""
+        self.commands += 1
+        self.next_offsets[record.partition] = record.offset + 1
+        try:
+            command = decode_command(record.value).command  # type: ignore[arg-type]
+        except CodecError as error:
+            self.undecodable.note(record, error)
+            return
+        job = self.jobs.get(command.job_id)
+        if job is None and record.offset <= self.watermarks.get(record.partition, -1):
+            result = Step(Ignored(ALREADY_APPLIED), None)  # never happens in one clean pass
+        else:
+            result = step(
+                job, command, record.timestamp_ms, record.offset, self.max_state_record_bytes
+            )
+        self.outcomes[type(result.outcome).__name__] += 1
+        if isinstance(result.outcome, Accepted):
+            if result.removes:
+                self.jobs.pop(command.job_id, None)
+                self.watermarks[record.partition] = record.offset
+            else:
+                self.jobs[command.job_id] = result.job  # type: ignore[assignment]
 
 
 def derive_from_commands(
-    bootstrap: str, commands_topic: str, progress: Progress | None = None
+    bootstrap: str,
+    commands_topic: str,
+    progress: Progress | None = None,
+    max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
 ) -> Derived:
     """The state the processor must have reached, from `eventq.commands` alone."""
     for partition, (low, _high) in end_offsets(bootstrap, commands_topic).items():
@@ -120,28 +157,16 @@ def derive_from_commands(
                 "has removed the beginning of the command log, so state can no longer be "
                 "re-derived from it (use the state log: eventq replay)"
             )
-    derived = Derived()
-    watermarks: dict[int, int] = {}
+    derived = Derived(max_state_record_bytes=max_state_record_bytes)
     for record in read_topic(bootstrap, commands_topic, progress):
-        derived.commands += 1
-        try:
-            command = decode_command(record.value).command  # type: ignore[arg-type]
-        except CodecError as error:
-            derived.undecodable.note(record, error)
-            continue
-        job = derived.jobs.get(command.job_id)
-        if job is None and record.offset <= watermarks.get(record.partition, -1):
-            outcome = Ignored(ALREADY_APPLIED)  # never happens in one clean pass
-        else:
-            outcome = decide(job, command, record.timestamp_ms, record.offset)
-        derived.outcomes[type(outcome).__name__] += 1
-        if isinstance(outcome, Accepted):
-            after = evolve(job, outcome.event)
-            if after is None:
-                derived.jobs.pop(command.job_id, None)
-                watermarks[record.partition] = record.offset
-            else:
-                derived.jobs[command.job_id] = after
+        derived.feed(record)
+    return derived
+
+
+def derive_more(bootstrap: str, commands_topic: str, derived: Derived) -> Derived:
+    """Fold what the command log gained since ``derived`` was last fed."""
+    for record in read_topic(bootstrap, commands_topic, start=derived.next_offsets):
+        derived.feed(record)
     return derived
 
 

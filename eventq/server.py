@@ -16,6 +16,7 @@ from eventq import statedir
 from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
+from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 
 log = logging.getLogger("eventq")
@@ -43,7 +44,7 @@ class EventqService(mode.Service):
             enable_idempotence=True,
             linger_ms=0,
             request_timeout_ms=self._settings.write_timeout_ms,
-            max_request_size=4 * 1024 * 1024,
+            max_request_size=KAFKA_MESSAGE_BYTES,  # eventq/limits.py
         )
         await producer.start()
         self._streams.engine.producer = producer
@@ -138,6 +139,24 @@ def quiet_library_loggers(level_name: str) -> None:
         logging.getLogger(name).setLevel(level)
 
 
+def topics_problem(settings: Settings) -> str | None:
+    """Why the topics cannot serve (missing, or too small for eventq's largest record:
+    issue 8), or None. Checked before anything starts, so a server never accepts a job
+    it could not store."""
+    from eventq.kafka.topics import TopicsUnfit, check_topics
+
+    try:
+        check_topics(settings.kafka_bootstrap, settings.topics)
+    except TopicsUnfit as error:
+        return str(error)
+    except Exception as error:  # KafkaException: no broker answers
+        return (
+            f"cannot check the topics on {settings.kafka_bootstrap}: {error}. "
+            "Is Kafka running? (eventq kafka start)"
+        )
+    return None
+
+
 def _install_uvloop() -> None:
     try:
         import uvloop
@@ -151,6 +170,10 @@ def run_server(settings: Settings) -> int:
 
     from streams.app import build_streams
 
+    problem = topics_problem(settings)
+    if problem:
+        print(f"eventq: {problem}", file=sys.stderr, flush=True)
+        return 2
     _install_uvloop()
     patch_closed_connection_writes()
     loop = asyncio.new_event_loop()

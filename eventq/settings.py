@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from eventq.kafka.broker import BrokerConfig
+from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.kafka.topics import ONE_WEEK_MS, TopicNames, TopicSpec, eventq_topics
 
 
@@ -31,6 +32,7 @@ class Settings:
     commands_retention_ms: int = ONE_WEEK_MS
     app_id: str = "eventq"
     write_timeout_ms: int = 5000  # a Kafka write not acknowledged by then is -SERVER-ERROR
+    max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
     log_level: str = "WARNING"
 
     def __post_init__(self) -> None:
@@ -44,6 +46,11 @@ class Settings:
                 raise ValueError(f"{name} must be a TCP port, not {port}")
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
+        if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
+            raise ValueError(
+                f"max_state_record_bytes must be 1..{MAX_STATE_RECORD_BYTES}, "
+                f"not {self.max_state_record_bytes}"
+            )
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -98,6 +105,10 @@ HELP = {
     "commands_retention_ms": "retention of the command log, ms",
     "app_id": "faust application id (consumer group)",
     "write_timeout_ms": "how long a Kafka write may take before -SERVER-ERROR, ms",
+    "max_state_record_bytes": (
+        "largest job state record the processor stores; a command that would exceed it "
+        "is rejected (lower it only to test that; replays must use the same value)"
+    ),
     "log_level": "log level (DEBUG, INFO, WARNING, ERROR)",
 }
 

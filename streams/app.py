@@ -20,6 +20,7 @@ from faust.types import TP
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
 from eventq.kafka.logreader import catch_up_targets
+from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 from streams import durable_flush
 from streams.engine import Engine
@@ -82,7 +83,13 @@ def build_streams(settings: Settings) -> Streams:
         # instead of waiting for its dead predecessor's session (60 s) to expire.
         consumer_group_instance_id=instance_id(settings),
         broker_commit_interval=1.0,
-        stream_buffer_maxsize=8192,
+        # Sizes from eventq/limits.py: faust's producer writes state records of up to
+        # MAX_STATE_RECORD_BYTES (its default 1,000,000 crashed on a 1 MiB payload,
+        # issue 8), and a fetch must take the largest command record whole.
+        producer_max_request_size=KAFKA_MESSAGE_BYTES,
+        consumer_max_fetch_size=KAFKA_MESSAGE_BYTES,
+        # Counted in records, not bytes: 1024 records of the largest size are 2 GiB.
+        stream_buffer_maxsize=1024,
     )
     # A commit must never pass an unwritten changelog record.
     changelog_buffer = durable_flush.install(app)
@@ -126,7 +133,10 @@ def build_streams(settings: Settings) -> Streams:
         node=node,
     )
     timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms)
-    processor = Processor(store, index, waiters, node, timer.consider)
+    processor = Processor(
+        store, index, waiters, node, timer.consider,
+        max_state_record_bytes=settings.max_state_record_bytes,
+    )
 
     @app.agent(commands)
     async def process(stream):

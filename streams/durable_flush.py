@@ -28,12 +28,15 @@ from mode import Service
 
 STOP_FLUSH_TIMEOUT_S = 10.0  # when stopping, give up on a Kafka that takes no records
 WARN_EVERY_S = 30.0
+RETRY_FIRST_S = 0.1  # a record the producer refused is offered again after this ...
+RETRY_MAX_S = 5.0  # ... doubling up to this
 
 
 class DurableProducerBuffer(ProducerBuffer):
     in_flight: int = 0
     stopping: bool = False  # set when the process begins to stop
     gave_up: bool = False  # a flush while stopping left records unwritten
+    retried: int = 0  # records the producer refused at first (then offered again)
 
     @Service.task
     async def _handle_pending(self) -> None:
@@ -43,10 +46,37 @@ class DurableProducerBuffer(ProducerBuffer):
             message = await get_pending()
             self.in_flight += 1  # same step as the get: flush can never miss it
             try:
-                await send_pending(message)
+                await self._send_until_taken(send_pending, message)
             finally:
                 self.in_flight -= 1
                 self.message_sent.set()
+
+    async def _send_until_taken(self, send_pending, message) -> None:
+        """Hand one record to the producer, retrying until it takes it.
+
+        faust's own loop let the first error end this task, which crashed the worker
+        (issue 8: a record over the producer's max_request_size) and, since the command
+        is read again after a restart, every later start too. A record is never dropped
+        (a commit must not pass it): it is offered again with a growing pause, while the
+        record stays counted in flight, so no offset is committed past it meanwhile. Size
+        errors cannot reach here any more (eventq/limits.py, the processor's check and
+        `eventq serve`'s topic check); what remains is Kafka being away."""
+        delay_s = RETRY_FIRST_S
+        while True:
+            try:
+                await send_pending(message)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self.retried += 1
+                self.log.error(
+                    "a changelog record could not be handed to Kafka (%s: %s); retrying "
+                    "in %.1fs, and no offset is committed past it",
+                    type(error).__name__, error, delay_s,
+                )
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, RETRY_MAX_S)
 
     async def flush(self) -> None:
         waited_s = 0.0

@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from eventq.core import CodecError, Expired, Job, decode_command, encode_state
+from eventq.core import CodecError, Expired, correlation_of, decode_command
 from eventq.core.job import is_final, is_ready
-from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored, decide, evolve
+from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
+from eventq.core.step import Step, step, unappliable
+from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from streams.store import WATERMARK_KEY, JobStore, job_key
@@ -42,6 +44,7 @@ class Counters:
     rejected: int = 0
     ignored: int = 0
     undecodable: int = 0
+    unappliable: int = 0  # decoded, but applying it failed: rejected, never retried
     evicted: int = 0
 
 
@@ -54,6 +57,7 @@ class Processor:
         node: str,
         on_deadline: Callable[[int], None],
         clock_ms: Callable[[], int] = wall_clock_ms,
+        max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
     ) -> None:
         self._store = store
         self._index = index
@@ -61,6 +65,7 @@ class Processor:
         self._node = node
         self._on_deadline = on_deadline
         self._clock_ms = clock_ms
+        self._max_state_record_bytes = max_state_record_bytes
         self._watermarks: dict[int, int] = {}
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
@@ -91,39 +96,61 @@ class Processor:
         return mark
 
     def handle(self, message, value: bytes | None) -> None:
-        """Apply one command record (``message`` is faust's Message of the event)."""
+        """Apply one command record (``message`` is faust's Message of the event).
+
+        Whatever goes wrong with this one command is contained here (issue 8): it is
+        rejected, its issuer told why, the event logged and counted, and the processor
+        moves on. Only writing the outcome may raise (the store or Kafka failing for
+        every command alike), and then nothing of this command was stored."""
         partition, offset = message.partition, message.offset
         try:
             decoded = decode_command(value)  # type: ignore[arg-type]
         except CodecError as error:
             self.counters.undecodable += 1
-            log.error(
-                "undecodable command at %s[%d]@%d: %s (skipped)",
-                message.topic, partition, offset, error,
-            )
-            self._caught_up_to(partition, offset)
+            self._contain(message, f"undecodable command: {error}", correlation_of(value))
             return
         command = decoded.command
         key = job_key(command.job_id)
-        raw = self._store.read(partition, key)
-        job = self._store.decode(raw, partition, key) if raw is not None else None
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
-        if job is None and offset <= self._watermark(partition):
-            outcome = Ignored(ALREADY_APPLIED)
-        else:
-            outcome = decide(job, command, at_ms, offset)
-        after = job
+        try:
+            raw = self._store.read(partition, key)
+            job = self._store.decode(raw, partition, key) if raw is not None else None
+            if job is None and offset <= self._watermark(partition):
+                result = Step(Ignored(ALREADY_APPLIED), None)
+            else:
+                result = step(job, command, at_ms, offset, self._max_state_record_bytes)
+        except Exception as error:  # reading its state failed: reject this command only
+            result = Step(unappliable(f"{type(error).__name__}: {error}"), None)
+        outcome = result.outcome
         if isinstance(outcome, Accepted):
-            after = evolve(job, outcome.event)
-            self._store_job(key, partition, offset, outcome.event, after, command.job_id)
+            self._store_job(key, partition, offset, outcome.event, result, command.job_id)
             self.counters.applied += 1
         elif isinstance(outcome, Ignored):
             self.counters.ignored += 1
+        elif outcome.error.code == "SERVER-ERROR":
+            self.counters.unappliable += 1
+            self._log_contained(message, outcome.error.text)
         else:
             self.counters.rejected += 1
         if decoded.node == self._node and decoded.request_id is not None:
-            self._waiters.on_applied(decoded.request_id, Applied(outcome, after))
+            self._waiters.on_applied(decoded.request_id, Applied(outcome, result.job))
         self._caught_up_to(partition, offset)
+
+    def _contain(self, message, reason: str, issuer: tuple[str | None, int | None]) -> None:
+        """A record that is not a command: reject it for its issuer, if known."""
+        rejection = unappliable(reason)
+        self._log_contained(message, rejection.error.text)
+        node, request_id = issuer
+        if node == self._node and request_id is not None:
+            self._waiters.on_applied(request_id, Applied(rejection, None))
+        self._caught_up_to(message.partition, message.offset)
+
+    @staticmethod
+    def _log_contained(message, reason: str) -> None:
+        log.error(
+            "command at %s[%d]@%d rejected: %s",
+            message.topic, message.partition, message.offset, reason,
+        )
 
     def _caught_up_to(self, partition: int, offset: int) -> None:
         self._applied_through[partition] = offset
@@ -133,8 +160,9 @@ class Processor:
             if not self._catch_up:
                 self._on_caught_up()
 
-    def _store_job(self, key, partition, offset, event, after: Job | None, job_id) -> None:
-        if after is None:
+    def _store_job(self, key, partition, offset, event, result: Step, job_id) -> None:
+        after = result.job
+        if result.removes:
             self._watermarks[partition] = offset
             self._store.write(partition, WATERMARK_KEY, str(offset).encode())
             self._store.write(partition, key, None)
@@ -143,7 +171,8 @@ class Processor:
                 self.counters.evicted += 1
             self._waiters.on_final(job_id, None)
             return
-        self._store.write(partition, key, encode_state(event, after))
+        assert after is not None and result.record is not None
+        self._store.write(partition, key, result.record)
         now_ms = self._clock_ms()
         self._index.put(after, partition, now_ms)
         if is_final(after):

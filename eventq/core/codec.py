@@ -28,7 +28,8 @@ The import snapshot ``j`` is the job map below without ``i`` (the command's own)
 
 State record (``eventq.jobs`` value): ``{"v": 1, "e": event, "j": job or nil}``.
 The event map has ``t`` (``EventType``), ``i``, ``a`` (at_ms), ``o`` (offset) and its
-fields: ``x`` result (Completed, Failed), ``k`` attempt and ``dl`` deadline_ms
+fields: ``x`` result (Completed, Failed; only when the record has no job, since the
+job holds the result and a state record must fit a payload and a result once), ``k`` attempt and ``dl`` deadline_ms
 (AttemptStarted), ``k`` and ``rq`` requeued (AttemptTimedOut), ``ev`` evicted (Expired),
 nothing more for Added and Imported (the job is the record's job, so the payload is
 stored once).
@@ -332,6 +333,22 @@ def decode_command(data: bytes) -> DecodedCommand:
     return _guarded("command", _decode_command, data)  # type: ignore[no-any-return]
 
 
+def correlation_of(data: object) -> tuple[str | None, int | None]:
+    """The issuer (node, request id) of a record that may not decode as a command, so
+    that whoever waits for it can be told it was rejected; (None, None) if unknown.
+    Never raises."""
+    try:
+        m = msgpack.unpackb(data, raw=False, strict_map_key=False)  # type: ignore[arg-type]
+    except Exception:
+        return None, None
+    if type(m) is not dict:
+        return None, None
+    node, request_id = m.get("o"), m.get("q")
+    if type(node) is not str or type(request_id) is not int:
+        return None, None
+    return node, request_id
+
+
 # ---------------------------------------------------------------------------- jobs
 
 _JOB_KEYS = frozenset(
@@ -387,6 +404,20 @@ def _dec_imported(m: dict[str, Any], job: Job | None) -> Imported:
     return Imported(_id(m), _int(m, "a"), _int(m, "o"), job)
 
 
+def _enc_result_event(e: Completed | Failed, job: Job | None) -> dict[str, Any]:
+    """The result is stored once, in the job (a state record must hold a payload and a
+    result of 1 MiB each: eventq/limits.py); only a record without a job carries it."""
+    return {} if job is not None else {"x": e.result}
+
+
+def _event_result(m: dict[str, Any], job: Job | None) -> bytes:
+    if "x" in m:  # records written before the result was stored once, or without a job
+        return _bin(m, "x")
+    if job is None or job.result is None:
+        raise CodecError("a Completed or Failed event needs its result or the record's job")
+    return job.result
+
+
 def _common(m: dict[str, Any]) -> tuple[uuid.UUID, int, int]:
     return _id(m), _int(m, "a"), _int(m, "o")
 
@@ -394,8 +425,8 @@ def _common(m: dict[str, Any]) -> tuple[uuid.UUID, int, int]:
 # event type → (class, encoder of its fields, decoder, keys allowed in its map)
 _EVENT_CODECS: dict[int, tuple[type, Callable[[Any, Job | None], dict[str, Any]], Callable[[dict[str, Any], Job | None], Any], frozenset[str]]] = {  # noqa: E501
     EventType.ADDED: (Added, lambda e, j: {}, _dec_added, _EVENT_COMMON),
-    EventType.COMPLETED: (Completed, lambda e, j: {"x": e.result}, lambda m, j: Completed(*_common(m), _bin(m, "x")), _EVENT_COMMON | {"x"}),  # noqa: E501
-    EventType.FAILED: (Failed, lambda e, j: {"x": e.result}, lambda m, j: Failed(*_common(m), _bin(m, "x")), _EVENT_COMMON | {"x"}),  # noqa: E501
+    EventType.COMPLETED: (Completed, _enc_result_event, lambda m, j: Completed(*_common(m), _event_result(m, j)), _EVENT_COMMON | {"x"}),  # noqa: E501
+    EventType.FAILED: (Failed, _enc_result_event, lambda m, j: Failed(*_common(m), _event_result(m, j)), _EVENT_COMMON | {"x"}),  # noqa: E501
     EventType.FAIL_RETRIED: (FailRetried, lambda e, j: {}, lambda m, j: FailRetried(*_common(m)), _EVENT_COMMON),  # noqa: E501
     EventType.ATTEMPT_STARTED: (AttemptStarted, lambda e, j: {"k": e.attempt, "dl": e.deadline_ms}, lambda m, j: AttemptStarted(*_common(m), _int(m, "k"), _int(m, "dl")), _EVENT_COMMON | {"k", "dl"}),  # noqa: E501
     EventType.ATTEMPTS_EXHAUSTED: (AttemptsExhausted, lambda e, j: {}, lambda m, j: AttemptsExhausted(*_common(m)), _EVENT_COMMON),  # noqa: E501

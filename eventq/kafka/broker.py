@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eventq.limits import KAFKA_MESSAGE_BYTES
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = PROJECT_ROOT / "kafka" / "lib" / "broker"
 START_TIMEOUT_S = 90.0
@@ -117,7 +119,7 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
         "num.recovery.threads.per.data.dir": "1",
         "log.retention.check.interval.ms": "60000",
         "socket.request.max.bytes": str(100 * 1024 * 1024),
-        "message.max.bytes": str(4 * 1024 * 1024),
+        "message.max.bytes": str(KAFKA_MESSAGE_BYTES),  # eventq/limits.py
     }
     props.update(config.overrides)
     return props

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from eventq.core import CodecError, Job, decode_state
+from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
             "fetch.max.bytes": 64 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "max.partition.fetch.bytes": 4 * KAFKA_MESSAGE_BYTES,  # several records of the largest size
             "queued.max.messages.kbytes": 256 * 1024,
         }
     )
@@ -84,19 +85,23 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
 
 
 def read_topic(
-    bootstrap: str, topic: str, progress: Progress | None = None
+    bootstrap: str,
+    topic: str,
+    progress: Progress | None = None,
+    start: dict[int, int] | None = None,
 ) -> Iterator[Record]:
-    """Every record from the beginning up to the end as of the call, per partition in
-    offset order (partitions interleave)."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    """Every record from the beginning (or from ``start``: {partition: offset}) up to
+    the end as of the call, per partition in offset order (partitions interleave)."""
+    from confluent_kafka import TopicPartition
 
     ends = end_offsets(bootstrap, topic)
-    remaining = {p: high for p, (low, high) in ends.items() if high > low}
-    total = sum(high - low for low, high in ends.values())
+    first = {p: max(low, (start or {}).get(p, low)) for p, (low, high) in ends.items()}
+    remaining = {p: high for p, (low, high) in ends.items() if high > first[p]}
+    total = sum(high - first[p] for p, (low, high) in ends.items() if high > first[p])
     if not remaining:
         return
     consumer = reader_consumer(bootstrap)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
+    consumer.assign([TopicPartition(topic, p, first[p]) for p in remaining])
     done = 0
     last_report = 0.0
     try:

@@ -6,7 +6,9 @@ existing topic that differs from what eventq needs is reported, never silently u
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from eventq.limits import KAFKA_MESSAGE_BYTES, MIN_TOPIC_MESSAGE_BYTES
 
 ONE_WEEK_MS = 7 * 24 * 3600 * 1000
 TOPIC_OPERATION_TIMEOUT_S = 30.0
@@ -39,8 +41,8 @@ def commands_topic(
             "message.timestamp.type": "LogAppendTime",
             "cleanup.policy": "delete",
             "retention.ms": str(retention_ms),
-            # A payload (1 MiB) and, in an import, a result (1 MiB) plus the envelope.
-            "max.message.bytes": str(4 * 1024 * 1024),
+            # eventq/limits.py: an import carries a payload and a result (1 MiB each).
+            "max.message.bytes": str(KAFKA_MESSAGE_BYTES),
         },
     )
 
@@ -53,7 +55,8 @@ def jobs_topic(name: str, partitions: int, replication_factor: int = 1) -> Topic
         replication_factor,
         {
             "cleanup.policy": "compact",
-            "max.message.bytes": str(4 * 1024 * 1024),
+            # eventq/limits.py: a state record holds a payload and a result (1 MiB each).
+            "max.message.bytes": str(KAFKA_MESSAGE_BYTES),
         },
     )
 
@@ -117,15 +120,71 @@ def _wait_visible(admin, name: str) -> tuple[int, dict[str, str]] | None:
     return None
 
 
+# Configs where more than eventq asks for is as good: {key: the least that works}.
+AT_LEAST = {"max.message.bytes": MIN_TOPIC_MESSAGE_BYTES}
+
+
 def _differences(spec: TopicSpec, partitions: int, configs: dict[str, str]) -> list[str]:
     problems = []
     if partitions != spec.partitions:
         problems.append(f"has {partitions} partitions, eventq needs {spec.partitions}")
     for key, wanted in spec.configs.items():
         actual = configs.get(key)
-        if actual != wanted:
+        if key in AT_LEAST and _int_or_none(actual) is not None:
+            if int(actual) < AT_LEAST[key]:  # type: ignore[arg-type]
+                problems.append(
+                    f"{key}={actual} cannot hold eventq's largest record "
+                    f"({AT_LEAST[key]:,} bytes with its batch header); eventq needs {wanted}"
+                )
+        elif actual != wanted:
             problems.append(f"{key}={actual}, eventq needs {wanted}")
     return problems
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+# What serving depends on (retention, say, is the operator's business).
+SERVING_CONFIGS = frozenset({"message.timestamp.type", "cleanup.policy", "max.message.bytes"})
+
+
+class TopicsUnfit(RuntimeError):
+    """The topics `eventq serve` needs are missing or cannot hold what it writes."""
+
+
+def check_topics(bootstrap: str, specs: list[TopicSpec]) -> None:
+    """Refuse to serve on topics that are missing or differ from what eventq needs
+    (partition count, timestamps, compaction, and above all a ``max.message.bytes``
+    too small for the largest record eventq writes: issue 8, a job that cannot be
+    written must never be accepted). Raises ``TopicsUnfit`` saying what to change."""
+    admin = _admin(bootstrap)
+    problems = []
+    for spec in specs:
+        existing = describe_topic(admin, spec.name)
+        if existing is None:
+            problems.append(f"topic {spec.name} does not exist: run `eventq topics create`")
+            continue
+        needed = {k: v for k, v in spec.configs.items() if k in SERVING_CONFIGS}
+        for problem in _differences(replace(spec, configs=needed), *existing):
+            fix = _fix_for(spec, problem, bootstrap)
+            problems.append(f"topic {spec.name} {problem}{fix}")
+    if problems:
+        raise TopicsUnfit("\n  ".join(["the topics cannot serve eventq:", *problems]))
+
+
+def _fix_for(spec: TopicSpec, problem: str, bootstrap: str) -> str:
+    key = problem.split("=", 1)[0]
+    if key in spec.configs:
+        return (
+            f" (change it with: kafka-configs.sh --bootstrap-server {bootstrap} --alter "
+            f"--entity-type topics --entity-name {spec.name} "
+            f"--add-config {key}={spec.configs[key]})"
+        )
+    return " (partitions cannot shrink: use new topic names, or recreate the topics)"
 
 
 def ensure_topics(bootstrap: str, specs: list[TopicSpec]) -> list[TopicReport]:

@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.kafka.logreader import META_KEY_PREFIX, committed_offsets, reader_consumer
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
-MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+MAX_MESSAGE_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: an import carries payload and result
 METADATA_TIMEOUT_S = 15.0
 MAX_FAILURE_EXAMPLES = 20
 

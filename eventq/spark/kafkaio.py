@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 
+from eventq.limits import KAFKA_MESSAGE_BYTES
+
 METADATA_TIMEOUT_S = 15.0
-MAX_REQUEST_BYTES = 4 * 1024 * 1024  # a 1 MiB payload and its envelope fit; topics allow 2 MiB
+MAX_REQUEST_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: any command record fits
 
 
 class TopicMissing(LookupError):

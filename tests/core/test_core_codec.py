@@ -266,7 +266,7 @@ def mutated_state(mutate) -> bytes:
         lambda m: m["e"].update(o=9),  # version differs from offset
         lambda m: m["e"].update(i=uuid.UUID(int=1).bytes),  # another job
         lambda m: m["e"].update(x=b"other"),  # result differs
-        lambda m: m["e"].pop("x"),
+        lambda m: m["e"].update(x=None),  # the result, when present, is bin
         lambda m: m["e"].update(dl=5),  # unknown field for Completed
         lambda m: m.update(j=None),  # Completed leaves a live job
         lambda m: m["e"].update(t=8),  # Deleted with a live job

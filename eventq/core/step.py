@@ -1,0 +1,75 @@
+"""One command applied to one job, with everything that can go wrong contained.
+
+``step`` is what the processor (streams/processor.py) and every replay of the command
+log (eventq/replay.py) do per command: ``decide``, ``evolve``, and encode the state
+record that will be stored. It is pure (no I/O, no clock), so a replay decides exactly
+as the processor did, rejections included.
+
+A command that cannot be applied is decided once and for all (issue 8): whatever goes
+wrong (the core raises, or the job's state record would exceed the record limit, so it
+could never be written) becomes ``Rejected(ServerError(reason))``. Nothing is stored,
+the issuer is told ``-SERVER-ERROR <reason>``, and the processor moves on. A poison
+command must never stop the processor: after a restart the same command would be read
+again, and a crash would repeat forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eventq.core.codec import encode_state
+from eventq.core.commands import Command
+from eventq.core.job import Job
+from eventq.core.machine import Accepted, Outcome, Rejected, decide, evolve
+from eventq.errors import ServerError
+from eventq.limits import MAX_STATE_RECORD_BYTES
+
+MAX_REASON_CHARS = 300  # a reason ends up in one reply line
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What applying one command does: the outcome, the job after it (the job as it was
+    when nothing changes; None when absent or gone), and whether to store a record."""
+
+    outcome: Outcome
+    job: Job | None
+    record: bytes | None = None  # the state record to store (Accepted, job alive)
+    removes: bool = False  # Accepted and the job is gone: store a tombstone
+
+
+def unappliable(reason: str) -> Rejected:
+    """The rejection of a command that cannot be applied, as its issuer will see it."""
+    line = " ".join(reason.split())  # one reply line: no CR/LF inside
+    if len(line) > MAX_REASON_CHARS:
+        line = line[: MAX_REASON_CHARS - 3] + "..."
+    return Rejected(ServerError(f"the command cannot be applied: {line}"))
+
+
+def step(
+    job: Job | None,
+    command: Command,
+    at_ms: int,
+    offset: int,
+    max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
+) -> Step:
+    """Apply ``command`` (at broker time ``at_ms``, log position ``offset``) to ``job``."""
+    try:
+        outcome = decide(job, command, at_ms, offset)
+        if not isinstance(outcome, Accepted):
+            return Step(outcome, job)
+        after = evolve(job, outcome.event)
+        if after is None:
+            return Step(outcome, None, removes=True)
+        record = encode_state(outcome.event, after)
+    except Exception as error:  # a bug or an impossible value: contain it (issue 8)
+        return Step(unappliable(f"{type(error).__name__}: {error}"), job)
+    if len(record) > max_state_record_bytes:
+        return Step(
+            unappliable(
+                f"the job's state record would be {len(record):,} bytes, over the "
+                f"limit of {max_state_record_bytes:,}"
+            ),
+            job,
+        )
+    return Step(outcome, after, record)

@@ -1,0 +1,78 @@
+"""The one table of sizes (eventq/limits.py) holds for the largest records eventq can
+write, and every layer that has a size takes it from there (issue 8)."""
+
+from __future__ import annotations
+
+import uuid
+
+from eventq.core import Add, Complete, Fail, Import, apply, decode_command, decode_state
+from eventq.core import encode_command, encode_state
+from eventq.kafka.broker import BrokerConfig, server_properties
+from eventq.kafka.topics import TopicNames, eventq_topics
+from eventq.limits import (
+    KAFKA_MESSAGE_BYTES,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_COMMAND_RECORD_BYTES,
+    MAX_NAME_BYTES,
+    MAX_NODE_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_RECORD_FIELDS_BYTES,
+    MAX_REQUEST_ID,
+    MAX_RESULT_BYTES,
+    MAX_STATE_RECORD_BYTES,
+    MAX_TTL_MS,
+    MAX_TTR_MS,
+    MIN_PRIORITY,
+    MIN_TOPIC_MESSAGE_BYTES,
+)
+
+JID = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
+NAME = "n" * MAX_NAME_BYTES
+NODE = "o" * MAX_NODE_BYTES
+PAYLOAD = b"p" * MAX_PAYLOAD_BYTES
+RESULT = b"r" * MAX_RESULT_BYTES
+T0 = 1_790_000_000_000
+
+
+def largest_finished_job(final_command):
+    add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT, 1)
+    _, job = apply(None, add, T0, 2**62)
+    outcome, job = apply(job, final_command, T0 + 1, 2**62 + 1)
+    return outcome.event, job
+
+
+def test_the_largest_state_records_fit_and_hold_the_result_once():
+    for command in (Complete(JID, RESULT), Fail(JID, RESULT)):
+        event, job = largest_finished_job(command)
+        record = encode_state(event, job)
+        fields = len(record) - MAX_PAYLOAD_BYTES - MAX_RESULT_BYTES
+        assert 0 < fields <= MAX_RECORD_FIELDS_BYTES, fields
+        assert len(record) <= MAX_STATE_RECORD_BYTES
+        decoded_event, decoded_job = decode_state(record)
+        assert decoded_event == event and decoded_job == job
+
+
+def test_the_largest_command_record_fits():
+    _, job = largest_finished_job(Complete(JID, RESULT))
+    record = encode_command(Import.from_job(job), node=NODE, request_id=MAX_REQUEST_ID)
+    assert len(record) - MAX_PAYLOAD_BYTES - MAX_RESULT_BYTES <= MAX_RECORD_FIELDS_BYTES
+    assert len(record) <= MAX_COMMAND_RECORD_BYTES
+    assert decode_command(record).command == Import.from_job(job)
+
+
+def test_topics_broker_and_producers_take_their_sizes_from_the_table(tmp_path):
+    for spec in eventq_topics(TopicNames(), 8):
+        assert int(spec.configs["max.message.bytes"]) == KAFKA_MESSAGE_BYTES
+    props = server_properties(BrokerConfig(home=tmp_path))
+    assert int(props["message.max.bytes"]) == KAFKA_MESSAGE_BYTES
+    assert KAFKA_MESSAGE_BYTES >= MIN_TOPIC_MESSAGE_BYTES > MAX_STATE_RECORD_BYTES
+
+
+def test_faust_app_producer_and_consumer_take_the_largest_record(tmp_path):
+    from eventq.settings import Settings
+    from streams.app import build_streams
+
+    streams = build_streams(Settings(data_dir=tmp_path))
+    conf = streams.app.conf
+    assert conf.producer_max_request_size == KAFKA_MESSAGE_BYTES
+    assert conf.consumer_max_fetch_size == KAFKA_MESSAGE_BYTES
