@@ -162,11 +162,12 @@ class JobIndex:
     # --- reads (from the gateway) --------------------------------------------------
 
     def promote_due(self, now_ms: int, names: Iterable[str] | None = None) -> list[str]:
-        """Wake scheduled jobs whose time has come; returns the names that got jobs."""
+        """Wake scheduled jobs whose time has come; returns a queue's name once for
+        each job that became ready there (each may wake one lease waiter)."""
         queues = self.queues.values() if names is None else (
             self.queues[name] for name in names if name in self.queues
         )
-        return [queue.name for queue in queues if queue.promote_due(now_ms)]
+        return [queue.name for queue in queues for _ in range(queue.promote_due(now_ms))]
 
     def ready_candidates(
         self, names: Iterable[str], now_ms: int, claimed: set[uuid.UUID]

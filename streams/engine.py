@@ -56,16 +56,16 @@ class Engine:
             raise ServerError("eventq is starting: the Kafka producer is not ready yet")
         key = job_key(command.job_id)
         try:
-            await asyncio.wait_for(
-                self.producer.send_and_wait(
+            # asyncio.timeout, not wait_for: no task per write, and a cancellation is
+            # never lost (3.11's wait_for can drop one, gh-86296).
+            async with asyncio.timeout(self.write_timeout_s):
+                await self.producer.send_and_wait(
                     self.commands_topic,
                     value=data,
                     key=key,
                     partition=partition_for_key(key, self.partitions),
-                ),
-                self.write_timeout_s,
-            )
-        except asyncio.TimeoutError:
+                )
+        except TimeoutError:
             raise ServerError(
                 f"Kafka did not acknowledge the write within {self.write_timeout_s:g}s; "
                 "it may still be applied: check with inspect before retrying"
@@ -88,8 +88,9 @@ class Engine:
                 command, encode_command(command, node=self.node, request_id=request_id)
             )
             remaining = self.write_timeout_s - (time.monotonic() - began)
-            return await asyncio.wait_for(applied, max(remaining, 0.001))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(max(remaining, 0.001)):
+                return await applied
+        except TimeoutError:
             raise ServerError(
                 "the command is in the log but was not applied within "
                 f"{self.write_timeout_s:g}s; check `inspect job` before retrying"
@@ -101,8 +102,9 @@ class Engine:
         if self.ready.is_set():
             return
         try:
-            await asyncio.wait_for(self.ready.wait(), self.write_timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.write_timeout_s):
+                await self.ready.wait()
+        except TimeoutError:
             raise ServerError(
                 "eventq is still recovering its state from Kafka; try again shortly"
             ) from None
@@ -118,6 +120,17 @@ class Engine:
         except NotOwned as error:
             raise ServerError(
                 f"partition {error.args[0]} of this job is not served by this process"
+            ) from None
+
+    def pinned(self, job_ids):
+        """The jobs as they are now, for a reply written over many event-loop turns."""
+        if not self.ready.is_set():
+            raise ServerError("eventq is still recovering its state from Kafka")
+        try:
+            return self.store.pinned(job_ids)
+        except NotOwned as error:
+            raise ServerError(
+                f"partition {error.args[0]} of a job is not served by this process"
             ) from None
 
     async def digest(self) -> str:

@@ -50,6 +50,27 @@ class NotOwned(Exception):
     """The job's partition is not actively owned by this worker (yet)."""
 
 
+class PinnedJobs:
+    """Jobs read as they were at one moment (a RocksDB snapshot per partition), however
+    long the reply that shows them takes to write: `inspect jobs` of 100 jobs of 1 MiB
+    is streamed, not built in memory (issue 8), and the processor may change the jobs
+    meanwhile."""
+
+    def __init__(self, store: "JobStore", snapshots: dict) -> None:
+        self._store = store
+        self._snapshots = snapshots
+
+    def get(self, job_id: uuid.UUID) -> Job | None:
+        partition = self._store.partition_of(job_id)
+        key = job_key(job_id)
+        snapshot = self._snapshots[partition]
+        try:
+            raw = snapshot[key]
+        except Exception:  # rocksdict's snapshot says "key not found" this way
+            return None
+        return self._store.decode(raw, partition, key)
+
+
 class JobStore:
     def __init__(self, table, partitions: int) -> None:
         self._table = table
@@ -91,6 +112,14 @@ class JobStore:
             raise NotOwned(partition)
         raw = self._db(partition).get(job_key(job_id))
         return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
+
+    def pinned(self, job_ids) -> PinnedJobs:
+        """A consistent view of ``job_ids`` for a long reply (see ``PinnedJobs``)."""
+        partitions = {self.partition_of(job_id) for job_id in job_ids}
+        for partition in partitions:
+            if partition not in self.active:
+                raise NotOwned(partition)
+        return PinnedJobs(self, {p: self._db(p).snapshot() for p in partitions})
 
     def decode(self, raw: bytes, partition: int, key: bytes) -> Job | None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterator
 
 from eventq import core
 from eventq.core import AttemptStarted, Job, State
@@ -69,7 +69,7 @@ class Gateway:
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
         self.clock_ms = clock_ms
-        self._handlers: dict[type, Callable[[object], Awaitable[bytes]]] = {
+        self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
             requests.Add: self.add,
             requests.Schedule: self.schedule,
             requests.Run: self.run,
@@ -87,7 +87,8 @@ class Gateway:
             requests.InspectDigest: self.inspect_digest,
         }
 
-    async def handle(self, request: object) -> bytes:
+    async def handle(self, request: object) -> bytes | Iterator[bytes]:
+        """The reply: bytes, or for long replies an iterator of pieces to write in turn."""
         try:
             return await self._handlers[type(request)](request)
         except EventqError as error:
@@ -169,14 +170,24 @@ class Gateway:
             self.index.queue(name)  # a lease names its queues into being (spec)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + r.wait_timeout_ms / MS
-        while True:
-            job = await self._claim_one(r.names)
-            if job is not None:
-                return replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise Timeout()
-            await self.waiters.wait_ready(r.names, remaining, lambda: self._any_ready(r.names))
+        waited = False
+        try:
+            while True:
+                job = await self._claim_one(r.names)
+                if job is not None:
+                    return replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Timeout()
+                waited = True
+                await self.waiters.wait_ready(
+                    r.names, remaining, lambda: self._any_ready(r.names)
+                )
+        finally:
+            if waited:
+                # A ready job wakes one waiter; this one may have taken a job of another
+                # of its names, or given up: pass the wake on where jobs are still ready.
+                self.waiters.on_ready(n for n in r.names if self._any_ready((n,)))
 
     def _any_ready(self, names) -> bool:
         candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
@@ -228,21 +239,25 @@ class Gateway:
         self._known_queue(r.name)
         return replies.queue_blocks([self._queue_view(r.name, self.clock_ms())])
 
-    def _jobs(self, ids) -> list[replies.JobView]:
-        jobs = (self.engine.job(job_id) for job_id in ids)
-        return [view_of(job) for job in jobs if job is not None]
+    def _jobs(self, ids) -> Iterator[bytes]:
+        """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
+        each are never held in memory at once (issue 8)."""
+        pinned = self.engine.pinned(ids)
+        present = [job_id for job_id in ids if pinned.get(job_id) is not None]
+        views = (view_of(pinned.get(job_id)) for job_id in present)
+        return replies.job_blocks_stream(len(present), views)  # type: ignore[arg-type]
 
-    async def inspect_jobs(self, r: requests.InspectJobs) -> bytes:
+    async def inspect_jobs(self, r: requests.InspectJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
         self._known_queue(r.name)
         ids = self.index.ready_page(r.name, self.clock_ms(), r.offset, r.limit)
-        return replies.job_blocks(self._jobs(ids))
+        return self._jobs(ids)
 
-    async def inspect_scheduled_jobs(self, r: requests.InspectScheduledJobs) -> bytes:
+    async def inspect_scheduled_jobs(self, r: requests.InspectScheduledJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
         self._known_queue(r.name)
         ids = self.index.scheduled_page(r.name, self.clock_ms(), r.offset, r.limit)
-        return replies.job_blocks(self._jobs(ids))
+        return self._jobs(ids)
 
     async def inspect_job(self, r: requests.InspectJob) -> bytes:
         await self.engine.wait_ready()

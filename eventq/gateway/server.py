@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_HIGH_WATER_BYTES = 256 * 1024
+STOP_CANCEL_ROUNDS = 10
+STOP_CANCEL_WAIT_S = 0.5
 
 
 class GatewayStats:
@@ -53,14 +55,27 @@ class GatewayServer:
         )
 
     async def stop(self) -> None:
+        """Close the listener and end every connection, whatever it is waiting for.
+
+        Cancelled again while any is left: Python 3.11's ``asyncio.wait_for`` drops a
+        cancellation that arrives as its inner future completes (gh-86296), and a stop
+        during 300 `run` submissions then waited for a 1-day `run` until the watchdog
+        ended the process uncleanly (issue 8; tests/e2e/test_hostile_inputs.py)."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        for _ in range(STOP_CANCEL_ROUNDS):
+            pending = [task for task in self._connections if not task.done()]
+            if not pending:
+                return
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=STOP_CANCEL_WAIT_S)
+        log.error("%d connections did not end when cancelled", len(self._connections))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection. A client may leave while its request runs: the reply is then
+        dropped (under uvloop a write to the closed transport raises RuntimeError,
+        found by the fuzzer, issue 8)."""
         task = asyncio.current_task()
         self._connections.add(task)
         self._stats.active_clients += 1
@@ -93,6 +108,8 @@ class GatewayServer:
                 continue
             if isinstance(event, Close):
                 return  # a bare \n: closed without a reply (spec: Framing)
+            if writer.transport.is_closing():
+                return  # the client left while its request ran (see _serve)
             if isinstance(event, EventqError):
                 writer.write(event.reply)
                 if event.closes_connection:
@@ -104,4 +121,25 @@ class GatewayServer:
             except Exception as error:  # a bug must not look like success
                 log.exception("request %r failed", type(event).__name__)
                 reply = ServerError(f"internal error: {type(error).__name__}").reply
-            writer.write(reply)
+            if writer.transport.is_closing():
+                return
+            if isinstance(reply, bytes):
+                writer.write(reply)
+            else:
+                await self._stream(reply, writer)
+            # Replies may be far larger than requests (`inspect job` of a 1 MiB job is a
+            # 40-byte request): a client that does not read them stalls here, holding
+            # at most the high-water mark and one reply, however much it pipelined.
+            if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
+                await writer.drain()
+
+    @staticmethod
+    async def _stream(pieces, writer: asyncio.StreamWriter) -> None:
+        """Write a long reply piece by piece, each only once the client took the last.
+        A failure after the first piece cannot be answered (the reply's count is sent):
+        it ends the connection."""
+        for piece in pieces:
+            if writer.transport.is_closing():
+                return
+            writer.write(piece)
+            await writer.drain()

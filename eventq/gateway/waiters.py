@@ -2,7 +2,9 @@
 
 - ``pending``: a request's command, by request id, until the processor has applied it;
 - ``finals``: ``result``/``run`` waiters of a job, until it is COMPLETED, FAILED or gone;
-- ``ready``: ``lease`` waiters of a queue name, until a job there may be ready.
+- ``ready``: ``lease`` waiters of a queue name, until a job there may be ready. One job
+  becoming ready wakes one waiter, the longest waiting (waking all of them made every
+  add cost O(waiters): 300 adds took 19 s of CPU with 2,000 blocked leases, issue 8).
 
 The processor calls the ``on_*`` methods after each applied command; the gateway awaits
 futures. asyncio only: no Kafka, no faust.
@@ -32,7 +34,8 @@ class Waiters:
     def __init__(self) -> None:
         self.pending: dict[int, asyncio.Future[Applied]] = {}
         self.finals: dict[uuid.UUID, set[asyncio.Future[Job | None]]] = defaultdict(set)
-        self.ready: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        # name -> waiting futures in arrival order (a dict as an ordered set)
+        self.ready: dict[str, dict[asyncio.Future[None], None]] = defaultdict(dict)
 
     # --- processor side ---------------------------------------------------------------
 
@@ -48,10 +51,18 @@ class Waiters:
                 future.set_result(job)
 
     def on_ready(self, names: Iterable[str]) -> None:
+        """A job may be ready in each of ``names`` (a name once per job): wake, for
+        each, the longest-waiting lease of that name that is still waiting."""
         for name in names:
-            for future in self.ready.pop(name, ()):
+            waiting = self.ready.get(name)
+            while waiting:
+                future = next(iter(waiting))
+                del waiting[future]
                 if not future.done():
                     future.set_result(None)
+                    break
+            if waiting is not None and not waiting:
+                del self.ready[name]
 
     # --- gateway side -----------------------------------------------------------------
 
@@ -80,8 +91,9 @@ class Waiters:
             done, job = current()
             if done:
                 return True, job
-            return True, await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(max(timeout_s, 0)):
+                return True, await future
+        except TimeoutError:
             return False, None
         finally:
             waiting = self.finals.get(job_id)
@@ -99,18 +111,19 @@ class Waiters:
         future = asyncio.get_running_loop().create_future()
         names = list(names)
         for name in names:
-            self.ready[name].add(future)
+            self.ready[name][future] = None
         try:
             if current():
                 return True
-            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0))
+            async with asyncio.timeout(max(timeout_s, 0)):
+                await future
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             for name in names:
                 waiting = self.ready.get(name)
                 if waiting is not None:
-                    waiting.discard(future)
+                    waiting.pop(future, None)
                     if not waiting:
                         del self.ready[name]

@@ -8,7 +8,7 @@ payload containing ``\\r\\n`` is written as is, as workq does).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from eventq.errors import EventqError
@@ -111,6 +111,18 @@ def _blocks(blocks: Iterable[bytes], count: int) -> bytes:
 def job_blocks(jobs: Sequence[JobView]) -> bytes:
     """inspect jobs / scheduled-jobs (and inspect job, with one job): ``+OK <n>`` + blocks."""
     return _blocks(map(_job_block, jobs), len(jobs))
+
+
+def job_blocks_stream(count: int, jobs: Iterable[JobView]) -> Iterator[bytes]:
+    """``job_blocks`` in pieces, one job at a time, for ``count`` jobs: a page of 100
+    jobs of 1 MiB is 100 MiB, written as it is produced instead of built whole."""
+    yield _ok_count(count)
+    written = 0
+    for job in jobs:
+        written += 1
+        yield _job_block(job)
+    if written != count:
+        raise ValueError(f"a reply announced {count} jobs and had {written}")
 
 
 def queue_blocks(queues: Sequence[QueueView]) -> bytes:
