@@ -100,8 +100,8 @@ class Processor:
 
         Whatever goes wrong with this one command is contained here (issue 8): it is
         rejected, its issuer told why, the event logged and counted, and the processor
-        moves on. Only writing the outcome may raise (the store or Kafka failing for
-        every command alike), and then nothing of this command was stored."""
+        moves on. Only the store may raise (it fails for every command alike: that is
+        not this command's failure), and then nothing of this command was stored."""
         partition, offset = message.partition, message.offset
         try:
             decoded = decode_command(value)  # type: ignore[arg-type]
@@ -112,15 +112,14 @@ class Processor:
         command = decoded.command
         key = job_key(command.job_id)
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
-        try:
-            raw = self._store.read(partition, key)
-            job = self._store.decode(raw, partition, key) if raw is not None else None
-            if job is None and offset <= self._watermark(partition):
-                result = Step(Ignored(ALREADY_APPLIED), None)
-            else:
-                result = step(job, command, at_ms, offset, self._max_state_record_bytes)
-        except Exception as error:  # reading its state failed: reject this command only
-            result = Step(unappliable(f"{type(error).__name__}: {error}"), None)
+        # A failing read is the store's failure, not this command's: it raises (a
+        # replay, which reads no store, would otherwise decide differently).
+        raw = self._store.read(partition, key)
+        job = self._store.decode(raw, partition, key) if raw is not None else None
+        if job is None and offset <= self._watermark(partition):
+            result = Step(Ignored(ALREADY_APPLIED), None)
+        else:  # the pure core, its failures contained as rejections (eventq/core/step.py)
+            result = step(job, command, at_ms, offset, self._max_state_record_bytes)
         outcome = result.outcome
         if isinstance(outcome, Accepted):
             self._store_job(key, partition, offset, outcome.event, result, command.job_id)

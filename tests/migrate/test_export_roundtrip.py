@@ -151,3 +151,37 @@ def test_jobs_round_trip_through_a_workq_command_log(server, second_server, tmp_
             assert (await c.inspect_job(ids["leased"]))["attempts"] == b"2"
 
     asyncio.run(check())
+
+
+def test_max_size_payload_and_result_round_trip(server, second_server, tmp_path, capsys):
+    """Issue 8: an import command carrying a 1 MiB payload and a 1 MiB result (over
+    2 MiB) is written and applied; the job comes back byte for byte."""
+    from eventq.limits import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
+
+    name = "big-" + uuid.uuid4().hex[:8]
+    payload, result = b"\r\n" * (MAX_PAYLOAD_BYTES // 2), b"\xfe" * MAX_RESULT_BYTES
+    done, waiting = uuid.uuid4(), uuid.uuid4()
+
+    async def make() -> None:
+        async with await Client.connect(port=server.port) as c:
+            await c.add(done, name, 60_000, HOUR_MS, payload)
+            await c.complete(done, result)
+            await c.add(waiting, name, 60_000, HOUR_MS, payload)
+
+    asyncio.run(make())
+    wait_state_jobs(server, lambda jobs: done in jobs and jobs[done].state is State.COMPLETED
+                    and waiting in jobs)
+    target = tmp_path / "big"
+    r = run_cli(capsys, "export-cmdlog", target, "--json", *server_flags(server))
+    assert r.code == 0, r.err
+    r = run_cli(capsys, "import-cmdlog", target, "--json", *server_flags(second_server))
+    assert r.code == 0, r.err
+
+    async def check() -> None:
+        async with await Client.connect(port=second_server.port) as c:
+            copied = await c.result(done, 0)
+            assert (copied.success, copied.result) == (True, result)
+            assert (await c.inspect_job(done))["payload"] == payload
+            assert (await c.lease(name, 1000)).payload == payload
+
+    asyncio.run(check())

@@ -409,3 +409,44 @@ def test_cli_says_what_to_do_when_the_topic_is_missing(spark, server, tmp_path, 
     assert code == 1
     err = capsys.readouterr().err
     assert "topic no-such-topic does not exist" in err and "eventq topics create" in err
+
+
+@pytest.mark.timeout(600)
+def test_max_size_payload_row_then_max_size_result_through_snapshot(spark, server, tmp_path):
+    """Issue 8: a row with a 1 MiB payload is enqueued, leased, completed with a 1 MiB
+    result, and the snapshot holds both (its state record is over 2 MiB)."""
+    from eventq.spark import snapshot
+
+    name = new_name("big")
+    job_id = uuid.uuid4()
+    body = "\u00e9" * (MAX_PAYLOAD_BYTES // 2)  # 1 MiB once UTF-8 encoded
+    df = spark.createDataFrame([(str(job_id), body)], "id string, body string")
+    report = enqueue(
+        df, bootstrap=server.bootstrap, topic=topics(server)[0], name=name,
+        id_column="id", payload_column="body", ttr_ms=60_000, ttl_ms=600_000,
+    )
+    assert (report.sent, report.rejected) == (1, 0)
+    result = b"\xff" * MAX_PAYLOAD_BYTES
+
+    async def scenario() -> str:
+        async with await Client.connect(port=server.port) as c:
+            async def ready():
+                return (await queue_lengths(c, name))["ready-len"] == 1
+
+            await wait_until(ready, 60, "the 1 MiB job to be applied")
+            leased = await c.lease(name, 1000)
+            assert leased.id == job_id and leased.payload == body.encode()
+            await c.complete(job_id, result)
+            return await c.digest()
+
+    digest = run(scenario())
+    deadline = time.monotonic() + 60
+    while True:
+        report = snapshot(spark, bootstrap=server.bootstrap, topic=topics(server)[1],
+                          output=str(tmp_path / "snap"))
+        if report.digest == digest or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert report.digest == digest
+    row = spark.read.parquet(str(tmp_path / "snap")).where(f"id = '{job_id}'").collect()[0]
+    assert bytes(row["payload"]) == body.encode() and bytes(row["result"]) == result
