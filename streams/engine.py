@@ -16,6 +16,7 @@ import uuid
 
 from eventq.core import Command, Job, encode_command
 from eventq.errors import ServerError
+from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.kafka.partitioner import partition_for_key
@@ -48,6 +49,7 @@ class Engine:
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
         self._request_ids = itertools.count(1)
+        self._digest = Coalesced(self._compute_digest)  # O(jobs): one at a time
 
     # --- writing -----------------------------------------------------------------
 
@@ -134,7 +136,11 @@ class Engine:
             ) from None
 
     async def digest(self) -> str:
-        """The state digest of every job this process owns (eventq.core.digest)."""
+        """The state digest of every job this process owns (eventq.core.digest),
+        computed after the call; concurrent calls share one computation."""
+        return await self._digest()
+
+    async def _compute_digest(self) -> str:
         from eventq.core import state_digest
 
         partitions = sorted(self.store.active)
