@@ -120,7 +120,8 @@ def valid_request(rng: random.Random, pools: Pools, payload_size: int | None = N
         f = flags(rng, ["priority", "max-attempts", "max-fails"])
         return with_block(f"add {pools.new_id()} {name} {ttr(rng)} {ttl(rng, big)} {n}{f}", data)
     if verb == "schedule":
-        when = utc(rng.choice([-5000, rng.randint(0, 2000), 2 * DAY_MS]))
+        # never near "time + ttl = now", where this parser and the server's may differ
+        when = utc(rng.choice([-120_000, rng.randint(5000, 10_000), 2 * DAY_MS]))
         f = flags(rng, ["priority", "max-attempts", "max-fails"])
         line = f"schedule {pools.new_id()} {name} {ttr(rng)} {ttl(rng, big)} {when} {n}{f}"
         return with_block(line, data)
@@ -246,6 +247,12 @@ def events_of(parser: Parser, data: bytes) -> tuple[list, bool]:
             return events, True
 
 
+def clock_dependent(reply: bytes, expected: EventqError) -> bool:
+    """schedule's `time + ttl in the future` is checked by the parser against the clock,
+    here a moment before the server: a request may pass here and fail there."""
+    return b"Invalid Time" in reply or expected.text == "Invalid Time"
+
+
 class ReplyReader:
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
@@ -294,7 +301,7 @@ class ReplyReader:
         deadline = time.monotonic() + block_bound_s(event) + MARGIN_S
         first = await self.line(deadline)
         if isinstance(event, EventqError):
-            if first + b"\r\n" != event.reply:
+            if first + b"\r\n" != event.reply and not clock_dependent(first, event):
                 raise Violation(f"parse error reply {first!r}, expected {event.reply!r}")
             return event.code
         if first.startswith(b"-"):

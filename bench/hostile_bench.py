@@ -5,7 +5,8 @@ Prints, against a throwaway broker and `eventq serve` (or --bootstrap's broker):
 - peak RSS while a client pipelines `inspect job` of a 1 MiB job 2,000 times and
   never reads;
 - peak RSS while 200 clients each add a 1 MiB job at once;
-- seconds and server CPU for 300 adds with 2,000 leases blocked on the queue.
+- seconds and server CPU for 300 adds with 2,000 leases blocked on the queue;
+- RSS while 1,000 leases name 1,100,000 queues nobody used before.
 
     .venv/bin/python bench/hostile_bench.py [--bootstrap HOST:PORT]
 """
@@ -119,6 +120,21 @@ async def concurrent_max_adds(port: int, pid: int, clients: int) -> str:
     return f"{clients} clients adding a 1 MiB job at once, {seconds:.1f}s: {peak.describe()}"
 
 
+async def leases_naming_new_queues(port: int, pid: int, leases: int) -> str:
+    """Each lease line names about 2,500 queues nobody used before."""
+    with PeakRss(pid) as peak:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for n in range(leases):
+            names = " ".join(f"{n:x}-{i:x}" for i in range(1100))
+            writer.write(f"lease {names} 0\r\n".encode())
+            await reader.readline()  # -TIMEOUT
+        writer.close()
+    async with await Client.connect(port=port) as c:
+        listed = len(await c.inspect_queues(0, 100))
+    return (f"{leases:,} leases naming {leases * 1100:,} new queues: {peak.describe()}; "
+            f"inspect queues still answers ({listed} on its first page)")
+
+
 async def blocked_leases(port: int, pid: int, waiters: int, adds: int) -> str:
     got = 0
 
@@ -169,6 +185,7 @@ def main() -> int:
             never_reads(server.port, pid),
             concurrent_max_adds(server.port, pid, 200),
             blocked_leases(server.port, pid, 2000, 300),
+            leases_naming_new_queues(server.port, pid, 1000),
         ):
             print(asyncio.run(step), flush=True)
         return 0

@@ -7,6 +7,12 @@ command, and read by the gateway. No I/O and no clock here: ``now_ms`` is passed
 
 Each job is held as a slim ``Entry`` (no payload or result): those stay in RocksDB, so
 memory grows with the number of jobs, not with their size.
+
+A queue holding no ready or scheduled job is only a name, and at most
+``MAX_EMPTY_QUEUE_NAMES`` of those are remembered (the least recently named are
+forgotten): a lease names its queues into being (spec: inspect queues), and one lease
+line can name 2,500 new queues, each an empty queue object of 740 bytes, never freed.
+Leases naming random queues would grow the server without bound (issue 8).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -22,6 +29,7 @@ from sortedcontainers import SortedList
 from eventq.core.job import WAITING_STATES, Job, State, lease_order_key
 
 OrderKey = tuple  # eventq.core.job.lease_order_key
+MAX_EMPTY_QUEUE_NAMES = 10_000
 
 
 @dataclass(slots=True)
@@ -100,7 +108,8 @@ class JobIndex:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.entries: dict[uuid.UUID, Entry] = {}
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, Queue] = {}  # queues holding ready or scheduled jobs
+        self.empty_names: OrderedDict[str, None] = OrderedDict()  # named, no such jobs
         self.by_partition: dict[int, set[uuid.UUID]] = {}
         self._deadlines: list[tuple[int, str, uuid.UUID, int]] = []  # lazy heap
         self._rng = rng or random.Random()
@@ -108,11 +117,31 @@ class JobIndex:
     # --- updates (from the processor) ----------------------------------------------
 
     def queue(self, name: str) -> Queue:
-        """The queue of a name, created empty if new (a lease names it into being)."""
+        """The queue of a name, to hold a job (created if it holds none yet)."""
         queue = self.queues.get(name)
         if queue is None:
             queue = self.queues[name] = Queue(name)
+            self.empty_names.pop(name, None)
         return queue
+
+    def name_queue(self, name: str) -> None:
+        """A lease names its queues into being (spec: inspect queues)."""
+        if name not in self.queues:
+            self._remember_empty(name)
+
+    def _remember_empty(self, name: str) -> None:
+        self.empty_names[name] = None
+        self.empty_names.move_to_end(name)
+        if len(self.empty_names) > MAX_EMPTY_QUEUE_NAMES:
+            self.empty_names.popitem(last=False)
+
+    def _release_if_empty(self, queue: Queue) -> None:
+        if not queue.ready and not queue.scheduled:
+            del self.queues[queue.name]
+            self._remember_empty(queue.name)
+
+    def known(self, name: str) -> bool:
+        return name in self.queues or name in self.empty_names
 
     def put(self, job: Job, partition: int, now_ms: int) -> None:
         """Index the job's current state (after any applied command)."""
@@ -120,12 +149,14 @@ class JobIndex:
         entry = Entry.of(job, partition)
         self.entries[job.id] = entry
         self.by_partition.setdefault(partition, set()).add(job.id)
-        queue = self.queue(job.name)
         if entry.waiting:
+            queue = self.queue(job.name)
             if entry.scheduled_ms is not None and entry.scheduled_ms > now_ms:
                 queue.scheduled.add((entry.scheduled_ms, entry.order_key, job.id))
             else:
                 queue.ready.add((entry.order_key, job.id))
+        else:
+            self.name_queue(job.name)
         if entry.state is State.LEASED and entry.lease_deadline_ms is not None:
             heapq.heappush(
                 self._deadlines, (entry.lease_deadline_ms, TTR, job.id, entry.version)
@@ -144,6 +175,7 @@ class JobIndex:
             queue.ready.discard((entry.order_key, job_id))
             if entry.scheduled_ms is not None:
                 queue.scheduled.discard((entry.scheduled_ms, entry.order_key, job_id))
+            self._release_if_empty(queue)
         # Deadline heap entries are dropped lazily: their version no longer matches.
         return entry
 
@@ -194,26 +226,33 @@ class JobIndex:
             yield job_id
 
     def ready_page(self, name: str, now_ms: int, offset: int, limit: int) -> list[uuid.UUID]:
-        queue = self.queues[name]
+        queue = self.queues.get(name)
+        if queue is None:
+            return []
         queue.promote_due(now_ms)
         return [job_id for _, job_id in queue.ready.islice(offset, offset + limit)]
 
     def scheduled_page(
         self, name: str, now_ms: int, offset: int, limit: int
     ) -> list[uuid.UUID]:
-        queue = self.queues[name]
+        queue = self.queues.get(name)
+        if queue is None:
+            return []
         queue.promote_due(now_ms)
         return [job_id for _, _, job_id in queue.scheduled.islice(offset, offset + limit)]
 
     def lengths(self, name: str, now_ms: int) -> tuple[int, int]:
         """(ready-len, scheduled-len) of a queue."""
-        queue = self.queues[name]
+        queue = self.queues.get(name)
+        if queue is None:
+            return 0, 0
         queue.promote_due(now_ms)
         return len(queue.ready), len(queue.scheduled)
 
     def queue_names(self) -> list[str]:
         """Known queue names, sorted bytewise (spec: inspect queues)."""
-        return sorted(self.queues, key=lambda name: name.encode())
+        names = self.queues.keys() | self.empty_names.keys()
+        return sorted(names, key=lambda name: name.encode())
 
     # --- timers --------------------------------------------------------------------
 

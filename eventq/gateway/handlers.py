@@ -167,7 +167,7 @@ class Gateway:
 
     async def lease(self, r: requests.Lease) -> bytes:
         for name in r.names:
-            self.index.queue(name)  # a lease names its queues into being (spec)
+            self.index.name_queue(name)  # a lease names its queues into being (spec)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + r.wait_timeout_ms / MS
         waited = False
@@ -231,7 +231,7 @@ class Gateway:
         return replies.queue_blocks([self._queue_view(name, now_ms) for name in names])
 
     def _known_queue(self, name: str) -> None:
-        if name not in self.index.queues:
+        if not self.index.known(name):
             raise NotFound()
 
     async def inspect_queue(self, r: requests.InspectQueue) -> bytes:
