@@ -511,7 +511,10 @@ def test_mutated_import_records_decode_validly_or_raise_codec_error(data, s, jun
     assert decode_command(encode_command(decoded.command)).command == decoded.command
 
 
-@given(st.data(), snapshots, st.one_of(st.none(), st.booleans(), st.integers(-1, 2**64),
+# Integers up to msgpack's largest (2**64 - 1): 2**64 cannot be packed at all, so no
+# record can carry it (hypothesis drew it once in CI's fresh clone, and the test's own
+# packb raised OverflowError).
+@given(st.data(), snapshots, st.one_of(st.none(), st.booleans(), st.integers(-1, 2**64 - 1),
                                        st.binary(max_size=4), st.text(max_size=4),
                                        st.floats(allow_nan=False)))  # fmt: skip
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
