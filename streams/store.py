@@ -60,15 +60,21 @@ class PinnedJobs:
         self._store = store
         self._snapshots = snapshots
 
+    def has(self, job_id: uuid.UUID) -> bool:
+        return self._raw(job_id) is not None
+
     def get(self, job_id: uuid.UUID) -> Job | None:
-        partition = self._store.partition_of(job_id)
-        key = job_key(job_id)
-        snapshot = self._snapshots[partition]
+        raw = self._raw(job_id)
+        if raw is None:
+            return None
+        return self._store.decode(raw, self._store.partition_of(job_id), job_key(job_id))
+
+    def _raw(self, job_id: uuid.UUID) -> bytes | None:
+        snapshot = self._snapshots[self._store.partition_of(job_id)]
         try:
-            raw = snapshot[key]
+            return snapshot[job_key(job_id)]
         except Exception:  # rocksdict's snapshot says "key not found" this way
             return None
-        return self._store.decode(raw, partition, key)
 
 
 class JobStore:

@@ -243,7 +243,7 @@ class Gateway:
         """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
         each are never held in memory at once (issue 8)."""
         pinned = self.engine.pinned(ids)
-        present = [job_id for job_id in ids if pinned.get(job_id) is not None]
+        present = [job_id for job_id in ids if pinned.has(job_id)]  # decoded once, below
         views = (view_of(pinned.get(job_id)) for job_id in present)
         return replies.job_blocks_stream(len(present), views)  # type: ignore[arg-type]
 
