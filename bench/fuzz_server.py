@@ -41,6 +41,7 @@ from eventq.errors import EventqError  # noqa: E402
 from eventq.limits import MAX_LINE_BYTES, MAX_PAYLOAD_BYTES  # noqa: E402
 from eventq.protocol import Close, Parser, requests  # noqa: E402
 from eventq.replay import Derived, derive_more  # noqa: E402
+from support import rss_mib  # noqa: E402
 
 NAMES = [f"fz{i}" for i in range(8)]
 MARGIN_S = 10.0  # a reply may take its request's own wait plus this, else it hangs
@@ -552,12 +553,6 @@ def report(tally: Tally, elapsed_s: float, say=print) -> None:
                     + tally.digest_mismatches)[:30]:
         say(f"  FAILURE {failure}")
 
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main() -> int:

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
+from support import rss_mib  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -33,12 +34,6 @@ def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def cycles(port: int, clients: int, seconds: float, queue: str):

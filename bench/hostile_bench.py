@@ -30,15 +30,10 @@ for path in (ROOT, ROOT / "tests"):
 
 from eventq.client import Client  # noqa: E402
 from eventq.limits import MAX_PAYLOAD_BYTES  # noqa: E402
+from support import rss_mib  # noqa: E402
 
 BIG = b"b" * MAX_PAYLOAD_BYTES
 
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def cpu_s(pid: int) -> float:

@@ -29,6 +29,7 @@ from eventq.client import Client  # noqa: E402
 from eventq.core import Added, Delete, Job, State, encode_command, encode_state  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
+from support import rss_mib  # noqa: E402
 from eventq.kafka.partitioner import partition_for_key  # noqa: E402
 from eventq.replay import rebuild_from_state_log  # noqa: E402
 from streams.store import job_key  # noqa: E402
@@ -103,16 +104,10 @@ def time_to_first_lease(server) -> tuple[float, float]:
     )
     asyncio.run(first_lease(server.port))
     elapsed = time.monotonic() - began
-    rss = _rss_mib(server.process.pid)
+    rss = rss_mib(server.process.pid)
     server.stop()
     return elapsed, rss
 
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main() -> int:

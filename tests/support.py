@@ -19,6 +19,16 @@ TEST_BROKER_TUNING = {
 }
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process, MiB (the benchmarks report the server's)."""
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
