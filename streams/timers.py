@@ -58,9 +58,10 @@ class DeadlineTimer:
             self._target_ms = next_ms
             delay_s = MAX_SLEEP_S if next_ms is None else max(0.0, (next_ms - now_ms) / 1000)
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), min(delay_s, MAX_SLEEP_S))
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout: 3.11's wait_for can drop the stop's cancellation
+                async with asyncio.timeout(min(delay_s, MAX_SLEEP_S)):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
 
     async def _tick(self) -> None:
