@@ -26,7 +26,10 @@ q     request id (uint64), optional                any
 The import snapshot ``j`` is the job map below without ``i`` (the command's own) and
 ``ver`` (the applying offset): ``n r l d p ma mf at fa s c w e ld x ok``, all required.
 
-State record (``eventq.jobs`` value): ``{"v": 1, "e": event, "j": job or nil}``.
+State record (``eventq.jobs`` value): ``{"v": 2, "e": event, "j": job or nil}``. Its
+offsets (the event's ``o``, the job's ``ver``) are positions (eventq/core/batch.py);
+a version 1 record, written when a record held one command, counted them in record
+offsets and is read as position ``offset * POSITIONS_PER_OFFSET``.
 The event map has ``t`` (``EventType``), ``i``, ``a`` (at_ms), ``o`` (offset) and its
 fields: ``x`` result (Completed, Failed; only when the record has no job, since the
 job holds the result and a state record must fit a payload and a result once), ``k`` attempt and ``dl`` deadline_ms
@@ -81,7 +84,14 @@ from eventq.core.events import (
 from eventq.core.job import Job, State
 from eventq.limits import MAX_NODE_BYTES, MAX_REQUEST_ID
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # of command records
+# State and job records: 2 counts versions in positions (eventq/core/batch.py); version
+# 1 records (offsets) are still read, converted.
+STATE_SCHEMA_VERSION = 2
+_STATE_VERSIONS = frozenset({1, STATE_SCHEMA_VERSION})
+# Positions per record offset (eventq.core.batch.POSITIONS_PER_OFFSET, which imports
+# this module).
+POSITIONS_PER_OFFSET = 1 << 16
 
 
 class CodecError(ValueError):
@@ -181,7 +191,7 @@ def _check_keys(m: dict[str, Any], allowed: frozenset[str], what: str) -> None:
         raise CodecError(f"unknown field(s) in {what}: {', '.join(extra)}")
 
 
-def _unpack(data: object) -> dict[str, Any]:
+def _unpack(data: object, versions: frozenset[int] = frozenset({SCHEMA_VERSION})) -> dict[str, Any]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"a record must be bytes, got {type(data).__name__}")
     try:
@@ -190,8 +200,21 @@ def _unpack(data: object) -> dict[str, Any]:
         raise CodecError(f"not a msgpack record: {exc}") from None
     m = _map(obj, "a record")
     v = m.get("v")
-    if type(v) is not int or v != SCHEMA_VERSION:
-        raise CodecError(f"unsupported schema version {v!r} (expected {SCHEMA_VERSION})")
+    if type(v) is not int or v not in versions:
+        expected = " or ".join(str(x) for x in sorted(versions))
+        raise CodecError(f"unsupported schema version {v!r} (expected {expected})")
+    return m
+
+
+def _positions_from_offsets(m: dict[str, Any], *fields: tuple[str, str]) -> dict[str, Any]:
+    """A version-1 state or job record counted positions in record offsets (one command
+    per record): the same place is position ``offset * POSITIONS_PER_OFFSET`` now."""
+    if m.get("v") != 1:
+        return m
+    for outer, key in fields:
+        inner = m.get(outer)
+        if type(inner) is dict and type(inner.get(key)) is int:
+            inner[key] = inner[key] * POSITIONS_PER_OFFSET
     return m
 
 
@@ -499,11 +522,13 @@ def encode_state(event: Event, job: Job | None) -> bytes:
         "t": int(event.type), "i": event.job_id.bytes, "a": event.at_ms, "o": event.offset,
     }  # fmt: skip
     e.update(codec[1](event, job))
-    return _pack({"v": SCHEMA_VERSION, "e": e, "j": None if job is None else _enc_job(job)})
+    return _pack(
+        {"v": STATE_SCHEMA_VERSION, "e": e, "j": None if job is None else _enc_job(job)}
+    )
 
 
 def _decode_state(data: object) -> tuple[Event, Job | None]:
-    m = _unpack(data)
+    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS), ("e", "o"), ("j", "ver"))
     _check_keys(m, frozenset({"v", "e", "j"}), "state record")
     if "e" not in m:
         raise _missing("e")
@@ -532,11 +557,11 @@ def encode_job(job: Job) -> bytes:
     """A job on its own (its full state), e.g. for snapshots and exports."""
     if not isinstance(job, Job):
         raise CodecError(f"not a job: {job!r:.100}")
-    return _pack({"v": SCHEMA_VERSION, "j": _enc_job(job)})
+    return _pack({"v": STATE_SCHEMA_VERSION, "j": _enc_job(job)})
 
 
 def _decode_job(data: object) -> Job:
-    m = _unpack(data)
+    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS), ("j", "ver"))
     _check_keys(m, frozenset({"v", "j"}), "job record")
     if "j" not in m:
         raise _missing("j")

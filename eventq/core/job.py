@@ -65,7 +65,8 @@ class Job:
     - ``lease_deadline_ms`` is set exactly while LEASED (the current attempt's TTR end).
     - ``result``/``result_ok`` are set exactly in the final states (COMPLETED: ok True;
       FAILED: ok False, result empty when attempts ran out).
-    - ``version`` is the log offset of the last command applied to this job.
+    - ``version`` is the log position of the last command applied to this job
+      (record offset and index in the record, eventq/core/batch.py).
     """
 
     id: uuid.UUID

@@ -1,7 +1,8 @@
 """The transition rules: ``decide`` a command against a job, ``evolve`` a job by an event.
 
 Both are pure: the broker time of the command (``at_ms``) and its log ``offset`` are
-passed in. The rules are data: ``TRANSITIONS`` maps (command type, job state) to the
+passed in. ``offset`` is the command's *position* (eventq/core/batch.py): record offset
+and index within a batch record as one growing integer; "offset" below means it. The rules are data: ``TRANSITIONS`` maps (command type, job state) to the
 handler that decides, and ``EVOLUTIONS`` maps an event type to the states it may apply
 to and the function that applies it. Nothing else branches on states.
 

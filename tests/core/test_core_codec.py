@@ -35,6 +35,7 @@ from eventq.core import (
     encode_state,
 )
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_REQUEST_ID
+from eventq.core.batch import position
 
 from core.core_strategies import commands, live_jobs, state_records
 
@@ -140,7 +141,7 @@ def test_state_wire_format_is_pinned():
     outcome, job = apply(job, StartAttempt(JID, 1), T0 + 1, 8)
     record = msgpack.unpackb(encode_state(outcome.event, job))
     assert record == {
-        "v": 1,
+        "v": 2,
         "e": {"t": 5, "i": JID.bytes, "a": T0 + 1, "o": 8, "k": 1, "dl": T0 + 11},
         "j": {
             "i": JID.bytes, "n": "q", "r": 10, "l": 100, "d": b"p", "p": 0, "ma": 0,
@@ -148,6 +149,18 @@ def test_state_wire_format_is_pinned():
             "ld": T0 + 11, "x": None, "ok": None, "ver": 8,
         },
     }  # fmt: skip
+
+
+def test_a_version_1_state_record_counts_positions_in_offsets():
+    """Records written when a record held one command (schema 1) keep meaning the same
+    place in the log: offset 8 is position 8 * POSITIONS_PER_OFFSET (index 0)."""
+    outcome, job = apply(None, Add(JID, "q", 10, 100, b"p"), T0, position(7))
+    outcome, job = apply(job, StartAttempt(JID, 1), T0 + 1, position(8))
+    v2 = msgpack.unpackb(encode_state(outcome.event, job))
+    v1 = {"v": 1, "e": dict(v2["e"], o=8), "j": dict(v2["j"], ver=8)}
+    assert decode_state(packed(v1)) == decode_state(packed(v2)) == (outcome.event, job)
+    assert decode_job(packed({"v": 1, "j": v1["j"]})) == job
+    assert decode_job(encode_job(job)) == job
 
 
 # ----------------------------------------------------------------------- bad records
@@ -255,7 +268,7 @@ def mutated_state(mutate) -> bytes:
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda m: m.update(v=2),
+        lambda m: m.update(v=3),
         lambda m: m.pop("e"),
         lambda m: m.pop("j"),
         lambda m: m.update(zz=1),
