@@ -1,18 +1,24 @@
 """Benchmark of the request path: add -> lease -> complete cycles through a real server.
 
-Starts a throwaway Kafka broker and `eventq serve` (or uses --port/--bootstrap of
-running ones), then prints:
-- cycles/s with 1, 16 and 64 concurrent clients (each client: add, lease, complete);
-- p50/p99 latency of add and of lease at each concurrency;
-- the server's resident memory with 100,000 queued jobs.
+Starts a throwaway Kafka broker and `eventq serve`, then prints, for each number of
+concurrent clients (each client: add, lease, complete, again and again):
+- cycles/s;
+- p50/p99 latency per command (add, lease and complete together) and of add alone;
+- the server's CPU per command (its process CPU time / commands).
+Then the server's resident memory with --queued jobs waiting.
 
-    .venv/bin/python bench/gateway_bench.py [--seconds 10] [--queued 100000]
+With ``--before REF`` the same load first runs against the code of git revision REF
+(checked out in a temporary worktree, same broker, same run), so a change is measured
+before and after on the same machine at the same moment:
+
+    .venv/bin/python bench/gateway_bench.py [--seconds 10] [--before 47eb000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
-from support import rss_mib  # noqa: E402
+from support import cpu_s, rss_mib  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -35,32 +41,35 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-
 async def cycles(port: int, clients: int, seconds: float, queue: str):
+    """Run the cycle with ``clients`` connections; (cycles/s, per-command ms, add ms)."""
+    command_ms: list[float] = []
     add_ms: list[float] = []
-    lease_ms: list[float] = []
     done = 0
+    connections = [await Client.connect(port=port) for _ in range(clients)]
     stop_at = time.monotonic() + seconds
 
-    async def one_client() -> None:
+    async def one_client(c: Client) -> None:
         nonlocal done
-        async with await Client.connect(port=port) as c:
-            while time.monotonic() < stop_at:
-                job = uuid.uuid4()
-                t0 = time.perf_counter()
-                await c.add(job, queue, 60000, 600000, b"payload")
-                t1 = time.perf_counter()
-                leased = await c.lease(queue, 5000)
-                t2 = time.perf_counter()
-                await c.complete(leased.id, b"ok")
-                add_ms.append((t1 - t0) * 1000)
-                lease_ms.append((t2 - t1) * 1000)
-                done += 1
+        while time.monotonic() < stop_at:
+            job = uuid.uuid4()
+            t0 = time.perf_counter()
+            await c.add(job, queue, 60000, 600000, b"payload")
+            t1 = time.perf_counter()
+            leased = await c.lease(queue, 5000)
+            t2 = time.perf_counter()
+            await c.complete(leased.id, b"ok")
+            t3 = time.perf_counter()
+            add_ms.append((t1 - t0) * 1000)
+            command_ms.extend(((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000))
+            done += 1
 
     began = time.monotonic()
-    await asyncio.gather(*(one_client() for _ in range(clients)))
+    await asyncio.gather(*(one_client(c) for c in connections))
     elapsed = time.monotonic() - began
-    return done / elapsed, add_ms, lease_ms
+    for c in connections:
+        await c.close()
+    return done / elapsed, command_ms, add_ms
 
 
 async def fill(port: int, count: int, queue: str, connections: int = 16) -> float:
@@ -83,14 +92,110 @@ async def fill(port: int, count: int, queue: str, connections: int = 16) -> floa
     return per * connections / (time.monotonic() - began)
 
 
+HEADER = (f"{'clients':>7} {'cycles/s':>9} {'cmd p50':>8} {'cmd p99':>8} {'add p50':>8} "
+          f"{'add p99':>8} {'CPU/cmd':>8}  {'cores: server broker client'}  "
+          "(ms; CPU per command in us)")
+
+
+NATIVE: list[str] = []
+
+
+def start_profile(pid: int, seconds: float, path: Path) -> subprocess.Popen:
+    """py-spy samples the server while the load runs (collapsed stacks, --idle off)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen(
+        [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds)),
+         "--rate", "250", *NATIVE, "--format", "raw", "--output", str(path),
+         *([] if NATIVE else ["--nonblocking"])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def summarize_profile(path: Path, top: int = 25) -> str:
+    """The functions where the server's samples sit, by share of all samples: ``self``
+    (the frame itself was running) and ``total`` (anywhere on the stack)."""
+    from collections import Counter
+
+    own, inclusive, total = Counter(), Counter(), 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1]
+                  + ")" if " (" in f else f for f in stack.split(";")]
+        own[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    lines = [f"profile {path.name}: {total} samples; share of samples: self / total"]
+    for frame, n in inclusive.most_common(top):
+        lines.append(f"  {100 * own[frame] / total:5.1f}% {100 * n / total:5.1f}%  {frame}")
+    lines.append("  top by self:")
+    for frame, n in own.most_common(top):
+        lines.append(f"  {100 * n / total:5.1f}% {100 * inclusive[frame] / total:5.1f}%  {frame}")
+    return "\n".join(lines)
+
+
+def measure(server, concurrency: list[int], seconds: float, queued: int, label: str,
+            profile_dir: Path | None = None, broker_pid: int | None = None) -> None:
+    print(f"--- {label}: server pid {server.process.pid}, RSS at start "
+          f"{rss_mib(server.process.pid):.0f} MiB", flush=True)
+    print(HEADER, flush=True)
+    for clients in concurrency:
+        cpu_before = cpu_s(server.process.pid)
+        broker_before = cpu_s(broker_pid) if broker_pid else 0.0
+        client_before, wall_before = time.process_time(), time.monotonic()
+        spy = None
+        if profile_dir is not None:
+            spy = start_profile(server.process.pid, seconds - 1,
+                                profile_dir / f"{label.replace(' ', '-')}-{clients}.txt")
+        rate, command_ms, add_ms = asyncio.run(
+            cycles(server.port, clients, seconds, f"cycle{clients}")
+        )
+        wall = time.monotonic() - wall_before
+        server_cpu = cpu_s(server.process.pid) - cpu_before
+        broker_cpu = (cpu_s(broker_pid) - broker_before) if broker_pid else float("nan")
+        client_cpu = time.process_time() - client_before
+        cpu_us = server_cpu * 1e6 / max(1, len(command_ms))
+        print(f"{clients:>7} {rate:>9.0f} {percentile(command_ms, .5):>8.2f} "
+              f"{percentile(command_ms, .99):>8.2f} {percentile(add_ms, .5):>8.2f} "
+              f"{percentile(add_ms, .99):>8.2f} {cpu_us:>8.0f}  "
+              f"{server_cpu / wall:>6.2f} {broker_cpu / wall:>6.2f} {client_cpu / wall:>6.2f}",
+              flush=True)
+        if spy is not None:
+            spy.wait()
+    if queued:
+        rate = asyncio.run(fill(server.port, queued, "resident"))
+        time.sleep(2)
+        print(f"queued {queued:,} jobs at {rate:,.0f} adds/s (pipelined, 16 conns); "
+              f"server RSS {rss_mib(server.process.pid):.0f} MiB", flush=True)
+
+
+def worktree(ref: str, into: Path) -> Path:
+    path = into / f"before-{ref}"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
+                   check=True, capture_output=True)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--queued", type=int, default=100_000)
-    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--concurrency", default="1,16,64,256")
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--before", metavar="REF", help="also measure git revision REF first")
+    parser.add_argument("--profile", metavar="DIR", type=Path,
+                        help="py-spy the server during each load; summaries printed at the end")
+    parser.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
     args = parser.parse_args()
+    if args.native:
+        NATIVE.append("--native")
+    concurrency = [int(c) for c in args.concurrency.split(",")]
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
 
     from support import ServerProcess, test_broker_config
 
@@ -98,35 +203,31 @@ def main() -> int:
         home = Path(tmp)
         config = test_broker_config(home / "kafka")
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})
-        broker.start(config)
-        server = ServerProcess(config.bootstrap, "bench", home / "server",
-                               partitions=args.partitions)
+        broker_pid = broker.start(config).pid
+        runs = [("this checkout", None, "after")]
+        if args.before:
+            runs.insert(0, (f"git {args.before}", worktree(args.before, home), "before"))
         try:
-            server.create_topics()
-            server.start()
-            print(f"server pid {server.process.pid}, {args.partitions} partitions, "
-                  f"RSS at start {rss_mib(server.process.pid):.0f} MiB", flush=True)
-            print(f"{'clients':>7} {'cycles/s':>9} {'add p50':>8} {'add p99':>8} "
-                  f"{'lease p50':>9} {'lease p99':>9}  (ms)")
-            for clients in (int(c) for c in args.concurrency.split(",")):
-                rate, add_ms, lease_ms = asyncio.run(
-                    cycles(server.port, clients, args.seconds, f"cycle{clients}")
-                )
-                print(f"{clients:>7} {rate:>9.0f} {percentile(add_ms, .5):>8.1f} "
-                      f"{percentile(add_ms, .99):>8.1f} {percentile(lease_ms, .5):>9.1f} "
-                      f"{percentile(lease_ms, .99):>9.1f}", flush=True)
-            rate = asyncio.run(fill(server.port, args.queued, "resident"))
-            time.sleep(2)
-            print(f"queued {args.queued} jobs at {rate:.0f} adds/s (pipelined, 16 conns); "
-                  f"server RSS {rss_mib(server.process.pid):.0f} MiB", flush=True)
-            # the server is read back: the queue really holds them
-            async def length() -> dict:
-                async with await Client.connect(port=server.port) as c:
-                    return await c.inspect_queue("resident")
-            print("inspect queue resident:", asyncio.run(length()))
+            for label, source, prefix in runs:
+                server = ServerProcess(config.bootstrap, prefix, home / prefix,
+                                       partitions=args.partitions, source=source)
+                try:
+                    server.create_topics()
+                    server.start()
+                    measure(server, concurrency, args.seconds, args.queued, label, args.profile,
+                            broker_pid)
+                finally:
+                    server.stop()
         finally:
-            server.stop()
             broker.stop(config)
+            for _, source, _ in runs:
+                if source is not None:
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                    str(source)], capture_output=True)
+    if args.profile:
+        for path in sorted(args.profile.glob("*.txt")):
+            if path.stat().st_size:
+                print(summarize_profile(path))
     return 0
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventq.core import CodecError, Job, State, decode_command, decode_state
+from eventq.core.batch import position, split_record
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.limits import MAX_STATE_RECORD_BYTES
@@ -118,27 +119,36 @@ class Derived:
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next to read
 
     def feed(self, record: Record) -> None:
-        """Fold one command record exactly as the processor does (streams/processor.py:
-        the same watermark rule and ``step``, so rejections agree too)."""
-        self.commands += 1
+        """Fold one record of the command log (one command or a batch) exactly as the
+        processor does (streams/processor.py: the same positions, watermark rule and
+        ``step``, so rejections agree too)."""
         self.next_offsets[record.partition] = record.offset + 1
         try:
-            command = decode_command(record.value).command  # type: ignore[arg-type]
+            items = split_record(record.value)
+        except CodecError as error:
+            self.commands += 1
+            self.undecodable.note(record, error)
+            return
+        for index, data in enumerate(items):
+            self.commands += 1
+            self._feed_command(record, position(record.offset, index), data)
+
+    def _feed_command(self, record: Record, at: int, data: bytes) -> None:
+        try:
+            command = decode_command(data).command
         except CodecError as error:
             self.undecodable.note(record, error)
             return
         job = self.jobs.get(command.job_id)
-        if job is None and record.offset <= self.watermarks.get(record.partition, -1):
+        if job is None and at <= self.watermarks.get(record.partition, -1):
             result = Step(Ignored(ALREADY_APPLIED), None)  # never happens in one clean pass
         else:
-            result = step(
-                job, command, record.timestamp_ms, record.offset, self.max_state_record_bytes
-            )
+            result = step(job, command, record.timestamp_ms, at, self.max_state_record_bytes)
         self.outcomes[type(result.outcome).__name__] += 1
         if isinstance(result.outcome, Accepted):
             if result.removes:
                 self.jobs.pop(command.job_id, None)
-                self.watermarks[record.partition] = record.offset
+                self.watermarks[record.partition] = at
             else:
                 self.jobs[command.job_id] = result.job  # type: ignore[assignment]
 

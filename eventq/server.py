@@ -18,6 +18,7 @@ from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
+from streams.command_writer import CommandWriter
 
 log = logging.getLogger("eventq")
 
@@ -47,7 +48,10 @@ class EventqService(mode.Service):
             max_request_size=KAFKA_MESSAGE_BYTES,  # eventq/limits.py
         )
         await producer.start()
-        self._streams.engine.producer = producer
+        self._producer = producer
+        self._streams.engine.writer = CommandWriter(
+            producer, self._settings.commands_topic, self._settings.partitions
+        )
         await self.server.start()
         print(
             f"eventq serving the workq protocol on "
@@ -69,7 +73,9 @@ class EventqService(mode.Service):
     async def on_stop(self) -> None:
         # Runs after the app stopped (faust stops the app first): the app's last
         # flush and commit are done, so the command producer is no longer needed.
-        producer = self._streams.engine.producer
+        writer, producer = self._streams.engine.writer, getattr(self, "_producer", None)
+        if writer is not None:
+            await writer.stop()
         if producer is not None:
             await producer.stop()
 

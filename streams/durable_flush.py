@@ -37,6 +37,9 @@ class DurableProducerBuffer(ProducerBuffer):
     stopping: bool = False  # set when the process begins to stop
     gave_up: bool = False  # a flush while stopping left records unwritten
     retried: int = 0  # records the producer refused at first (then offered again)
+    # A changelog batch Kafka finally refused (streams/changelog.py): nothing may be
+    # committed any more in this run.
+    lost: BaseException | None = None
 
     @Service.task
     async def _handle_pending(self) -> None:
@@ -80,6 +83,7 @@ class DurableProducerBuffer(ProducerBuffer):
 
     async def flush(self) -> None:
         waited_s = 0.0
+        self._check_lost()
         while self.size or self.in_flight:
             if self.state != "running":
                 raise RuntimeError("Cannot flush: producer buffer is not running")
@@ -94,6 +98,7 @@ class DurableProducerBuffer(ProducerBuffer):
             try:
                 await asyncio.wait_for(self.message_sent.wait(), step_s)
                 waited_s = 0.0
+                self._check_lost()
             except asyncio.TimeoutError:
                 waited_s += step_s
                 if not self.stopping:
@@ -101,6 +106,15 @@ class DurableProducerBuffer(ProducerBuffer):
                         "changelog records waiting for Kafka for %.0fs (%d buffered)",
                         waited_s, self.size + self.in_flight,
                     )
+
+
+    def _check_lost(self) -> None:
+        if self.lost is not None:
+            self.gave_up = True
+            raise RuntimeError(
+                f"changelog records were lost ({type(self.lost).__name__}: {self.lost}); "
+                "no offset is committed in this run"
+            )
 
 
 def install(app) -> DurableProducerBuffer:

@@ -45,7 +45,7 @@ class Engine:
         self.waiters = waiters
         self.node = node
         self.ready = asyncio.Event()  # set once owned partitions are recovered
-        self.producer = None  # an AIOKafkaProducer, set by the app on start
+        self.writer = None  # a CommandWriter, set by the app on start
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
         self._request_ids = itertools.count(1)
@@ -53,50 +53,59 @@ class Engine:
 
     # --- writing -----------------------------------------------------------------
 
-    async def _produce(self, command: Command, data: bytes) -> None:
-        if self.producer is None:
+    def _write(self, command: Command, data: bytes) -> asyncio.Future:
+        """Hand a command to the group-commit writer (streams/command_writer.py)."""
+        if self.writer is None:
             raise ServerError("eventq is starting: the Kafka producer is not ready yet")
         key = job_key(command.job_id)
+        return self.writer.write(partition_for_key(key, self.partitions), key, data)
+
+    def _write_failed(self, error: Exception) -> ServerError:
+        if isinstance(error, TimeoutError):
+            return ServerError(
+                f"Kafka did not acknowledge the write within {self.write_timeout_s:g}s; "
+                "it may still be applied: check with inspect before retrying"
+            )
+        # KafkaError: broker unreachable, not leader, ...
+        return ServerError(f"Kafka write failed: {type(error).__name__}")
+
+    async def send(self, command: Command) -> None:
+        """Write a command nobody waits for (timers)."""
+        written = self._write(command, encode_command(command))
         try:
             # asyncio.timeout, not wait_for: no task per write, and a cancellation is
             # never lost (3.11's wait_for can drop one, gh-86296).
             async with asyncio.timeout(self.write_timeout_s):
-                await self.producer.send_and_wait(
-                    self.commands_topic,
-                    value=data,
-                    key=key,
-                    partition=partition_for_key(key, self.partitions),
-                )
-        except TimeoutError:
-            raise ServerError(
-                f"Kafka did not acknowledge the write within {self.write_timeout_s:g}s; "
-                "it may still be applied: check with inspect before retrying"
-            ) from None
-        except Exception as error:  # KafkaError: broker unreachable, not leader, ...
-            raise ServerError(f"Kafka write failed: {type(error).__name__}") from error
-
-    async def send(self, command: Command) -> None:
-        """Write a command nobody waits for (timers)."""
-        await self._produce(command, encode_command(command))
+                await written
+        except Exception as error:
+            raise self._write_failed(error) from error
 
     async def submit(self, command: Command) -> Applied:
-        """Write a command and wait until this process's processor has applied it."""
+        """Write a command and wait until this process's processor has applied it:
+        one deadline for both (the write and the apply)."""
         await self.wait_ready()
         request_id = next(self._request_ids)
         applied = self.waiters.expect(request_id)
-        began = time.monotonic()
+        in_log = False
         try:
-            await self._produce(
+            written = self._write(
                 command, encode_command(command, node=self.node, request_id=request_id)
             )
-            remaining = self.write_timeout_s - (time.monotonic() - began)
-            async with asyncio.timeout(max(remaining, 0.001)):
+            async with asyncio.timeout(self.write_timeout_s):
+                await written
+                in_log = True
                 return await applied
-        except TimeoutError:
-            raise ServerError(
-                "the command is in the log but was not applied within "
-                f"{self.write_timeout_s:g}s; check `inspect job` before retrying"
-            ) from None
+        except ServerError:
+            raise
+        except Exception as error:
+            if not in_log:
+                raise self._write_failed(error) from error
+            if isinstance(error, TimeoutError):
+                raise ServerError(
+                    "the command is in the log but was not applied within "
+                    f"{self.write_timeout_s:g}s; check `inspect job` before retrying"
+                ) from None
+            raise
         finally:
             self.waiters.forget(request_id)
 

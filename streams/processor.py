@@ -1,18 +1,27 @@
-"""The agent's body: apply one command record to the `jobs` table.
+"""The agent's body: apply one record of `eventq.commands` (one command or a batch of
+them) to the `jobs` table.
 
-For each record of `eventq.commands` (ARCHITECTURE.md, "The processor"): decode it, read
-the job, ``decide``/``evolve`` with the pure core at the broker's LogAppendTime, write
-the job (or a tombstone) to the table, update the derived indexes, and wake whoever
-waits. It runs inside the faust agent's stream, the only place table writes are allowed
-(it owns the event's partition there; writes name that partition explicitly).
+For each command of the record, in order (ARCHITECTURE.md, "The processor" and
+"Batches"): decode it, take the job (from this batch if an earlier command changed it,
+else from the table), ``step`` it with the pure core at the broker's LogAppendTime, and
+update the derived indexes. Then the batch's effect is stored once: one RocksDB write
+batch holding only the last state of each job, the same records handed to the
+changelog in bulk (streams/changelog.py), and only then are the issuers answered. It runs
+inside the faust agent's stream, the only place table writes are allowed (it owns the
+event's partition there; writes name that partition explicitly).
 
-At-least-once: after a crash the uncommitted tail of a partition is read again. A
-present job skips commands at or below its ``version`` (the core does this). An absent
-job cannot tell "never existed" from "deleted later", so every tombstone is preceded by
-a per-partition watermark record (the offset of the command that removed a job): an
-absent job's command at or below it was already applied. The watermark is written
-before the tombstone, in the same changelog partition, so a crash between the two
-leaves the job present and the delete is simply applied again.
+At-least-once: after a crash the uncommitted tail of a partition is read again, whole
+records, so a crash in the middle of a batch re-reads all of it. Idempotency is
+positional, a position being (record offset, index in the record) as one integer
+(eventq/core/batch.py). A present job skips commands at or below its ``version`` (the
+core does this). An absent job cannot tell "never existed" from "deleted later", so
+every tombstone is preceded, in the same changelog partition, by a per-partition
+watermark record (the position of the last command that removed a job): an absent
+job's command at or below it was already applied. A batch's changelog is ordered so
+that any prefix of it is safe to restore from: the live jobs' states, then the
+watermark, then the tombstones. A prefix without the watermark has no tombstone of
+this batch; with it, every state written before any removal in the batch is there, and
+a job whose tombstone is missing is still present and gets its removal again.
 """
 
 from __future__ import annotations
@@ -20,16 +29,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from eventq.core import CodecError, Expired, correlation_of, decode_command
+from eventq.core.batch import POSITIONS_PER_OFFSET, position, split_record
 from eventq.core.job import is_final, is_ready
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
-from streams.store import WATERMARK_KEY, JobStore, job_key
+from streams.store import LEGACY_WATERMARK_KEY, WATERMARK_KEY, JobStore, job_key
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,8 @@ def wall_clock_ms() -> int:
 
 @dataclass
 class Counters:
+    records: int = 0  # records of the command log handled
+    batches: int = 0  # of which held more than one command
     applied: int = 0
     rejected: int = 0
     ignored: int = 0
@@ -56,6 +68,7 @@ class Processor:
         waiters: Waiters,
         node: str,
         on_deadline: Callable[[int], None],
+        send_changelog: Callable[[int, list], Awaitable[None]],
         clock_ms: Callable[[], int] = wall_clock_ms,
         max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
     ) -> None:
@@ -64,6 +77,7 @@ class Processor:
         self._waiters = waiters
         self._node = node
         self._on_deadline = on_deadline
+        self._send_changelog = send_changelog
         self._clock_ms = clock_ms
         self._max_state_record_bytes = max_state_record_bytes
         self._watermarks: dict[int, int] = {}
@@ -92,37 +106,70 @@ class Processor:
         mark = self._watermarks.get(partition)
         if mark is None:
             raw = self._store.read(partition, WATERMARK_KEY)
-            mark = self._watermarks[partition] = int(raw) if raw else -1
+            if raw:
+                mark = int(raw)
+            else:  # written before positions: the offset of a single-command record
+                legacy = self._store.read(partition, LEGACY_WATERMARK_KEY)
+                mark = int(legacy) * POSITIONS_PER_OFFSET if legacy else -1
+            self._watermarks[partition] = mark
         return mark
 
-    def handle(self, message, value: bytes | None) -> None:
-        """Apply one command record (``message`` is faust's Message of the event).
+    async def handle(self, message, value: bytes | None) -> None:
+        """Apply one record (``message`` is faust's Message of the event).
 
-        Whatever goes wrong with this one command is contained here (issue 8): it is
+        Whatever goes wrong with one command is contained here (issue 8): it is
         rejected, its issuer told why, the event logged and counted, and the processor
-        moves on. Only the store may raise (it fails for every command alike: that is
-        not this command's failure), and then nothing of this command was stored."""
+        moves on. Only the store and the changelog may raise (they fail for every
+        command alike: that is not this command's failure), and then nothing of this
+        record was acknowledged to anyone."""
         partition, offset = message.partition, message.offset
+        self.counters.records += 1
         try:
-            decoded = decode_command(value)  # type: ignore[arg-type]
+            items = split_record(value)
+        except CodecError as error:  # a broken batch: none of its commands is trusted
+            self.counters.undecodable += 1
+            self._contain(message, f"undecodable batch record: {error}", (None, None))
+            self._caught_up_to(partition, offset)
+            return
+        if len(items) > 1:
+            self.counters.batches += 1
+        at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
+        batch = _Batch()
+        for index, data in enumerate(items):
+            self._apply(message, position(offset, index), at_ms, data, batch)
+        if batch.records:
+            records = batch.changelog(self._watermarks.get(partition))
+            self._store.write_batch(partition, records)
+            await self._send_changelog(partition, records)
+        on_applied = self._waiters.on_applied
+        for request_id, applied in batch.replies:
+            on_applied(request_id, applied)
+        self._caught_up_to(partition, offset)
+
+    def _apply(self, message, at: int, at_ms: int, data: bytes, batch: "_Batch") -> None:
+        """Apply the command ``data`` at position ``at`` to the batch."""
+        partition = message.partition
+        try:
+            decoded = decode_command(data)
         except CodecError as error:
             self.counters.undecodable += 1
-            self._contain(message, f"undecodable command: {error}", correlation_of(value))
+            self._contain(message, f"undecodable command: {error}", correlation_of(data), batch)
             return
         command = decoded.command
         key = job_key(command.job_id)
-        at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
-        # A failing read is the store's failure, not this command's: it raises (a
-        # replay, which reads no store, would otherwise decide differently).
-        raw = self._store.read(partition, key)
-        job = self._store.decode(raw, partition, key) if raw is not None else None
-        if job is None and offset <= self._watermark(partition):
+        job = batch.jobs.get(key, _UNREAD)
+        if job is _UNREAD:
+            # A failing read is the store's failure, not this command's: it raises (a
+            # replay, which reads no store, would otherwise decide differently).
+            raw = self._store.read(partition, key)
+            job = self._store.decode(raw, partition, key) if raw is not None else None
+        if job is None and at <= self._watermark(partition):
             result = Step(Ignored(ALREADY_APPLIED), None)
         else:  # the pure core, its failures contained as rejections (eventq/core/step.py)
-            result = step(job, command, at_ms, offset, self._max_state_record_bytes)
+            result = step(job, command, at_ms, at, self._max_state_record_bytes)
         outcome = result.outcome
         if isinstance(outcome, Accepted):
-            self._store_job(key, partition, offset, outcome.event, result, command.job_id)
+            self._store_job(key, partition, at, outcome.event, result, command.job_id, batch)
             self.counters.applied += 1
         elif isinstance(outcome, Ignored):
             self.counters.ignored += 1
@@ -132,17 +179,21 @@ class Processor:
         else:
             self.counters.rejected += 1
         if decoded.node == self._node and decoded.request_id is not None:
-            self._waiters.on_applied(decoded.request_id, Applied(outcome, result.job))
-        self._caught_up_to(partition, offset)
+            batch.replies.append((decoded.request_id, Applied(outcome, result.job)))
 
-    def _contain(self, message, reason: str, issuer: tuple[str | None, int | None]) -> None:
-        """A record that is not a command: reject it for its issuer, if known."""
+    def _contain(
+        self, message, reason: str, issuer: tuple[str | None, int | None], batch=None
+    ) -> None:
+        """A record or element that is not a command: reject it for its issuer, if
+        known (with the batch's other replies, when it is in one)."""
         rejection = unappliable(reason)
         self._log_contained(message, rejection.error.text)
         node, request_id = issuer
         if node == self._node and request_id is not None:
-            self._waiters.on_applied(request_id, Applied(rejection, None))
-        self._caught_up_to(message.partition, message.offset)
+            if batch is None:
+                self._waiters.on_applied(request_id, Applied(rejection, None))
+            else:
+                batch.replies.append((request_id, Applied(rejection, None)))
 
     @staticmethod
     def _log_contained(message, reason: str) -> None:
@@ -159,19 +210,19 @@ class Processor:
             if not self._catch_up:
                 self._on_caught_up()
 
-    def _store_job(self, key, partition, offset, event, result: Step, job_id) -> None:
+    def _store_job(self, key, partition, at, event, result: Step, job_id, batch) -> None:
         after = result.job
+        batch.jobs[key] = after
         if result.removes:
-            self._watermarks[partition] = offset
-            self._store.write(partition, WATERMARK_KEY, str(offset).encode())
-            self._store.write(partition, key, None)
+            self._watermarks[partition] = at
+            batch.records[key] = None
             self._index.remove(job_id)
             if isinstance(event, Expired) and event.evicted:
                 self.counters.evicted += 1
             self._waiters.on_final(job_id, None)
             return
         assert after is not None and result.record is not None
-        self._store.write(partition, key, result.record)
+        batch.records[key] = result.record
         now_ms = self._clock_ms()
         self._index.put(after, partition, now_ms)
         if is_final(after):
@@ -181,3 +232,27 @@ class Processor:
         for deadline in (after.lease_deadline_ms, after.expires_ms, after.scheduled_ms):
             if deadline is not None:
                 self._on_deadline(deadline)
+
+
+_UNREAD = object()  # a job this batch has not read yet
+
+
+class _Batch:
+    """What one record's commands did: each job's last state, the replies to send."""
+
+    __slots__ = ("jobs", "records", "removed", "replies")
+
+    def __init__(self) -> None:
+        self.jobs: dict[bytes, object] = {}  # key -> Job or None, after this batch
+        self.records: dict[bytes, bytes | None] = {}  # key -> last state record or None
+        self.replies: list[tuple[int, Applied]] = []
+
+    def changelog(self, watermark: int | None) -> list[tuple[bytes, bytes | None]]:
+        """The records to store, in the order that keeps every prefix restorable (see
+        the module's docstring): live states, the watermark, tombstones."""
+        live = [(key, value) for key, value in self.records.items() if value is not None]
+        dead = [(key, None) for key, value in self.records.items() if value is None]
+        if not dead:
+            return live
+        assert watermark is not None
+        return [*live, (WATERMARK_KEY, str(watermark).encode()), *dead]

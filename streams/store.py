@@ -12,6 +12,8 @@ import logging
 import uuid
 from typing import Iterator
 
+from rocksdict import WriteBatch
+
 from eventq.core import CodecError, Job, decode_state
 from eventq.kafka.logreader import META_KEY_PREFIX
 from eventq.kafka.partitioner import partition_for_key
@@ -21,7 +23,8 @@ log = logging.getLogger(__name__)
 # Keys of the table that are not jobs. faust keeps its changelog offset in every
 # partition's RocksDB; eventq keeps its tombstone watermark (streams/processor.py).
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
-WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"
+WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
+LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
 
 
 MIB = 1024 * 1024
@@ -96,19 +99,19 @@ class JobStore:
     def read(self, partition: int, key: bytes) -> bytes | None:
         return self._db(partition).get(key)
 
-    def write(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Store a record and send it to the changelog (None: delete, a tombstone).
-
-        The same two effects as faust's ``table[key] = value`` (tables/table.py:
-        ``on_key_set`` + ``Store._set``), with the partition stated instead of taken
-        from ``current_event()``, and without faust's per-key sensors and key index,
-        which eventq does not use."""
-        self._table.send_changelog(partition, key, value)
-        db = self._db(partition)
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
+    def write_batch(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Store the records of one applied batch atomically (a RocksDB write batch;
+        value None deletes). The processor sends the same records to the changelog
+        (streams/changelog.py): together the two effects of faust's ``table[key] =
+        value``, per batch instead of per key, with the partition stated instead of
+        taken from ``current_event()``."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in records:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self._db(partition).write(batch)
 
     # --- the gateway's access -----------------------------------------------------
 

@@ -19,6 +19,15 @@ TEST_BROKER_TUNING = {
 }
 
 
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, seconds."""
+    import os
+    from pathlib import Path
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     """Resident memory of a process, MiB (the benchmarks report the server's)."""
     from pathlib import Path
@@ -52,9 +61,11 @@ test_broker_config.__test__ = False  # a helper, not a test
 class ServerProcess:
     """A real `eventq serve` process against a real broker, on its own topics and ports."""
 
-    def __init__(self, bootstrap: str, prefix: str, home, partitions: int = 4, **settings):
+    def __init__(self, bootstrap: str, prefix: str, home, partitions: int = 4,
+                 source=None, **settings):
         import os
 
+        self.source = source  # another checkout's code to run (benchmarks: before/after)
         self.bootstrap = bootstrap
         self.prefix = prefix
         self.home = home
@@ -95,9 +106,17 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         log.write(f"\n===== start {self.starts} =====\n".encode())
         log.flush()
+        import os
+
+        env = dict(os.environ)
+        if self.source is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(self.source), *filter(None, [env.get("PYTHONPATH")])]
+            )
         self.process = subprocess.Popen(
             [sys.executable, "-m", "eventq.cli", "serve", *self.flags],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            cwd=self.source,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

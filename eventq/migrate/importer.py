@@ -31,6 +31,7 @@ from typing import Any
 
 import msgpack
 
+from eventq.core.batch import offset_of
 from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_commands
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
@@ -377,12 +378,15 @@ def publish_imports(
 
 
 def _imported_at(value: bytes) -> tuple[int | None, int | None]:
-    """(offset of the Imported event or None, the job's version or None) of a record."""
+    """(record offset of the Imported event or None, the job's version or None) of a
+    state record."""
     try:
         record = msgpack.unpackb(value, raw=False)
         event, job = record["e"], record["j"]
         version = job["ver"] if isinstance(job, dict) else None
         imported = event["o"] if event["t"] == EventType.IMPORTED else None
+        if imported is not None and record["v"] != 1:  # a position (eventq/core/batch.py)
+            imported = offset_of(imported)
         return imported, version
     except Exception:  # not ours to judge here: the full decode reports it
         return None, None

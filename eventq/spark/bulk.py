@@ -286,7 +286,10 @@ def enqueue(
                 F.col(f"{ENCODED}.value").alias("value"),
                 F.col(f"{ENCODED}.partition").alias("partition"),
             )
-            kafkaio.write_records(accepted, bootstrap, topic)
+            # Batch records per Kafka partition, so the processor applies the jobs a
+            # batch at a time (ARCHITECTURE.md, "Batches").
+            records = accepted.mapInArrow(rows.batch_records, rows.BATCH_RECORD_DDL)
+            kafkaio.write_records(records, bootstrap, topic)
     finally:
         processed.unpersist()
     return EnqueueReport(

@@ -10,7 +10,11 @@ as the gateway does and a replay decodes and decides exactly as the processor do
   scalar pandas UDF of ``eventq.spark.enqueue``).
 - ``decode_states``: state-log records -> one row of job columns per live job.
 - ``hash_jobs``: job columns -> partial sums of the core's per-job digest hashes.
-- ``fold_commands``: the command records of each job in offset order, decoded and
+- ``batch_records``: encoded commands -> batch records of the command log, grouped
+  per Kafka partition (eventq/core/batch.py).
+- ``explode_commands``: command-log records (single or batch) -> one row per command
+  at its position.
+- ``fold_commands``: the commands of each job in position order, decoded and
   decided with the core's state machine -> one outcome row per command (wait and run
   times of attempts).
 
@@ -27,6 +31,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import msgpack
+
 from eventq.core import (
     Add,
     CommandType,
@@ -37,6 +43,15 @@ from eventq.core import (
     decode_command,
     decode_state,
     encode_command,
+)
+from eventq.core.batch import (
+    BATCH_RECORD_BYTES,
+    MAX_BATCH_COMMANDS,
+    BatchBuilder,
+    is_batch,
+    offset_of,
+    position,
+    split_record,
 )
 from eventq.core.digest import StateDigest
 from eventq.core.machine import Accepted, Ignored, Rejected, apply
@@ -449,19 +464,59 @@ class _JobFold:
             self.ready_ms = self.leased_ms = None
 
 
+COMMAND_DDL = "job_id string, partition int, position bigint, at_ms bigint, value binary"
+
+
+def _job_id_of(data: bytes) -> str | None:
+    """The job id a command names, without decoding the rest (None if it cannot tell:
+    the fold then reports the command as undecodable)."""
+    try:
+        raw = msgpack.unpackb(data, raw=False).get("i")
+        return str(uuid.UUID(bytes=raw))
+    except Exception:
+        return None
+
+
+def explode_commands(batches: Iterator) -> Iterator:
+    """mapInArrow over command records (key, partition, offset, at_ms, value) -> one
+    ``COMMAND_DDL`` row per command: a batch record (eventq/core/batch.py) becomes its
+    commands, each at its position (offset, index), named by the job it is for."""
+    schema = _arrow_schema(COMMAND_DDL)
+    for batch in batches:
+        data = batch.to_pydict()
+        rows = []
+        for key, partition, offset, at_ms, value in zip(
+            data["key"], data["partition"], data["offset"], data["at_ms"], data["value"]
+        ):
+            try:
+                items = split_record(value)
+            except ValueError:  # CodecError: a broken batch is one undecodable row
+                items = None
+            if items is None or not is_batch(value):
+                job_id = key.decode(errors="replace") if key is not None else None
+                rows.append({"job_id": job_id, "partition": partition, "position": position(offset),
+                             "at_ms": at_ms, "value": value})
+                continue
+            for index, item in enumerate(items):
+                rows.append({"job_id": _job_id_of(item), "partition": partition,
+                             "position": position(offset, index), "at_ms": at_ms,
+                             "value": item})
+        yield _batch(rows, schema)
+
+
 def fold_commands(batches: Iterator) -> Iterator:
-    """mapInArrow over command records (job_id = the record key, partition, offset,
-    at_ms = broker time, value), sorted by (job_id, partition, offset) within the Spark
-    partition and every record of a key in the same Spark partition: folds each job with
-    the core's ``apply`` -> ``OUTCOME_DDL`` rows, one per record."""
+    """mapInArrow over ``explode_commands`` rows (one per command: job_id, partition,
+    position, at_ms = broker time, value), sorted by (job_id, partition, position)
+    within the Spark partition and every command of a job in the same Spark partition:
+    folds each job with the core's ``apply`` -> ``OUTCOME_DDL`` rows, one per command."""
     schema = _arrow_schema(OUTCOME_DDL)
     current: str | None = None
     fold = _JobFold()
     for batch in batches:
         data = batch.to_pydict()
         rows = []
-        for job_id, partition, offset, at_ms, value in zip(
-            data["job_id"], data["partition"], data["offset"], data["at_ms"], data["value"]
+        for job_id, partition, at, at_ms, value in zip(
+            data["job_id"], data["partition"], data["position"], data["at_ms"], data["value"]
         ):
             if job_id != current:
                 current, fold = job_id, _JobFold()
@@ -473,8 +528,51 @@ def fold_commands(batches: Iterator) -> Iterator:
                 rows.append({
                     "job_id": job_id, "queue": fold.queue, "at_ms": at_ms,
                     "outcome": "undecodable",
-                    "detail": f"partition {partition} offset {offset}: {error}",
+                    "detail": f"partition {partition} offset {offset_of(at)}: {error}",
                 })
                 continue
-            rows.append(fold.step(command, at_ms, offset))
+            rows.append(fold.step(command, at_ms, at))
         yield _batch(rows, schema)
+
+
+BATCH_RECORD_DDL = "key binary, value binary, partition int"
+
+
+def batch_records(batches: Iterator, max_commands: int = MAX_BATCH_COMMANDS,
+                  max_bytes: int = BATCH_RECORD_BYTES) -> Iterator:
+    """mapInArrow over encoded commands (key, value, partition) -> batch records of
+    ``BATCH_RECORD_DDL``: the commands of each Kafka partition grouped into records of at
+    most ``max_commands`` and about ``max_bytes`` (eventq/core/batch.py), so the
+    processor applies a pipeline's jobs a batch at a time. A record of one command keeps
+    its key."""
+    import pyarrow as pa
+
+    schema = _arrow_schema(BATCH_RECORD_DDL)
+    builders: dict[int, tuple[BatchBuilder, list]] = {}
+    out: dict[str, list] = {"key": [], "value": [], "partition": []}
+
+    def emit(partition: int) -> None:
+        builder, keys = builders[partition]
+        out["key"].append(keys[0] if len(keys) == 1 else None)
+        out["value"].append(builder.take())
+        out["partition"].append(partition)
+        keys.clear()
+
+    for batch in batches:
+        data = batch.to_pydict()
+        for key, value, partition in zip(data["key"], data["value"], data["partition"]):
+            builder, keys = builders.setdefault(
+                partition, (BatchBuilder(max_commands, max_bytes), [])
+            )
+            if not builder.fits(value):
+                emit(partition)
+            builder.add(value)
+            keys.append(key)
+        if len(out["value"]) >= 64:
+            yield pa.RecordBatch.from_pydict(out, schema=schema)
+            out = {"key": [], "value": [], "partition": []}
+    for partition, (builder, keys) in builders.items():
+        if keys:
+            emit(partition)
+    if out["value"]:
+        yield pa.RecordBatch.from_pydict(out, schema=schema)

@@ -62,14 +62,15 @@ def outcomes(spark, bootstrap: str, topic: str):
     from pyspark.sql import functions as F
 
     records = kafkaio.read_topic(spark, bootstrap, topic, fail_on_data_loss=False).select(
-        F.col("key").cast("string").alias("job_id"), "partition", "offset",
-        F.unix_millis("timestamp").alias("at_ms"), "value",
+        "key", "partition", "offset", F.unix_millis("timestamp").alias("at_ms"), "value",
     )
-    # The key is the job id (every producer writes it so): group each job's commands in
-    # one Spark partition, in log order, and decode them only once, in the fold.
+    # One row per command (a batch record holds many, eventq/core/batch.py), named by
+    # its job: group each job's commands in one Spark partition, in log order, and
+    # decode them fully only once, in the fold.
     return (
-        records.repartition("job_id")
-        .sortWithinPartitions("job_id", "partition", "offset")
+        records.mapInArrow(rows.explode_commands, rows.COMMAND_DDL)
+        .repartition("job_id")
+        .sortWithinPartitions("job_id", "partition", "position")
         .mapInArrow(rows.fold_commands, rows.OUTCOME_DDL)
     )
 

@@ -160,11 +160,16 @@ def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
 def print_history(bootstrap: str, prefix: str, job: uuid.UUID) -> None:
     """Every command and state record of one job, for a failure's report."""
     from eventq.core import decode_command, decode_state
+    from eventq.core.batch import split_record
+    from eventq.kafka.logreader import read_topic
     from support import records_for_key
 
     key = str(job).encode()
-    for rec in records_for_key(bootstrap, f"{prefix}.commands", key):
-        print("COMMAND", rec[:3], decode_command(rec[3]))
+    for r in read_topic(bootstrap, f"{prefix}.commands"):
+        for index, data in enumerate(split_record(r.value)):
+            decoded = decode_command(data)
+            if decoded.command.job_id == job:
+                print("COMMAND", (r.partition, r.offset, index, r.timestamp_ms), decoded)
     for rec in records_for_key(bootstrap, f"{prefix}.jobs", key):
         print("STATE", rec[:3], rec[3] and decode_state(rec[3])[0])
 

@@ -211,13 +211,19 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
 def derived_events(bootstrap: str, topic: str) -> list:
     """Every accepted event of a clean replay of the command log."""
     from eventq.core import decode_command
+    from eventq.core.batch import position, split_record
     from eventq.core.machine import decide, evolve
     from eventq.kafka.logreader import read_topic
 
     jobs, events = {}, []
-    for record in read_topic(bootstrap, topic):
-        command = decode_command(record.value).command
-        outcome = decide(jobs.get(command.job_id), command, record.timestamp_ms, record.offset)
+    commands = (
+        (record, position(record.offset, index), data)
+        for record in read_topic(bootstrap, topic)
+        for index, data in enumerate(split_record(record.value))
+    )
+    for record, at, data in commands:
+        command = decode_command(data).command
+        outcome = decide(jobs.get(command.job_id), command, record.timestamp_ms, at)
         if isinstance(outcome, Accepted):
             events.append(outcome.event)
             after = evolve(jobs.get(command.job_id), outcome.event)

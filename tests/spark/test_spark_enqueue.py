@@ -15,6 +15,7 @@ import pytest
 
 from eventq.client import Client
 from eventq.core import decode_command, state_digest
+from eventq.core.batch import split_record
 from eventq.errors import NotFound
 from eventq.kafka.logreader import end_offsets, latest_jobs, read_topic
 from eventq.kafka.partitioner import partition_for_key
@@ -185,17 +186,23 @@ def test_every_record_spark_wrote_is_in_the_partition_murmur2_gives_its_key(spar
     report = enqueue(df, bootstrap=server.bootstrap, topic=commands_topic, name=name,
                      key_columns=["k"], payload_column="p", ttr_ms=1000, ttl_ms=600_000)
     assert report.sent == 5000
-    partitions, mine, used = server.partitions, 0, set()
+    partitions, mine, used, batches = server.partitions, 0, set(), 0
     for record in read_topic(server.bootstrap, commands_topic):  # and all earlier tests'
-        assert record.key is not None
-        assert record.partition == partition_for_key(record.key, partitions), record
-        decoded = decode_command(record.value)
-        assert str(decoded.command.job_id).encode() == record.key
-        if getattr(decoded.command, "name", None) == name:
-            assert decoded.node is None and decoded.request_id is None  # no correlation
-            mine += 1
-            used.add(record.partition)
+        items = split_record(record.value)
+        # A batch record has no key; a single command keeps its job's.
+        assert (record.key is None) == (len(items) > 1), record
+        batches += len(items) > 1
+        for data in items:
+            decoded = decode_command(data)
+            key = str(decoded.command.job_id).encode()
+            assert record.partition == partition_for_key(key, partitions), record
+            assert record.key in (None, key)
+            if getattr(decoded.command, "name", None) == name:
+                assert decoded.node is None and decoded.request_id is None  # no correlation
+                mine += 1
+                used.add(record.partition)
     assert mine == 5000 and used == set(range(partitions))
+    assert batches >= partitions  # the pipeline's jobs travel in batch records
 
 
 def test_rejected_rows_are_reported_with_reasons_and_never_sent(spark, server, tmp_path):

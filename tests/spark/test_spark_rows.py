@@ -7,6 +7,8 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventq.core import (
     Add,
@@ -20,6 +22,7 @@ from eventq.core import (
     encode_command,
     state_digest,
 )
+from eventq.core.batch import encode_batch, position, split_record
 from eventq.core.machine import apply
 from eventq.kafka.partitioner import partition_for_key
 from eventq.limits import MAX_PAYLOAD_BYTES
@@ -201,20 +204,68 @@ def test_job_rows_round_trip_and_partial_digests_combine_to_the_cores():
 # ------------------------------------------------------------------------ the fold
 
 
-def _records(commands):
-    """(job_id, partition, offset, at_ms, value) batches of (command, at_ms) pairs."""
-    data = {"job_id": [], "partition": [], "offset": [], "at_ms": [], "value": []}
-    for offset, (command, at_ms) in enumerate(commands):
-        data["job_id"].append(str(command.job_id))
-        data["partition"].append(0)
-        data["offset"].append(offset)
-        data["at_ms"].append(at_ms)
-        data["value"].append(encode_command(command))
-    order = sorted(range(len(commands)), key=lambda i: (data["job_id"][i], i))
+def _records(commands, per_record: int = 1):
+    """The command log of (command, at_ms) pairs as Spark's stats read it: records of
+    ``per_record`` commands (batch records when more than one, eventq/core/batch.py),
+    exploded into one row per command, ordered by (job_id, position) as Spark sorts
+    them, in two Arrow batches."""
+    log = {"key": [], "partition": [], "offset": [], "at_ms": [], "value": []}
+    for offset, start in enumerate(range(0, len(commands), per_record)):
+        group = commands[start:start + per_record]
+        encoded = [encode_command(command) for command, _ in group]
+        log["key"].append(str(group[0][0].job_id).encode() if len(group) == 1 else None)
+        log["partition"].append(0)
+        log["offset"].append(offset)
+        log["at_ms"].append(group[0][1])  # (a batch shares its time; the tests pass one)
+        log["value"].append(encoded[0] if len(group) == 1 else encode_batch(encoded))
+    data = {k: [] for k in ("job_id", "partition", "position", "at_ms", "value")}
+    for batch in rows.explode_commands(iter([pa.RecordBatch.from_pydict(log)])):
+        for k, v in batch.to_pydict().items():
+            data[k].extend(v)
+    order = sorted(range(len(data["value"])), key=lambda i: (data["job_id"][i], data["position"][i]))
     data = {k: [v[i] for i in order] for k, v in data.items()}
     half = len(order) // 2
     return [pa.RecordBatch.from_pydict({k: v[:half] for k, v in data.items()}),
             pa.RecordBatch.from_pydict({k: v[half:] for k, v in data.items()})]
+
+
+def test_explode_gives_each_command_of_a_batch_its_job_and_position():
+    a, b = uuid.uuid4(), uuid.uuid4()
+    commands = [(Add(a, "q", 1000, 600_000, b""), NOW_MS), (Add(b, "q", 1000, 600_000, b""), NOW_MS),
+                (Delete(a), NOW_MS)]
+    [first, second] = _records(commands, per_record=3)
+    exploded = first.to_pylist() + second.to_pylist()
+    assert sorted((r["job_id"], r["position"]) for r in exploded) == sorted(
+        [(str(a), position(0, 0)), (str(b), position(0, 1)), (str(a), position(0, 2))]
+    )
+
+
+@given(st.lists(st.sampled_from(range(6)), min_size=1, max_size=30), st.integers(2, 7))
+def test_batch_records_fold_as_their_commands_one_by_one(script, per_record):
+    """The same commands at the same broker times give the same outcomes whether they
+    travel one per record or in batch records."""
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    make = [
+        lambda j: Add(j, "q", 1000, 600_000, b"p", max_fails=2), lambda j: StartAttempt(j, 1),
+        lambda j: Fail(j, b"x"), lambda j: Complete(j, b"ok"), lambda j: Delete(j),
+        lambda j: StartAttempt(j, 2),
+    ]
+    commands = [(make[k](ids[i % 2]), NOW_MS + 1000 * (i // per_record))
+                for i, k in enumerate(script)]
+    def fold(n):
+        out = [r for b in rows.fold_commands(iter(_records(commands, n))) for r in b.to_pylist()]
+        return sorted((r["job_id"], r["outcome"], r["event"], r["attempt"], r["wait_ms"],
+                       r["run_ms"]) for r in out)
+    assert fold(per_record) == fold(1)
+
+
+def test_explode_reports_a_broken_batch_as_one_undecodable_command():
+    log = {"key": [None], "partition": [0], "offset": [7], "at_ms": [NOW_MS], "value": [b"\x92\xc4"]}
+    [batch] = rows.explode_commands(iter([pa.RecordBatch.from_pydict(log)]))
+    [row] = batch.to_pylist()
+    assert row["job_id"] is None and row["position"] == position(7)
+    [out] = [r for b in rows.fold_commands(iter([batch])) for r in b.to_pylist()]
+    assert out["outcome"] == "undecodable" and "offset 7" in out["detail"]
 
 
 def test_fold_times_waits_and_runs_of_accepted_attempts_only():
@@ -291,3 +342,25 @@ def test_bucket_counts_per_resolution():
     for lower, width in lowers:
         widths[width] = widths.get(width, 0) + 1
     assert widths == {1: 60, 60: 59, 900: 92, 3600: 48, 86_400: 2}
+
+
+def test_batch_records_group_each_partitions_commands_within_bounds():
+    encoded = {"key": [], "value": [], "partition": []}
+    for i in range(1000):
+        job = uuid.uuid4()
+        encoded["key"].append(job_key(job))
+        encoded["value"].append(encode_command(Add(job, "q", 1000, 600_000, b"x" * (i % 50))))
+        encoded["partition"].append(partition_for_key(job_key(job), 3))
+    half = [pa.RecordBatch.from_pydict({k: v[:500] for k, v in encoded.items()}),
+            pa.RecordBatch.from_pydict({k: v[500:] for k, v in encoded.items()})]
+    out = [r for b in rows.batch_records(iter(half), max_commands=64, max_bytes=2048)
+           for r in b.to_pylist()]
+    seen = {p: [] for p in range(3)}
+    for record in out:
+        items = split_record(record["value"])
+        assert len(items) <= 64 and (len(items) == 1 or len(record["value"]) <= 2048 + 8)
+        assert (record["key"] is None) == (len(items) > 1)
+        seen[record["partition"]].extend(items)
+    for p in range(3):  # every command once, in its partition, in input order
+        assert seen[p] == [v for v, q in zip(encoded["value"], encoded["partition"]) if q == p]
+    assert len(out) < 100

@@ -1,0 +1,87 @@
+"""One patch of faust-streaming 0.15.3's consumer: no ``wait_first`` per message.
+
+``Consumer._drain_messages`` hands every fetched message to the conductor through
+``await self.wait_first(callback(message), self.suspend_flow.wait())``: mode's
+``wait_first`` creates four tasks and cancels three of them per message, ~58 us of the
+~92 us faust spends per consumed record (research/faust-levers.md, 2). It was added by
+faust-streaming#223 ("Discard message after rebalance") so that a message whose delivery
+is still pending when a rebalance stops the flow is dropped rather than delivered later.
+
+The patched loop keeps that race only when it can matter, when the flow is already
+suspended as the message is handed over; otherwise it awaits the callback directly
+(the code before #223). A message whose delivery began before a suspension then waits
+for the flow to resume and is delivered with its old generation, which the stream
+discards (faust/_cython/streams.pyx ``_prepare_event``: stale generation), so the
+outcome is #223's.
+
+The patch is applied to exactly the source it was written for: ``PINNED_SOURCE_SHA256``
+is the hash of 0.15.3's method, and ``install`` refuses any other (a faust upgrade then
+runs unpatched, slower and correct, and tests/test_faust_patches.py fails to say so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import textwrap
+
+log = logging.getLogger(__name__)
+
+PINNED_SOURCE_SHA256 = "44a2500309e83c630493f6828af50166ec8d96a0b3e4fb2bab735f704ae93417"
+
+RACED_CALLBACK = """\
+                            await self.wait_first(
+                                callback(message), self.suspend_flow.wait()
+                            )
+"""
+DIRECT_CALLBACK = """\
+                            if self.suspend_flow.is_set():  # eventq: race only then
+                                await self.wait_first(
+                                    callback(message), self.suspend_flow.wait()
+                                )
+                            else:
+                                await callback(message)
+"""
+
+
+def original_source() -> str:
+    from faust.transport.consumer import Consumer
+
+    method = getattr(Consumer._drain_messages, "__eventq_original__", Consumer._drain_messages)
+    return inspect.getsource(method)
+
+
+def is_pinned_source(source: str) -> bool:
+    return hashlib.sha256(source.encode()).hexdigest() == PINNED_SOURCE_SHA256
+
+
+def patched_source(source: str) -> str:
+    if source.count(RACED_CALLBACK) != 1:
+        raise ValueError("faust's _drain_messages does not call wait_first as expected")
+    return source.replace(RACED_CALLBACK, DIRECT_CALLBACK)
+
+
+def install() -> bool:
+    """Patch faust's consumer drain loop; False (and a warning) if faust's code is not
+    the version this patch was written for."""
+    from faust.transport import consumer as module
+
+    Consumer = module.Consumer
+    if getattr(Consumer._drain_messages, "__eventq_original__", None) is not None:
+        return True
+    source = original_source()
+    if not is_pinned_source(source):
+        log.warning(
+            "faust's Consumer._drain_messages is not faust-streaming 0.15.3's: running it "
+            "unpatched (correct, ~58 us more per Kafka record); see streams/faust_patches.py"
+        )
+        return False
+    namespace: dict = {}
+    code = compile(textwrap.dedent(patched_source(source)), module.__file__, "exec")
+    exec(code, module.__dict__, namespace)  # the module's globals, as the original's
+    patched = namespace["_drain_messages"]
+    patched.__qualname__ = Consumer._drain_messages.__qualname__
+    patched.__eventq_original__ = Consumer._drain_messages
+    Consumer._drain_messages = patched
+    return True
