@@ -31,6 +31,8 @@ from streams.timers import DeadlineTimer
 
 log = logging.getLogger(__name__)
 
+CATCH_UP_REPORT_S = 30.0
+
 def faust_broker_url(bootstrap: str) -> str:
     """faust takes several brokers as kafka://a:9092;b:9092."""
     return "kafka://" + ";".join(part.strip() for part in bootstrap.split(",") if part.strip())
@@ -194,6 +196,16 @@ def build_streams(settings: Settings) -> Streams:
             log.warning("serving: state is up to date with %s", settings.commands_topic)
 
         processor.expect_catch_up(targets, caught_up)
+        if not engine.ready.is_set():
+            asyncio.ensure_future(report_catch_up())
+
+    async def report_catch_up() -> None:
+        """A catch-up that takes long says where it stands (a hang shows in the log)."""
+        while not engine.ready.is_set():
+            await asyncio.sleep(CATCH_UP_REPORT_S)
+            if not engine.ready.is_set():
+                log.warning("still re-applying the uncommitted tail: %s",
+                            processor.catch_up_status())
 
     @app.on_partitions_revoked.connect
     async def stop_serving(app, revoked, **kwargs) -> None:

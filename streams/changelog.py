@@ -61,7 +61,8 @@ class ChangelogWriter:
                 await self._send(producer, batch, partition)
                 batch = producer.create_batch()
                 # The first record always fits a new batch, whatever its size.
-                batch.append(key=key, value=value, timestamp=None)
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    raise RuntimeError(f"a changelog record for {key!r} fits no batch")
         await self._send(producer, batch, partition)
 
     async def _send(self, producer, batch, partition: int) -> None:

@@ -12,7 +12,12 @@ suspended as the message is handed over; otherwise it awaits the callback direct
 (the code before #223). A message whose delivery began before a suspension then waits
 for the flow to resume and is delivered with its old generation, which the stream
 discards (faust/_cython/streams.pyx ``_prepare_event``: stale generation), so the
-outcome is #223's.
+outcome is #223's. One more thing differs: the original records the message's offset
+as read when the race ends, before the rebalance seeks; a direct call returns after
+it, so recording it then would undo the seek (`_read_offset` would skip the re-read
+messages: seen as a restart whose catch-up never ended). So ``stop_flow`` and ``seek``
+advance ``_eventq_flow_epoch``, and a message whose delivery spanned either leaves the
+read offset to the seek.
 
 The patch is applied to exactly the source it was written for: ``PINNED_SOURCE_SHA256``
 is the hash of 0.15.3's method, and ``install`` refuses any other (a faust upgrade then
@@ -41,7 +46,13 @@ DIRECT_CALLBACK = """\
                                     callback(message), self.suspend_flow.wait()
                                 )
                             else:
+                                epoch = self._eventq_flow_epoch
                                 await callback(message)
+                                if self._eventq_flow_epoch != epoch:
+                                    # A rebalance stopped the flow or a seek moved
+                                    # this partition meanwhile: where to read next is
+                                    # the seek's to say, not this stale message's.
+                                    continue
 """
 
 
@@ -62,6 +73,24 @@ def patched_source(source: str) -> str:
     return source.replace(RACED_CALLBACK, DIRECT_CALLBACK)
 
 
+def _count_flow_epochs(Consumer) -> None:
+    """``stop_flow`` and ``seek`` advance ``_eventq_flow_epoch`` (see the docstring)."""
+    Consumer._eventq_flow_epoch = 0
+    stop_flow, seek = Consumer.stop_flow, Consumer.seek
+
+    def counted_stop_flow(self) -> None:
+        self._eventq_flow_epoch += 1
+        stop_flow(self)
+
+    async def counted_seek(self, partition, offset: int) -> None:
+        self._eventq_flow_epoch += 1
+        await seek(self, partition, offset)
+        self._eventq_flow_epoch += 1
+
+    Consumer.stop_flow = counted_stop_flow
+    Consumer.seek = counted_seek
+
+
 def install() -> bool:
     """Patch faust's consumer drain loop; False (and a warning) if faust's code is not
     the version this patch was written for."""
@@ -77,6 +106,7 @@ def install() -> bool:
             "unpatched (correct, ~58 us more per Kafka record); see streams/faust_patches.py"
         )
         return False
+    _count_flow_epochs(Consumer)
     namespace: dict = {}
     code = compile(textwrap.dedent(patched_source(source)), module.__file__, "exec")
     exec(code, module.__dict__, namespace)  # the module's globals, as the original's

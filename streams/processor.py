@@ -98,6 +98,12 @@ class Processor:
         if not self._catch_up:
             on_caught_up()
 
+    def catch_up_status(self) -> str:
+        return ", ".join(
+            f"partition {p}: through {self._applied_through.get(p, -1)} of {target}"
+            for p, target in sorted(self._catch_up.items())
+        ) or "done"
+
     def forget_watermarks(self) -> None:
         """Partitions were reassigned: read watermarks from the table again."""
         self._watermarks.clear()

@@ -17,7 +17,8 @@ from eventq.client import Client
 from eventq.core import decode_command, state_digest
 from eventq.core.batch import split_record
 from eventq.errors import NotFound
-from eventq.kafka.logreader import end_offsets, latest_jobs, read_topic
+from eventq.kafka.logreader import latest_jobs, read_topic
+from eventq.replay import derive_from_commands, derive_more
 from eventq.kafka.partitioner import partition_for_key
 from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.spark import cli as spark_cli
@@ -48,8 +49,21 @@ def new_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def records_written(server) -> int:
-    return sum(high for _, high in end_offsets(server.bootstrap, topics(server)[0]).values())
+async def _digest(port: int) -> str:
+    async with await Client.connect(port=port) as c:
+        return await c.digest()
+
+
+def server_digest(server):
+    return _digest(server.port)
+
+
+def commands_written(server) -> int:
+    """Commands in the command log (a batch record holds many)."""
+    return sum(
+        len(split_record(record.value))
+        for record in read_topic(server.bootstrap, topics(server)[0])
+    )
 
 
 def expected_job(i: int) -> dict:
@@ -137,6 +151,25 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     digest_before = run(after_first_run())
     phase("all applied; sample checked through the gateway")
 
+    # Every reader of the command log reads Spark's batch records: the replay from the
+    # commands (eventq replay --from-commands) folds the state the server has ...
+    derived = derive_from_commands(server.bootstrap, commands_topic)
+    deadline = time.monotonic() + 60  # (timers may still expire earlier tests' jobs)
+    while state_digest(derived.jobs.values()) != (live := run(server_digest(server))):
+        assert time.monotonic() < deadline, "replay --from-commands disagrees with the server"
+        time.sleep(1)
+        derive_more(server.bootstrap, commands_topic, derived)
+    # ... and Spark's own fold of the log (eventq spark stats) sees every add.
+    from pyspark.sql import functions as F
+
+    from eventq.spark.stats import outcomes
+
+    added = outcomes(spark, server.bootstrap, commands_topic).where(
+        (F.col("queue") == name) & (F.col("event") == "added")
+    ).count()
+    assert added == ROWS
+    phase("replay --from-commands and spark stats read the batch records")
+
     # every job, from the state log
     jobs, bad = latest_jobs(server.bootstrap, jobs_topic)
     assert bad.count == 0
@@ -154,7 +187,7 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     phase("every job checked in the state log")
 
     # the same enqueue again, through the CLI: the same ids, refused as duplicates
-    written = records_written(server)
+    written = commands_written(server)
     capsys.readouterr()
     code = spark_cli.main([
         "spark", "enqueue", "--input", data, "--format", "parquet", "--name", name,
@@ -163,7 +196,7 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"read {ROWS:,} rows, sent {ROWS:,} commands" in out and "rejected 0" in out
-    assert records_written(server) == written + ROWS
+    assert commands_written(server) == written + ROWS
     phase("re-run sent")
 
     async def after_second_run() -> tuple[int, str]:
@@ -224,7 +257,7 @@ def test_rejected_rows_are_reported_with_reasons_and_never_sent(spark, server, t
     df = spark.createDataFrame(
         rows, "job string, queue string, body string, ttr long, ttl long, prio long"
     )
-    before = records_written(server)
+    before = commands_written(server)
     report = enqueue(
         df, bootstrap=server.bootstrap, topic=topics(server)[0], name_column="queue",
         id_column="job", payload_column="body", ttr_column="ttr", ttl_column="ttl",
@@ -234,7 +267,7 @@ def test_rejected_rows_are_reported_with_reasons_and_never_sent(spark, server, t
     assert report.rejected_by_field == {"name": 1, "payload": 1, "ttr": 1, "ttl": 1,
                                         "priority": 1, "id": 2}
     assert "rejected rows by field" in report.summary()
-    assert records_written(server) == before + 2  # nothing of the rejects
+    assert commands_written(server) == before + 2  # nothing of the rejects
 
     rejects = {r["job"]: r for r in spark.read.json(str(tmp_path / "rejects")).collect()}
     assert len(rejects) == len(rows) - 2
