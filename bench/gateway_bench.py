@@ -105,8 +105,9 @@ def start_profile(pid: int, seconds: float, path: Path) -> subprocess.Popen:
     spy = Path(sys.executable).with_name("py-spy")
     return subprocess.Popen(
         [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds)),
-         "--rate", "250", *NATIVE, "--format", "raw", "--output", str(path),
-         *([] if NATIVE else ["--nonblocking"])],
+         "--rate", "250", "--gil", "--nonblocking", *NATIVE, "--format", "raw",
+         "--output", str(path),
+         ],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
@@ -142,6 +143,7 @@ def measure(server, concurrency: list[int], seconds: float, queued: int, label: 
     print(f"--- {label}: server pid {server.process.pid}, RSS at start "
           f"{rss_mib(server.process.pid):.0f} MiB", flush=True)
     print(HEADER, flush=True)
+    asyncio.run(cycles(server.port, 16, 5, "warm-up"))  # the broker's JIT, caches
     for clients in concurrency:
         cpu_before = cpu_s(server.process.pid)
         broker_before = cpu_s(broker_pid) if broker_pid else 0.0

@@ -16,7 +16,6 @@ from eventq import statedir
 from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
-from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 from streams.command_writer import CommandWriter
 
@@ -36,21 +35,13 @@ class EventqService(mode.Service):
         )
 
     async def on_start(self) -> None:
-        from aiokafka import AIOKafkaProducer
-
         quiet_library_loggers(self._settings.log_level)
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self._settings.kafka_bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=0,
-            request_timeout_ms=self._settings.write_timeout_ms,
-            max_request_size=KAFKA_MESSAGE_BYTES,  # eventq/limits.py
-        )
-        await producer.start()
-        self._producer = producer
+        faust_producer = self._streams.app.producer  # started with the app
         self._streams.engine.writer = CommandWriter(
-            producer, self._settings.commands_topic, self._settings.partitions
+            lambda: faust_producer._producer,
+            self._settings.commands_topic,
+            self._settings.partitions,
+            applied=self._streams.processor.applied,
         )
         await self.server.start()
         print(
@@ -73,11 +64,17 @@ class EventqService(mode.Service):
     async def on_stop(self) -> None:
         # Runs after the app stopped (faust stops the app first): the app's last
         # flush and commit are done, so the command producer is no longer needed.
-        writer, producer = self._streams.engine.writer, getattr(self, "_producer", None)
+        writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()
-        if producer is not None:
-            await producer.stop()
+            counters = self._streams.processor.counters
+            changelog = self._streams.changelog_writer
+            log.warning(
+                "wrote %d commands in %d records; applied %d records (%d batches), "
+                "%d changelog records in %d batches",
+                writer.commands, writer.records, counters.records, counters.batches,
+                changelog.records, changelog.batches,
+            )
 
 
 STOP_TIMEOUT_S = 20.0

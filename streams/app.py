@@ -103,6 +103,10 @@ def build_streams(settings: Settings) -> Streams:
     )
     # A commit must never pass an unwritten changelog record.
     changelog_buffer = durable_flush.install(app)
+    # faust's producer also writes the gateway's commands (streams/command_writer.py),
+    # which must never be duplicated by a retry (a second `fail` would count twice):
+    # idempotent, acks from all in-sync replicas.
+    app.producer._settings_extra = lambda: {"acks": "all", "enable_idempotence": True}
     commands = app.topic(
         settings.commands_topic,
         key_type=bytes,

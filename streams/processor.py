@@ -26,6 +26,7 @@ a job whose tombstone is missing is still present and gets its removal again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ class Processor:
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
         self._on_caught_up: Callable[[], None] = lambda: None
+        self._offset_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self.counters = Counters()
 
     def expect_catch_up(self, targets: dict[int, int], on_caught_up: Callable[[], None]) -> None:
@@ -97,6 +99,17 @@ class Processor:
         self._on_caught_up = on_caught_up
         if not self._catch_up:
             on_caught_up()
+
+    async def applied(self, partition: int, offset: int) -> None:
+        """Return once the record at ``offset`` of ``partition`` is handled (at once if
+        this process does not own the partition: then it never will be here)."""
+        if self._applied_through.get(partition, -1) >= offset:
+            return
+        if partition not in self._store.active:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._offset_waiters.setdefault(partition, []).append((offset, future))
+        await future
 
     def catch_up_status(self) -> str:
         return ", ".join(
@@ -210,6 +223,16 @@ class Processor:
 
     def _caught_up_to(self, partition: int, offset: int) -> None:
         self._applied_through[partition] = offset
+        waiting = self._offset_waiters.get(partition)
+        if waiting:
+            still = []
+            for at, future in waiting:
+                if at <= offset:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((at, future))
+            self._offset_waiters[partition] = still
         target = self._catch_up.get(partition)
         if target is not None and offset >= target:
             del self._catch_up[partition]
