@@ -118,10 +118,10 @@ def summarize_profile(path: Path, top: int = 25) -> str:
     from collections import Counter
 
     own, inclusive, total = Counter(), Counter(), 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
+        if not stack or not count.isdigit():
+            continue  # (py-spy's own messages)
         n = int(count)
         total += n
         frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1]
