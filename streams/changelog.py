@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 from functools import partial
+from typing import Callable
 
 from faust.types import TP
 
@@ -36,8 +37,18 @@ from streams.durable_flush import DurableProducerBuffer
 log = logging.getLogger(__name__)
 
 
+def stop_process() -> None:
+    """Stop this process as SIGTERM does (the stop leaves the crash marker: the buffer
+    gave up, eventq/server.py)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class ChangelogWriter:
-    def __init__(self, app, table, topic: str, buffer: DurableProducerBuffer) -> None:
+    def __init__(
+        self, app, table, topic: str, buffer: DurableProducerBuffer,
+        on_lost: Callable[[], None] = stop_process,
+    ) -> None:
+        self._on_lost = on_lost
         self._app = app
         self._table = table
         self._topic = topic
@@ -109,4 +120,5 @@ class ChangelogWriter:
                 self._topic, partition, type(error).__name__, error,
             )
         self._buffer.lost = error or RuntimeError("cancelled")
-        os.kill(os.getpid(), signal.SIGTERM)
+        self._buffer.gave_up = True
+        self._on_lost()
