@@ -60,7 +60,8 @@ class CommandWriter:
 
     def write(self, partition: int, key: bytes, data: bytes) -> asyncio.Future:
         """Queue one encoded command; the future is done when its record is in the log
-        (or holds the Kafka error). Cancelling it does not unsend the command."""
+        (or holds the Kafka error). Cancelled before its record leaves, the command is
+        not sent; after that, cancelling does not unsend it."""
         future = asyncio.get_running_loop().create_future()
         lane = self._lanes[partition]
         lane.pending.append((key, data, future))
@@ -76,19 +77,20 @@ class CommandWriter:
             while lane.pending:
                 builder = BatchBuilder()
                 futures = []
-                key = None
+                keys = []
                 while lane.pending and builder.fits(lane.pending[0][1]):
                     key, data, future = lane.pending.popleft()
                     if future.done():  # its issuer gave up waiting (told "may still be
                         continue  # applied"): a command nobody waits for is not sent late
                     builder.add(data)
                     futures.append(future)
+                    keys.append(key)
                 count = len(futures)
                 if not count:
                     continue
                 # A record of one command keeps its job's key; a batch has none (its
                 # commands name their jobs, and its partition is stated).
-                record_key = key if count == 1 else None
+                record_key = keys[0] if count == 1 else None
                 try:
                     producer = self._producer()
                     if producer is None:

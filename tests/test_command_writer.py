@@ -137,3 +137,20 @@ def test_no_producer_yet_is_an_error_for_the_waiting_commands():
             await writer.write(0, b"a", b"\x80a")
 
     asyncio.run(main())
+
+
+def test_a_record_of_one_command_has_that_commands_key_even_after_a_skipped_one():
+    async def main() -> None:
+        producer = HeldProducer()
+        writer = CommandWriter(lambda: producer, "t", partitions=1)
+        writer.write(0, b"a", b"\x80a")
+        await turn()
+        kept = writer.write(0, b"kept", b"\x80k")
+        writer.write(0, b"gone", b"\x80g").cancel()  # after it in the lane, given up
+        producer.release()
+        await turn()
+        assert producer.sent[1] == (0, b"kept", [b"\x80k"])
+        producer.release()
+        await kept
+
+    asyncio.run(main())
