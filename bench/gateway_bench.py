@@ -97,17 +97,15 @@ HEADER = (f"{'clients':>7} {'cycles/s':>9} {'cmd p50':>8} {'cmd p99':>8} {'add p
           "(ms; CPU per command in us)")
 
 
-NATIVE: list[str] = []
-
-
-def start_profile(pid: int, seconds: float, path: Path) -> subprocess.Popen:
+def start_profile(pid: int, seconds: float, path: Path, native: bool = False) -> subprocess.Popen:
     """py-spy samples the server while the load runs (collapsed stacks, --idle off)."""
     spy = Path(sys.executable).with_name("py-spy")
     return subprocess.Popen(
         [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds)),
-         "--rate", "250", "--gil", "--nonblocking", *NATIVE, "--format", "raw",
-         "--output", str(path),
-         ],
+         "--rate", "250", "--gil", "--format", "raw", "--output", str(path),
+         # py-spy unwinds C frames only while the process is paused (it wrote nothing
+         # with --native --nonblocking), and pausing slows the server a lot.
+         *(["--native"] if native else ["--nonblocking"])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
@@ -139,7 +137,8 @@ def summarize_profile(path: Path, top: int = 25) -> str:
 
 
 def measure(server, concurrency: list[int], seconds: float, queued: int, label: str,
-            profile_dir: Path | None = None, broker_pid: int | None = None) -> None:
+            profile_dir: Path | None = None, broker_pid: int | None = None,
+            native: bool = False) -> None:
     print(f"--- {label}: server pid {server.process.pid}, RSS at start "
           f"{rss_mib(server.process.pid):.0f} MiB", flush=True)
     print(HEADER, flush=True)
@@ -151,7 +150,8 @@ def measure(server, concurrency: list[int], seconds: float, queued: int, label: 
         spy = None
         if profile_dir is not None:
             spy = start_profile(server.process.pid, seconds - 1,
-                                profile_dir / f"{label.replace(' ', '-')}-{clients}.txt")
+                                profile_dir / f"{label.replace(' ', '-')}-{clients}.txt",
+                                native)
         rate, command_ms, add_ms = asyncio.run(
             cycles(server.port, clients, seconds, f"cycle{clients}")
         )
@@ -191,10 +191,9 @@ def main() -> int:
     parser.add_argument("--before", metavar="REF", help="also measure git revision REF first")
     parser.add_argument("--profile", metavar="DIR", type=Path,
                         help="py-spy the server during each load; summaries printed at the end")
-    parser.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
+    parser.add_argument("--native", action="store_true",
+                        help="py-spy --native (C frames; pauses the server to sample)")
     args = parser.parse_args()
-    if args.native:
-        NATIVE.append("--native")
     concurrency = [int(c) for c in args.concurrency.split(",")]
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -217,7 +216,7 @@ def main() -> int:
                     server.create_topics()
                     server.start()
                     measure(server, concurrency, args.seconds, args.queued, label, args.profile,
-                            broker_pid)
+                            broker_pid, args.native)
                 finally:
                     server.stop()
         finally:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from eventq.core import CodecError, Expired, correlation_of, decode_command
-from eventq.core.batch import POSITIONS_PER_OFFSET, position, split_record
+from eventq.core.batch import position, split_record
 from eventq.core.job import is_final, is_ready
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
@@ -129,7 +129,7 @@ class Processor:
                 mark = int(raw)
             else:  # written before positions: the offset of a single-command record
                 legacy = self._store.read(partition, LEGACY_WATERMARK_KEY)
-                mark = int(legacy) * POSITIONS_PER_OFFSET if legacy else -1
+                mark = position(int(legacy)) if legacy else -1
             self._watermarks[partition] = mark
         return mark
 
@@ -269,7 +269,7 @@ _UNREAD = object()  # a job this batch has not read yet
 class _Batch:
     """What one record's commands did: each job's last state, the replies to send."""
 
-    __slots__ = ("jobs", "records", "removed", "replies")
+    __slots__ = ("jobs", "records", "replies")
 
     def __init__(self) -> None:
         self.jobs: dict[bytes, object] = {}  # key -> Job or None, after this batch

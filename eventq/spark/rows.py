@@ -489,10 +489,10 @@ def explode_commands(batches: Iterator) -> Iterator:
             data["key"], data["partition"], data["offset"], data["at_ms"], data["value"]
         ):
             try:
-                items = split_record(value)
+                items = split_record(value) if is_batch(value) else None
             except ValueError:  # CodecError: a broken batch is one undecodable row
                 items = None
-            if items is None or not is_batch(value):
+            if items is None:  # a single command (or a broken batch), named by its key
                 job_id = key.decode(errors="replace") if key is not None else None
                 rows.append({"job_id": job_id, "partition": partition, "position": position(offset),
                              "at_ms": at_ms, "value": value})
