@@ -74,6 +74,15 @@ class ServerError(EventqError):
     code = "SERVER-ERROR"
 
 
+class NotWritten(ServerError):
+    """The command never reached Kafka: nothing happened, retrying is safe."""
+
+
+class MayTakeEffect(ServerError):
+    """The command reached (or may have reached) the log but was not applied in time:
+    it may still take effect (ARCHITECTURE.md, "Abandoned commands")."""
+
+
 # The exact client error texts of the spec, named once so no code spells them twice.
 UNKNOWN_COMMAND = "Unknown command"
 LINE_TOO_LONG = "Line too long"

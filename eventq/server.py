@@ -28,7 +28,7 @@ class EventqService(mode.Service):
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
-        stats = GatewayStats(lambda: streams.processor.counters.evicted)
+        self._stats = stats = GatewayStats(lambda: streams.processor.counters.evicted)
         self.gateway = Gateway(streams.engine, stats)
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
@@ -71,9 +71,9 @@ class EventqService(mode.Service):
             changelog = self._streams.changelog_writer
             log.warning(
                 "wrote %d commands in %d records; applied %d records (%d batches), "
-                "%d changelog records in %d batches",
+                "%d changelog records in %d batches; %d leases given back",
                 writer.commands, writer.records, counters.records, counters.batches,
-                changelog.records, changelog.batches,
+                changelog.records, changelog.batches, self._stats.released,
             )
 
 

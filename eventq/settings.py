@@ -31,7 +31,7 @@ class Settings:
     jobs_topic: str = "eventq.jobs"
     commands_retention_ms: int = ONE_WEEK_MS
     app_id: str = "eventq"
-    write_timeout_ms: int = 5000  # a Kafka write not acknowledged by then is -SERVER-ERROR
+    write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
     log_level: str = "WARNING"
 
@@ -104,7 +104,11 @@ HELP = {
     "jobs_topic": "name of the compacted state log topic",
     "commands_retention_ms": "retention of the command log, ms",
     "app_id": "faust application id (consumer group)",
-    "write_timeout_ms": "how long a Kafka write may take before -SERVER-ERROR, ms",
+    "write_timeout_ms": (
+        "the write deadline: how long a command may take to be written to Kafka and "
+        "applied before the client gets -SERVER-ERROR (saying whether it may still take "
+        "effect), ms"
+    ),
     "max_state_record_bytes": (
         "largest job state record the processor stores; a command that would exceed it "
         "is rejected (lower it only to test that; replays must use the same value)"

@@ -72,6 +72,17 @@ class CommandWriter:
             task.add_done_callback(self._tasks.discard)
         return future
 
+    def withdraw(self, partition: int, future: asyncio.Future) -> bool:
+        """Take a command back if it has not left its lane: True if it never will (its
+        future is then cancelled), False if it is already on its way to Kafka."""
+        lane = self._lanes[partition]
+        for entry in lane.pending:
+            if entry[2] is future:
+                lane.pending.remove(entry)
+                future.cancel()
+                return True
+        return False
+
     async def _drain(self, partition: int, lane: _Lane) -> None:
         try:
             while lane.pending:

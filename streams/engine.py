@@ -15,7 +15,8 @@ import time
 import uuid
 
 from eventq.core import Command, Job, encode_command
-from eventq.errors import ServerError
+from eventq.core.commands import CommandType
+from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
 from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
@@ -23,6 +24,20 @@ from eventq.kafka.partitioner import partition_for_key
 from streams.store import JobStore, NotOwned, job_key
 
 log = logging.getLogger(__name__)
+
+APPEND_DEADLINE_S = 60.0  # a give-back waits this long for Kafka, then the TTR applies
+
+
+# How an error names a command: its protocol request, where it has one.
+_COMMAND_WORDS = {
+    CommandType.START_ATTEMPT: "lease",
+    CommandType.TIMEOUT_ATTEMPT: "timeout of an attempt",
+    CommandType.RELEASE_ATTEMPT: "give-back of a lease",
+}
+
+
+def command_word(command: Command) -> str:
+    return _COMMAND_WORDS.get(command.type, command.type.name.lower().replace("_", "-"))
 
 
 class Engine:
@@ -53,61 +68,89 @@ class Engine:
 
     # --- writing -----------------------------------------------------------------
 
-    def _write(self, command: Command, data: bytes) -> asyncio.Future:
+    def _write(self, command: Command, data: bytes) -> tuple[int, asyncio.Future]:
         """Hand a command to the group-commit writer (streams/command_writer.py)."""
         if self.writer is None:
-            raise ServerError("eventq is starting: the Kafka producer is not ready yet")
+            raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
         key = job_key(command.job_id)
-        return self.writer.write(partition_for_key(key, self.partitions), key, data)
-
-    def _write_failed(self, error: Exception) -> ServerError:
-        if isinstance(error, TimeoutError):
-            return ServerError(
-                f"Kafka did not acknowledge the write within {self.write_timeout_s:g}s; "
-                "it may still be applied: check with inspect before retrying"
-            )
-        # KafkaError: broker unreachable, not leader, ...
-        return ServerError(f"Kafka write failed: {type(error).__name__}")
+        partition = partition_for_key(key, self.partitions)
+        return partition, self.writer.write(partition, key, data)
 
     async def send(self, command: Command) -> None:
-        """Write a command nobody waits for (timers)."""
-        written = self._write(command, encode_command(command))
+        """Write a command nobody waits for (timers: one not written in time is taken
+        back and produced again by the next timer pass)."""
+        partition, written = self._write(command, encode_command(command))
         try:
             # asyncio.timeout, not wait_for: no task per write, and a cancellation is
             # never lost (3.11's wait_for can drop one, gh-86296).
             async with asyncio.timeout(self.write_timeout_s):
                 await written
         except Exception as error:
-            raise self._write_failed(error) from error
+            raise self._not_applied(command, partition, written, error, False) from error
+
+    async def append(self, command: Command) -> None:
+        """Write a command that must not be taken back (a lease's give-back: nothing
+        else would ever produce it), waiting at most ``APPEND_DEADLINE_S``."""
+        _, written = self._write(command, encode_command(command))
+        async with asyncio.timeout(APPEND_DEADLINE_S):
+            await asyncio.shield(written)
 
     async def submit(self, command: Command) -> Applied:
-        """Write a command and wait until this process's processor has applied it:
-        one deadline for both (the write and the apply)."""
+        """Write a command and wait until this process's processor has applied it: one
+        deadline for both (the write and the apply), ``write_timeout_ms``.
+
+        Past it the error says which it was (issue 15): ``NotWritten`` when the command
+        never left this process (nothing happened: retry), ``MayTakeEffect`` when it is
+        or may be in the log (then it will be applied, later)."""
         await self.wait_ready()
         request_id = next(self._request_ids)
         applied = self.waiters.expect(request_id)
         in_log = False
+        partition, written = -1, None
         try:
-            written = self._write(
+            partition, written = self._write(
                 command, encode_command(command, node=self.node, request_id=request_id)
             )
             async with asyncio.timeout(self.write_timeout_s):
                 await written
                 in_log = True
                 return await applied
-        except ServerError:
+        except EventqError:
+            raise
+        except asyncio.CancelledError:
+            if written is not None and not in_log:
+                self.writer.withdraw(partition, written)  # a command nobody awaits
             raise
         except Exception as error:
-            if not in_log:
-                raise self._write_failed(error) from error
-            if isinstance(error, TimeoutError):
-                raise ServerError(
-                    "the command is in the log but was not applied within "
-                    f"{self.write_timeout_s:g}s; check `inspect job` before retrying"
-                ) from None
-            raise
+            raise self._not_applied(command, partition, written, error, in_log) from None
         finally:
             self.waiters.forget(request_id)
+
+    def _not_applied(
+        self, command: Command, partition: int, written, error: Exception, in_log: bool
+    ) -> ServerError:
+        what = command_word(command)
+        check = f"check with `inspect job {command.job_id}` before retrying"
+        limit = f"{self.write_timeout_s:g}s"
+        if not isinstance(error, TimeoutError):  # KafkaError: unreachable, not leader...
+            return MayTakeEffect(
+                f"Kafka failed the {what} ({type(error).__name__}); it was most likely "
+                f"not written, but {check}"
+            )
+        if in_log:
+            return MayTakeEffect(
+                f"the {what} is in the log but was not applied within {limit} (a backlog): "
+                f"it will still take effect; {check}"
+            )
+        if self.writer is not None and self.writer.withdraw(partition, written):
+            return NotWritten(
+                f"the {what} was not written: Kafka did not take it within {limit}; "
+                "nothing happened, retrying is safe"
+            )
+        return MayTakeEffect(
+            f"the {what} was sent but Kafka did not acknowledge it within {limit}: it may "
+            f"still take effect; {check}"
+        )
 
     async def wait_ready(self) -> None:
         if self.ready.is_set():
@@ -116,7 +159,7 @@ class Engine:
             async with asyncio.timeout(self.write_timeout_s):
                 await self.ready.wait()
         except TimeoutError:
-            raise ServerError(
+            raise NotWritten(
                 "eventq is still recovering its state from Kafka; try again shortly"
             ) from None
 

@@ -63,6 +63,7 @@ from eventq.core.commands import (
     Fail,
     Import,
     Schedule,
+    ReleaseAttempt,
     StartAttempt,
     TimeoutAttempt,
 )
@@ -70,6 +71,7 @@ from eventq.core.events import (
     REMOVING_EVENTS,
     Added,
     AttemptsExhausted,
+    AttemptReleased,
     AttemptStarted,
     AttemptTimedOut,
     Completed,
@@ -122,6 +124,13 @@ def _int(m: dict[str, Any], key: str) -> int:
     if type(v) is not int:
         raise CodecError(f"field {key!r} must be an int, got {type(v).__name__}")
     return v
+
+
+def _waiting_state(m: dict[str, Any]) -> State:
+    value = _int(m, "s")
+    if value not in (State.NEW, State.PENDING):
+        raise CodecError(f"field 's' must be NEW (0) or PENDING (3), not {value}")
+    return State(value)
 
 
 def _opt_int(m: dict[str, Any], key: str) -> int | None:
@@ -306,6 +315,7 @@ _COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable
     CommandType.START_ATTEMPT: (StartAttempt, _enc_attempt, lambda m: StartAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.TIMEOUT_ATTEMPT: (TimeoutAttempt, _enc_attempt, lambda m: TimeoutAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.IMPORT: (Import, _enc_import, _dec_import, _COMMON_KEYS | {"j"}),
+    CommandType.RELEASE_ATTEMPT: (ReleaseAttempt, lambda c: {"k": c.attempt, "s": int(c.state)}, lambda m: ReleaseAttempt(_id(m), _int(m, "k"), _waiting_state(m)), _COMMON_KEYS | {"k", "s"}),  # noqa: E501
 }
 
 
@@ -457,6 +467,7 @@ _EVENT_CODECS: dict[int, tuple[type, Callable[[Any, Job | None], dict[str, Any]]
     EventType.DELETED: (Deleted, lambda e, j: {}, lambda m, j: Deleted(*_common(m)), _EVENT_COMMON),  # noqa: E501
     EventType.EXPIRED: (Expired, lambda e, j: {"ev": e.evicted}, lambda m, j: Expired(*_common(m), _bool(m, "ev")), _EVENT_COMMON | {"ev"}),  # noqa: E501
     EventType.IMPORTED: (Imported, lambda e, j: {}, _dec_imported, _EVENT_COMMON),
+    EventType.ATTEMPT_RELEASED: (AttemptReleased, lambda e, j: {"k": e.attempt, "s": int(e.state)}, lambda m, j: AttemptReleased(*_common(m), _int(m, "k"), _waiting_state(m)), _EVENT_COMMON | {"k", "s"}),  # noqa: E501
 }
 
 _EVENT_CLASSES = tuple(c[0] for c in _EVENT_CODECS.values())
@@ -473,6 +484,7 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.DELETED: None,
     EventType.EXPIRED: None,
     EventType.IMPORTED: frozenset(State),  # a snapshot may be in any state
+    EventType.ATTEMPT_RELEASED: frozenset({State.NEW, State.PENDING}),
 }
 assert set(_STATES_AFTER) == set(EventType) and set(_EVENT_CODECS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -503,6 +515,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         job.attempts != event.attempt or event.requeued is not (job.state is State.PENDING)
     ):
         return "the job's attempt or state differs from AttemptTimedOut"
+    if isinstance(event, AttemptReleased) and (
+        job.attempts != event.attempt - 1 or job.state is not event.state
+    ):
+        return "the job's attempts or state differ from AttemptReleased"
     if isinstance(event, (Completed, Failed)) and job.result != event.result:
         return "the job's result differs from the event's"
     return None

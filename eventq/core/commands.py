@@ -51,6 +51,7 @@ class CommandType(IntEnum):
     START_ATTEMPT = 7
     TIMEOUT_ATTEMPT = 8
     IMPORT = 64  # eventq: a job snapshot imported from elsewhere (e.g. a workq log)
+    RELEASE_ATTEMPT = 65  # eventq: a lease the gateway could not deliver is given back
 
 
 FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
@@ -179,6 +180,29 @@ class TimeoutAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseAttempt:
+    """Give back attempt ``attempt`` of a leased job whose lease never reached a client
+    (ARCHITECTURE.md, "Abandoned commands"): the gateway gave up waiting for its
+    start-attempt, or the client left before the reply. Applied only while that attempt
+    is current and unfinished; the job is then ``state`` again (what it was before the
+    lease: NEW or PENDING), with ``attempt - 1`` attempts and its old place in lease
+    order, as if the lease had never happened.
+    """
+
+    type: ClassVar[CommandType] = CommandType.RELEASE_ATTEMPT
+    job_id: uuid.UUID
+    attempt: int
+    state: State
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        if self.state not in (State.NEW, State.PENDING) or type(self.state) is bool:
+            raise ValueError(f"state must be NEW or PENDING, not {self.state!r}")
+        object.__setattr__(self, "state", State(self.state))
+
+
+@dataclass(frozen=True, slots=True)
 class Import:
     """Install a complete job snapshot taken elsewhere (``eventq import-cmdlog``).
 
@@ -245,11 +269,13 @@ class Import:
 
 Command: TypeAlias = (
     Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt | Import
+    | ReleaseAttempt
 )
 
 COMMAND_CLASSES: dict[CommandType, type] = {
     cls.type: cls
     for cls in (
-        Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import
+        Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import,
+        ReleaseAttempt,
     )
 }

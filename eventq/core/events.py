@@ -37,6 +37,7 @@ class EventType(IntEnum):
     DELETED = 8
     EXPIRED = 9
     IMPORTED = 10
+    ATTEMPT_RELEASED = 11
 
 
 def _check_common(e: Event) -> None:
@@ -157,6 +158,26 @@ class AttemptTimedOut:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptReleased:
+    """release-attempt: attempt ``attempt`` never reached a client; the job is ``state``
+    (NEW or PENDING) again with ``attempt - 1`` attempts."""
+
+    type: ClassVar[EventType] = EventType.ATTEMPT_RELEASED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    attempt: int
+    state: State
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        if self.state not in (State.NEW, State.PENDING) or type(self.state) is bool:
+            raise ValueError(f"state must be NEW or PENDING, not {self.state!r}")
+        object.__setattr__(self, "state", State(self.state))
+
+
+@dataclass(frozen=True, slots=True)
 class Deleted:
     """delete: the job is gone."""
 
@@ -214,6 +235,7 @@ Event: TypeAlias = (
     | Deleted
     | Expired
     | Imported
+    | AttemptReleased
 )
 
 EVENT_CLASSES: dict[EventType, type] = {
@@ -229,6 +251,7 @@ EVENT_CLASSES: dict[EventType, type] = {
         Deleted,
         Expired,
         Imported,
+        AttemptReleased,
     )
 }
 

@@ -47,6 +47,7 @@ from eventq.core.commands import (
     Expire,
     Fail,
     Import,
+    ReleaseAttempt,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -54,6 +55,7 @@ from eventq.core.commands import (
 from eventq.core.events import (
     EVENT_CLASSES,
     Added,
+    AttemptReleased,
     AttemptsExhausted,
     AttemptStarted,
     AttemptTimedOut,
@@ -236,6 +238,13 @@ def _timeout_attempt(job: Job | None, c: TimeoutAttempt, at_ms: int, offset: int
     return Accepted(AttemptTimedOut(c.job_id, at_ms, offset, c.attempt, requeued))
 
 
+def _release_attempt(job: Job | None, c: ReleaseAttempt, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if job.attempts != c.attempt:
+        return Ignored(STALE_ATTEMPT)
+    return Accepted(AttemptReleased(c.job_id, at_ms, offset, c.attempt, c.state))
+
+
 def _complete(job: Job | None, c: Complete, at_ms: int, offset: int) -> Outcome:
     return Accepted(Completed(c.job_id, at_ms, offset, c.result))
 
@@ -286,6 +295,7 @@ _GRID: dict[CommandType, tuple[Handler, ...]] = {
     CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501
     CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501
     CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
+    CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,             _stale),              # noqa: E501
 }
 # fmt: on
 
@@ -378,6 +388,12 @@ def _attempt_timed_out(job: Job, e: AttemptTimedOut) -> Job:
     return _next(job, e, State.FAILED, job.attempts, job.fails, None, b"", False)
 
 
+def _attempt_released(job: Job, e: AttemptReleased) -> Job:
+    if job.attempts != e.attempt:
+        raise ValueError(f"attempt {e.attempt} is not the current attempt {job.attempts}")
+    return _next(job, e, e.state, job.attempts - 1, job.fails, None, None, None)
+
+
 def _removed(job: Job, e: Event) -> None:
     return None
 
@@ -394,6 +410,7 @@ EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
     EventType.ATTEMPT_STARTED:        (_WAITING,             _attempt_started),
     EventType.ATTEMPTS_EXHAUSTED:     (_WAITING,             _attempts_exhausted),
     EventType.ATTEMPT_TIMED_OUT:      (frozenset({State.LEASED}), _attempt_timed_out),
+    EventType.ATTEMPT_RELEASED:       (frozenset({State.LEASED}), _attempt_released),
     EventType.DELETED:                (_ANY,                 _removed),
     EventType.EXPIRED:                (_ANY,                 _removed),
 }  # fmt: skip

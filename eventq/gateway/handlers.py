@@ -9,17 +9,21 @@ the answer.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterator
 
 from eventq import core
 from eventq.core import AttemptStarted, Job, State
 from eventq.core.job import is_final
 from eventq.core.machine import Accepted, Rejected
-from eventq.errors import EventqError, NotFound, ServerError, Timeout
+from eventq.errors import EventqError, NotFound, NotWritten, ServerError, Timeout
 from eventq.gateway.waiters import Applied
 from eventq.protocol import replies, requests
+
+log = logging.getLogger(__name__)
 
 MS = 1000.0
 PROTOCOL_UUID_VERSION = 4  # add/schedule/run require v4, so no other id can exist
@@ -60,6 +64,16 @@ def ok_or_error(applied: Applied) -> bytes:
     raise ServerError(f"command was not applied ({outcome.reason})")
 
 
+@dataclass(frozen=True)
+class Handover:
+    """A reply that hands a job to its client (a lease). If the client is gone before
+    it can be written, the attempt is given back with ``release`` instead (ARCHITECTURE.md,
+    "Abandoned commands"): a job is never leased to nobody."""
+
+    reply: bytes
+    release: core.ReleaseAttempt
+
+
 class Gateway:
     """Answers parsed requests. One per process; connections share it."""
 
@@ -69,6 +83,7 @@ class Gateway:
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
         self.clock_ms = clock_ms
+        self._background: set[asyncio.Task] = set()
         self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
             requests.Add: self.add,
             requests.Schedule: self.schedule,
@@ -87,7 +102,7 @@ class Gateway:
             requests.InspectDigest: self.inspect_digest,
         }
 
-    async def handle(self, request: object) -> bytes | Iterator[bytes]:
+    async def handle(self, request: object) -> bytes | Handover | Iterator[bytes]:
         """The reply: bytes, or for long replies an iterator of pieces to write in turn."""
         try:
             return await self._handlers[type(request)](request)
@@ -173,9 +188,11 @@ class Gateway:
         waited = False
         try:
             while True:
-                job = await self._claim_one(r.names)
-                if job is not None:
-                    return replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                claim = await self._claim_one(r.names)
+                if claim is not None:
+                    job, release = claim
+                    reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                    return Handover(reply, release)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Timeout()
@@ -193,25 +210,50 @@ class Gateway:
         candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
         return next(candidates, None) is not None
 
-    async def _claim_one(self, names) -> Job | None:
+    async def _claim_one(self, names) -> tuple[Job, core.ReleaseAttempt] | None:
         """Claim the best ready job with start-attempt; the processor grants it only if
-        it is still ready at that attempt, so no attempt is ever handed out twice."""
+        it is still ready at that attempt, so no attempt is ever handed out twice.
+
+        A claim this gateway gives up on while it may be in the log (deadline passed,
+        connection ended) is given back, so its attempt is not spent on nobody."""
         await self.engine.wait_ready()
         claimed = self.engine.claimed
         for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
             entry = self.index.entries.get(job_id)
             if entry is None:
                 continue
+            attempt = entry.attempts + 1
+            release = core.ReleaseAttempt(job_id, attempt, entry.state)
             claimed.add(job_id)
             try:
-                applied = await self.engine.submit(core.StartAttempt(job_id, entry.attempts + 1))
+                applied = await self.engine.submit(core.StartAttempt(job_id, attempt))
+            except NotWritten:
+                raise  # nothing was written: nothing to give back
+            except (ServerError, asyncio.CancelledError):
+                self.give_back(release)
+                raise
             finally:
                 claimed.discard(job_id)
             outcome = applied.outcome
             if isinstance(outcome, Accepted) and isinstance(outcome.event, AttemptStarted):
-                return applied.job
+                return applied.job, release
             # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
         return None
+
+    def give_back(self, release: core.ReleaseAttempt) -> None:
+        """Append ``release`` (applied only if that attempt is still current and
+        unfinished); in the background: the client's reply does not wait for it."""
+        self.stats.released += 1
+        task = asyncio.ensure_future(self._send_release(release))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_release(self, release: core.ReleaseAttempt) -> None:
+        try:
+            await self.engine.append(release)
+        except Exception as error:  # the attempt's TTR will time it out instead
+            log.warning("could not give back attempt %d of job %s: %s",
+                        release.attempt, release.job_id, error)
 
     # --- inspect -----------------------------------------------------------------
 

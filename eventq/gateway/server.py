@@ -14,6 +14,7 @@ import logging
 from typing import Callable
 
 from eventq.errors import EventqError, ServerError
+from eventq.gateway.handlers import Handover
 from eventq.protocol import Close, Parser
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ STOP_CANCEL_WAIT_S = 0.5
 class GatewayStats:
     def __init__(self, evicted: Callable[[], int]) -> None:
         self.active_clients = 0
+        self.released = 0  # leases given back because no client received them
         self._evicted = evicted
 
     @property
@@ -121,6 +123,14 @@ class GatewayServer:
             except Exception as error:  # a bug must not look like success
                 log.exception("request %r failed", type(event).__name__)
                 reply = ServerError(f"internal error: {type(error).__name__}").reply
+            if isinstance(reply, Handover):
+                # A lease hands a job over: if its client is gone (or has closed its
+                # side: it cannot ask for more), the job goes back instead of being
+                # leased to nobody until its TTR (issue 15).
+                if writer.transport.is_closing() or reader.at_eof():
+                    self._gateway.give_back(reply.release)
+                    return
+                reply = reply.reply
             if writer.transport.is_closing():
                 return
             if isinstance(reply, bytes):

@@ -456,6 +456,8 @@ class _JobFold:
             self.leased_ms = None
             if etype == EventType.FAIL_RETRIED:
                 self.ready_ms = at_ms
+        elif etype == EventType.ATTEMPT_RELEASED:  # never reached a client: not a run
+            self.leased_ms = None
         elif etype == EventType.ATTEMPT_TIMED_OUT:
             row["attempt"] = event.attempt
             self.leased_ms = None

@@ -15,6 +15,7 @@ from eventq.core import (
     Fail,
     Job,
     Schedule,
+    ReleaseAttempt,
     StartAttempt,
     State,
     TimeoutAttempt,
@@ -88,6 +89,10 @@ def commands(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy:
         st.builds(Expire, job_ids),
         st.builds(StartAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT + 1)),
         st.builds(TimeoutAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT)),
+        st.builds(
+            ReleaseAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT),
+            st.sampled_from([State.NEW, State.PENDING]),
+        ),
     )
 
 
@@ -100,12 +105,15 @@ FEW_IDS = [uuid.UUID(int=n) for n in (1, 2, 3)]
 
 # Command kinds by current state, weighted towards what moves the job on, but every
 # kind stays possible in every state (so rejections and stale timers happen too).
-_ALL_KINDS = ["add", "schedule", "start", "timeout", "complete", "fail", "delete", "expire"]
+_ALL_KINDS = [
+    "add", "schedule", "start", "timeout", "complete", "fail", "delete", "expire", "release",
+]
 _KINDS = {
     None: ["add"] * 6 + ["schedule"] * 3 + _ALL_KINDS,
     State.NEW: ["start"] * 6 + ["fail", "complete"] + _ALL_KINDS,
     State.PENDING: ["start"] * 6 + ["fail", "complete"] + _ALL_KINDS,
-    State.LEASED: ["fail"] * 4 + ["timeout"] * 3 + ["complete"] * 2 + _ALL_KINDS,
+    State.LEASED: ["fail"] * 4 + ["timeout"] * 3 + ["complete"] * 2 + ["release"] * 2
+    + _ALL_KINDS,
     State.COMPLETED: _ALL_KINDS,
     State.FAILED: _ALL_KINDS,
 }
@@ -147,6 +155,9 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int):
         return StartAttempt(job_id, min(max(attempt, 1), MAX_ATTEMPTS_LIMIT + 1))
     if kind == "timeout":
         return TimeoutAttempt(job_id, min(max(attempt - 1, 1), MAX_ATTEMPTS_LIMIT))
+    if kind == "release":
+        before = State.NEW if current <= 1 and job is not None and not job.fails else State.PENDING
+        return ReleaseAttempt(job_id, min(max(current, 1), MAX_ATTEMPTS_LIMIT), before)
     if kind == "complete":
         return Complete(job_id, draw(st.binary(max_size=3)))
     if kind == "fail":

@@ -37,7 +37,8 @@ def test_command_type_numbers_match_workq():
     assert {t.name: int(t) for t in CommandType} == {
         "ADD": 1, "SCHEDULE": 2, "COMPLETE": 3, "FAIL": 4, "DELETE": 5, "EXPIRE": 6,
         "START_ATTEMPT": 7, "TIMEOUT_ATTEMPT": 8,
-        "IMPORT": 64,  # eventq's extension (FIRST_EXTENSION_TYPE), see test_import_command
+        "IMPORT": 64,  # eventq's extensions (FIRST_EXTENSION_TYPE), see test_import_command
+        "RELEASE_ATTEMPT": 65,  # and test_core_release
     }  # fmt: skip
     assert set(COMMAND_CLASSES) == set(CommandType)
     assert all(cls.type is t for t, cls in COMMAND_CLASSES.items())

@@ -19,6 +19,7 @@ from eventq.core import (
     Accepted,
     Add,
     Added,
+    AttemptReleased,
     AttemptStarted,
     Complete,
     Delete,
@@ -28,6 +29,7 @@ from eventq.core import (
     Job,
     Rejected,
     Schedule,
+    ReleaseAttempt,
     StartAttempt,
     State,
     TimeoutAttempt,
@@ -100,6 +102,13 @@ def reference(job: Job | None, cmd, at: int, off: int):
                       lease_deadline_ms=None, version=off))  # fmt: skip
         return ("accepted", timed_out,
                 r(job, state=State.PENDING, lease_deadline_ms=None, version=off))
+    if isinstance(cmd, ReleaseAttempt):
+        if job.state != State.LEASED or job.attempts != cmd.attempt:
+            return same
+        released = ("AttemptReleased", {"attempt": cmd.attempt, "state": cmd.state})
+        return ("accepted", released,
+                r(job, state=cmd.state, attempts=job.attempts - 1, lease_deadline_ms=None,
+                  version=off))  # fmt: skip
     if isinstance(cmd, (Complete, Fail)):
         if job.state in FINAL:
             return ("rejected", ClientError(DUPLICATE_RESULT), job)
@@ -185,6 +194,9 @@ class History(RuleBasedStateMachine):
                 # An attempt number is started at most once per job lifetime.
                 assert event.attempt not in self.started[job_id]
                 self.started[job_id].add(event.attempt)
+            if isinstance(event, AttemptReleased):
+                # Given back: that attempt never reached a client and may start again.
+                self.started[job_id].discard(event.attempt)
             if after is not None:
                 assert after.version == off
         else:
