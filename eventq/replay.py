@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventq.core import CodecError, Job, State, decode_command, decode_state
-from eventq.core.batch import position, split_record
+from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.limits import MAX_STATE_RECORD_BYTES
@@ -117,6 +117,8 @@ class Derived:
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES  # the processor's, to agree
     watermarks: dict[int, int] = field(default_factory=dict)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next to read
+    admitted: dict[int, int] = field(default_factory=dict)  # partition -> bulk offset
+    readmitted: int = 0  # slice records skipped as second copies
 
     def feed(self, record: Record) -> None:
         """Fold one record of the command log (one command or a batch) exactly as the
@@ -124,11 +126,17 @@ class Derived:
         ``step``, so rejections agree too)."""
         self.next_offsets[record.partition] = record.offset + 1
         try:
-            items = split_record(record.value)
+            source, items = read_record(record.value)
         except CodecError as error:
             self.commands += 1
             self.undecodable.note(record, error)
             return
+        if source is not None:  # a slice of the bulk lane: skip a second copy of one
+            admitted = self.admitted.get(record.partition, NOTHING_ADMITTED)
+            if source.partition != record.partition or not admits(source, admitted):
+                self.readmitted += 1
+                return
+            self.admitted[record.partition] = source.last_offset
         for index, data in enumerate(items):
             self.commands += 1
             self._feed_command(record, position(record.offset, index), data)

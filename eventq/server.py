@@ -60,6 +60,7 @@ class EventqService(mode.Service):
         may give up on an absent Kafka (streams/durable_flush.py)."""
         self._streams.changelog_buffer.stopping = True
         await self.server.stop()
+        await self._streams.admitter.stop()
 
     async def on_stop(self) -> None:
         # Runs after the app stopped (faust stops the app first): the app's last
@@ -71,9 +72,12 @@ class EventqService(mode.Service):
             changelog = self._streams.changelog_writer
             log.warning(
                 "wrote %d commands in %d records; applied %d records (%d batches), "
-                "%d changelog records in %d batches; %d leases given back",
+                "%d changelog records in %d batches; %d leases given back; admitted %d "
+                "bulk records (%d commands) in %d slices, %d second copies skipped",
                 writer.commands, writer.records, counters.records, counters.batches,
                 changelog.records, changelog.batches, self._stats.released,
+                self._streams.admitter.records, self._streams.admitter.commands,
+                self._streams.admitter.slices, counters.readmitted,
             )
 
 

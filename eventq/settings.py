@@ -12,7 +12,13 @@ from typing import Mapping
 
 from eventq.kafka.broker import BrokerConfig
 from eventq.limits import MAX_STATE_RECORD_BYTES
-from eventq.kafka.topics import ONE_WEEK_MS, TopicNames, TopicSpec, eventq_topics
+from eventq.kafka.topics import (
+    ONE_WEEK_MS,
+    TopicNames,
+    TopicSpec,
+    bulk_name_for,
+    eventq_topics,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class Settings:
     replication_factor: int = 1
     commands_topic: str = "eventq.commands"
     jobs_topic: str = "eventq.jobs"
+    bulk_topic: str = ""  # empty: the command log's name, "commands" -> "bulk"
     commands_retention_ms: int = ONE_WEEK_MS
     app_id: str = "eventq"
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
@@ -36,6 +43,8 @@ class Settings:
     log_level: str = "WARNING"
 
     def __post_init__(self) -> None:
+        if not self.bulk_topic:
+            object.__setattr__(self, "bulk_topic", bulk_name_for(self.commands_topic))
         # Resolved once: the broker JVM and faust run in other working directories.
         object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
         if not 1 <= self.partitions <= 1024:
@@ -72,7 +81,7 @@ class Settings:
 
     @property
     def topic_names(self) -> TopicNames:
-        return TopicNames(self.commands_topic, self.jobs_topic)
+        return TopicNames(self.commands_topic, self.jobs_topic, self.bulk_topic)
 
     @property
     def topics(self) -> list[TopicSpec]:
@@ -98,10 +107,14 @@ HELP = {
     "kafka_heap_mb": "JVM heap of the local broker, MiB",
     "listen_host": "address eventq serves the workq protocol on",
     "listen_port": "port eventq serves the workq protocol on",
-    "partitions": "partitions of both topics (fixed at creation)",
-    "replication_factor": "replication factor of both topics",
+    "partitions": "partitions of eventq's topics (fixed at creation)",
+    "replication_factor": "replication factor of eventq's topics",
     "commands_topic": "name of the command log topic",
     "jobs_topic": "name of the compacted state log topic",
+    "bulk_topic": (
+        "name of the staging topic bulk producers write to (default: the command log's "
+        "name with 'commands' replaced by 'bulk': eventq.bulk)"
+    ),
     "commands_retention_ms": "retention of the command log, ms",
     "app_id": "faust application id (consumer group)",
     "write_timeout_ms": (
@@ -158,6 +171,7 @@ def build_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Sett
         raw = flag_value if flag_value is not None else environ.get(env_name(item.name))
         if raw is not None:
             changes[item.name] = _convert(raw, default, item.name)
+    changes.setdefault("bulk_topic", "")  # derived from the (maybe changed) commands topic
     return replace(defaults, **changes)
 
 

@@ -23,6 +23,8 @@ from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 from streams import durable_flush, faust_patches
+from eventq.bulklane import bulk_group_id
+from streams.admission import BulkAdmitter
 from streams.changelog import ChangelogWriter
 from streams.engine import Engine
 from streams.processor import Processor, wall_clock_ms
@@ -66,6 +68,7 @@ class Streams:
     timer: DeadlineTimer
     changelog_buffer: durable_flush.DurableProducerBuffer
     changelog_writer: ChangelogWriter
+    admitter: BulkAdmitter
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -153,6 +156,15 @@ def build_streams(settings: Settings) -> Streams:
         max_state_record_bytes=settings.max_state_record_bytes,
     )
 
+    admitter = BulkAdmitter(
+        bootstrap=settings.kafka_bootstrap,
+        bulk_topic=settings.bulk_topic,
+        commands_topic=settings.commands_topic,
+        group_id=bulk_group_id(settings.app_id),
+        producer=lambda: app.producer._producer,
+        processor=processor,
+    )
+
     @app.agent(commands)
     async def process(stream):
         # The changelog of each record is queued (awaited) before its event is acked,
@@ -197,6 +209,8 @@ def build_streams(settings: Settings) -> Streams:
 
         def caught_up() -> None:
             engine.ready.set()
+            # The admitted offsets are the table's now: the bulk lane may go on.
+            admitter.start(owned)
             log.warning("serving: state is up to date with %s", settings.commands_topic)
 
         processor.expect_catch_up(targets, caught_up)
@@ -218,8 +232,9 @@ def build_streams(settings: Settings) -> Streams:
         if lost:
             engine.ready.clear()
             store.active = store.active - lost
+            await admitter.stop()
 
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelog_writer,
+        changelog_writer, admitter,
     )

@@ -22,6 +22,12 @@ that any prefix of it is safe to restore from: the live jobs' states, then the
 watermark, then the tombstones. A prefix without the watermark has no tombstone of
 this batch; with it, every state written before any removal in the batch is there, and
 a job whose tombstone is missing is still present and gets its removal again.
+
+Slices (ARCHITECTURE.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
+range (eventq/core/batch.py). The partition's admitted-through offset is kept like the
+watermark, in the table and written last in the changelog (a prefix without it re-reads
+the slice from the command log, where positions make that harmless); a slice at or
+below it is a second copy and is skipped whole (``admits``).
 """
 
 from __future__ import annotations
@@ -33,14 +39,20 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from eventq.core import CodecError, Expired, correlation_of, decode_command
-from eventq.core.batch import position, split_record
+from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.job import is_final, is_ready
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
-from streams.store import LEGACY_WATERMARK_KEY, WATERMARK_KEY, JobStore, job_key
+from streams.store import (
+    BULK_ADMITTED_KEY,
+    LEGACY_WATERMARK_KEY,
+    WATERMARK_KEY,
+    JobStore,
+    job_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +71,8 @@ class Counters:
     undecodable: int = 0
     unappliable: int = 0  # decoded, but applying it failed: rejected, never retried
     evicted: int = 0
+    slices: int = 0  # slice records admitted from the bulk lane and applied
+    readmitted: int = 0  # slice records skipped: a second copy of an admitted range
 
 
 class Processor:
@@ -82,6 +96,7 @@ class Processor:
         self._clock_ms = clock_ms
         self._max_state_record_bytes = max_state_record_bytes
         self._watermarks: dict[int, int] = {}
+        self._admitted: dict[int, int] = {}  # partition -> last bulk offset admitted
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
         self._on_caught_up: Callable[[], None] = lambda: None
@@ -120,6 +135,15 @@ class Processor:
     def forget_watermarks(self) -> None:
         """Partitions were reassigned: read watermarks from the table again."""
         self._watermarks.clear()
+        self._admitted.clear()
+
+    def admitted_through(self, partition: int) -> int:
+        """The last offset of bulk partition ``partition`` admitted and applied."""
+        mark = self._admitted.get(partition)
+        if mark is None:
+            raw = self._store.read(partition, BULK_ADMITTED_KEY)
+            mark = self._admitted[partition] = int(raw) if raw else NOTHING_ADMITTED
+        return mark
 
     def _watermark(self, partition: int) -> int:
         mark = self._watermarks.get(partition)
@@ -144,26 +168,50 @@ class Processor:
         partition, offset = message.partition, message.offset
         self.counters.records += 1
         try:
-            items = split_record(value)
+            source, items = read_record(value)
         except CodecError as error:  # a broken batch: none of its commands is trusted
             self.counters.undecodable += 1
             self._contain(message, f"undecodable batch record: {error}", (None, None))
             self._caught_up_to(partition, offset)
             return
+        batch = _Batch()
+        if source is not None:
+            if not self._admits(message, source):
+                self._caught_up_to(partition, offset)
+                return
+            batch.admitted = source.last_offset
+            self.counters.slices += 1
         if len(items) > 1:
             self.counters.batches += 1
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
-        batch = _Batch()
         for index, data in enumerate(items):
             self._apply(message, position(offset, index), at_ms, data, batch)
-        if batch.records:
+        if batch.records or batch.admitted is not None:
             records = batch.changelog(self._watermarks.get(partition))
             self._store.write_batch(partition, records)
             await self._send_changelog(partition, records)
+            if batch.admitted is not None:
+                self._admitted[partition] = batch.admitted
         on_applied = self._waiters.on_applied
         for request_id, applied in batch.replies:
             on_applied(request_id, applied)
         self._caught_up_to(partition, offset)
+
+    def _admits(self, message, source) -> bool:
+        """Whether a slice record is applied (see the module docstring)."""
+        if source.partition != message.partition:  # only a foreign writer does this
+            self.counters.undecodable += 1
+            self._log_contained(message, f"a slice of bulk partition {source.partition}")
+            return False
+        if not admits(source, self.admitted_through(message.partition)):
+            self.counters.readmitted += 1
+            log.warning(
+                "%s[%d]@%d: bulk records %d-%d were already admitted: skipped",
+                message.topic, message.partition, message.offset,
+                source.first_offset, source.last_offset,
+            )
+            return False
+        return True
 
     def _apply(self, message, at: int, at_ms: int, data: bytes, batch: "_Batch") -> None:
         """Apply the command ``data`` at position ``at`` to the batch."""
@@ -269,19 +317,24 @@ _UNREAD = object()  # a job this batch has not read yet
 class _Batch:
     """What one record's commands did: each job's last state, the replies to send."""
 
-    __slots__ = ("jobs", "records", "replies")
+    __slots__ = ("jobs", "records", "replies", "admitted")
 
     def __init__(self) -> None:
         self.jobs: dict[bytes, object] = {}  # key -> Job or None, after this batch
         self.records: dict[bytes, bytes | None] = {}  # key -> last state record or None
         self.replies: list[tuple[int, Applied]] = []
+        self.admitted: int | None = None  # a slice's last bulk offset
 
     def changelog(self, watermark: int | None) -> list[tuple[bytes, bytes | None]]:
         """The records to store, in the order that keeps every prefix restorable (see
-        the module's docstring): live states, the watermark, tombstones."""
+        the module's docstring): live states, the watermark, tombstones, and last the
+        bulk offset this record admitted."""
         live = [(key, value) for key, value in self.records.items() if value is not None]
         dead = [(key, None) for key, value in self.records.items() if value is None]
-        if not dead:
-            return live
-        assert watermark is not None
-        return [*live, (WATERMARK_KEY, str(watermark).encode()), *dead]
+        records = live
+        if dead:
+            assert watermark is not None
+            records = [*live, (WATERMARK_KEY, str(watermark).encode()), *dead]
+        if self.admitted is not None:
+            records.append((BULK_ADMITTED_KEY, str(self.admitted).encode()))
+        return records

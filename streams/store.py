@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
 WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
 LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
+BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"  # last bulk offset admitted
 
 
 MIB = 1024 * 1024

@@ -92,7 +92,8 @@ class ServerProcess:
     def create_topics(self) -> None:
         from eventq.kafka.topics import TopicNames, ensure_topics, eventq_topics
 
-        names = TopicNames(self.settings["commands-topic"], self.settings["jobs-topic"])
+        names = TopicNames(self.settings["commands-topic"], self.settings["jobs-topic"],
+                           self.settings.get("bulk-topic", ""))
         reports = ensure_topics(self.bootstrap, eventq_topics(names, self.partitions))
         assert all(r.ok for r in reports), [r.describe() for r in reports]
 

@@ -61,8 +61,11 @@ def test_the_largest_command_record_fits():
 
 
 def test_topics_broker_and_producers_take_their_sizes_from_the_table(tmp_path):
-    for spec in eventq_topics(TopicNames(), 8):
+    commands, jobs, bulk = eventq_topics(TopicNames(), 8)
+    for spec in (commands, jobs):
         assert int(spec.configs["max.message.bytes"]) == KAFKA_MESSAGE_BYTES
+    # A bulk record becomes a slice record of the command log, a few bytes larger.
+    assert MIN_TOPIC_MESSAGE_BYTES <= int(bulk.configs["max.message.bytes"]) < KAFKA_MESSAGE_BYTES
     props = server_properties(BrokerConfig(home=tmp_path))
     assert int(props["message.max.bytes"]) == KAFKA_MESSAGE_BYTES
     assert KAFKA_MESSAGE_BYTES >= MIN_TOPIC_MESSAGE_BYTES > MAX_STATE_RECORD_BYTES

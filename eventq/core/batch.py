@@ -19,6 +19,7 @@ grow with offsets, and every offset below 2**47 has one that fits Kafka's signed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import msgpack
 
@@ -27,6 +28,7 @@ from eventq.core.codec import POSITIONS_PER_OFFSET, CodecError
 __all__ = [
     "POSITIONS_PER_OFFSET", "MAX_BATCH_COMMANDS", "BATCH_RECORD_BYTES", "BatchBuilder",
     "encode_batch", "is_batch", "offset_of", "position", "split_record",
+    "NOTHING_ADMITTED", "SliceSource", "admits", "encode_slice", "read_record",
 ]  # commands a record may hold; positions of one offset
 MAX_BATCH_COMMANDS = 500  # what writers put in one record: decoding it is one loop turn
 BATCH_RECORD_BYTES = 256 * 1024  # a batch grows to about this; one command may be more
@@ -80,18 +82,95 @@ def split_record(value: bytes | None) -> list[bytes]:
 
     Raises ``CodecError`` when a record that is a batch is not a valid one (then none of
     its commands can be trusted); a single command is returned undecoded."""
+    return read_record(value)[1]
+
+
+def read_record(value: bytes | None) -> tuple["SliceSource | None", list[bytes]]:
+    """(the bulk range it was admitted from or None, its encoded commands in order).
+
+    Raises ``CodecError`` when a record that is a batch or slice is not a valid one."""
     if not is_batch(value):
-        return [value]  # type: ignore[list-item]
+        return None, [value]  # type: ignore[list-item]
     try:
         items = msgpack.unpackb(value, use_list=True, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types
         raise CodecError(f"not a valid batch record: {exc}") from None
-    if not 1 <= len(items) <= POSITIONS_PER_OFFSET:
+    source = None
+    if items and type(items[0]) is msgpack.ExtType:
+        source = _decode_source(items.pop(0))
+    elif not items:
+        raise CodecError("a batch record holds no command")
+    if len(items) > POSITIONS_PER_OFFSET:
         raise CodecError(f"a batch record holds {len(items)} commands")
     for index, item in enumerate(items):
         if type(item) is not bytes:
             raise CodecError(f"batch element {index} is a {type(item).__name__}, not bin")
-    return items
+    return source, items
+
+
+# ----------------------------------------------------------------------------- slices
+# ARCHITECTURE.md, "Lanes": bulk producers write to `eventq.bulk`; the processor admits
+# their records into `eventq.commands` a slice at a time. A slice record is a batch whose
+# first element is an ext (type SLICE_EXT_TYPE) naming the bulk range it holds, so the
+# command log alone tells a slice admitted twice (a crash between admitting it and
+# recording that) from a new one: every reader of the log skips the second copy alike.
+
+SLICE_EXT_TYPE = 1
+NOTHING_ADMITTED = -1  # the admitted-through offset of a bulk partition never admitted
+
+
+@dataclass(frozen=True, slots=True)
+class SliceSource:
+    """Bulk records ``first_offset`` to ``last_offset`` of bulk partition ``partition``
+    (whole records: a slice never splits one)."""
+
+    partition: int
+    first_offset: int
+    last_offset: int
+
+    def __post_init__(self) -> None:
+        for name in ("partition", "first_offset", "last_offset"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value < 2**62:
+                raise ValueError(f"slice {name} must be an int in 0..2^62, not {value!r}")
+        if self.last_offset < self.first_offset:
+            raise ValueError(f"slice ends at {self.last_offset}, before {self.first_offset}")
+
+
+def _decode_source(ext: msgpack.ExtType) -> SliceSource:
+    if ext.code != SLICE_EXT_TYPE:
+        raise CodecError(f"unknown ext type {ext.code} at the head of a batch record")
+    try:
+        partition, first, last = msgpack.unpackb(ext.data)
+        return SliceSource(partition, first, last)
+    except Exception as exc:
+        raise CodecError(f"not a valid slice header: {exc}") from None
+
+
+def encode_slice(source: SliceSource, commands: Sequence[bytes]) -> bytes:
+    """A slice record: the bulk range ``source`` and its commands (maybe none: a range
+    of records that hold no command is still admitted, so it is not read again)."""
+    if len(commands) > POSITIONS_PER_OFFSET:
+        raise CodecError(f"a slice holds at most {POSITIONS_PER_OFFSET} commands")
+    header = msgpack.packb(
+        msgpack.ExtType(
+            SLICE_EXT_TYPE,
+            msgpack.packb([source.partition, source.first_offset, source.last_offset]),
+        )
+    )
+    parts = [_array_header(len(commands) + 1), header]
+    for data in commands:
+        parts.append(_bin_header(len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+def admits(source: SliceSource, admitted_through: int) -> bool:
+    """Whether a slice is applied, given the last bulk offset already admitted into its
+    partition: only a range wholly after it. A slice admitted twice is skipped whole;
+    one that overlaps what an earlier copy admitted is skipped too, and its admitter,
+    reading on from the admitted offset, admits the rest again."""
+    return source.first_offset > admitted_through
 
 
 class BatchBuilder:

@@ -1,4 +1,4 @@
-"""eventq's two topics, created up front with exact configs (ARCHITECTURE.md, "The two
+"""eventq's topics, created up front with exact configs (ARCHITECTURE.md, "The two
 topics"). faust never alters an existing topic, so eventq owns their creation, and an
 existing topic that differs from what eventq needs is reported, never silently used.
 """
@@ -22,10 +22,21 @@ class TopicSpec:
     configs: dict[str, str] = field(default_factory=dict)
 
 
+def bulk_name_for(commands: str) -> str:
+    """The bulk topic that goes with a command log: ``X.commands`` -> ``X.bulk``."""
+    stem = commands[: -len("commands")] if commands.endswith("commands") else commands + "."
+    return stem + "bulk"
+
+
 @dataclass(frozen=True)
 class TopicNames:
     commands: str = "eventq.commands"
     jobs: str = "eventq.jobs"
+    bulk: str = ""  # empty: bulk_name_for(commands)
+
+    def __post_init__(self) -> None:
+        if not self.bulk:
+            object.__setattr__(self, "bulk", bulk_name_for(self.commands))
 
 
 def commands_topic(
@@ -61,6 +72,29 @@ def jobs_topic(name: str, partitions: int, replication_factor: int = 1) -> Topic
     )
 
 
+# A bulk record is admitted whole into a slice record of the command log, which adds a
+# header of a few bytes: the bulk topic's records are kept this much smaller.
+BULK_HEADROOM_BYTES = 64 * 1024
+
+
+def bulk_topic(
+    name: str, partitions: int, replication_factor: int = 1, retention_ms: int = ONE_WEEK_MS
+) -> TopicSpec:
+    """The staging topic of bulk producers (ARCHITECTURE.md, "Lanes"): the same partitions
+    as the command log (a job's bulk records and commands meet in one partition), kept
+    for a time like it; the processor admits its records into the command log."""
+    return TopicSpec(
+        name,
+        partitions,
+        replication_factor,
+        {
+            "cleanup.policy": "delete",
+            "retention.ms": str(retention_ms),
+            "max.message.bytes": str(KAFKA_MESSAGE_BYTES - BULK_HEADROOM_BYTES),
+        },
+    )
+
+
 def eventq_topics(
     names: TopicNames,
     partitions: int,
@@ -70,6 +104,7 @@ def eventq_topics(
     return [
         commands_topic(names.commands, partitions, replication_factor, retention_ms),
         jobs_topic(names.jobs, partitions, replication_factor),
+        bulk_topic(names.bulk, partitions, replication_factor, retention_ms),
     ]
 
 

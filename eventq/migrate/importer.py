@@ -8,10 +8,11 @@
    of its file).
 2. Map every live job to an ``Import`` command (``mapping.import_command``: a complete
    snapshot, ms times, LEASED -> PENDING). A dry run stops here and reports.
-3. Publish the commands to the commands topic (``kafka_io.Publisher``), keyed and
-   partitioned as every eventq producer does.
-4. Optionally wait until the running server has applied them: until the server's
-   consumer group has committed past each command and the state log shows the result.
+3. Publish the commands to the bulk topic (``kafka_io.Publisher``), keyed and
+   partitioned as every eventq producer does: the server admits them into the command
+   log a slice at a time (ARCHITECTURE.md, "Lanes"), so workers are never stalled.
+4. Optionally wait until the running server has applied them: until its admission of
+   the bulk topic has passed each command, then the state log shows the result.
    Each job is then *imported*, *already present* (the id was live in eventq: the
    import is refused as a duplicate and changes nothing, so re-running an import is
    harmless), *expired before import* (its TTL passed by the broker's clock when the
@@ -21,6 +22,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import os
@@ -31,7 +33,9 @@ from typing import Any
 
 import msgpack
 
+from eventq.bulklane import end_offsets
 from eventq.core.batch import offset_of
+from eventq.kafka.partitioner import partition_for_key
 from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_commands
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
@@ -343,10 +347,10 @@ def publish_imports(
     settings, imports: list[Import], keys: list[bytes], report: ImportReport,
     progress: Progress, partitions: int,
 ):
-    from eventq.kafka.partitioner import partition_for_key
     from eventq.migrate.kafka_io import Publisher
 
-    publisher = Publisher(settings.kafka_bootstrap, settings.commands_topic)
+    # The bulk lane (ARCHITECTURE.md, "Lanes"): a large import never stalls workers.
+    publisher = Publisher(settings.kafka_bootstrap, settings.bulk_topic)
     total = len(imports)
 
     def records():
@@ -394,10 +398,15 @@ def _imported_at(value: bytes) -> tuple[int | None, int | None]:
 
 def wait_applied(
     settings, imports: list[Import], keys: list[bytes], publish_result, report: ImportReport,
-    progress: Progress, partitions: int, timeout_s: float,
+    progress: Progress, partitions: int, timeout_s: float, commands_before: dict[int, int],
 ) -> None:
-    """Wait until the server has processed every published command (see module doc)."""
-    from eventq.migrate.kafka_io import GroupOffsets, StateLogTail
+    """Wait until the server has admitted and applied every published command (see the
+    module doc), then classify each job from the state log. The commands were written to
+    the bulk lane, so the server's admission of it (its bulk group's committed offsets,
+    eventq/bulklane.py) says when; an Imported event at or after the command log's end
+    before publishing (``commands_before``) is this run's."""
+    from eventq.bulklane import admitted_offsets, bulk_group_id
+    from eventq.migrate.kafka_io import StateLogTail
 
     deliveries = publish_result.deliveries
     by_key: dict[bytes, Import] = {}
@@ -409,65 +418,56 @@ def wait_applied(
             continue  # eventq ignores it: counted as expired before import
         by_key[key] = command
     report.waited = True
-    pending = set(by_key)
-    latest: dict[bytes, bytes | None] = {}
-    # Per partition, our commands in offset order, and how many the server has passed.
-    queue: dict[int, list[tuple[int, bytes]]] = {}
-    for key in pending:
+    # Per partition, our records' bulk offsets in order, and how many are admitted.
+    queue: dict[int, list[int]] = {}
+    for key in by_key:
         d = deliveries[key]
-        queue.setdefault(d.partition, []).append((d.offset, key))
-    for entries in queue.values():
-        entries.sort()
-    passed = dict.fromkeys(queue, 0)
-
-    def on_record(key: bytes, value: bytes | None) -> None:
-        latest[key] = value
-        if value is not None and key in pending:
-            imported_offset, _version = _imported_at(value)
-            if imported_offset is not None and imported_offset == deliveries[key].offset:
-                report.imported += 1  # the state log holds our Imported event
-                pending.discard(key)
-
-    tail = StateLogTail(settings.kafka_bootstrap, settings.jobs_topic, partitions)
-    offsets = GroupOffsets(settings.kafka_bootstrap)
+        queue.setdefault(d.partition, []).append(d.offset)
+    for offsets in queue.values():
+        offsets.sort()
+    group = bulk_group_id(settings.app_id)
     began = last_change = time.monotonic()
-    total = len(pending)
+    total = len(by_key)
+    admitted_count = 0
     progress.start("applying", total, "jobs")
+    admitted: dict[int, int] = {}
+    while total:
+        admitted = admitted_offsets(settings.kafka_bootstrap, group, settings.bulk_topic, queue)
+        count = sum(bisect.bisect_left(offsets, admitted.get(p, 0)) for p, offsets in queue.items())
+        now = time.monotonic()
+        if count > admitted_count:
+            admitted_count, last_change = count, now
+        progress.update(admitted_count)
+        if admitted_count == total or now - last_change > timeout_s:
+            break
+        time.sleep(0.2)
+    latest: dict[bytes, bytes | None] = {}
+    tail = StateLogTail(settings.kafka_bootstrap, settings.jobs_topic, partitions)
     try:
-        while pending:
-            before = len(pending)
-            # First how far the server has committed, then the state log to its end:
-            # whatever the committed commands did is in the state log by then.
-            committed = offsets.committed(settings.app_id, settings.commands_topic, partitions)
-            caught_up = tail.read_to_end(pending, on_record)
-            for partition, entries in queue.items() if caught_up else ():
-                i, limit = passed[partition], committed.get(partition, -1)
-                while i < len(entries) and entries[i][0] < limit:
-                    key = entries[i][1]
-                    i += 1
-                    if key not in pending:
-                        continue
-                    pending.discard(key)
-                    value = latest.get(key)
-                    if value is None:
-                        report.gone += 1  # processed, but no live job now
-                    else:
-                        report.already_present += 1
-                        if not _same_job(value, by_key[key]):
-                            report.already_present_different += 1
-                passed[partition] = i
-            now = time.monotonic()
-            if len(pending) < before:
-                last_change = now
-            progress.update(total - len(pending))
-            if not pending or now - last_change > timeout_s:
-                break
-            time.sleep(0.2)
+        tail.read_to_end(by_key, lambda key, value: latest.__setitem__(key, value), 120.0)
     finally:
         tail.close()
-    report.not_applied = len(pending)
+    limit = {p: admitted.get(p, 0) for p in queue}
+    for key, command in by_key.items():
+        d = deliveries[key]
+        if d.offset >= limit.get(d.partition, 0):
+            continue  # not admitted within the wait
+        value = latest.get(key)
+        if value is None:
+            report.gone += 1  # processed, but no live job now
+            continue
+        imported_offset, _version = _imported_at(value)
+        partition = partition_for_key(key, partitions)
+        if imported_offset is not None and imported_offset >= commands_before.get(partition, 0):
+            report.imported += 1  # the state log holds this run's Imported event
+        else:
+            report.already_present += 1
+            if not _same_job(value, command):
+                report.already_present_different += 1
+    report.not_applied = total - admitted_count
     report.wait_seconds = time.monotonic() - began
-    progress.finish(total - len(pending), f"not applied {len(pending):,}" if pending else "")
+    progress.finish(admitted_count, f"not applied {total - admitted_count:,}"
+                    if admitted_count < total else "")
 
 
 def _same_job(value: bytes, command: Import) -> bool:
@@ -506,7 +506,9 @@ def run_import(settings, options: ImportOptions, progress: Progress) -> ImportRe
     partitions = 0
     if not options.dry_run:
         # Fail early (before reading a large log) if Kafka or the topics are missing.
-        topics = [settings.commands_topic] + ([settings.jobs_topic] if options.wait else [])
+        topics = [settings.commands_topic, settings.bulk_topic] + (
+            [settings.jobs_topic] if options.wait else []
+        )
         try:
             partitions = topic_partitions(settings.kafka_bootstrap, topics)[
                 settings.commands_topic
@@ -518,7 +520,7 @@ def run_import(settings, options: ImportOptions, progress: Progress) -> ImportRe
                 f"note: {settings.commands_topic} has {partitions} partitions, settings say "
                 f"{settings.partitions}; using the topic's {partitions}"
             )
-        report.topic, report.partitions = settings.commands_topic, partitions
+        report.topic, report.partitions = settings.bulk_topic, partitions
     with _no_cyclic_gc():
         return _read_publish_wait(settings, options, report, progress, partitions)
 
@@ -534,11 +536,14 @@ def _read_publish_wait(settings, options, report, progress, partitions) -> Impor
     if options.dry_run or not imports:
         return report
     keys = [job_key(command.job_id) for command in imports]
+    commands_before = (
+        end_offsets(settings.kafka_bootstrap, settings.commands_topic) if options.wait else {}
+    )
     result = publish_imports(settings, imports, keys, report, progress, partitions)
     if options.wait and result.published:
         wait_applied(
             settings, imports, keys, result, report, progress, partitions,
-            options.wait_timeout_s,
+            options.wait_timeout_s, commands_before,
         )
     return report
 

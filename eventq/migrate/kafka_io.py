@@ -6,10 +6,8 @@
   successes and failures and keep each delivered command's partition, offset and
   broker timestamp (the topic uses LogAppendTime, so that is the time the processor
   decides at).
-* ``GroupOffsets``: how far the server's consumer group (``app_id``) has committed
-  in the commands topic. eventq commits only after the state-log records of what it
-  applied are written (streams/durable_flush.py), so a committed offset past a command
-  means its effect, if any, is in the state log.
+* How far the server has admitted the bulk topic: ``eventq.bulklane`` (committed
+  only once applied, so its effect, if any, is in the state log by then).
 * ``StateLogTail``: reads the state log (``eventq.jobs``) incrementally from the start.
 """
 
@@ -162,23 +160,6 @@ class Publisher:
                 progress(self.result.published + self.result.failed, produced)
         self.result.seconds = time.monotonic() - began
         return self.result
-
-
-class GroupOffsets:
-    """How far a consumer group has committed, read with one reused admin client."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.admin = _admin(bootstrap)
-
-    def committed(self, group: str, topic: str, partitions: int) -> dict[int, int]:
-        """{partition: next offset the group will process} as committed (-1 if none,
-        or if Kafka did not answer: the caller asks again)."""
-        from confluent_kafka import KafkaException
-
-        try:
-            return committed_offsets(self.admin, group, topic, range(partitions), timeout_s=10)
-        except KafkaException:
-            return {p: -1 for p in range(partitions)}
 
 
 class StateLogTail:

@@ -1,5 +1,7 @@
 """Bulk enqueue: every row of a DataFrame becomes an add (or schedule) command in the
-command log, encoded, validated and partitioned exactly as the gateway would.
+bulk lane (`eventq.bulk`, ARCHITECTURE.md "Lanes"), encoded, validated and partitioned
+exactly as the gateway would; the server admits them into the command log a slice at a
+time, so a load of millions never stalls the workers' commands.
 
 Each row's fields come from columns or constants; the row is validated with the
 protocol's own value parsers and the core's command validation (``rows.encode_row``)
@@ -174,7 +176,7 @@ def enqueue(
     """Enqueue every row of ``df`` as a job; returns counts (see the module docstring).
 
     Kafka comes from ``bootstrap``/``topic``, else from ``settings`` (an
-    ``eventq.settings.Settings``), else the defaults (local broker, eventq.commands).
+    ``eventq.settings.Settings``), else the defaults (local broker, eventq.bulk).
     Each job field is a constant (``ttr_ms=60000``) or a column (``ttr_column="ttr"``):
     name, ttr and ttl are required; priority, max-attempts and max-fails default to 0
     (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
@@ -191,7 +193,7 @@ def enqueue(
 
         settings = Settings()
     bootstrap = bootstrap or settings.kafka_bootstrap
-    topic = topic or settings.commands_topic
+    topic = topic or settings.bulk_topic
     _one_of("name", name, name_column, required=True)
     _one_of("ttr", ttr_ms, ttr_column, required=True)
     _one_of("ttl", ttl_ms, ttl_column, required=True)

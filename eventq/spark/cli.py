@@ -107,7 +107,7 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
                 f"{first[0] if first else type(error).__name__}"
             )
         say(f"eventq spark enqueue: {args.input} ({args.format}) -> "
-            f"{settings.commands_topic} on {settings.kafka_bootstrap}")
+            f"{settings.bulk_topic} on {settings.kafka_bootstrap}")
         report = enqueue(
             df,
             settings=settings,
@@ -133,9 +133,29 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
             on_phase=_phase,
         )
         say(report.summary())
+        if args.wait and report.sent:
+            return _wait_applied(settings, args)
         return EXIT_OK
 
     return _run(args, job)
+
+
+def _wait_applied(settings, args: argparse.Namespace) -> int:
+    """--wait: until the server has admitted and applied every record written."""
+    from eventq.bulklane import BulkWaitError, bulk_group_id, end_offsets, wait_admitted
+    from eventq.progress import Progress
+
+    targets = end_offsets(settings.kafka_bootstrap, settings.bulk_topic)
+    try:
+        admission = wait_admitted(
+            settings.kafka_bootstrap, settings.bulk_topic, bulk_group_id(settings.app_id),
+            targets, Progress(), stall_timeout_s=args.wait_timeout,
+        )
+    except BulkWaitError as error:
+        return fail(str(error))
+    say(f"applied: every row is live (the server admitted {settings.bulk_topic} through "
+        f"offsets {dict(sorted(admission.admitted.items()))})")
+    return EXIT_OK
 
 
 def cmd_snapshot(settings, args: argparse.Namespace) -> int:
@@ -252,6 +272,12 @@ def register(
                     "(replaced on each run)")
     io.add_argument("--rejects-format", choices=("parquet", "json"), default="parquet",
                     help="format of --rejects (default parquet)")
+    io.add_argument("--wait", action=argparse.BooleanOptionalAction, default=False,
+                    help="after sending, wait with a progress bar until the running "
+                    "server has applied every row (default: return once Kafka has them)")
+    io.add_argument("--wait-timeout", type=float, default=60.0, metavar="S",
+                    help="with --wait: give up when nothing is applied for S seconds "
+                    "(default 60)")
     fields = enqueue.add_argument_group("job fields (a constant or a column each)")
     names = fields.add_mutually_exclusive_group(required=True)
     names.add_argument("--name", default=None, metavar="NAME", help="queue name of every job")

@@ -47,11 +47,13 @@ from eventq.core import (
 from eventq.core.batch import (
     BATCH_RECORD_BYTES,
     MAX_BATCH_COMMANDS,
+    NOTHING_ADMITTED,
     BatchBuilder,
+    admits,
     is_batch,
     offset_of,
     position,
-    split_record,
+    read_record,
 )
 from eventq.core.digest import StateDigest
 from eventq.core.machine import Accepted, Ignored, Rejected, apply
@@ -482,8 +484,13 @@ def _job_id_of(data: bytes) -> str | None:
 def explode_commands(batches: Iterator) -> Iterator:
     """mapInArrow over command records (key, partition, offset, at_ms, value) -> one
     ``COMMAND_DDL`` row per command: a batch record (eventq/core/batch.py) becomes its
-    commands, each at its position (offset, index), named by the job it is for."""
+    commands, each at its position (offset, index), named by the job it is for.
+
+    A second copy of an admitted bulk slice is dropped, as the processor skips it: the
+    Kafka source reads each topic partition whole and in offset order in one task (no
+    ``minPartitions``), so the admitted offset per partition is known here."""
     schema = _arrow_schema(COMMAND_DDL)
+    admitted: dict[int, int] = {}
     for batch in batches:
         data = batch.to_pydict()
         rows = []
@@ -491,9 +498,15 @@ def explode_commands(batches: Iterator) -> Iterator:
             data["key"], data["partition"], data["offset"], data["at_ms"], data["value"]
         ):
             try:
-                items = split_record(value) if is_batch(value) else None
+                source, items = read_record(value) if is_batch(value) else (None, None)
             except ValueError:  # CodecError: a broken batch is one undecodable row
-                items = None
+                source, items = None, None
+            if source is not None:
+                if source.partition != partition or not admits(
+                    source, admitted.get(partition, NOTHING_ADMITTED)
+                ):
+                    continue
+                admitted[partition] = source.last_offset
             if items is None:  # a single command (or a broken batch), named by its key
                 job_id = key.decode(errors="replace") if key is not None else None
                 rows.append({"job_id": job_id, "partition": partition, "position": position(offset),

@@ -9,14 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventq.core import Add, CodecError, Complete, decode_command, encode_command
+from eventq.core import Add, CodecError, Complete, Delete, decode_command, encode_command
 from eventq.core.batch import (
+    NOTHING_ADMITTED,
     POSITIONS_PER_OFFSET,
     BatchBuilder,
+    SliceSource,
+    admits,
     encode_batch,
+    encode_slice,
     is_batch,
     offset_of,
     position,
+    read_record,
     split_record,
 )
 
@@ -90,3 +95,49 @@ def test_builder_bounds_count_and_bytes():
     builder.add(big)
     assert not builder.fits(small)  # bytes
     assert builder.take() == big  # one command: a plain record, not a batch
+
+
+# ------------------------------------------------------------------------- slices
+
+
+@given(
+    st.integers(0, 1023), st.integers(0, 2**40), st.integers(0, 10**6),
+    st.lists(st.binary(min_size=1, max_size=300), max_size=40),
+)
+def test_a_slice_round_trips_and_every_reader_sees_its_commands(partition, first, length, commands):
+    source = SliceSource(partition, first, first + length)
+    record = encode_slice(source, commands)
+    assert is_batch(record)
+    assert read_record(record) == (source, commands)
+    assert split_record(record) == commands
+
+
+def test_plain_records_come_from_no_slice():
+    single = encode_command(Delete(uuid.uuid4()))
+    assert read_record(single) == (None, [single])
+    assert read_record(encode_batch([single, single])) == (None, [single, single])
+
+
+def test_a_slice_is_admitted_only_after_what_was_admitted():
+    assert admits(SliceSource(0, 0, 9), NOTHING_ADMITTED)
+    assert admits(SliceSource(0, 10, 19), 9)
+    assert not admits(SliceSource(0, 10, 19), 19)  # the same slice again
+    assert not admits(SliceSource(0, 5, 25), 19)  # overlaps an earlier copy
+
+
+@pytest.mark.parametrize("bad", [
+    msgpack.packb([msgpack.ExtType(2, msgpack.packb([0, 1, 2]))]),  # unknown ext
+    msgpack.packb([msgpack.ExtType(1, b"\xc1")]),  # header does not decode
+    msgpack.packb([msgpack.ExtType(1, msgpack.packb([0, 5, 4]))]),  # ends before start
+    msgpack.packb([msgpack.ExtType(1, msgpack.packb([0, 1, 2])), 7]),  # not a bin
+    msgpack.packb([]),
+])
+def test_a_broken_slice_is_a_codec_error(bad):
+    with pytest.raises(CodecError):
+        read_record(bad)
+
+
+@pytest.mark.parametrize("fields", [(-1, 0, 0), (0, 2, 1), (True, 0, 0), (0, 0, 2**62)])
+def test_a_slice_source_validates(fields):
+    with pytest.raises(ValueError):
+        SliceSource(*fields)

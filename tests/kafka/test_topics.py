@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.kafka.topics import (
     TopicNames,
     commands_topic,
@@ -26,7 +27,9 @@ def test_topics_are_created_with_exact_configs(kafka_bootstrap, topic_prefix):
     assert [(r.name, r.created, r.ok) for r in reports] == [
         (names.commands, True, True),
         (names.jobs, True, True),
+        (names.bulk, True, True),
     ]
+    assert names.bulk == f"{topic_prefix}.bulk"
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     partitions, configs = describe_topic(admin, names.commands)
@@ -39,12 +42,18 @@ def test_topics_are_created_with_exact_configs(kafka_bootstrap, topic_prefix):
     assert partitions == 8
     assert configs["cleanup.policy"] == "compact"
 
+    # The bulk lane: the command log's partitions; its records fit a slice record.
+    partitions, configs = describe_topic(admin, names.bulk)
+    assert partitions == 8
+    assert configs["cleanup.policy"] == "delete"
+    assert int(configs["max.message.bytes"]) < KAFKA_MESSAGE_BYTES
+
 
 def test_creating_again_is_harmless(kafka_bootstrap, topic_prefix):
     specs = eventq_topics(_names(topic_prefix), partitions=3)
     ensure_topics(kafka_bootstrap, specs)
     again = ensure_topics(kafka_bootstrap, specs)
-    assert [(r.created, r.ok) for r in again] == [(False, True), (False, True)]
+    assert [(r.created, r.ok) for r in again] == [(False, True)] * 3
 
 
 def test_a_differing_existing_topic_is_reported(kafka_bootstrap, topic_prefix):

@@ -349,7 +349,7 @@ def test_skip_reports_each_corrupt_record_and_imports_the_rest(
 
 
 def test_a_failed_write_is_reported_and_the_rest_goes_in(kafka_bootstrap, tmp_path, capsys):
-    """A commands topic that cannot take a 1 MiB payload (max.message.bytes 64 KiB,
+    """A bulk topic that cannot take a 1 MiB payload (max.message.bytes 64 KiB,
     which `eventq serve` would refuse to run on): that job fails to publish and is
     listed, the rest is published. (On eventq's own topics a 1 MiB payload and a 1 MiB
     result fit one import record: tests/migrate/test_export_roundtrip.py.)"""
@@ -357,7 +357,7 @@ def test_a_failed_write_is_reported_and_the_rest_goes_in(kafka_bootstrap, tmp_pa
 
     prefix = "small-" + uuid.uuid4().hex[:8]
     specs = eventq_topics(TopicNames(f"{prefix}.commands", f"{prefix}.jobs"), 2)
-    specs[0].configs["max.message.bytes"] = str(64 * 1024)
+    specs[2].configs["max.message.bytes"] = str(64 * 1024)  # the bulk topic
     ensure_topics(kafka_bootstrap, specs)
     name = "big-" + uuid.uuid4().hex[:8]
     big, small = uuid.uuid4(), uuid.uuid4()

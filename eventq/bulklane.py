@@ -1,0 +1,96 @@
+"""Where a bulk load stands: the bulk topic's end against what the server has admitted
+(ARCHITECTURE.md, "Lanes"; streams/admission.py commits each partition's admitted
+offset, once applied, as the offset of the consumer group ``<app id>.bulk``).
+
+Used by `--wait` of the bulk producers (Spark enqueue, a pipeline's own script): after
+writing, take the bulk topic's end offsets as the targets and wait until every
+partition's admission reaches them, with a progress bar of bulk records admitted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from eventq.progress import Progress
+
+POLL_S = 0.25
+ADMIN_TIMEOUT_S = 30.0
+
+
+def bulk_group_id(app_id: str) -> str:
+    """The consumer group whose committed offsets on the bulk topic are its admission."""
+    return f"{app_id}.bulk"
+
+
+class BulkWaitError(RuntimeError):
+    """Admission stopped progressing: the error says what to check."""
+
+
+@dataclass
+class Admission:
+    targets: dict[int, int]  # partition -> the end offset to reach
+    admitted: dict[int, int]  # partition -> the group's committed (next) offset
+
+    @property
+    def remaining(self) -> int:
+        return sum(max(0, end - self.admitted.get(p, 0)) for p, end in self.targets.items())
+
+    @property
+    def done(self) -> bool:
+        return self.remaining == 0
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The current end offset of every partition of ``topic``."""
+    from eventq.kafka.logreader import end_offsets as ends
+
+    return {partition: high for partition, (_low, high) in ends(bootstrap, topic).items()}
+
+
+def admitted_offsets(bootstrap: str, group: str, topic: str, partitions) -> dict[int, int]:
+    """The bulk group's committed offsets (0 for a partition never admitted from)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    if not partitions:
+        return {}
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+    result = admin.list_consumer_group_offsets([request], request_timeout=ADMIN_TIMEOUT_S)
+    found = result[group].result(timeout=ADMIN_TIMEOUT_S)
+    return {tp.partition: max(tp.offset, 0) for tp in found.topic_partitions}
+
+
+def wait_admitted(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    targets: dict[int, int],
+    progress: Progress,
+    stall_timeout_s: float = 60.0,
+) -> Admission:
+    """Return once the server has admitted and applied every bulk record below
+    ``targets``; ``BulkWaitError`` when nothing moves for ``stall_timeout_s``."""
+    admission = Admission(targets, admitted_offsets(bootstrap, group, topic, targets))
+    first_remaining = admission.remaining
+    progress.start(f"applied from {topic}", total=first_remaining, unit="bulk records")
+    last_move, last_remaining = time.monotonic(), first_remaining
+    while not admission.done:
+        time.sleep(POLL_S)
+        admission.admitted = admitted_offsets(bootstrap, group, topic, targets)
+        remaining = admission.remaining
+        progress.update(first_remaining - remaining)
+        if remaining != last_remaining:
+            last_move, last_remaining = time.monotonic(), remaining
+        elif time.monotonic() - last_move > stall_timeout_s:
+            behind = {p: end - admission.admitted.get(p, 0)
+                      for p, end in targets.items() if end > admission.admitted.get(p, 0)}
+            raise BulkWaitError(
+                f"no bulk record of {topic} was applied for {stall_timeout_s:g}s "
+                f"({remaining:,} still waiting, by partition {behind}): is `eventq serve` "
+                f"running against this Kafka with app id matching group {group}?"
+            )
+    progress.finish(first_remaining)
+    return admission

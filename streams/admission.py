@@ -1,0 +1,288 @@
+"""The bulk lane: admit records of `eventq.bulk` into `eventq.commands` a slice at a time.
+
+ARCHITECTURE.md, "Lanes". A Kafka partition is FIFO, so a worker's command written
+behind 100,000 bulk adds waits for all of them (issue 15: a lease failed after 5 s with
+99,900 jobs ready). Bulk producers therefore write to the staging topic; this process
+reads the bulk partitions it owns and copies their records into the command log in
+slices of whole records, each a batch record naming its bulk range
+(``eventq.core.batch.encode_slice``). Admission is paced by the processor, not by the
+producers:
+
+- a partition admits its next slice only once its last one is applied, and
+- at most ``BULK_SLICES_IN_FLIGHT`` slices are written and not yet applied across all
+  partitions, each at most ``BULK_SLICE_COMMANDS`` commands,
+
+so an interactive command waits behind at most that much bulk work, however large the
+load. Where a partition's admission stands is the processor's (the table's) admitted
+offset, never this reader's memory: after a crash, reading resumes from what was
+applied, and a slice written twice is applied once (``eventq.core.batch.admits``).
+
+The admitted offsets are also committed, after they are applied, as the offsets of the
+consumer group ``<app id>.bulk`` on the bulk topic: advisory only, so that `--wait` of a
+bulk load and any Kafka tool (kafka-consumer-groups.sh) see the backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from eventq.core import CodecError
+from eventq.core.batch import POSITIONS_PER_OFFSET, SliceSource, encode_slice, read_record
+from eventq.limits import KAFKA_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+BULK_SLICE_COMMANDS = 1000  # ~30 ms of the processor (28 us per command, issue 9)
+BULK_SLICE_BYTES = 1024 * 1024  # a slice grows to about this (one bulk record may be more)
+BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions
+BULK_READ_AHEAD_RECORDS = 64  # per partition; the fetch pauses beyond this
+BULK_COMMIT_EVERY_S = 0.5  # advisory commits of the admitted offsets, at most this often
+RETRY_AFTER_S = 1.0  # a slice Kafka did not take is written again after this
+
+
+class _Lane:
+    __slots__ = ("records", "ready", "committed_at", "committed")
+
+    def __init__(self) -> None:
+        self.records: list = []  # ConsumerRecords read ahead, in offset order
+        self.ready = asyncio.Event()
+        self.committed_at = 0.0
+        self.committed = -1
+
+
+class _Restart(Exception):
+    """Reading must start again from the admitted offsets (a slice was a second copy)."""
+
+
+class BulkAdmitter:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        bulk_topic: str,
+        commands_topic: str,
+        group_id: str,
+        producer: Callable[[], object],
+        processor,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._bulk_topic = bulk_topic
+        self._commands_topic = commands_topic
+        self._group_id = group_id
+        self._producer = producer  # faust's AIOKafkaProducer (acks=all, idempotent)
+        self._processor = processor  # admitted_through(p), applied(p, offset)
+        self._partitions: list[int] = []
+        self._consumer = None
+        self._lanes: dict[int, _Lane] = {}
+        self._task: asyncio.Task | None = None
+        self.slices = 0
+        self.records = 0
+        self.commands = 0
+
+    # --- control -------------------------------------------------------------------
+
+    def start(self, partitions: list[int]) -> None:
+        """Admit the bulk records of ``partitions`` (those this process now serves,
+        whose state is up to date: their admitted offsets are the table's)."""
+        previous = self._task
+        if previous is not None:
+            previous.cancel()
+        self._partitions = sorted(partitions)
+        self._task = asyncio.ensure_future(self._run(after=previous))
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def backlog(self) -> dict[int, int]:
+        """Bulk records not yet admitted, per partition (as of the last fetch)."""
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        from aiokafka import TopicPartition
+
+        result = {}
+        for partition in self._partitions:
+            end = consumer.highwater(TopicPartition(self._bulk_topic, partition))
+            if end is not None:
+                admitted = self._processor.admitted_through(partition)
+                result[partition] = max(0, end - admitted - 1)
+        return result
+
+    # --- the loop ------------------------------------------------------------------
+
+    async def _run(self, after: asyncio.Task | None = None) -> None:
+        if after is not None:  # the admission of the last assignment ends first
+            await asyncio.gather(after, return_exceptions=True)
+        while True:
+            try:
+                await self._admit_all()
+                return
+            except _Restart:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Kafka unreachable at start, ...: try again shortly
+                log.exception("bulk admission failed; starting again in %.0fs", RETRY_AFTER_S)
+                await asyncio.sleep(RETRY_AFTER_S)
+
+    async def _admit_all(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        if not self._partitions:
+            return
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=self._group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # the admitted offset fell out of retention
+            isolation_level="read_committed",  # a transactional pipeline's aborts: never
+            max_partition_fetch_bytes=KAFKA_MESSAGE_BYTES,
+            fetch_max_bytes=4 * KAFKA_MESSAGE_BYTES,
+        )
+        await consumer.start()
+        self._consumer = consumer
+        self._lanes = {p: _Lane() for p in self._partitions}
+        slots = asyncio.Semaphore(BULK_SLICES_IN_FLIGHT)
+        tasks = []
+        try:
+            assigned = [TopicPartition(self._bulk_topic, p) for p in self._partitions]
+            consumer.assign(assigned)
+            for tp in assigned:
+                consumer.seek(tp, self._processor.admitted_through(tp.partition) + 1)
+            tasks.append(asyncio.ensure_future(self._read(consumer)))
+            for partition, lane in self._lanes.items():
+                tasks.append(asyncio.ensure_future(self._admit(consumer, partition, lane, slots)))
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # raises what ended it (_Restart, a failure)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._consumer = None
+            await consumer.stop()
+
+    async def _read(self, consumer) -> None:
+        while True:
+            fetched = await consumer.getmany(timeout_ms=1000)
+            for tp, records in fetched.items():
+                lane = self._lanes[tp.partition]
+                lane.records.extend(records)
+                if len(lane.records) >= BULK_READ_AHEAD_RECORDS:
+                    consumer.pause(tp)
+                lane.ready.set()
+
+    async def _admit(self, consumer, partition: int, lane: _Lane, slots) -> None:
+        from aiokafka import TopicPartition
+
+        tp = TopicPartition(self._bulk_topic, partition)
+        while True:
+            while not lane.records:
+                lane.ready.clear()
+                await self._commit(consumer, tp, lane, force=True)
+                await lane.ready.wait()
+            async with slots:
+                source, commands, taken = self._take_slice(partition, lane)
+                if len(lane.records) < BULK_READ_AHEAD_RECORDS // 2:
+                    consumer.resume(tp)
+                offset = await self._send(partition, encode_slice(source, commands), source)
+                await self._processor.applied(partition, offset)
+            admitted = self._processor.admitted_through(partition)
+            if admitted != source.last_offset:
+                log.warning(
+                    "bulk partition %d: slice %d-%d was not applied as admitted (admitted "
+                    "through %d: a second copy); reading again from there",
+                    partition, source.first_offset, source.last_offset, admitted,
+                )
+                raise _Restart()
+            self.slices += 1
+            self.records += taken
+            self.commands += len(commands)
+            await self._commit(consumer, tp, lane)
+
+    def _take_slice(self, partition: int, lane: _Lane) -> tuple[SliceSource, list[bytes], int]:
+        """The next slice: whole bulk records from the front of the lane, at least one,
+        while they fit ``BULK_SLICE_COMMANDS`` and ``BULK_SLICE_BYTES``."""
+        commands: list[bytes] = []
+        size = 0
+        taken = 0
+        for record in lane.records:
+            items = self._commands_of(partition, record)
+            grown = len(commands) + len(items)
+            if taken and (
+                grown > BULK_SLICE_COMMANDS
+                or size + len(record.value or b"") > BULK_SLICE_BYTES
+            ):
+                break
+            if grown > POSITIONS_PER_OFFSET:  # only a record of >65,535 commands
+                items = []
+                log.error("bulk record %d@%d holds more commands than a record may: "
+                          "not admitted (it stays in the bulk topic)", partition, record.offset)
+            commands.extend(items)
+            size += len(record.value or b"")
+            taken += 1
+        first, last = lane.records[0].offset, lane.records[taken - 1].offset
+        del lane.records[:taken]
+        return SliceSource(partition, first, last), commands, taken
+
+    @staticmethod
+    def _commands_of(partition: int, record) -> list[bytes]:
+        """The encoded commands a bulk record holds. What is not a batch or a command is
+        passed on whole: the processor rejects it as undecodable and logs where it is
+        (and it stays in the bulk topic); a null record holds nothing."""
+        if record.value is None:
+            return []
+        try:
+            source, items = read_record(record.value)
+        except CodecError:
+            return [record.value]
+        return [record.value] if source is not None else items
+
+    async def _send(self, partition: int, value: bytes, source: SliceSource) -> int:
+        """Write a slice record; Kafka errors are retried (the slice is whole, and a
+        second copy is skipped when applied)."""
+        while True:
+            producer = self._producer()
+            try:
+                if producer is None:
+                    raise ConnectionError("the Kafka producer is not started yet")
+                metadata = await producer.send_and_wait(
+                    self._commands_topic, value=value, key=None, partition=partition
+                )
+                return metadata.offset
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if type(error).__name__ == "MessageSizeTooLargeError" and len(value) > 64:
+                    # Only a bulk record the size of the topic's limit: admit the range
+                    # without it, so the lane goes on (the record stays in eventq.bulk).
+                    log.error("bulk records %d@%d-%d are too large for %s (%s): admitted "
+                              "without their commands", partition, source.first_offset,
+                              source.last_offset, self._commands_topic, error)
+                    value = encode_slice(source, [])
+                    continue
+                log.warning("bulk partition %d: writing a slice failed (%s); retrying",
+                            partition, error)
+                await asyncio.sleep(RETRY_AFTER_S)
+
+    async def _commit(self, consumer, tp, lane: _Lane, force: bool = False) -> None:
+        """Advisory: the admitted offset as the bulk group's committed offset."""
+        admitted = self._processor.admitted_through(tp.partition)
+        now = time.monotonic()
+        if admitted <= lane.committed or (
+            not force and now - lane.committed_at < BULK_COMMIT_EVERY_S
+        ):
+            return
+        try:
+            await consumer.commit({tp: admitted + 1})
+            lane.committed, lane.committed_at = admitted, now
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # progress reporting only: admission goes on
+            log.warning("could not commit the bulk offset of %s: %s", tp, error)
