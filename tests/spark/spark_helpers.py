@@ -19,7 +19,8 @@ def partition_sentinels(partitions: int) -> list[uuid.UUID]:
 
 
 async def wait_applied(client, partitions: int, timeout_s: float = 300.0) -> None:
-    """Return once the server has applied every command written before the call.
+    """Return once the server has applied every command written to the command log
+    before the call (not the bulk lane: its records are admitted later).
 
     Each partition is applied in log order, so once an add written after them to every
     partition is applied, so are they. The gateway answers an add only once applied, or

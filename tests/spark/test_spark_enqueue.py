@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from eventq.kafka.topics import bulk_name_for
 from eventq.client import Client
 from eventq.core import decode_command, state_digest
 from eventq.core.batch import split_record
@@ -25,7 +26,7 @@ from eventq.spark import cli as spark_cli
 from eventq.spark import dataframe_digest, enqueue
 from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id
 from eventq.spark.rows import JOB_COLUMNS, job_of_row
-from spark.spark_helpers import queue_lengths, wait_applied, wait_until
+from spark.spark_helpers import queue_lengths, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -42,7 +43,8 @@ def topics(server) -> tuple[str, str]:
 
 def kafka_flags(server) -> list[str]:
     commands, jobs = topics(server)
-    return ["--bootstrap", server.bootstrap, "--commands-topic", commands, "--jobs-topic", jobs]
+    return ["--bootstrap", server.bootstrap, "--commands-topic", commands, "--jobs-topic", jobs,
+            "--app-id", server.settings["app-id"]]  # --wait follows the server's admission
 
 
 def new_name(prefix: str) -> str:
@@ -121,8 +123,9 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     generated_orders(spark, data, ROWS)
     phase("input written")
 
+    bulk_topic = bulk_name_for(commands_topic)  # the bulk lane, as the CLI's default
     report = enqueue(
-        spark.read.parquet(data), bootstrap=server.bootstrap, topic=commands_topic,
+        spark.read.parquet(data), bootstrap=server.bootstrap, topic=bulk_topic,
         name=name, rejects=str(tmp_path / "rejects1"), **ORDER_COLUMNS,
     )
     assert (report.rows, report.sent, report.rejected) == (ROWS, ROWS, 0)
@@ -186,26 +189,28 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
         assert job.expires_ms == job.created_ms + want["ttl_ms"]
     phase("every job checked in the state log")
 
-    # the same enqueue again, through the CLI: the same ids, refused as duplicates
+    # the same enqueue again, through the CLI with --wait: the same ids, refused as
+    # duplicates, and the CLI returns only once the server has applied every row
     written = commands_written(server)
     capsys.readouterr()
     code = spark_cli.main([
         "spark", "enqueue", "--input", data, "--format", "parquet", "--name", name,
-        *ORDER_FLAGS, "--rejects", str(tmp_path / "rejects2"), *kafka_flags(server),
+        *ORDER_FLAGS, "--rejects", str(tmp_path / "rejects2"), *kafka_flags(server), "--wait",
     ])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err
     assert f"read {ROWS:,} rows, sent {ROWS:,} commands" in out and "rejected 0" in out
-    assert commands_written(server) == written + ROWS
-    phase("re-run sent")
+    assert "applied: every row is live" in out
+    assert "bulk records" in captured.err  # the progress bar of the admission
+    phase("re-run sent and applied (--wait)")
+    assert commands_written(server) == written + ROWS  # admitted into the command log
 
     async def after_second_run() -> tuple[int, str]:
-        async with await Client.connect(port=server.port) as c:
-            await wait_applied(c, server.partitions)
+        async with await Client.connect(port=server.port) as c:  # no waiting here
             return (await c.inspect_queue(name))["ready-len"], await c.digest()
 
     ready, digest_after = run(after_second_run())
-    phase("re-run applied")
     assert ready == ROWS
     assert digest_after == digest_before
 
