@@ -10,7 +10,8 @@ producers:
 
 - a partition admits its next slice only once its last one is applied, and
 - at most ``BULK_SLICES_IN_FLIGHT`` slices are written and not yet applied across all
-  partitions, each at most ``BULK_SLICE_COMMANDS`` commands,
+  partitions (``BULK_SLICES_IN_FLIGHT_SHARED`` while workers' commands are being
+  written), each at most ``BULK_SLICE_COMMANDS`` commands (``_SHARED``: fewer),
 
 so an interactive command waits behind at most that much bulk work, however large the
 load. Where a partition's admission stands is the processor's (the table's) admitted
@@ -35,9 +36,12 @@ from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
-BULK_SLICE_COMMANDS = 1000  # ~30 ms of the processor (28 us per command, issue 9)
-BULK_SLICE_BYTES = 1024 * 1024  # a slice grows to about this (one bulk record may be more)
-BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions
+BULK_SLICE_COMMANDS = 500  # ~15 ms of the processor (28 us per command, issue 9)
+BULK_SLICE_COMMANDS_SHARED = 200  # while workers' commands are being written: ~6 ms
+BULK_SLICE_BYTES = 512 * 1024  # a slice grows to about this (one bulk record may be more)
+BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions, when no
+BULK_SLICES_IN_FLIGHT_SHARED = 1  # interactive command was written lately; else this
+INTERACTIVE_RECENT_S = 0.05  # "lately"
 BULK_READ_AHEAD_RECORDS = 64  # per partition; the fetch pauses beyond this
 BULK_COMMIT_EVERY_S = 0.5  # advisory commits of the admitted offsets, at most this often
 RETRY_AFTER_S = 1.0  # a slice Kafka did not take is written again after this
@@ -67,6 +71,7 @@ class BulkAdmitter:
         group_id: str,
         producer: Callable[[], object],
         processor,
+        interactive_since: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._bootstrap = bootstrap
         self._bulk_topic = bulk_topic
@@ -74,6 +79,9 @@ class BulkAdmitter:
         self._group_id = group_id
         self._producer = producer  # faust's AIOKafkaProducer (acks=all, idempotent)
         self._processor = processor  # admitted_through(p), applied(p, offset)
+        self._interactive_since = interactive_since  # monotonic time of the last write
+        self._in_flight = 0
+        self._released = asyncio.Event()
         self._partitions: list[int] = []
         self._consumer = None
         self._lanes: dict[int, _Lane] = {}
@@ -99,19 +107,27 @@ class BulkAdmitter:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def backlog(self) -> dict[int, int]:
-        """Bulk records not yet admitted, per partition (as of the last fetch)."""
+    async def status(self) -> list[tuple[int, int, int]]:
+        """Per partition this process admits from: (partition, next bulk offset to
+        admit, bulk records from there to the topic's end). The ends are asked of Kafka
+        (a fetch's high-water mark is stale while a full lane has paused its fetch)."""
+        partitions = list(self._partitions)
         consumer = self._consumer
-        if consumer is None:
-            return {}
-        from aiokafka import TopicPartition
+        if consumer is not None:
+            from aiokafka import TopicPartition
 
-        result = {}
-        for partition in self._partitions:
-            end = consumer.highwater(TopicPartition(self._bulk_topic, partition))
-            if end is not None:
-                admitted = self._processor.admitted_through(partition)
-                result[partition] = max(0, end - admitted - 1)
+            found = await consumer.end_offsets(
+                [TopicPartition(self._bulk_topic, p) for p in partitions])
+            ends = {tp.partition: end for tp, end in found.items()}
+        else:  # between two assignments, or restarting after a failure
+            from eventq.kafka.logreader import end_offsets
+
+            found = await asyncio.to_thread(end_offsets, self._bootstrap, self._bulk_topic)
+            ends = {p: high for p, (_low, high) in found.items()}
+        result = []
+        for partition in partitions:
+            admitted = self._processor.admitted_through(partition) + 1
+            result.append((partition, admitted, max(0, ends.get(partition, 0) - admitted)))
         return result
 
     # --- the loop ------------------------------------------------------------------
@@ -148,7 +164,7 @@ class BulkAdmitter:
         await consumer.start()
         self._consumer = consumer
         self._lanes = {p: _Lane() for p in self._partitions}
-        slots = asyncio.Semaphore(BULK_SLICES_IN_FLIGHT)
+        self._in_flight = 0
         tasks = []
         try:
             assigned = [TopicPartition(self._bulk_topic, p) for p in self._partitions]
@@ -157,7 +173,7 @@ class BulkAdmitter:
                 consumer.seek(tp, self._processor.admitted_through(tp.partition) + 1)
             tasks.append(asyncio.ensure_future(self._read(consumer)))
             for partition, lane in self._lanes.items():
-                tasks.append(asyncio.ensure_future(self._admit(consumer, partition, lane, slots)))
+                tasks.append(asyncio.ensure_future(self._admit(consumer, partition, lane)))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()  # raises what ended it (_Restart, a failure)
@@ -178,7 +194,29 @@ class BulkAdmitter:
                     consumer.pause(tp)
                 lane.ready.set()
 
-    async def _admit(self, consumer, partition: int, lane: _Lane, slots) -> None:
+    def _shared(self) -> bool:
+        """Whether workers' commands are being written: then bulk work goes in fewer,
+        smaller slices, so each of their commands waits behind less of it."""
+        return time.monotonic() - self._interactive_since() < INTERACTIVE_RECENT_S
+
+    def _slots(self) -> int:
+        return BULK_SLICES_IN_FLIGHT_SHARED if self._shared() else BULK_SLICES_IN_FLIGHT
+
+    async def _take_slot(self) -> None:
+        while self._in_flight >= self._slots():
+            self._released.clear()
+            try:
+                async with asyncio.timeout(INTERACTIVE_RECENT_S):
+                    await self._released.wait()
+            except TimeoutError:
+                pass
+        self._in_flight += 1
+
+    def _give_slot(self) -> None:
+        self._in_flight -= 1
+        self._released.set()
+
+    async def _admit(self, consumer, partition: int, lane: _Lane) -> None:
         from aiokafka import TopicPartition
 
         tp = TopicPartition(self._bulk_topic, partition)
@@ -187,12 +225,15 @@ class BulkAdmitter:
                 lane.ready.clear()
                 await self._commit(consumer, tp, lane, force=True)
                 await lane.ready.wait()
-            async with slots:
-                source, commands, taken = self._take_slice(partition, lane)
+            await self._take_slot()
+            try:
+                source, commands, taken = self._take_slice(partition, lane, self._shared())
                 if len(lane.records) < BULK_READ_AHEAD_RECORDS // 2:
                     consumer.resume(tp)
                 offset = await self._send(partition, encode_slice(source, commands), source)
                 await self._processor.applied(partition, offset)
+            finally:
+                self._give_slot()
             admitted = self._processor.admitted_through(partition)
             if admitted != source.last_offset:
                 log.warning(
@@ -206,9 +247,13 @@ class BulkAdmitter:
             self.commands += len(commands)
             await self._commit(consumer, tp, lane)
 
-    def _take_slice(self, partition: int, lane: _Lane) -> tuple[SliceSource, list[bytes], int]:
+    def _take_slice(
+        self, partition: int, lane: _Lane, shared: bool
+    ) -> tuple[SliceSource, list[bytes], int]:
         """The next slice: whole bulk records from the front of the lane, at least one,
-        while they fit ``BULK_SLICE_COMMANDS`` and ``BULK_SLICE_BYTES``."""
+        while they fit ``BULK_SLICE_COMMANDS`` (or ``BULK_SLICE_COMMANDS_SHARED``) and
+        ``BULK_SLICE_BYTES``."""
+        max_commands = BULK_SLICE_COMMANDS_SHARED if shared else BULK_SLICE_COMMANDS
         commands: list[bytes] = []
         size = 0
         taken = 0
@@ -216,7 +261,7 @@ class BulkAdmitter:
             items = self._commands_of(partition, record)
             grown = len(commands) + len(items)
             if taken and (
-                grown > BULK_SLICE_COMMANDS
+                grown > max_commands
                 or size + len(record.value or b"") > BULK_SLICE_BYTES
             ):
                 break

@@ -163,6 +163,7 @@ def build_streams(settings: Settings) -> Streams:
         group_id=bulk_group_id(settings.app_id),
         producer=lambda: app.producer._producer,
         processor=processor,
+        interactive_since=lambda: engine.writer.last_write_at if engine.writer else 0.0,
     )
 
     @app.agent(commands)

@@ -16,6 +16,7 @@ records (eventq/spark/rows.py).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Awaitable, Callable
 
@@ -57,12 +58,15 @@ class CommandWriter:
         self._tasks: set[asyncio.Task] = set()
         self.records = 0
         self.commands = 0
+        self.last_write_at = 0.0  # time.monotonic() of the last command queued
 
     def write(self, partition: int, key: bytes, data: bytes) -> asyncio.Future:
         """Queue one encoded command; the future is done when its record is in the log
         (or holds the Kafka error). Cancelled before its record leaves, the command is
         not sent; after that, cancelling does not unsend it."""
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.last_write_at = time.monotonic()
         lane = self._lanes[partition]
         lane.pending.append((key, data, future))
         if not lane.busy:
