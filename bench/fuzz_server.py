@@ -326,7 +326,8 @@ class ReplyReader:
                 await self.line(deadline)
         elif isinstance(event, requests.InspectDigest):
             await self.line(deadline)
-        elif isinstance(event, (requests.InspectQueues, requests.InspectQueue)):
+        elif isinstance(event, (requests.InspectQueues, requests.InspectQueue,
+                                requests.InspectBulk)):
             for _ in range(count):
                 head = (await self.line(deadline)).rsplit(b" ", 1)
                 for _ in range(int(head[1])):

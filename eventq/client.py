@@ -179,6 +179,12 @@ class Client:
         [(_, values)] = await self._inspect_many(["server"])
         return values
 
+    async def inspect_bulk(self) -> dict[int, dict[str, int]]:
+        """eventq's extension: per partition, the next bulk offset to admit and the
+        records of the bulk topic still waiting (the backlog)."""
+        found = await self._inspect_many(["bulk"])
+        return {int(p): {k: int(v) for k, v in values.items()} for p, values in found}
+
     async def digest(self) -> str:
         """eventq's extension: the order-independent digest of the whole job state."""
         self.send(["inspect", "digest"])

@@ -29,7 +29,7 @@ class EventqService(mode.Service):
         self._settings = settings
         self._streams = streams
         self._stats = stats = GatewayStats(lambda: streams.processor.counters.evicted)
-        self.gateway = Gateway(streams.engine, stats)
+        self.gateway = Gateway(streams.engine, stats, bulk_status=streams.admitter.status)
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
         )

@@ -77,8 +77,15 @@ class Handover:
 class Gateway:
     """Answers parsed requests. One per process; connections share it."""
 
-    def __init__(self, engine, stats, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        engine,
+        stats,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        bulk_status: Callable[[], Awaitable[list[tuple[int, int, int]]]] | None = None,
+    ) -> None:
         self.engine = engine
+        self.bulk_status = bulk_status  # streams/admission.py: BulkAdmitter.status
         self.index = engine.index
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
@@ -100,6 +107,7 @@ class Gateway:
             requests.InspectScheduledJobs: self.inspect_scheduled_jobs,
             requests.InspectJob: self.inspect_job,
             requests.InspectDigest: self.inspect_digest,
+            requests.InspectBulk: self.inspect_bulk,
         }
 
     async def handle(self, request: object) -> bytes | Handover | Iterator[bytes]:
@@ -307,6 +315,19 @@ class Gateway:
         if job is None:
             raise NotFound()
         return replies.job_blocks([view_of(job)])
+
+    async def inspect_bulk(self, r: requests.InspectBulk) -> bytes:
+        """The bulk lane's backlog per partition (eventq extension; issue 15)."""
+        await self.engine.wait_ready()
+        if self.bulk_status is None:
+            return replies.bulk_blocks([])
+        try:
+            async with asyncio.timeout(self.engine.write_timeout_s):
+                status = await self.bulk_status()
+        except Exception as error:
+            raise ServerError(f"Kafka did not say where eventq.bulk ends "
+                              f"({type(error).__name__}); try again") from None
+        return replies.bulk_blocks([replies.BulkView(*row) for row in status])
 
     async def inspect_digest(self, r: requests.InspectDigest) -> bytes:
         await self.engine.wait_ready()

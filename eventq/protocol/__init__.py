@@ -8,12 +8,14 @@
 
 from .parser import Event, Parser
 from .replies import (
+    BulkView,
     JobView,
     QueueView,
     digest_reply,
     error_reply,
     job_blocks,
     lease_reply,
+    bulk_blocks,
     ok,
     queue_blocks,
     result_reply,
@@ -25,6 +27,7 @@ from .requests import (
     Complete,
     Delete,
     Fail,
+    InspectBulk,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -57,11 +60,13 @@ from .values import (
 
 __all__ = [
     "Add",
+    "BulkView",
     "Close",
     "Complete",
     "Delete",
     "Event",
     "Fail",
+    "InspectBulk",
     "InspectDigest",
     "InspectJob",
     "InspectJobs",
@@ -77,6 +82,7 @@ __all__ = [
     "Result",
     "Run",
     "Schedule",
+    "bulk_blocks",
     "canonical_id",
     "digest_reply",
     "error_reply",

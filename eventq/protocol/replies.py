@@ -48,6 +48,16 @@ class QueueView:
     scheduled_len: int
 
 
+@dataclass(frozen=True, slots=True)
+class BulkView:
+    """What ``inspect bulk`` shows of one partition of the bulk lane: the next offset
+    of `eventq.bulk` to admit, and how many records stand between it and the end."""
+
+    partition: int
+    admitted: int
+    backlog: int
+
+
 def _line(*parts: str | int) -> bytes:
     """Space-separated parts and ``\\r\\n``."""
     return " ".join(str(part) for part in parts).encode(_TEXT_ENCODING) + _CRLF
@@ -123,6 +133,18 @@ def job_blocks_stream(count: int, jobs: Iterable[JobView]) -> Iterator[bytes]:
         yield _job_block(job)
     if written != count:
         raise ValueError(f"a reply announced {count} jobs and had {written}")
+
+
+def _bulk_block(view: BulkView) -> bytes:
+    """``<partition> 2``, ``admitted A``, ``backlog B``."""
+    return _line(view.partition, 2) + _line("admitted", view.admitted) + _line(
+        "backlog", view.backlog
+    )
+
+
+def bulk_blocks(views: Sequence[BulkView]) -> bytes:
+    """inspect bulk (eventq extension): ``+OK <n>`` + one block per partition served."""
+    return _blocks(map(_bulk_block, views), len(views))
 
 
 def queue_blocks(queues: Sequence[QueueView]) -> bytes:

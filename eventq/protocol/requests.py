@@ -144,6 +144,11 @@ class InspectDigest:
 
 
 @dataclass(frozen=True, slots=True)
+class InspectBulk:
+    """``inspect bulk``: eventq extension, the bulk lane's backlog per partition."""
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection without a reply (a line ended in a bare ``\\n``)."""
 
@@ -164,4 +169,5 @@ Request = Union[
     InspectScheduledJobs,
     InspectJob,
     InspectDigest,
+    InspectBulk,
 ]

@@ -15,7 +15,7 @@ from eventq.client import Client
 from eventq.core import Add, encode_command, state_digest
 from eventq.core.batch import encode_batch, read_record
 from eventq.errors import EventqError, NotFound
-from eventq.kafka.logreader import read_topic
+from eventq.kafka.logreader import end_offsets, read_topic
 from eventq.kafka.partitioner import partition_for_key
 from eventq.kafka.topics import bulk_name_for
 from eventq.replay import derive_from_commands
@@ -101,12 +101,25 @@ async def workers_during_a_bulk_load(server):
         await c.complete(leased.id, b"done")
     during = await ready_len(server.port, bulk_name)
     await load
+    ends = {p: high for p, (_low, high) in (await asyncio.to_thread(
+        end_offsets, server.bootstrap, bulk)).items()}
+    async with await Client.connect(port=server.port) as c:
+        # inspect bulk: admitted + backlog is the bulk topic's end, per partition
+        shown = await c.inspect_bulk()
+    assert sorted(shown) == sorted(ends)
+    assert {p: v["admitted"] + v["backlog"] for p, v in shown.items()} == ends
+    backlog_seen = sum(v["backlog"] for v in shown.values())
     await wait_ready_len(server.port, bulk_name, BULK_JOBS - 1)
+    async with await Client.connect(port=server.port) as c:
+        shown = await c.inspect_bulk()
+    assert {p: (v["admitted"], v["backlog"]) for p, v in shown.items()} == {
+        p: (end, 0) for p, end in ends.items()}
     elapsed = time.monotonic() - began
     loading = False
     await asyncio.gather(*workers)
     print(f"{BULK_JOBS:,} bulk jobs applied in {elapsed:.1f}s; the interactive clients "
-          f"completed {cycles:,} cycles meanwhile")
+          f"completed {cycles:,} cycles meanwhile; {backlog_seen:,} bulk records were "
+          "waiting when the load was written")
     assert errors == []
     assert during < BULK_JOBS - 1, "the lease came after the load, not during it"
     assert cycles > 0

@@ -12,6 +12,7 @@ from eventq.protocol import (
     Complete,
     Delete,
     Fail,
+    InspectBulk,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -137,6 +138,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
             return ["inspect", "server"], {}, None
         case InspectDigest():
             return ["inspect", "digest"], {}, None
+        case InspectBulk():
+            return ["inspect", "bulk"], {}, None
         case InspectQueues(offset, limit):
             return ["inspect", "queues", str(offset), str(limit)], {}, None
         case InspectQueue(name):

@@ -11,6 +11,7 @@ from eventq.protocol import (
     Complete,
     Delete,
     Fail,
+    InspectBulk,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -86,6 +87,7 @@ CASES = [
     (f"inspect job {V1_TEXT}\r\n", InspectJob(uuid.UUID(V1_TEXT))),
     ("inspect digest\r\n", InspectDigest()),
     ("inspect  digest \r\n", InspectDigest()),
+    ("inspect bulk\r\n", InspectBulk()),
 ]
 # fmt: on
 
@@ -97,4 +99,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 15
+    assert len(kinds) == 16

@@ -84,6 +84,8 @@ ERRORS = [
     (b"inspect server -x=1\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect digest x\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect digest -x=1\r\n", C(INVALID_COMMAND_ARGS)),
+    (b"inspect bulk 0\r\n", C(INVALID_COMMAND_ARGS)),
+    (b"inspect bulk -x=1\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect queues 0\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect queue\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect queue a b\r\n", C(INVALID_COMMAND_ARGS)),

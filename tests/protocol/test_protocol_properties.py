@@ -17,6 +17,7 @@ from eventq.protocol import (
     Complete,
     Delete,
     Fail,
+    InspectBulk,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -126,6 +127,7 @@ requests_ = st.one_of(
     st.builds(InspectScheduledJobs, names, offsets, limits),
     st.builds(InspectJob, any_ids),
     st.just(InspectDigest()),
+    st.just(InspectBulk()),
 )
 
 

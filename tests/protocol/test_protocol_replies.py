@@ -8,8 +8,10 @@ import pytest
 
 from eventq import errors
 from eventq.protocol import (
+    BulkView,
     JobView,
     QueueView,
+    bulk_blocks,
     digest_reply,
     error_reply,
     job_blocks,
@@ -161,6 +163,15 @@ def test_inspect_server_has_three_keys() -> None:
         b"evicted-jobs 0\r\n"
         b"started 2016-01-02T15:04:05Z\r\n"
     )
+
+
+def test_inspect_bulk_has_a_block_per_partition() -> None:
+    assert bulk_blocks([BulkView(0, 1200, 3), BulkView(7, 0, 0)]) == (
+        b"+OK 2\r\n"
+        b"0 2\r\nadmitted 1200\r\nbacklog 3\r\n"
+        b"7 2\r\nadmitted 0\r\nbacklog 0\r\n"
+    )
+    assert bulk_blocks([]) == b"+OK 0\r\n"
 
 
 def test_digest_reply() -> None:
