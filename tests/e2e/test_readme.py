@@ -71,3 +71,44 @@ def test_readme_session_runs_byte_for_byte(server):
         for sent, expected in exchanges(block):
             sock.sendall(b"".join(line.encode() + b"\r\n" for line in sent))
             read_until(sock, expected_pattern(expected))
+
+
+def pipeline_snippet() -> str:
+    [snippet] = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return snippet
+
+
+def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
+    """The README's plain-producer pipeline, run against the test server's topics: every
+    job it writes to the bulk topic becomes ready, and nothing goes to the command log
+    but what the server admits."""
+    import asyncio
+
+    from eventq.client import Client
+    from eventq.errors import NotFound
+    from eventq.kafka.topics import bulk_name_for
+
+    name = f"emails-{time.monotonic_ns()}"
+    code = pipeline_snippet()
+    settings = (
+        'BOOTSTRAP, TOPIC, PARTITIONS = "127.0.0.1:9092", "eventq.bulk", 8',
+        '"emails"',
+    )
+    for expected in settings:
+        assert expected in code, f"the README's snippet no longer has {expected}"
+    code = code.replace(settings[0], f"BOOTSTRAP, TOPIC, PARTITIONS = {server.bootstrap!r}, "
+                        f"{bulk_name_for(server.settings['commands-topic'])!r}, "
+                        f"{server.partitions}").replace(settings[1], repr(name))
+    exec(compile(code, "README.md", "exec"), {})
+
+    async def ready() -> int:
+        async with await Client.connect(port=server.port) as c:
+            try:
+                return (await c.inspect_queue(name))["ready-len"]
+            except NotFound:
+                return 0
+
+    deadline = time.monotonic() + 60
+    while (have := asyncio.run(ready())) != 10_000:
+        assert time.monotonic() < deadline, f"{have} of the snippet's 10,000 jobs are ready"
+        time.sleep(0.2)
