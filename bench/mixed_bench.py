@@ -106,18 +106,20 @@ class Interactive:
             for c in connections:
                 await c.close()
 
+    async def _timed(self, request):
+        """Await one command; its latency counts whether it succeeded or not."""
+        began = time.perf_counter()
+        try:
+            return await request
+        finally:
+            self.command_ms.append((time.perf_counter() - began) * 1e3)
+
     async def _one(self, c: Client) -> None:
         while self.running:
             try:
-                t0 = time.perf_counter()
-                job = uuid.uuid4()
-                await c.add(job, self.queue, 60_000, 600_000, b"payload")
-                t1 = time.perf_counter()
-                leased = await c.lease(self.queue, 5000)
-                t2 = time.perf_counter()
-                await c.complete(leased.id, b"ok")
-                t3 = time.perf_counter()
-                self.command_ms += [(t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3]
+                await self._timed(c.add(uuid.uuid4(), self.queue, 60_000, 600_000, b"payload"))
+                leased = await self._timed(c.lease(self.queue, 5000))
+                await self._timed(c.complete(leased.id, b"ok"))
                 self.cycles += 1
             except EventqError as error:
                 self.errors[f"-{error.code} {error.text[:70]}"] += 1

@@ -13,6 +13,7 @@ import itertools
 import logging
 import time
 import uuid
+from typing import Awaitable, Callable
 
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import CommandType
@@ -38,6 +39,11 @@ _COMMAND_WORDS = {
 
 def command_word(command: Command) -> str:
     return _COMMAND_WORDS.get(command.type, command.type.name.lower().replace("_", "-"))
+
+
+def _abandoned(on_abandoned: Callable[[], None] | None) -> None:
+    if on_abandoned is not None:
+        on_abandoned()
 
 
 class Engine:
@@ -88,20 +94,32 @@ class Engine:
         except Exception as error:
             raise self._not_applied(command, partition, written, error, False) from error
 
-    async def append(self, command: Command) -> None:
-        """Write a command that must not be taken back (a lease's give-back: nothing
-        else would ever produce it), waiting at most ``APPEND_DEADLINE_S``."""
+    def append(self, command: Command) -> Awaitable[None]:
+        """Queue a command that must not be taken back (a lease's give-back: nothing
+        else would ever produce it) in its partition's lane **now**, ahead of anything
+        queued after this call; the result waits at most ``APPEND_DEADLINE_S`` for
+        Kafka to take it."""
         _, written = self._write(command, encode_command(command))
-        async with asyncio.timeout(APPEND_DEADLINE_S):
-            await asyncio.shield(written)
 
-    async def submit(self, command: Command) -> Applied:
+        async def in_log() -> None:
+            async with asyncio.timeout(APPEND_DEADLINE_S):
+                await asyncio.shield(written)
+
+        return in_log()
+
+    async def submit(
+        self, command: Command, on_abandoned: Callable[[], None] | None = None
+    ) -> Applied:
         """Write a command and wait until this process's processor has applied it: one
         deadline for both (the write and the apply), ``write_timeout_ms``.
 
         Past it the error says which it was (issue 15): ``NotWritten`` when the command
         never left this process (nothing happened: retry), ``MayTakeEffect`` when it is
-        or may be in the log (then it will be applied, later)."""
+        or may be in the log (then it will be applied, later). ``on_abandoned`` is called
+        when this call ends, by that error or by cancellation, with the command in the
+        log or possibly so (ARCHITECTURE.md, "Abandoned commands"): at once, before
+        anything else runs, so a compensation it queues follows the command in its
+        partition's lane and precedes every command queued after this call ends."""
         await self.wait_ready()
         request_id = next(self._request_ids)
         applied = self.waiters.expect(request_id)
@@ -118,11 +136,14 @@ class Engine:
         except EventqError:
             raise
         except asyncio.CancelledError:
-            if written is not None and not in_log:
-                self.writer.withdraw(partition, written)  # a command nobody awaits
+            if written is not None and (in_log or not self.writer.withdraw(partition, written)):
+                _abandoned(on_abandoned)  # on its way or in the log: nobody awaits it
             raise
         except Exception as error:
-            raise self._not_applied(command, partition, written, error, in_log) from None
+            failure = self._not_applied(command, partition, written, error, in_log)
+            if isinstance(failure, MayTakeEffect):
+                _abandoned(on_abandoned)
+            raise failure from None
         finally:
             self.waiters.forget(request_id)
 

@@ -19,7 +19,7 @@ from eventq import core
 from eventq.core import AttemptStarted, Job, State
 from eventq.core.job import is_final
 from eventq.core.machine import Accepted, Rejected
-from eventq.errors import EventqError, NotFound, NotWritten, ServerError, Timeout
+from eventq.errors import EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.waiters import Applied
 from eventq.protocol import replies, requests
 
@@ -167,7 +167,11 @@ class Gateway:
     async def run(self, r: requests.Run) -> bytes:
         """Enqueue, wait for a worker's result, and always delete the job at the end."""
         command = core.Add(r.id, r.name, r.ttr_ms, 0, r.payload, r.priority)
-        ok_or_error(await self.engine.submit(command))
+        # A run's job has no TTL and lives only as long as the run (spec: it is deleted
+        # when run returns, whatever the outcome): an add that may still take effect
+        # after the run gave up is followed by its delete, or the job would stay for good.
+        ok_or_error(await self.engine.submit(command, on_abandoned=lambda: self._compensate(
+            core.Delete(r.id), "the run's job stays until deleted")))
         try:
             done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
             if not done:
@@ -234,12 +238,10 @@ class Gateway:
             release = core.ReleaseAttempt(job_id, attempt, entry.state)
             claimed.add(job_id)
             try:
-                applied = await self.engine.submit(core.StartAttempt(job_id, attempt))
-            except NotWritten:
-                raise  # nothing was written: nothing to give back
-            except (ServerError, asyncio.CancelledError):
-                self.give_back(release)
-                raise
+                applied = await self.engine.submit(
+                    core.StartAttempt(job_id, attempt),
+                    on_abandoned=lambda: self.give_back(release),  # while still claimed
+                )
             finally:
                 claimed.discard(job_id)
             outcome = applied.outcome
@@ -250,18 +252,35 @@ class Gateway:
 
     def give_back(self, release: core.ReleaseAttempt) -> None:
         """Append ``release`` (applied only if that attempt is still current and
-        unfinished); in the background: the client's reply does not wait for it."""
+        unfinished). It is queued at once, before any lease this gateway starts after
+        this call: another client's claim of the same attempt number (possible once
+        the job left ``engine.claimed``) is written after it, so it can only ever
+        release the attempt that nobody received. The client's reply does not wait."""
         self.stats.released += 1
-        task = asyncio.ensure_future(self._send_release(release))
+        self._compensate(release, "its TTR will time the attempt out instead")
+
+    def _compensate(self, command, otherwise: str) -> None:
+        """Queue ``command`` now behind the abandoned one (same job, same lane) and
+        wait for Kafka to take it in the background."""
+        try:
+            in_log = self.engine.append(command)
+        except EventqError as error:  # no producer yet
+            self._compensation_failed(command, otherwise, error)
+            return
+        task = asyncio.ensure_future(self._await_compensation(command, otherwise, in_log))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _send_release(self, release: core.ReleaseAttempt) -> None:
+    async def _await_compensation(self, command, otherwise: str, in_log) -> None:
         try:
-            await self.engine.append(release)
-        except Exception as error:  # the attempt's TTR will time it out instead
-            log.warning("could not give back attempt %d of job %s: %s",
-                        release.attempt, release.job_id, error)
+            await in_log
+        except Exception as error:
+            self._compensation_failed(command, otherwise, error)
+
+    @staticmethod
+    def _compensation_failed(command, otherwise: str, error: Exception) -> None:
+        log.warning("could not write %s for job %s (%s): %s",
+                    type(command).__name__, command.job_id, otherwise, error)
 
     # --- inspect -----------------------------------------------------------------
 

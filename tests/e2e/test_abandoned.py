@@ -13,10 +13,10 @@ import uuid
 import pytest
 
 from eventq.client import Client
-from eventq.core import ReleaseAttempt, StartAttempt, State, decode_command
+from eventq.core import Delete, ReleaseAttempt, StartAttempt, State, decode_command
 from eventq.core.batch import split_record
 from eventq.kafka.logreader import read_topic
-from eventq.errors import ServerError
+from eventq.errors import NotFound, ServerError, Timeout
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -120,6 +120,26 @@ async def lease_nobody_received(kafka_bootstrap, topic_prefix, tmp_path):
         await wait_for_commands(server, abandoned, [StartAttempt(abandoned, 1),
                                                     ReleaseAttempt(abandoned, 1, State.NEW)])
         await wait_for_job(server.port, abandoned, waiting_with_no_attempt)
+
+        # A run whose add the gateway gave up on: its job (no TTL, spec: deleted when
+        # run returns) is deleted after it, not left in the queue for good.
+        for _ in range(20):
+            run_id = uuid.uuid4()
+            async with await Client.connect(port=server.port) as client:
+                try:
+                    await client.run(run_id, "runs", 60_000, 1000, b"work")
+                except ServerError as error:
+                    if any(m in str(error) for m in MAY_TAKE_EFFECT):
+                        break
+                    assert NOT_WRITTEN in str(error), str(error)
+                except Timeout:
+                    pass  # the add was applied in time: the run was deleted as usual
+        else:
+            raise AssertionError("no run's add was abandoned after it was written")
+        await wait_for_commands(server, run_id, [Delete(run_id)])
+        async with await Client.connect(port=server.port) as client:
+            with pytest.raises(NotFound):
+                await client.inspect_job(run_id)
     finally:
         assert server.stop() == 0
 
