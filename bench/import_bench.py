@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from eventq.cmdlog import SegmentWriter, WqAdd, WqComplete, WqDelete  # noqa: E402
 from eventq.migrate.importer import ImportOptions, run_import  # noqa: E402
-from eventq.migrate.progress import Progress  # noqa: E402
+from eventq.progress import Progress  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
 
 DAY_MS = 86_400_000
@@ -127,6 +127,7 @@ def main() -> int:
         partitions=args.partitions,
         commands_topic=args.commands_topic or f"{prefix}.commands",
         jobs_topic=args.jobs_topic or f"{prefix}.jobs",
+        bulk_topic="",  # derived again from the commands topic (eventq.settings)
         app_id=args.app_id or f"{prefix}-app",
     )
     server = None
