@@ -40,6 +40,7 @@ from eventq.errors import EventqError, NotFound  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.partitioner import partition_for_key  # noqa: E402
 from support import ServerProcess, test_broker_config  # noqa: E402
+from gateway_bench import start_profile, summarize_profile  # noqa: E402
 
 PARTITIONS = 8
 RECORD_COMMANDS = 500
@@ -52,17 +53,17 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def encoded_load(name: str, jobs: int) -> list[tuple[int, bytes]]:
-    """(partition, batch record) of ``jobs`` new adds."""
+def encoded_load(name: str, jobs: int, per_record: int) -> list[tuple[int, bytes]]:
+    """(partition, batch record of ``per_record`` commands) of ``jobs`` new adds."""
     by_partition: dict[int, list[bytes]] = {}
     for _ in range(jobs):
         job_id = uuid.uuid4()
         key = str(job_id).encode()
         by_partition.setdefault(partition_for_key(key, PARTITIONS), []).append(
             encode_command(Add(job_id, name, 60_000, 3_600_000, b"bulk-payload")))
-    return [(p, encode_batch(commands[i:i + RECORD_COMMANDS]))
+    return [(p, encode_batch(commands[i:i + per_record]))
             for p, commands in by_partition.items()
-            for i in range(0, len(commands), RECORD_COMMANDS)]
+            for i in range(0, len(commands), per_record)]
 
 
 def write_load(bootstrap: str, topic: str, records) -> None:
@@ -134,11 +135,13 @@ async def interactive_for(port: int, clients: int, seconds: float) -> Interactiv
     return work
 
 
-async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: int):
+async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: int,
+                    per_record: int, profile: tuple[int, Path] | None = None):
     """Write a load of ``jobs`` while ``clients`` run; (jobs/s, Interactive or None,
-    interactive seconds)."""
+    interactive seconds). ``profile``: (server pid, file) to py-spy the load's first
+    20 s into."""
     name = f"bulk-{uuid.uuid4().hex[:6]}"
-    records = encoded_load(name, jobs)
+    records = encoded_load(name, jobs, per_record)
     work = None
     task = None
     if clients:
@@ -149,6 +152,7 @@ async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: i
     began = time.monotonic()
     writer = threading.Thread(target=write_load, args=(bootstrap, topic, records))
     writer.start()
+    spy = start_profile(profile[0], 20, profile[1]) if profile else None
     while await ready_len(port, name) < jobs:
         await asyncio.sleep(0.2)
     seconds = time.monotonic() - began
@@ -156,6 +160,8 @@ async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: i
     if work is not None:
         work.running = False
         await task
+    if spy is not None:
+        spy.wait()
     return jobs / seconds, work, seconds
 
 
@@ -166,15 +172,21 @@ def line(label: str, work: Interactive, seconds: float) -> str:
             f"{percentile(work.command_ms, 0.99):8.1f} ms   not +OK: {errors:,}")
 
 
-async def measure(server: ServerProcess, topic: str, jobs: int, seconds: float) -> None:
+async def measure(server: ServerProcess, topic: str, args) -> None:
     port, bootstrap = server.port, server.bootstrap
-    rate, _, took = await load_with(port, bootstrap, topic, jobs, 0)
+    jobs, per_record = args.jobs, args.record_commands
+    rate, _, took = await load_with(port, bootstrap, topic, jobs, 0, per_record)
     print(f"  bulk load alone: {jobs:,} jobs in {took:.1f}s = {rate:,.0f} jobs/s", flush=True)
-    for clients in (8, 64):
-        quiet = await interactive_for(port, clients, seconds)
+    for clients in args.clients:
+        quiet = await interactive_for(port, clients, args.seconds)
         print(f" {clients} clients:")
-        print(line("without the load", quiet, seconds), flush=True)
-        rate_during, busy, took = await load_with(port, bootstrap, topic, jobs, clients)
+        print(line("without the load", quiet, args.seconds), flush=True)
+        profile = None
+        if args.profile is not None:
+            path = args.profile / f"{'before' if server.source else 'after'}-{clients}.txt"
+            profile = (server.process.pid, path)
+        rate_during, busy, took = await load_with(port, bootstrap, topic, jobs, clients,
+                                                  per_record, profile)
         print(line("during the load", busy, took))
         print(f"  {'bulk load meanwhile':<22} {rate_during:8,.0f} jobs/s "
               f"({rate_during / rate:.0%} of alone)", flush=True)
@@ -182,7 +194,7 @@ async def measure(server: ServerProcess, topic: str, jobs: int, seconds: float) 
             print(f"    {count:6,} x {text}")
 
 
-def run_server(bootstrap: str, home: Path, source: Path | None, jobs: int, seconds: float):
+def run_server(bootstrap: str, home: Path, source: Path | None, args) -> None:
     prefix = f"mixed-{uuid.uuid4().hex[:6]}"
     server = ServerProcess(bootstrap, prefix, home, partitions=PARTITIONS, source=source)
     server.create_topics()
@@ -193,7 +205,7 @@ def run_server(bootstrap: str, home: Path, source: Path | None, jobs: int, secon
     print(f"{'before' if source else 'after'} ({'bulk lane' if has_lane else 'no bulk lane'}:"
           f" the load goes to {topic})", flush=True)
     try:
-        asyncio.run(measure(server, topic, jobs, seconds))
+        asyncio.run(measure(server, topic, args))
     finally:
         server.stop()
 
@@ -204,7 +216,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="length of each run without the load")
     parser.add_argument("--before", default=None, metavar="REF")
+    parser.add_argument("--clients", default=[8, 64], metavar="N,N",
+                        type=lambda text: [int(n) for n in text.split(",")],
+                        help="interactive client counts (default 8,64)")
+    parser.add_argument("--profile", metavar="DIR", type=Path,
+                        help="py-spy the server for 20 s of each load with clients")
+    parser.add_argument("--record-commands", type=int, default=RECORD_COMMANDS,
+                        help=f"commands per bulk record (default {RECORD_COMMANDS}, as Spark)")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="eventq-mixed-") as tmp:
         home = Path(tmp)
         config = test_broker_config(home / "kafka")
@@ -216,14 +237,16 @@ def main() -> None:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
                                 str(worktree), args.before], check=True, capture_output=True)
                 try:
-                    run_server(bootstrap, home / "server-before", worktree, args.jobs,
-                               args.seconds)
+                    run_server(bootstrap, home / "server-before", worktree, args)
                 finally:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                                     str(worktree)], capture_output=True)
-            run_server(bootstrap, home / "server-after", None, args.jobs, args.seconds)
+            run_server(bootstrap, home / "server-after", None, args)
         finally:
             broker.stop(config)
+    if args.profile:
+        for path in sorted(args.profile.glob("*.txt")):
+            print(summarize_profile(path))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ class Derived:
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES  # the processor's, to agree
     watermarks: dict[int, int] = field(default_factory=dict)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next to read
-    admitted: dict[int, int] = field(default_factory=dict)  # partition -> bulk offset
+    admitted: dict[int, int] = field(default_factory=dict)  # partition -> bulk position
     readmitted: int = 0  # slice records skipped as second copies
 
     def feed(self, record: Record) -> None:
@@ -136,7 +136,7 @@ class Derived:
             if source.partition != record.partition or not admits(source, admitted):
                 self.readmitted += 1
                 return
-            self.admitted[record.partition] = source.last_offset
+            self.admitted[record.partition] = source.end
         for index, data in enumerate(items):
             self.commands += 1
             self._feed_command(record, position(record.offset, index), data)

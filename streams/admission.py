@@ -3,10 +3,10 @@
 ARCHITECTURE.md, "Lanes". A Kafka partition is FIFO, so a worker's command written
 behind 100,000 bulk adds waits for all of them (issue 15: a lease failed after 5 s with
 99,900 jobs ready). Bulk producers therefore write to the staging topic; this process
-reads the bulk partitions it owns and copies their records into the command log in
-slices of whole records, each a batch record naming its bulk range
-(``eventq.core.batch.encode_slice``). Admission is paced by the processor, not by the
-producers:
+reads the bulk partitions it owns and copies their commands into the command log in
+slices, each a batch record naming its range of bulk positions (a slice may end inside
+a bulk record: ``eventq.core.batch.encode_slice``). Admission is paced by the
+processor, not by the producers:
 
 - a partition admits its next slice only once its last one is applied, and
 - at most ``BULK_SLICES_IN_FLIGHT`` slices are written and not yet applied across all
@@ -14,13 +14,14 @@ producers:
   written), each at most ``BULK_SLICE_COMMANDS`` commands (``_SHARED``: fewer),
 
 so an interactive command waits behind at most that much bulk work, however large the
-load. Where a partition's admission stands is the processor's (the table's) admitted
-offset, never this reader's memory: after a crash, reading resumes from what was
-applied, and a slice written twice is applied once (``eventq.core.batch.admits``).
+load. Where a partition's admission stands is the processor's (the table's), never
+this reader's memory: after a crash, reading resumes from what was applied, and a slice
+written twice is applied once (``eventq.core.batch.admits``).
 
-The admitted offsets are also committed, after they are applied, as the offsets of the
-consumer group ``<app id>.bulk`` on the bulk topic: advisory only, so that `--wait` of a
-bulk load and any Kafka tool (kafka-consumer-groups.sh) see the backlog.
+The offset of the first bulk record not wholly admitted is also committed, once
+applied, as the offset of the consumer group ``<app id>.bulk`` on the bulk topic:
+advisory only, so that `--wait` of a bulk load and any Kafka tool
+(kafka-consumer-groups.sh) see the backlog.
 """
 
 from __future__ import annotations
@@ -31,27 +32,71 @@ import time
 from typing import Callable
 
 from eventq.core import CodecError
-from eventq.core.batch import POSITIONS_PER_OFFSET, SliceSource, encode_slice, read_record
+from eventq.core.batch import (
+    SliceSource,
+    encode_slice,
+    offset_of,
+    position,
+    read_record,
+)
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
 BULK_SLICE_COMMANDS = 500  # ~15 ms of the processor (28 us per command, issue 9)
 BULK_SLICE_COMMANDS_SHARED = 200  # while workers' commands are being written: ~6 ms
-BULK_SLICE_BYTES = 512 * 1024  # a slice grows to about this (one bulk record may be more)
+BULK_SLICE_BYTES = 512 * 1024  # a slice grows to this (or holds one larger command)
 BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions, when no
 BULK_SLICES_IN_FLIGHT_SHARED = 1  # interactive command was written lately; else this
 INTERACTIVE_RECENT_S = 0.05  # "lately"
-BULK_READ_AHEAD_RECORDS = 64  # per partition; the fetch pauses beyond this
+# Read ahead per partition: the fetch pauses beyond this many bytes of records (in
+# bytes, not records: a pipeline's records may each hold one command, and a slice should
+# still fill up; one fetch may overshoot it by up to a fetch's size).
+BULK_READ_AHEAD_BYTES = 2 * 1024 * 1024
 BULK_COMMIT_EVERY_S = 0.5  # advisory commits of the admitted offsets, at most this often
 RETRY_AFTER_S = 1.0  # a slice Kafka did not take is written again after this
 
 
-class _Lane:
-    __slots__ = ("records", "ready", "committed_at", "committed")
+class _Read:
+    """A bulk record read ahead: the commands of it not admitted yet, from ``index``."""
 
-    def __init__(self) -> None:
-        self.records: list = []  # ConsumerRecords read ahead, in offset order
+    __slots__ = ("offset", "index", "size", "commands")
+
+    def __init__(self, offset: int, index: int, size: int, commands: list[bytes]) -> None:
+        self.offset = offset
+        self.index = index  # the position in its record of commands[0]
+        self.size = size  # the record's bytes
+        self.commands = commands
+
+    @classmethod
+    def of(cls, offset: int, value: bytes | None, resume: int) -> "_Read":
+        """The bulk record ``value`` at ``offset``, less the commands before the
+        admission ``resume`` (reading resumes inside a record a slice ended in)."""
+        commands = _commands_of(value)
+        skip = min(len(commands), max(0, resume - position(offset)))
+        return cls(offset, skip, len(value or b""), commands[skip:])
+
+
+def _commands_of(value: bytes | None) -> list[bytes]:
+    """The encoded commands a bulk record holds. What is not a batch or a command is
+    passed on whole: the processor rejects it as undecodable and logs where it is (and
+    it stays in the bulk topic); a null record holds nothing."""
+    if value is None:
+        return []
+    try:
+        source, items = read_record(value)
+    except CodecError:
+        return [value]
+    return [value] if source is not None else items
+
+
+class _Lane:
+    __slots__ = ("records", "size", "resume", "ready", "committed_at", "committed")
+
+    def __init__(self, resume: int) -> None:
+        self.records: list[_Read] = []  # in offset order
+        self.size = 0  # their bytes
+        self.resume = resume  # the admission when reading began: skip what is before it
         self.ready = asyncio.Event()
         self.committed_at = 0.0
         self.committed = -1
@@ -78,7 +123,7 @@ class BulkAdmitter:
         self._commands_topic = commands_topic
         self._group_id = group_id
         self._producer = producer  # faust's AIOKafkaProducer (acks=all, idempotent)
-        self._processor = processor  # admitted_through(p), applied(p, offset)
+        self._processor = processor  # admitted_end(p), applied(p, offset)
         self._interactive_since = interactive_since  # monotonic time of the last write
         self._in_flight = 0
         self._released = asyncio.Event()
@@ -126,7 +171,7 @@ class BulkAdmitter:
             ends = {p: high for p, (_low, high) in found.items()}
         result = []
         for partition in partitions:
-            admitted = self._processor.admitted_through(partition) + 1
+            admitted = offset_of(self._processor.admitted_end(partition))
             result.append((partition, admitted, max(0, ends.get(partition, 0) - admitted)))
         return result
 
@@ -163,14 +208,14 @@ class BulkAdmitter:
         )
         await consumer.start()
         self._consumer = consumer
-        self._lanes = {p: _Lane() for p in self._partitions}
+        self._lanes = {p: _Lane(self._processor.admitted_end(p)) for p in self._partitions}
         self._in_flight = 0
         tasks = []
         try:
             assigned = [TopicPartition(self._bulk_topic, p) for p in self._partitions]
             consumer.assign(assigned)
             for tp in assigned:
-                consumer.seek(tp, self._processor.admitted_through(tp.partition) + 1)
+                consumer.seek(tp, offset_of(self._lanes[tp.partition].resume))
             tasks.append(asyncio.ensure_future(self._read(consumer)))
             for partition, lane in self._lanes.items():
                 tasks.append(asyncio.ensure_future(self._admit(consumer, partition, lane)))
@@ -189,8 +234,11 @@ class BulkAdmitter:
             fetched = await consumer.getmany(timeout_ms=1000)
             for tp, records in fetched.items():
                 lane = self._lanes[tp.partition]
-                lane.records.extend(records)
-                if len(lane.records) >= BULK_READ_AHEAD_RECORDS:
+                for record in records:
+                    read = _Read.of(record.offset, record.value, lane.resume)
+                    lane.records.append(read)
+                    lane.size += read.size
+                if lane.size >= BULK_READ_AHEAD_BYTES:
                     consumer.pause(tp)
                 lane.ready.set()
 
@@ -228,18 +276,18 @@ class BulkAdmitter:
             await self._take_slot()
             try:
                 source, commands, taken = self._take_slice(partition, lane, self._shared())
-                if len(lane.records) < BULK_READ_AHEAD_RECORDS // 2:
+                if lane.size < BULK_READ_AHEAD_BYTES // 2:
                     consumer.resume(tp)
                 offset = await self._send(partition, encode_slice(source, commands), source)
                 await self._processor.applied(partition, offset)
             finally:
                 self._give_slot()
-            admitted = self._processor.admitted_through(partition)
-            if admitted != source.last_offset:
+            admitted = self._processor.admitted_end(partition)
+            if admitted != source.end:
                 log.warning(
-                    "bulk partition %d: slice %d-%d was not applied as admitted (admitted "
-                    "through %d: a second copy); reading again from there",
-                    partition, source.first_offset, source.last_offset, admitted,
+                    "bulk partition %d: slice %s was not applied as admitted (admission at "
+                    "%d: a second copy); reading again from there",
+                    partition, source.describe(), admitted,
                 )
                 raise _Restart()
             self.slices += 1
@@ -250,44 +298,46 @@ class BulkAdmitter:
     def _take_slice(
         self, partition: int, lane: _Lane, shared: bool
     ) -> tuple[SliceSource, list[bytes], int]:
-        """The next slice: whole bulk records from the front of the lane, at least one,
-        while they fit ``BULK_SLICE_COMMANDS`` (or ``BULK_SLICE_COMMANDS_SHARED``) and
-        ``BULK_SLICE_BYTES``."""
+        """The next slice from the front of the lane: commands in order while they fit
+        ``BULK_SLICE_COMMANDS`` (``BULK_SLICE_COMMANDS_SHARED`` when ``shared``) and
+        ``BULK_SLICE_BYTES``, at least one; a record that does not fit whole is split,
+        its rest left for the next slice. Returns (range, commands, whole records)."""
         max_commands = BULK_SLICE_COMMANDS_SHARED if shared else BULK_SLICE_COMMANDS
+        head = lane.records[0]
+        first = position(head.offset, head.index)
         commands: list[bytes] = []
         size = 0
         taken = 0
-        for record in lane.records:
-            items = self._commands_of(partition, record)
-            grown = len(commands) + len(items)
-            if taken and (
-                grown > max_commands
-                or size + len(record.value or b"") > BULK_SLICE_BYTES
+        while lane.records:
+            read = lane.records[0]
+            room = max_commands - len(commands)
+            fits_whole = len(read.commands) <= room and size + read.size <= BULK_SLICE_BYTES
+            if fits_whole or not commands and not read.commands:
+                commands.extend(read.commands)
+                size += read.size
+                lane.size -= read.size
+                del lane.records[0]
+                taken += 1
+                end = position(read.offset + 1)
+                continue
+            part = 0  # as many of its commands as fit, one at least in an empty slice
+            while part < len(read.commands) and part < room and (
+                not commands and not part or size + len(read.commands[part]) <= BULK_SLICE_BYTES
             ):
-                break
-            if grown > POSITIONS_PER_OFFSET:  # only a record of >65,535 commands
-                items = []
-                log.error("bulk record %d@%d holds more commands than a record may: "
-                          "not admitted (it stays in the bulk topic)", partition, record.offset)
-            commands.extend(items)
-            size += len(record.value or b"")
-            taken += 1
-        first, last = lane.records[0].offset, lane.records[taken - 1].offset
-        del lane.records[:taken]
-        return SliceSource(partition, first, last), commands, taken
-
-    @staticmethod
-    def _commands_of(partition: int, record) -> list[bytes]:
-        """The encoded commands a bulk record holds. What is not a batch or a command is
-        passed on whole: the processor rejects it as undecodable and logs where it is
-        (and it stays in the bulk topic); a null record holds nothing."""
-        if record.value is None:
-            return []
-        try:
-            source, items = read_record(record.value)
-        except CodecError:
-            return [record.value]
-        return [record.value] if source is not None else items
+                size += len(read.commands[part])
+                part += 1
+            if part:
+                commands.extend(read.commands[:part])
+                del read.commands[:part]
+                read.index += part
+                end = position(read.offset, read.index)
+                if not read.commands:  # it was the record's last command after all
+                    lane.size -= read.size
+                    del lane.records[0]
+                    taken += 1
+                    end = position(read.offset + 1)
+            break
+        return SliceSource(partition, first, end), commands, taken
 
     async def _send(self, partition: int, value: bytes, source: SliceSource) -> int:
         """Write a slice record; Kafka errors are retried (the slice is whole, and a
@@ -307,9 +357,8 @@ class BulkAdmitter:
                 if type(error).__name__ == "MessageSizeTooLargeError" and len(value) > 64:
                     # Only a bulk record the size of the topic's limit: admit the range
                     # without it, so the lane goes on (the record stays in eventq.bulk).
-                    log.error("bulk records %d@%d-%d are too large for %s (%s): admitted "
-                              "without their commands", partition, source.first_offset,
-                              source.last_offset, self._commands_topic, error)
+                    log.error("bulk commands %s are too large for %s (%s): admitted "
+                              "without them", source.describe(), self._commands_topic, error)
                     value = encode_slice(source, [])
                     continue
                 log.warning("bulk partition %d: writing a slice failed (%s); retrying",
@@ -317,15 +366,16 @@ class BulkAdmitter:
                 await asyncio.sleep(RETRY_AFTER_S)
 
     async def _commit(self, consumer, tp, lane: _Lane, force: bool = False) -> None:
-        """Advisory: the admitted offset as the bulk group's committed offset."""
-        admitted = self._processor.admitted_through(tp.partition)
+        """Advisory: the first bulk record not wholly admitted, as the bulk group's
+        committed offset."""
+        admitted = offset_of(self._processor.admitted_end(tp.partition))
         now = time.monotonic()
         if admitted <= lane.committed or (
             not force and now - lane.committed_at < BULK_COMMIT_EVERY_S
         ):
             return
         try:
-            await consumer.commit({tp: admitted + 1})
+            await consumer.commit({tp: admitted})
             lane.committed, lane.committed_at = admitted, now
         except asyncio.CancelledError:
             raise

@@ -96,7 +96,7 @@ class Processor:
         self._clock_ms = clock_ms
         self._max_state_record_bytes = max_state_record_bytes
         self._watermarks: dict[int, int] = {}
-        self._admitted: dict[int, int] = {}  # partition -> last bulk offset admitted
+        self._admitted: dict[int, int] = {}  # partition -> next bulk position to admit
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
         self._on_caught_up: Callable[[], None] = lambda: None
@@ -137,8 +137,9 @@ class Processor:
         self._watermarks.clear()
         self._admitted.clear()
 
-    def admitted_through(self, partition: int) -> int:
-        """The last offset of bulk partition ``partition`` admitted and applied."""
+    def admitted_end(self, partition: int) -> int:
+        """Bulk partition ``partition``'s admission: the next bulk position to admit
+        (everything before it is admitted and applied)."""
         mark = self._admitted.get(partition)
         if mark is None:
             raw = self._store.read(partition, BULK_ADMITTED_KEY)
@@ -179,7 +180,7 @@ class Processor:
             if not self._admits(message, source):
                 self._caught_up_to(partition, offset)
                 return
-            batch.admitted = source.last_offset
+            batch.admitted = source.end
             self.counters.slices += 1
         if len(items) > 1:
             self.counters.batches += 1
@@ -203,12 +204,11 @@ class Processor:
             self.counters.undecodable += 1
             self._log_contained(message, f"a slice of bulk partition {source.partition}")
             return False
-        if not admits(source, self.admitted_through(message.partition)):
+        if not admits(source, self.admitted_end(message.partition)):
             self.counters.readmitted += 1
             log.warning(
-                "%s[%d]@%d: bulk records %d-%d were already admitted: skipped",
-                message.topic, message.partition, message.offset,
-                source.first_offset, source.last_offset,
+                "%s[%d]@%d: bulk commands %s were already admitted: skipped",
+                message.topic, message.partition, message.offset, source.describe(),
             )
             return False
         return True

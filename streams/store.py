@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
 WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
 LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
-BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"  # last bulk offset admitted
+# The bulk lane's admission: the next bulk position to admit (eventq/core/batch.py).
+BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
 
 
 MIB = 1024 * 1024

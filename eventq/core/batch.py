@@ -110,39 +110,54 @@ def read_record(value: bytes | None) -> tuple["SliceSource | None", list[bytes]]
 
 # ----------------------------------------------------------------------------- slices
 # ARCHITECTURE.md, "Lanes": bulk producers write to `eventq.bulk`; the processor admits
-# their records into `eventq.commands` a slice at a time. A slice record is a batch whose
-# first element is an ext (type SLICE_EXT_TYPE) naming the bulk range it holds, so the
-# command log alone tells a slice admitted twice (a crash between admitting it and
+# their commands into `eventq.commands` a slice at a time. A slice record is a batch
+# whose first element is an ext (type SLICE_EXT_TYPE) naming the bulk range it holds, so
+# the command log alone tells a slice admitted twice (a crash between admitting it and
 # recording that) from a new one: every reader of the log skips the second copy alike.
+#
+# A range is of bulk *positions* (offset, index in the record, as ``position``), half
+# open: a slice may end inside a bulk record, so slices stay small whatever size of
+# record a pipeline writes (issue 15: the slice is what a worker's command waits behind).
+# A partition's admission is the end of the last slice applied: the next bulk position
+# to admit. Its record offset, ``offset_of(end)``, is the first record not wholly
+# admitted: the bulk group's committed offset.
 
 SLICE_EXT_TYPE = 1
-NOTHING_ADMITTED = -1  # the admitted-through offset of a bulk partition never admitted
+NOTHING_ADMITTED = 0  # the admission of a bulk partition nothing was admitted from
 
 
 @dataclass(frozen=True, slots=True)
 class SliceSource:
-    """Bulk records ``first_offset`` to ``last_offset`` of bulk partition ``partition``
-    (whole records: a slice never splits one)."""
+    """The commands of bulk partition ``partition`` at positions ``first`` up to, not
+    including, ``end``. A slice that ends with a record's last command ends at the next
+    record's first position (``position(offset + 1)``); one of a record holding no
+    command covers that record the same way."""
 
     partition: int
-    first_offset: int
-    last_offset: int
+    first: int
+    end: int
 
     def __post_init__(self) -> None:
-        for name in ("partition", "first_offset", "last_offset"):
+        for name in ("partition", "first", "end"):
             value = getattr(self, name)
             if type(value) is not int or not 0 <= value < 2**62:
                 raise ValueError(f"slice {name} must be an int in 0..2^62, not {value!r}")
-        if self.last_offset < self.first_offset:
-            raise ValueError(f"slice ends at {self.last_offset}, before {self.first_offset}")
+        if self.end <= self.first:
+            raise ValueError(f"slice ends at {self.end}, not after {self.first}")
+
+    def describe(self) -> str:
+        """The range as offsets and indexes, for a log line."""
+        (a, i), (b, j) = divmod(self.first, POSITIONS_PER_OFFSET), divmod(
+            self.end, POSITIONS_PER_OFFSET)
+        return f"{self.partition}@{a}.{i} to {b}.{j}"
 
 
 def _decode_source(ext: msgpack.ExtType) -> SliceSource:
     if ext.code != SLICE_EXT_TYPE:
         raise CodecError(f"unknown ext type {ext.code} at the head of a batch record")
     try:
-        partition, first, last = msgpack.unpackb(ext.data)
-        return SliceSource(partition, first, last)
+        partition, first, end = msgpack.unpackb(ext.data)
+        return SliceSource(partition, first, end)
     except Exception as exc:
         raise CodecError(f"not a valid slice header: {exc}") from None
 
@@ -155,7 +170,7 @@ def encode_slice(source: SliceSource, commands: Sequence[bytes]) -> bytes:
     header = msgpack.packb(
         msgpack.ExtType(
             SLICE_EXT_TYPE,
-            msgpack.packb([source.partition, source.first_offset, source.last_offset]),
+            msgpack.packb([source.partition, source.first, source.end]),
         )
     )
     parts = [_array_header(len(commands) + 1), header]
@@ -165,12 +180,12 @@ def encode_slice(source: SliceSource, commands: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def admits(source: SliceSource, admitted_through: int) -> bool:
-    """Whether a slice is applied, given the last bulk offset already admitted into its
-    partition: only a range wholly after it. A slice admitted twice is skipped whole;
-    one that overlaps what an earlier copy admitted is skipped too, and its admitter,
-    reading on from the admitted offset, admits the rest again."""
-    return source.first_offset > admitted_through
+def admits(source: SliceSource, admitted: int) -> bool:
+    """Whether a slice is applied, given its partition's admission (the next bulk
+    position to admit): only a range wholly after what was admitted. A slice admitted
+    twice is skipped whole; one that overlaps what an earlier copy admitted is skipped
+    too, and its admitter, reading on from the admission, admits the rest again."""
+    return source.first >= admitted
 
 
 class BatchBuilder:

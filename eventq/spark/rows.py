@@ -488,7 +488,7 @@ def explode_commands(batches: Iterator) -> Iterator:
 
     A second copy of an admitted bulk slice is dropped, as the processor skips it: the
     Kafka source reads each topic partition whole and in offset order in one task (no
-    ``minPartitions``), so the admitted offset per partition is known here."""
+    ``minPartitions``), so the admission per partition is known here."""
     schema = _arrow_schema(COMMAND_DDL)
     admitted: dict[int, int] = {}
     for batch in batches:
@@ -506,7 +506,7 @@ def explode_commands(batches: Iterator) -> Iterator:
                     source, admitted.get(partition, NOTHING_ADMITTED)
                 ):
                     continue
-                admitted[partition] = source.last_offset
+                admitted[partition] = source.end
             if items is None:  # a single command (or a broken batch), named by its key
                 job_id = key.decode(errors="replace") if key is not None else None
                 rows.append({"job_id": job_id, "partition": partition, "position": position(offset),

@@ -101,7 +101,7 @@ def test_builder_bounds_count_and_bytes():
 
 
 @given(
-    st.integers(0, 1023), st.integers(0, 2**40), st.integers(0, 10**6),
+    st.integers(0, 1023), st.integers(0, 2**40), st.integers(1, 10**6),
     st.lists(st.binary(min_size=1, max_size=300), max_size=40),
 )
 def test_a_slice_round_trips_and_every_reader_sees_its_commands(partition, first, length, commands):
@@ -119,16 +119,22 @@ def test_plain_records_come_from_no_slice():
 
 
 def test_a_slice_is_admitted_only_after_what_was_admitted():
-    assert admits(SliceSource(0, 0, 9), NOTHING_ADMITTED)
-    assert admits(SliceSource(0, 10, 19), 9)
-    assert not admits(SliceSource(0, 10, 19), 19)  # the same slice again
-    assert not admits(SliceSource(0, 5, 25), 19)  # overlaps an earlier copy
+    assert admits(SliceSource(0, 0, position(3)), NOTHING_ADMITTED)
+    assert admits(SliceSource(0, position(3), position(3, 200)), position(3))
+    assert admits(SliceSource(0, position(3, 200), position(4)), position(3, 200))
+    assert not admits(SliceSource(0, position(3), position(3, 200)), position(3, 200))  # again
+    assert not admits(SliceSource(0, position(3, 100), position(4)), position(3, 200))  # overlap
+
+
+def test_a_slice_describes_itself_in_offsets_and_indexes():
+    assert SliceSource(2, position(7, 5), position(9)).describe() == "2@7.5 to 9.0"
 
 
 @pytest.mark.parametrize("bad", [
     msgpack.packb([msgpack.ExtType(2, msgpack.packb([0, 1, 2]))]),  # unknown ext
     msgpack.packb([msgpack.ExtType(1, b"\xc1")]),  # header does not decode
     msgpack.packb([msgpack.ExtType(1, msgpack.packb([0, 5, 4]))]),  # ends before start
+    msgpack.packb([msgpack.ExtType(1, msgpack.packb([0, 5, 5]))]),  # covers nothing
     msgpack.packb([msgpack.ExtType(1, msgpack.packb([0, 1, 2])), 7]),  # not a bin
     msgpack.packb([]),
 ])
@@ -137,7 +143,7 @@ def test_a_broken_slice_is_a_codec_error(bad):
         read_record(bad)
 
 
-@pytest.mark.parametrize("fields", [(-1, 0, 0), (0, 2, 1), (True, 0, 0), (0, 0, 2**62)])
+@pytest.mark.parametrize("fields", [(-1, 0, 1), (0, 2, 1), (0, 1, 1), (True, 0, 1), (0, 0, 2**62)])
 def test_a_slice_source_validates(fields):
     with pytest.raises(ValueError):
         SliceSource(*fields)
