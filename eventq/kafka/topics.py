@@ -72,8 +72,9 @@ def jobs_topic(name: str, partitions: int, replication_factor: int = 1) -> Topic
     )
 
 
-# A bulk record is admitted whole into a slice record of the command log, which adds a
-# header of a few bytes: the bulk topic's records are kept this much smaller.
+# A bulk record that does not decode is admitted whole into a slice record of the
+# command log (which rejects it there, logged), adding a header of a few bytes: the bulk
+# topic's records are kept this much smaller.
 BULK_HEADROOM_BYTES = 64 * 1024
 
 

@@ -12,7 +12,7 @@ import pytest
 from eventq.client import Client
 from eventq.core import state_digest
 from eventq.kafka.logreader import latest_jobs, read_topic
-from eventq.kafka.topics import TopicSpec, commands_topic, ensure_topics
+from eventq.kafka.topics import TopicSpec, bulk_name_for, bulk_topic, commands_topic, ensure_topics
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -33,6 +33,7 @@ def test_state_log_compacts_to_exactly_the_live_jobs(kafka_bootstrap, tmp_path):
     reports = ensure_topics(kafka_bootstrap, [
         commands_topic(names["commands-topic"], 2),
         TopicSpec(names["jobs-topic"], 2, 1, AGGRESSIVE_CLEANER),
+        bulk_topic(bulk_name_for(names["commands-topic"]), 2),
     ])
     assert all(r.ok for r in reports)
     server.start()
