@@ -44,7 +44,7 @@ from eventq.limits import KAFKA_MESSAGE_BYTES
 log = logging.getLogger(__name__)
 
 BULK_SLICE_COMMANDS = 500  # ~15 ms of the processor (28 us per command, issue 9)
-BULK_SLICE_COMMANDS_SHARED = 300  # while workers' commands arrive: ~9 ms (bench/mixed_bench.py)
+BULK_SLICE_COMMANDS_SHARED = 250  # while workers' commands arrive: ~7 ms (bench/mixed_bench.py)
 BULK_SLICE_BYTES = 512 * 1024  # a slice grows to this (or holds one larger command)
 BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions, when no
 BULK_SLICES_IN_FLIGHT_SHARED = 1  # interactive command was written lately; else this

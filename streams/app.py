@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import faust
 from faust.types import TP
 
+from eventq.bulklane import bulk_group_id
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
 from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 from streams import durable_flush, faust_patches
-from eventq.bulklane import bulk_group_id
 from streams.admission import BulkAdmitter
 from streams.changelog import ChangelogWriter
 from streams.engine import Engine

@@ -50,17 +50,18 @@ def names(count: int, record: int) -> list[bytes]:
 
 def test_records_larger_than_a_slice_are_split_and_smaller_ones_joined():
     n = BULK_SLICE_COMMANDS_SHARED
-    assert n % 4 == 0
-    records = [names(n + n // 2, 0), names(n + n // 2, 1), names(n // 4, 2), names(n // 4, 3)]
+    half, quarter = n // 2, n // 4
+    assert n % 2 == 0
+    records = [names(n + half, 0), names(n + half, 1), names(quarter, 2), names(quarter, 3)]
     slices = all_slices(lane_of(records), shared=True)
     ranges = [(s.first, s.end) for s, _, _ in slices]
     assert ranges == [
         (position(0), position(0, n)),
-        (position(0, n), position(1, n // 2)),  # the rest of record 0, half of record 1
-        (position(1, n // 2), position(2)),  # the rest of record 1
+        (position(0, n), position(1, n - half)),  # the rest of record 0, part of record 1
+        (position(1, n - half), position(2)),  # the rest of record 1
         (position(2), position(4)),  # two small records whole
     ]
-    assert [len(commands) for _, commands, _ in slices] == [n, n, n, n // 2]
+    assert [len(commands) for _, commands, _ in slices] == [n, n, 2 * half, 2 * quarter]
     assert [taken for _, _, taken in slices] == [0, 1, 1, 2]
     assert [c for _, commands, _ in slices for c in commands] == [c for r in records for c in r]
 
