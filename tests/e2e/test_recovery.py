@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from eventq.client import Client
-from eventq.core import AttemptStarted, Completed, state_digest
+from eventq.core import AttemptReleased, AttemptStarted, Completed, state_digest
 from eventq.core.machine import Accepted
 from eventq.errors import ClientError, EventqError, NotFound, Timeout
 from eventq.kafka import broker
@@ -180,18 +180,29 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
         assert job not in state, f"acknowledged delete lost: {job}"
     # No job completed twice, no attempt leased twice.
     assert max(ledger.completed.values()) == 1
+    # An attempt given back (release-attempt: no client received it, issue 15) is
+    # started again under its number; otherwise each attempt starts once.
     started = Counter()
     completions = Counter()
+    released = Counter()
+    current: dict = {}  # (job, attempt) -> started and not given back
     events = derived_events(own_broker.bootstrap, "mixed.commands")
     for event in events:
         if isinstance(event, AttemptStarted):
-            started[(event.job_id, event.attempt)] += 1
+            key = (event.job_id, event.attempt)
+            assert not current.get(key), f"attempt started twice without a release: {key}"
+            current[key] = True
+            started[key] += 1
+        if isinstance(event, AttemptReleased):
+            current[(event.job_id, event.attempt)] = False
+            released[event.job_id] += 1
         if isinstance(event, Completed):
             completions[event.job_id] += 1
-    assert started and max(started.values()) == 1, "an attempt was started twice"
+    assert started, "no attempt was started"
     assert max(completions.values()) == 1, "a job was completed twice"
     for job, leases in ledger.leases.items():
-        attempts = sum(1 for (j, _) in started if j == job)
+        # every lease a client received is an attempt started and never given back
+        attempts = sum(n for (j, _), n in started.items() if j == job) - released[job]
         assert leases <= attempts, (job, leases, attempts)
     # The restarted server's state equals a clean replay of the same log.
     assert compare(derived.jobs, state) == []
