@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,11 +40,26 @@ from eventq.core.batch import encode_batch  # noqa: E402
 from eventq.errors import EventqError, NotFound  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.partitioner import partition_for_key  # noqa: E402
-from support import ServerProcess, test_broker_config  # noqa: E402
+from support import ServerProcess, cpu_s, test_broker_config  # noqa: E402
 from gateway_bench import start_profile, summarize_profile  # noqa: E402
 
 PARTITIONS = 8
 RECORD_COMMANDS = 500
+
+
+class Cores:
+    """Cores used by the server, the broker and this benchmark (its clients and the
+    load's producer) since it was made: on 2 cores, whether the machine was the limit."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.began = time.monotonic()
+        self.cpu = {name: cpu_s(pid) for name, pid in pids.items()}
+
+    def __str__(self) -> str:
+        wall = time.monotonic() - self.began
+        used = {name: (cpu_s(pid) - self.cpu[name]) / wall for name, pid in self.pids.items()}
+        return "cores " + ", ".join(f"{name} {value:.2f}" for name, value in used.items())
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -98,6 +114,7 @@ class Interactive:
         self.command_ms: list[float] = []
         self.errors: Counter = Counter()
         self.running = True
+        self.cores = ""
 
     async def run(self) -> None:
         connections = [await Client.connect(port=self.port) for _ in range(self.clients)]
@@ -126,20 +143,22 @@ class Interactive:
                 self.errors[f"-{error.code} {error.text[:70]}"] += 1
 
 
-async def interactive_for(port: int, clients: int, seconds: float) -> Interactive:
+async def interactive_for(port: int, clients: int, seconds: float, pids) -> Interactive:
     work = Interactive(port, clients, f"inter-{uuid.uuid4().hex[:6]}")
     task = asyncio.ensure_future(work.run())
+    cores = Cores(pids)
     await asyncio.sleep(seconds)
+    work.cores = str(cores)
     work.running = False
     await task
     return work
 
 
 async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: int,
-                    per_record: int, profile: tuple[int, Path] | None = None):
+                    per_record: int, pids, profile: tuple[int, Path] | None = None):
     """Write a load of ``jobs`` while ``clients`` run; (jobs/s, Interactive or None,
-    interactive seconds). ``profile``: (server pid, file) to py-spy the load's first
-    20 s into."""
+    interactive seconds, cores used). ``profile``: (server pid, file) to py-spy the
+    load's first 20 s into."""
     name = f"bulk-{uuid.uuid4().hex[:6]}"
     records = encoded_load(name, jobs, per_record)
     work = None
@@ -150,19 +169,21 @@ async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: i
         await asyncio.sleep(1.0)
         work.cycles, work.command_ms, work.errors = 0, [], Counter()
     began = time.monotonic()
+    cores = Cores(pids)
     writer = threading.Thread(target=write_load, args=(bootstrap, topic, records))
     writer.start()
     spy = start_profile(profile[0], 20, profile[1]) if profile else None
     while await ready_len(port, name) < jobs:
         await asyncio.sleep(0.2)
     seconds = time.monotonic() - began
+    used = str(cores)
     writer.join()
     if work is not None:
         work.running = False
         await task
     if spy is not None:
         spy.wait()
-    return jobs / seconds, work, seconds
+    return jobs / seconds, work, seconds, used
 
 
 def line(label: str, work: Interactive, seconds: float) -> str:
@@ -175,19 +196,21 @@ def line(label: str, work: Interactive, seconds: float) -> str:
 async def measure(server: ServerProcess, topic: str, args) -> None:
     port, bootstrap = server.port, server.bootstrap
     jobs, per_record = args.jobs, args.record_commands
-    rate, _, took = await load_with(port, bootstrap, topic, jobs, 0, per_record)
-    print(f"  bulk load alone: {jobs:,} jobs in {took:.1f}s = {rate:,.0f} jobs/s", flush=True)
+    pids = {"server": server.process.pid, "broker": args.broker_pid, "bench": os.getpid()}
+    rate, _, took, used = await load_with(port, bootstrap, topic, jobs, 0, per_record, pids)
+    print(f"  bulk load alone: {jobs:,} jobs in {took:.1f}s = {rate:,.0f} jobs/s ({used})",
+          flush=True)
     for clients in args.clients:
-        quiet = await interactive_for(port, clients, args.seconds)
+        quiet = await interactive_for(port, clients, args.seconds, pids)
         print(f" {clients} clients:")
-        print(line("without the load", quiet, args.seconds), flush=True)
+        print(f"{line('without the load', quiet, args.seconds)}   ({quiet.cores})", flush=True)
         profile = None
         if args.profile is not None:
             path = args.profile / f"{'before' if server.source else 'after'}-{clients}.txt"
             profile = (server.process.pid, path)
-        rate_during, busy, took = await load_with(port, bootstrap, topic, jobs, clients,
-                                                  per_record, profile)
-        print(line("during the load", busy, took))
+        rate_during, busy, took, used = await load_with(port, bootstrap, topic, jobs,
+                                                        clients, per_record, pids, profile)
+        print(f"{line('during the load', busy, took)}   ({used})")
         print(f"  {'bulk load meanwhile':<22} {rate_during:8,.0f} jobs/s "
               f"({rate_during / rate:.0%} of alone)", flush=True)
         for text, count in (quiet.errors + busy.errors).most_common():
@@ -229,7 +252,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="eventq-mixed-") as tmp:
         home = Path(tmp)
         config = test_broker_config(home / "kafka")
-        broker.start(config)
+        args.broker_pid = broker.start(config).pid
         bootstrap = f"{config.host}:{config.port}"
         try:
             if args.before:
