@@ -25,6 +25,9 @@ from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
 from streams import durable_flush, faust_patches
 from streams.admission import BulkAdmitter
+from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
+from streams.catch_up import STALL_S as CATCH_UP_STALL_S
+from streams.catch_up import CatchUpWatch
 from streams.changelog import ChangelogWriter
 from streams.engine import Engine
 from streams.processor import Processor, wall_clock_ms
@@ -216,13 +219,26 @@ def build_streams(settings: Settings) -> Streams:
 
         processor.expect_catch_up(targets, caught_up)
         if not engine.ready.is_set():
-            asyncio.ensure_future(report_catch_up())
+            asyncio.ensure_future(report_catch_up(catch_up.starts))
 
-    async def report_catch_up() -> None:
-        """A catch-up that takes long says where it stands (a hang shows in the log)."""
+    async def report_catch_up(starts: dict[int, int]) -> None:
+        """A catch-up that takes long says where it stands (a hang shows in the log),
+        and a partition in it that stops moving is read again (streams/catch_up.py)."""
+        watch = CatchUpWatch()
+        reported = time.monotonic()
         while not engine.ready.is_set():
-            await asyncio.sleep(CATCH_UP_REPORT_S)
-            if not engine.ready.is_set():
+            await asyncio.sleep(CATCH_UP_CHECK_S)
+            if engine.ready.is_set():
+                return
+            now = time.monotonic()
+            for partition, offset in watch.stalled(processor.catching_up(), now).items():
+                offset = max(offset, starts.get(partition, 0))  # never before the tail
+                log.warning(
+                    "catch-up of partition %d stalled for %.0fs behind its target: reading "
+                    "it again from offset %d", partition, CATCH_UP_STALL_S, offset)
+                await app.consumer.seek(TP(settings.commands_topic, partition), offset)
+            if now - reported >= CATCH_UP_REPORT_S:
+                reported = now
                 log.warning("still re-applying the uncommitted tail: %s",
                             processor.catch_up_status())
 

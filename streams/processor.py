@@ -126,6 +126,10 @@ class Processor:
         self._offset_waiters.setdefault(partition, []).append((offset, future))
         await future
 
+    def catching_up(self) -> dict[int, int]:
+        """Partitions still behind their catch-up target: the last offset applied."""
+        return {p: self._applied_through.get(p, -1) for p in self._catch_up}
+
     def catch_up_status(self) -> str:
         return ", ".join(
             f"partition {p}: through {self._applied_through.get(p, -1)} of {target}"

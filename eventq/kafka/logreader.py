@@ -180,6 +180,7 @@ def committed_offsets(
 class CatchUp:
     targets: dict[int, int]  # partition -> last offset to apply before serving
     uncommitted: dict[int, int]  # partition -> first offset, for partitions never committed
+    starts: dict[int, int] = field(default_factory=dict)  # partition -> first offset to apply
 
 
 def catch_up_targets(
@@ -195,7 +196,7 @@ def catch_up_targets(
     ends = end_offsets(bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     committed = committed_offsets(admin, group, topic, partitions, timeout_s=30)
-    targets, uncommitted = {}, {}
+    targets, uncommitted, starts = {}, {}, {}
     for partition in partitions:
         low, high = ends.get(partition, (0, 0))
         position = committed.get(partition, -1)
@@ -203,4 +204,5 @@ def catch_up_targets(
             position = uncommitted[partition] = low
         if position < high:
             targets[partition] = high - 1
-    return CatchUp(targets, uncommitted)
+            starts[partition] = position
+    return CatchUp(targets, uncommitted, starts)
