@@ -206,7 +206,11 @@ class BulkAdmitter:
             max_partition_fetch_bytes=KAFKA_MESSAGE_BYTES,
             fetch_max_bytes=4 * KAFKA_MESSAGE_BYTES,
         )
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException:  # a stop during the start: close what it opened
+            await asyncio.shield(consumer.stop())
+            raise
         self._consumer = consumer
         self._lanes = {p: _Lane(self._processor.admitted_end(p)) for p in self._partitions}
         self._in_flight = 0
