@@ -132,8 +132,8 @@ class Processor:
 
     def catch_up_status(self) -> str:
         return ", ".join(
-            f"partition {p}: through {self._applied_through.get(p, -1)} of {target}"
-            for p, target in sorted(self._catch_up.items())
+            f"partition {p}: through {through} of {self._catch_up[p]}"
+            for p, through in sorted(self.catching_up().items())
         ) or "done"
 
     def forget_watermarks(self) -> None:

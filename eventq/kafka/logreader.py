@@ -180,7 +180,7 @@ def committed_offsets(
 class CatchUp:
     targets: dict[int, int]  # partition -> last offset to apply before serving
     uncommitted: dict[int, int]  # partition -> first offset, for partitions never committed
-    starts: dict[int, int] = field(default_factory=dict)  # partition -> first offset to apply
+    starts: dict[int, int]  # partition -> first offset to apply, for partitions with a target
 
 
 def catch_up_targets(
