@@ -114,7 +114,6 @@ class Interactive:
         self.command_ms: list[float] = []
         self.errors: Counter = Counter()
         self.running = True
-        self.cores = ""
 
     async def run(self) -> None:
         connections = [await Client.connect(port=self.port) for _ in range(self.clients)]
@@ -143,15 +142,16 @@ class Interactive:
                 self.errors[f"-{error.code} {error.text[:70]}"] += 1
 
 
-async def interactive_for(port: int, clients: int, seconds: float, pids) -> Interactive:
+async def interactive_for(port: int, clients: int, seconds: float, pids):
+    """(Interactive, cores used) of ``clients`` running for ``seconds``."""
     work = Interactive(port, clients, f"inter-{uuid.uuid4().hex[:6]}")
     task = asyncio.ensure_future(work.run())
     cores = Cores(pids)
     await asyncio.sleep(seconds)
-    work.cores = str(cores)
+    used = str(cores)
     work.running = False
     await task
-    return work
+    return work, used
 
 
 async def load_with(port: int, bootstrap: str, topic: str, jobs: int, clients: int,
@@ -201,9 +201,9 @@ async def measure(server: ServerProcess, topic: str, args) -> None:
     print(f"  bulk load alone: {jobs:,} jobs in {took:.1f}s = {rate:,.0f} jobs/s ({used})",
           flush=True)
     for clients in args.clients:
-        quiet = await interactive_for(port, clients, args.seconds, pids)
+        quiet, used = await interactive_for(port, clients, args.seconds, pids)
         print(f" {clients} clients:")
-        print(f"{line('without the load', quiet, args.seconds)}   ({quiet.cores})", flush=True)
+        print(f"{line('without the load', quiet, args.seconds)}   ({used})", flush=True)
         profile = None
         if args.profile is not None:
             path = args.profile / f"{'before' if server.source else 'after'}-{clients}.txt"
