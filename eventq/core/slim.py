@@ -1,0 +1,95 @@
+"""The slim projection of a job: only what the in-memory indexes need (issue 10).
+
+Rebuilding the indexes after a restart reads every live job. A full ``decode_state``
+validates the event and builds a ``Job`` (11.4 us per record measured on 225-byte
+records); the indexes need ten of its fields. ``project_state`` unpacks the record once
+with msgpack's C unpacker (1.5 us) and checks only the fields it returns, so a rebuild
+of 1,000,000 jobs costs seconds, not minutes. ``slim_of`` is the same projection of a
+decoded ``Job``: both feed ``JobIndex``, which therefore has one code path, and the
+property test in tests/test_indexes.py holds them equal on every valid record.
+
+A record whose projected fields are malformed raises ``CodecError`` (as ``decode_state``
+would); a record malformed only in fields the index does not read (say, a payload over
+the limit) is indexed and fails later, when the job itself is read.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import msgpack
+
+from eventq.core.codec import POSITIONS_PER_OFFSET, CodecError
+from eventq.core.job import Job, State
+
+_STATES = {int(state): state for state in State}
+_STATE_RECORD_VERSIONS = (1, 2)  # codec.py: version 1 counted positions in offsets
+
+
+class Slim(NamedTuple):
+    """The fields of a job the indexes read; ``id`` is the UUID's 128-bit integer."""
+
+    id: int
+    name: str
+    state: State
+    priority: int
+    created_ms: int
+    scheduled_ms: int | None
+    expires_ms: int | None
+    lease_deadline_ms: int | None
+    attempts: int
+    version: int
+
+
+def slim_of(job: Job) -> Slim:
+    return Slim(
+        job.id.int, job.name, job.state, job.priority, job.created_ms, job.scheduled_ms,
+        job.expires_ms, job.lease_deadline_ms, job.attempts, job.version,
+    )
+
+
+def _int(m: dict, key: str) -> int:
+    value = m.get(key)
+    if type(value) is not int:
+        raise CodecError(f"job field {key!r} must be an integer, got {value!r:.40}")
+    return value
+
+
+def _opt_int(m: dict, key: str) -> int | None:
+    value = m.get(key)
+    if value is not None and type(value) is not int:
+        raise CodecError(f"job field {key!r} must be an integer or nil, got {value!r:.40}")
+    return value
+
+
+def project_state(data: bytes) -> Slim | None:
+    """The slim projection of a state record's job (None: the record has no job)."""
+    try:
+        record = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=False)
+    except Exception as error:  # msgpack raises several unrelated types
+        raise CodecError(f"not a msgpack record: {error}") from None
+    if type(record) is not dict:
+        raise CodecError("a state record must be a msgpack map")
+    version = record.get("v")
+    if version not in _STATE_RECORD_VERSIONS or type(version) is not int:
+        raise CodecError(f"unsupported schema version {version!r} (expected 1 or 2)")
+    job = record.get("j", ...)
+    if job is None:
+        return None
+    if type(job) is not dict:
+        raise CodecError("field 'j' of a state record must be a job map")
+    raw_id, name, state = job.get("i"), job.get("n"), job.get("s")
+    if type(raw_id) is not bytes or len(raw_id) != 16:
+        raise CodecError("job field 'i' must be 16 bytes of UUID")
+    if type(name) is not str or not name:
+        raise CodecError("job field 'n' must be a queue name")
+    if type(state) is not int or state not in _STATES:
+        raise CodecError(f"job field 's' must be a job state, got {state!r:.40}")
+    position = _int(job, "ver")
+    if version == 1:
+        position *= POSITIONS_PER_OFFSET
+    return Slim(
+        int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, "p"),
+        _int(job, "c"), _opt_int(job, "w"), _opt_int(job, "e"), _opt_int(job, "ld"),
+        _int(job, "at"), position,
+    )
