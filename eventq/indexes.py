@@ -5,8 +5,16 @@ jobs per name, and deadline heaps. They are pure derived data: rebuilt from the 
 table when a partition is assigned, updated by the processor after every applied
 command, and read by the gateway. No I/O and no clock here: ``now_ms`` is passed in.
 
-Each job is held as a slim ``Entry`` (no payload or result): those stay in RocksDB, so
-memory grows with the number of jobs, not with their size.
+Memory per job is the design constraint (issue 10: at most 400 bytes of RSS per queued
+job, at 1,000,000 jobs). A job costs no Python object per field here:
+
+- its entry is one ``bytes`` (the fixed fields packed by ``_ENTRY``, then its name),
+  keyed by the id's 128-bit integer;
+- its place in a queue is one integer whose order is the lease order
+  (``lease_order_key`` packed most significant field first, the id in the low bits);
+- its deadline is one integer in a heap: the time, the kind, the id.
+
+Payloads and results are never here: they stay in RocksDB.
 
 A queue holding no ready or scheduled job is only a name, and at most
 ``MAX_EMPTY_QUEUE_NAMES`` of those are remembered (the least recently named are
@@ -19,26 +27,83 @@ from __future__ import annotations
 
 import heapq
 import random
+import struct
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
-from eventq.core.job import WAITING_STATES, Job, State, lease_order_key
+from eventq.core.job import WAITING_STATES, Job, State
+from eventq.core.slim import Slim, slim_of
+from eventq.limits import MAX_PRIORITY, MIN_TIME_MS
 
-OrderKey = tuple  # eventq.core.job.lease_order_key
 MAX_EMPTY_QUEUE_NAMES = 10_000
 
+# A deadline past this (a saturated TTL of 2^64-1 ms) is held as this: 292 million years.
+NEVER_MS = 2**63 - 1
+# A put this close to a deadline pushes it again even if unchanged: the timer may have
+# popped it already (a popped deadline whose command a newer version makes moot is
+# never re-armed, so the new version needs its own).
+REPUSH_WITHIN_MS = 5_000
+# The heap is rebuilt from the entries when stale deadlines (of changed or removed
+# jobs) outnumber live ones this much: deleted jobs' TTLs would otherwise stay a day.
+HEAP_SLACK = 2
 
-@dataclass(slots=True)
-class Entry:
-    """What the indexes need to know of one live job."""
+# --- packing: fields into integers whose order is the order we need ----------------
+
+_TIME_BITS = 50  # MIN_TIME_MS..MAX_TIME_MS spans 2^48.2 ms
+_ID_BITS = 128
+_ID_MASK = (1 << _ID_BITS) - 1
+_ORDER_BITS = 32 + 1 + _TIME_BITS + _TIME_BITS + _ID_BITS
+_ORDER_MASK = (1 << _ORDER_BITS) - 1
+_KIND_SHIFT = _ID_BITS
+_DEADLINE_SHIFT = _ID_BITS + 1
+
+TTL = "ttl"  # a job's time-to-live ends: expire(id)
+TTR = "ttr"  # a lease's time-to-run ends: timeout-attempt(id, attempts)
+_KIND_BITS = {TTL: 0, TTR: 1}  # the old tuples sorted "ttl" before "ttr"
+_KINDS = (TTL, TTR)
+
+
+def order_key(priority: int, scheduled_ms: int | None, created_ms: int, id_int: int) -> int:
+    """``eventq.core.job.lease_order_key`` as one integer with the same order: priority
+    descending, unscheduled first, scheduled time, creation time, id bytes."""
+    key = MAX_PRIORITY - priority
+    key = (key << 1) | (scheduled_ms is not None)
+    key = (key << _TIME_BITS) | ((scheduled_ms or 0) - MIN_TIME_MS)
+    key = (key << _TIME_BITS) | (created_ms - MIN_TIME_MS)
+    return (key << _ID_BITS) | id_int
+
+
+def _scheduled_key(scheduled_ms: int, order: int) -> int:
+    """(scheduled time, lease order): a queue's not-yet-due jobs, soonest first."""
+    return ((scheduled_ms - MIN_TIME_MS) << _ORDER_BITS) | order
+
+
+def _deadline_item(deadline_ms: int, kind: str, id_int: int) -> int:
+    return ((deadline_ms - MIN_TIME_MS) << _DEADLINE_SHIFT) | (_KIND_BITS[kind] << _KIND_SHIFT) | id_int
+
+
+def _clamp(deadline_ms: int | None) -> int | None:
+    return deadline_ms if deadline_ms is None or deadline_ms <= NEVER_MS else NEVER_MS
+
+
+# state, partition, priority, attempts, version, created, scheduled, expires, lease
+# deadline, and which of the last three are present; the queue name follows.
+_ENTRY = struct.Struct("<BHiIQqqqqB")
+_HAS_SCHEDULED, _HAS_EXPIRES, _HAS_LEASE = 1, 2, 4
+_STATES = tuple(State)
+
+
+class Entry(NamedTuple):
+    """What the indexes know of one live job (unpacked on demand for a reader)."""
 
     name: str
     state: State
-    order_key: OrderKey
+    priority: int
+    created_ms: int
     scheduled_ms: int | None
     expires_ms: int | None
     lease_deadline_ms: int | None
@@ -46,27 +111,36 @@ class Entry:
     version: int
     partition: int
 
-    @classmethod
-    def of(cls, job: Job, partition: int) -> "Entry":
-        return cls(
-            job.name,
-            job.state,
-            lease_order_key(job),
-            job.scheduled_ms,
-            job.expires_ms,
-            job.lease_deadline_ms,
-            job.attempts,
-            job.version,
-            partition,
-        )
-
     @property
     def waiting(self) -> bool:
         return self.state in WAITING_STATES
 
 
-TTR = "ttr"  # a lease's time-to-run ends: timeout-attempt(id, attempts)
-TTL = "ttl"  # a job's time-to-live ends: expire(id)
+def _pack_entry(slim: Slim, partition: int) -> bytes:
+    scheduled, expires, lease = slim.scheduled_ms, _clamp(slim.expires_ms), _clamp(
+        slim.lease_deadline_ms)
+    flags = ((scheduled is not None and _HAS_SCHEDULED) | (expires is not None and _HAS_EXPIRES)
+             | (lease is not None and _HAS_LEASE))
+    return _ENTRY.pack(
+        slim.state, partition, slim.priority, slim.attempts, slim.version,
+        slim.created_ms, scheduled or 0, expires or 0, lease or 0, flags,
+    ) + slim.name.encode()
+
+
+def _unpack_entry(packed: bytes) -> Entry:
+    (state, partition, priority, attempts, version, created, scheduled, expires, lease,
+     flags) = _ENTRY.unpack_from(packed)
+    return Entry(
+        packed[_ENTRY.size:].decode(), _STATES[state], priority, created,
+        scheduled if flags & _HAS_SCHEDULED else None,
+        expires if flags & _HAS_EXPIRES else None,
+        lease if flags & _HAS_LEASE else None,
+        attempts, version, partition,
+    )
+
+
+def _id_of(key: int) -> uuid.UUID:
+    return uuid.UUID(int=key & _ID_MASK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,38 +154,40 @@ class Due:
 
 
 class Queue:
-    """One queue name: its ready jobs in lease order and its not-yet-due scheduled jobs."""
+    """One queue name: its ready jobs in lease order and its not-yet-due scheduled jobs
+    (``order_key`` and ``_scheduled_key`` integers)."""
 
     __slots__ = ("name", "ready", "scheduled")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.ready: SortedList = SortedList()  # (order_key, id)
-        self.scheduled: SortedList = SortedList()  # (scheduled_ms, order_key, id)
+        self.ready: SortedList = SortedList()
+        self.scheduled: SortedList = SortedList()
 
     def promote_due(self, now_ms: int) -> int:
         """Move scheduled jobs whose time has come into ready. Returns how many moved."""
         moved = 0
-        while self.scheduled and self.scheduled[0][0] <= now_ms:
-            _, order_key, job_id = self.scheduled.pop(0)
-            self.ready.add((order_key, job_id))
+        due_below = (now_ms - MIN_TIME_MS + 1) << _ORDER_BITS
+        while self.scheduled and self.scheduled[0] < due_below:
+            self.ready.add(self.scheduled.pop(0) & _ORDER_MASK)
             moved += 1
         return moved
 
     @property
     def next_wake_ms(self) -> int | None:
-        return self.scheduled[0][0] if self.scheduled else None
+        return (self.scheduled[0] >> _ORDER_BITS) + MIN_TIME_MS if self.scheduled else None
 
 
 class JobIndex:
     """The live jobs of the owned partitions, indexed for lease, inspect and timers."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
-        self.entries: dict[uuid.UUID, Entry] = {}
+        self._entries: dict[int, bytes] = {}  # id int -> packed entry
         self.queues: dict[str, Queue] = {}  # queues holding ready or scheduled jobs
         self.empty_names: OrderedDict[str, None] = OrderedDict()  # named, no such jobs
-        self.by_partition: dict[int, set[uuid.UUID]] = {}
-        self._deadlines: list[tuple[int, str, uuid.UUID, int]] = []  # lazy heap
+        self._partition_sizes: Counter[int] = Counter()
+        self._deadlines: list[int] = []  # heap of _deadline_item, checked when popped
+        self._rearmed: list[tuple[int, int, int, int]] = []  # (when, kind, id, version)
         self._rng = rng or random.Random()
 
     # --- updates (from the processor) ----------------------------------------------
@@ -145,53 +221,111 @@ class JobIndex:
 
     def put(self, job: Job, partition: int, now_ms: int) -> None:
         """Index the job's current state (after any applied command)."""
-        self.remove(job.id)
-        entry = Entry.of(job, partition)
-        self.entries[job.id] = entry
-        self.by_partition.setdefault(partition, set()).add(job.id)
-        if entry.waiting:
-            queue = self.queue(job.name)
-            if entry.scheduled_ms is not None and entry.scheduled_ms > now_ms:
-                queue.scheduled.add((entry.scheduled_ms, entry.order_key, job.id))
+        self.put_slim(slim_of(job), partition, now_ms)
+
+    def put_slim(self, slim: Slim, partition: int, now_ms: int) -> None:
+        old = self._unindex(slim.id)
+        self._index(slim, partition, now_ms)
+        lease = _clamp(slim.lease_deadline_ms) if slim.state is State.LEASED else None
+        if lease is not None and (
+            old is None or old.state is not State.LEASED or old.lease_deadline_ms != lease
+            or lease <= now_ms + REPUSH_WITHIN_MS
+        ):
+            heapq.heappush(self._deadlines, _deadline_item(lease, TTR, slim.id))
+        expires = _clamp(slim.expires_ms)
+        if expires is not None and (
+            old is None or old.expires_ms != expires or expires <= now_ms + REPUSH_WITHIN_MS
+        ):
+            heapq.heappush(self._deadlines, _deadline_item(expires, TTL, slim.id))
+        if len(self._deadlines) > HEAP_SLACK * len(self._entries) + 1000:
+            self._rebuild_deadlines()
+
+    def _index(self, slim: Slim, partition: int, now_ms: int, ready=None, scheduled=None):
+        """Enter the job in the entries and its queue (or the given lists, to be sorted
+        into the queues at once by ``rebuild``)."""
+        self._entries[slim.id] = _pack_entry(slim, partition)
+        self._partition_sizes[partition] += 1
+        if slim.state in WAITING_STATES:
+            order = order_key(slim.priority, slim.scheduled_ms, slim.created_ms, slim.id)
+            if slim.scheduled_ms is not None and slim.scheduled_ms > now_ms:
+                key = _scheduled_key(slim.scheduled_ms, order)
+                if scheduled is None:
+                    self.queue(slim.name).scheduled.add(key)
+                else:
+                    scheduled.setdefault(slim.name, []).append(key)
+            elif ready is None:
+                self.queue(slim.name).ready.add(order)
             else:
-                queue.ready.add((entry.order_key, job.id))
+                ready.setdefault(slim.name, []).append(order)
         else:
-            self.name_queue(job.name)
-        if entry.state is State.LEASED and entry.lease_deadline_ms is not None:
-            heapq.heappush(
-                self._deadlines, (entry.lease_deadline_ms, TTR, job.id, entry.version)
-            )
-        if entry.expires_ms is not None:
-            heapq.heappush(self._deadlines, (entry.expires_ms, TTL, job.id, entry.version))
+            self.name_queue(slim.name)
 
     def remove(self, job_id: uuid.UUID) -> Entry | None:
         """Forget a job (deleted, expired, or about to be re-put)."""
-        entry = self.entries.pop(job_id, None)
-        if entry is None:
+        return self._unindex(job_id.int)
+
+    def _unindex(self, id_int: int) -> Entry | None:
+        packed = self._entries.pop(id_int, None)
+        if packed is None:
             return None
-        self.by_partition.get(entry.partition, set()).discard(job_id)
+        entry = _unpack_entry(packed)
+        self._partition_sizes[entry.partition] -= 1
+        if not self._partition_sizes[entry.partition]:
+            del self._partition_sizes[entry.partition]
         queue = self.queues.get(entry.name)
         if queue is not None:
-            queue.ready.discard((entry.order_key, job_id))
+            order = order_key(entry.priority, entry.scheduled_ms, entry.created_ms, id_int)
+            queue.ready.discard(order)
             if entry.scheduled_ms is not None:
-                queue.scheduled.discard((entry.scheduled_ms, entry.order_key, job_id))
+                queue.scheduled.discard(_scheduled_key(entry.scheduled_ms, order))
             self._release_if_empty(queue)
-        # Deadline heap entries are dropped lazily: their version no longer matches.
+        # Deadline heap items are dropped lazily: they no longer match the entry.
         return entry
 
     def drop_partition(self, partition: int) -> None:
-        for job_id in list(self.by_partition.pop(partition, ())):
-            self.remove(job_id)
+        if partition not in self._partition_sizes:
+            return
+        for id_int in [i for i, packed in self._entries.items()
+                       if _ENTRY.unpack_from(packed)[1] == partition]:
+            self._unindex(id_int)
 
-    def rebuild_partition(self, partition: int, jobs: Iterable[Job], now_ms: int) -> int:
+    def partitions(self) -> set[int]:
+        """The partitions of which some job is indexed."""
+        return set(self._partition_sizes)
+
+    def rebuild(self, partition: int, jobs: Iterable[Slim], now_ms: int) -> int:
+        """Replace a partition's jobs by ``jobs`` (its table, after a recovery). Their
+        queue places are sorted in at once and the deadline heap is heapified once, so
+        1,000,000 jobs take seconds (issue 10), not a million heap pushes."""
         self.drop_partition(partition)
+        ready: dict[str, list[int]] = {}
+        scheduled: dict[str, list[int]] = {}
+        deadlines = self._deadlines
         count = 0
-        for job in jobs:
-            self.put(job, partition, now_ms)
+        for slim in jobs:
+            if slim.id in self._entries:  # never in one table; keep one entry per id
+                self._unindex(slim.id)
+            self._index(slim, partition, now_ms, ready, scheduled)
+            if slim.state is State.LEASED and slim.lease_deadline_ms is not None:
+                deadlines.append(_deadline_item(_clamp(slim.lease_deadline_ms), TTR, slim.id))
+            if slim.expires_ms is not None:
+                deadlines.append(_deadline_item(_clamp(slim.expires_ms), TTL, slim.id))
             count += 1
+        for name, keys in ready.items():
+            self.queue(name).ready.update(keys)
+        for name, keys in scheduled.items():
+            self.queue(name).scheduled.update(keys)
+        heapq.heapify(deadlines)
         return count
 
     # --- reads (from the gateway) --------------------------------------------------
+
+    def entry(self, job_id: uuid.UUID) -> Entry | None:
+        packed = self._entries.get(job_id.int)
+        return None if packed is None else _unpack_entry(packed)
+
+    def job_ids(self) -> set[uuid.UUID]:
+        return {uuid.UUID(int=id_int) for id_int in self._entries}
 
     def promote_due(self, now_ms: int, names: Iterable[str] | None = None) -> list[str]:
         """Wake scheduled jobs whose time has come; returns a queue's name once for
@@ -215,7 +349,8 @@ class JobIndex:
                 queue = self.queues.get(name)
                 if queue is None:
                     continue
-                for _, job_id in queue.ready:
+                for key in queue.ready:
+                    job_id = _id_of(key)
                     if job_id not in claimed and job_id not in tried:
                         candidates.append(job_id)
                         break
@@ -230,7 +365,7 @@ class JobIndex:
         if queue is None:
             return []
         queue.promote_due(now_ms)
-        return [job_id for _, job_id in queue.ready.islice(offset, offset + limit)]
+        return [_id_of(key) for key in queue.ready.islice(offset, offset + limit)]
 
     def scheduled_page(
         self, name: str, now_ms: int, offset: int, limit: int
@@ -239,7 +374,7 @@ class JobIndex:
         if queue is None:
             return []
         queue.promote_due(now_ms)
-        return [job_id for _, _, job_id in queue.scheduled.islice(offset, offset + limit)]
+        return [_id_of(key) for key in queue.scheduled.islice(offset, offset + limit)]
 
     def lengths(self, name: str, now_ms: int) -> tuple[int, int]:
         """(ready-len, scheduled-len) of a queue."""
@@ -256,38 +391,66 @@ class JobIndex:
 
     # --- timers --------------------------------------------------------------------
 
+    def _live(self, item: int) -> Entry | None:
+        """The job's entry if the heap item is still its current deadline."""
+        packed = self._entries.get(item & _ID_MASK)
+        if packed is None:
+            return None
+        entry = _unpack_entry(packed)
+        deadline = (item >> _DEADLINE_SHIFT) + MIN_TIME_MS
+        if (item >> _KIND_SHIFT) & 1:
+            live = entry.state is State.LEASED and entry.lease_deadline_ms == deadline
+        else:
+            live = entry.expires_ms == deadline
+        return entry if live else None
+
     def due(self, now_ms: int) -> list[Due]:
         """Deadlines that have passed and still apply to the job's current state."""
-        found = []
+        found: dict[tuple[str, int], Due] = {}
         heap = self._deadlines
-        while heap and heap[0][0] <= now_ms:
-            _, kind, job_id, version = heapq.heappop(heap)
-            entry = self.entries.get(job_id)
-            if entry is None or entry.version != version:
-                continue  # stale: the job changed or left since this was pushed
-            found.append(Due(kind, job_id, entry.attempts, version))
-        return found
+        below = (now_ms - MIN_TIME_MS + 1) << _DEADLINE_SHIFT
+        while heap and heap[0] < below:
+            item = heapq.heappop(heap)
+            entry = self._live(item)
+            if entry is not None:
+                kind, id_int = _KINDS[(item >> _KIND_SHIFT) & 1], item & _ID_MASK
+                found[(kind, id_int)] = Due(kind, uuid.UUID(int=id_int), entry.attempts,
+                                            entry.version)
+        rearmed = self._rearmed
+        while rearmed and rearmed[0][0] <= now_ms:
+            _, kind_bit, id_int, version = heapq.heappop(rearmed)
+            packed = self._entries.get(id_int)
+            if packed is None or _unpack_entry(packed).version != version:
+                continue
+            entry = _unpack_entry(packed)
+            kind = _KINDS[kind_bit]
+            found[(kind, id_int)] = Due(kind, uuid.UUID(int=id_int), entry.attempts, version)
+        return list(found.values())
 
     def rearm(self, due: Due, when_ms: int) -> None:
         """Try a deadline again later (its command was not applied yet)."""
-        entry = self.entries.get(due.job_id)
+        entry = self.entry(due.job_id)
         if entry is not None and entry.version == due.version:
-            heapq.heappush(self._deadlines, (when_ms, due.kind, due.job_id, due.version))
+            heapq.heappush(self._rearmed,
+                           (when_ms, _KIND_BITS[due.kind], due.job_id.int, due.version))
 
     def next_deadline_ms(self) -> int | None:
         """The earliest live deadline or scheduled wake-up, for the timer's sleep."""
         heap = self._deadlines
-        while heap:
-            _, _, job_id, version = heap[0]
-            entry = self.entries.get(job_id)
-            if entry is not None and entry.version == version:
-                break
+        while heap and self._live(heap[0]) is None:
             heapq.heappop(heap)
-        candidates = [heap[0][0]] if heap else []
+        candidates = [(heap[0] >> _DEADLINE_SHIFT) + MIN_TIME_MS] if heap else []
+        if self._rearmed:
+            candidates.append(self._rearmed[0][0])
         candidates.extend(
-            queue.scheduled[0][0] for queue in self.queues.values() if queue.scheduled
+            queue.next_wake_ms for queue in self.queues.values() if queue.scheduled
         )
         return min(candidates) if candidates else None
 
+    def _rebuild_deadlines(self) -> None:
+        """Drop stale deadline items (bounded memory under churn)."""
+        live = {item for item in self._deadlines if self._live(item) is not None}
+        self._deadlines = sorted(live)  # a sorted list is a heap; duplicates are gone
+
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._entries)

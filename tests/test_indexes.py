@@ -8,7 +8,9 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventq.core import Job, State, lease_order_key
+from core.core_strategies import histories
+from eventq.core import Accepted, Job, State, encode_state, lease_order_key
+from eventq.core.slim import project_state, slim_of
 from eventq.indexes import TTL, TTR, JobIndex
 
 NOW = 1_800_000_000_000
@@ -64,7 +66,7 @@ def test_leased_final_and_removed_jobs_are_not_ready():
         index.put(j, 0, NOW)
     index.remove(gone.id)
     assert index.lengths("q", NOW) == (0, 0)
-    assert set(index.entries) == {leased.id, done.id}
+    assert index.job_ids() == {leased.id, done.id}
 
 
 def test_claimed_jobs_are_skipped_and_names_chosen_among_those_with_jobs():
@@ -84,7 +86,7 @@ def test_lease_picks_names_uniformly_at_random():
     counts = {"a": 0, "b": 0, "c": 0}
     for _ in range(3000):
         first = next(index.ready_candidates(["a", "b", "c"], NOW, set()))
-        counts[index.entries[first].name] += 1
+        counts[index.entry(first).name] += 1
     assert all(800 < n < 1200 for n in counts.values()), counts
 
 
@@ -110,7 +112,7 @@ def test_dropping_a_partition_forgets_its_jobs():
     index.put(kept, 0, NOW)
     index.put(dropped, 1, NOW)
     index.drop_partition(1)
-    assert set(index.entries) == {kept.id}
+    assert index.job_ids() == {kept.id}
     assert index.ready_page("q", NOW, 0, 10) == [kept.id]
 
 
@@ -164,3 +166,67 @@ def test_a_queue_whose_last_ready_job_leaves_is_kept_as_a_name_only():
     index.remove(one.id)
     assert "once" not in index.queues and index.known("once")
     assert index.queue_names() == ["once"] and index.lengths("once", 0) == (0, 0)
+
+
+# --- the slim projection rebuilds the same index (issue 10) -------------------------
+
+FAR = 2**63  # after every deadline
+
+
+def snapshot(index: JobIndex, now_ms: int):
+    """Everything the index answers, as plain data (``due`` pops: call it last)."""
+    entries = {job_id: index.entry(job_id) for job_id in index.job_ids()}
+    queues = {
+        name: (index.ready_page(name, now_ms, 0, 10**6),
+               index.scheduled_page(name, now_ms, 0, 10**6))
+        for name in sorted(index.queues)
+    }
+    wake = index.next_deadline_ms()
+    due = sorted((d.kind, d.job_id, d.attempt, d.version) for d in index.due(FAR))
+    return entries, queues, wake, due
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(max_steps=40), st.integers(0, 20_000))
+def test_index_rebuilt_from_projected_records_equals_the_one_kept_by_puts(steps, later_ms):
+    """The server rebuilds its index from the slim projection of the table's records
+    (eventq/core/slim.py); the processor keeps it by putting each decoded job. Both
+    must give the same index: same entries, queues in the same lease order, the same
+    live deadlines (puts push a deadline only when it changes)."""
+    kept = JobIndex()
+    last: dict[uuid.UUID, bytes] = {}
+    for _command, at, _offset, outcome, after in steps:
+        if not isinstance(outcome, Accepted):
+            continue
+        if after is None:
+            kept.remove(outcome.event.job_id)
+            last.pop(outcome.event.job_id, None)
+        else:
+            kept.put(after, 0, at)
+            last[after.id] = encode_state(outcome.event, after)
+    now_ms = steps[-1][1] + later_ms  # a restart comes after the last command
+    rebuilt = JobIndex()
+    rebuilt.rebuild(0, [project_state(record) for record in last.values()], now_ms)
+    assert snapshot(rebuilt, now_ms) == snapshot(kept, now_ms)
+
+
+def test_rebuild_replaces_a_partition_and_keeps_the_others():
+    index = JobIndex()
+    kept, replaced, new = job(name="a"), job(name="b"), job(name="b", created=NOW + 1)
+    index.put(kept, 0, NOW)
+    index.put(replaced, 1, NOW)
+    assert index.rebuild(1, [slim_of(new)], NOW) == 1
+    assert index.job_ids() == {kept.id, new.id} and index.partitions() == {0, 1}
+    assert index.ready_page("b", NOW, 0, 10) == [new.id]
+
+
+def test_an_entry_is_a_few_hundred_bytes():
+    """The memory target of issue 10 (400 B of RSS per job, measured by
+    bench/recovery_bench.py) needs entries without an object per field."""
+    import sys
+
+    index = JobIndex()
+    one = job(name="queue-0001", scheduled=NOW + 5)
+    index.put(one, 0, NOW)
+    packed = index._entries[one.id.int]
+    assert isinstance(packed, bytes) and sys.getsizeof(packed) <= 100

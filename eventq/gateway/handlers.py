@@ -176,7 +176,7 @@ class Gateway:
             done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
             if not done:
                 # Leased when the wait ended: wait for that attempt's TTR (spec: run).
-                entry = self.index.entries.get(r.id)
+                entry = self.index.entry(r.id)
                 if entry is not None and entry.state is State.LEASED and entry.lease_deadline_ms:
                     remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
                     done, job = await self._wait_final(r.id, remaining_s)
@@ -231,7 +231,7 @@ class Gateway:
         await self.engine.wait_ready()
         claimed = self.engine.claimed
         for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
-            entry = self.index.entries.get(job_id)
+            entry = self.index.entry(job_id)
             if entry is None:
                 continue
             attempt = entry.attempts + 1
