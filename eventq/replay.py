@@ -1,8 +1,8 @@
 """Rebuilding and checking state from the log (issue 4: the log is the source of truth).
 
 - ``rebuild_from_state_log``: write the RocksDB tables of a data dir from `eventq.jobs`
-  (newest record per key), in faust's own layout, with faust's persisted changelog
-  offsets, so a server started on it resumes recovery where the rebuild stopped.
+  (eventq/restore.py: faust's own layout and persisted changelog offsets, so a server
+  started on it resumes recovery where the rebuild stopped).
 - ``derive_from_commands``: run the pure core over `eventq.commands` from the start, in
   offset order per partition, exactly as the processor does, and return the state.
 - ``compare``: job-by-job differences between two states.
@@ -15,31 +15,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventq.core import CodecError, Job, State, decode_command, decode_state
+from eventq.core import CodecError, Job, State, decode_command
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq import statedir
-from eventq.kafka.logreader import (
-    META_KEY_PREFIX,
-    Progress,
-    Record,
-    Undecodable,
-    end_offsets,
-    read_topic,
-)
-from streams.store import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS
+from eventq.kafka.logreader import Progress, Record, Undecodable, end_offsets, read_topic
+from eventq.restore import open_table, restore_tables, table_path
+from streams.store import slims_of
 
 
 
 class ReplayError(RuntimeError):
     """The replay cannot run; the message says why and what to do."""
-
-
-def table_path(state_dir: Path, partition: int) -> Path:
-    """faust's RocksDB path of the `jobs` table's partition (faust/stores/rocksdb.py)."""
-    return state_dir / "v1" / "tables" / f"jobs-{partition}.db"
 
 
 @dataclass
@@ -54,54 +43,31 @@ class RebuildReport:
         return sum(self.jobs_by_state.values())
 
 
-def _open_table(path: Path):
-    from faust.stores.rocksdb import RocksDBOptions
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return RocksDBOptions(**ROCKSDB_OPTIONS, use_rocksdict=True).open(path)
-
-
 def rebuild_from_state_log(
     bootstrap: str, jobs_topic: str, state_dir: Path, progress: Progress | None = None
 ) -> RebuildReport:
-    """Replace the data dir's tables with the newest record per key of `eventq.jobs`."""
-    import rocksdict
-
+    """Replace the data dir's tables with the newest record per key of `eventq.jobs`
+    (eventq/restore.py, the server's own restore), then count its jobs by state."""
     statedir.refuse_if_in_use(state_dir)
     statedir.discard_tables(state_dir)
     statedir.release(state_dir)  # a crashed server's marker: its tables are rebuilt now
-    report = RebuildReport()
-    newest: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
-    last_offset: dict[int, int] = {}
-    for record in read_topic(bootstrap, jobs_topic, progress):
-        report.records_read += 1
-        last_offset[record.partition] = record.offset
-        if record.key is not None:
-            newest.setdefault(record.partition, {})[record.key] = (record.offset, record.value)
-    for partition in sorted(end_offsets(bootstrap, jobs_topic)):
-        db = _open_table(table_path(state_dir, partition))
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, (offset, value) in newest.get(partition, {}).items():
-            if value is None:
-                continue
-            if not key.startswith(META_KEY_PREFIX):
-                try:
-                    _, job = decode_state(value)
-                except CodecError as error:
-                    report.undecodable.count += 1
-                    report.undecodable.examples.append(
-                        f"{jobs_topic}[{partition}]@{offset}: {error}"
-                    )
-                    continue
-                if job is not None:
-                    report.jobs_by_state[job.state] += 1
-            batch.put(key, value)
-        if partition in last_offset:
-            batch.put(FAUST_OFFSET_KEY, str(last_offset[partition]).encode())
-        db.write(batch)
-        db.flush()
-        db.close()
-        report.partitions += 1
+    partitions = sorted(end_offsets(bootstrap, jobs_topic))
+    restored = restore_tables(bootstrap, jobs_topic, state_dir, partitions, progress)
+    report = RebuildReport(records_read=restored.records, partitions=len(partitions))
+
+    def undecodable(partition: int, key: bytes, error: Exception) -> None:
+        report.undecodable.count += 1
+        if len(report.undecodable.examples) < 20:
+            report.undecodable.examples.append(
+                f"{jobs_topic}[{partition}] key {key!r}: {error}")
+
+    for partition in partitions:
+        db = open_table(table_path(state_dir, partition))
+        try:
+            for slim in slims_of(db, partition, undecodable):
+                report.jobs_by_state[slim.state] += 1
+        finally:
+            db.close()
     return report
 
 

@@ -185,12 +185,12 @@ def build_streams(settings: Settings) -> Streams:
             for tp in app.assignor.assigned_actives()
             if tp.topic == settings.commands_topic
         )
-        for partition in set(index.by_partition) - set(owned):
+        for partition in index.partitions() - set(owned):
             index.drop_partition(partition)
         total = 0
         now_ms = wall_clock_ms()
         for partition in owned:
-            total += index.rebuild_partition(partition, store.jobs_in(partition), now_ms)
+            total += index.rebuild(partition, store.slims_in(partition), now_ms)
             await asyncio.sleep(0)
         store.active = frozenset(owned)
         processor.forget_watermarks()

@@ -12,14 +12,14 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from eventq.core import CodecError, Job, decode_state
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
-BATCH_MESSAGES = 10_000
+BATCH_MESSAGES = 50_000
 POLL_TIMEOUT_S = 1.0
 Progress = Callable[[int, int], None]  # (records read, records in total)
 
@@ -84,21 +84,34 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
         consumer.close()
 
 
-def read_topic(
+def read_batches(
     bootstrap: str,
     topic: str,
     progress: Progress | None = None,
     start: dict[int, int] | None = None,
-) -> Iterator[Record]:
+    partitions: Iterable[int] | None = None,
+    ends: dict[int, tuple[int, int]] | None = None,
+) -> Iterator[list]:
     """Every record from the beginning (or from ``start``: {partition: offset}) up to
-    the end as of the call, per partition in offset order (partitions interleave)."""
+    the end as of the call, as lists of confluent-kafka ``Message`` objects of up to
+    ``BATCH_MESSAGES``, per partition in offset order (partitions interleave).
+
+    The fast path of replay, restore and digest (issue 10): the records are handed over
+    as the client returns them, without building an object per record, and a reader
+    that only copies them never decodes them. ``ends`` ({partition: (low, high)}, from
+    ``end_offsets``) fixes where the read stops, for a caller that records it."""
     from confluent_kafka import TopicPartition
 
-    ends = end_offsets(bootstrap, topic)
+    ends = end_offsets(bootstrap, topic) if ends is None else ends
+    if partitions is not None:
+        wanted = set(partitions)
+        ends = {p: span for p, span in ends.items() if p in wanted}
     first = {p: max(low, (start or {}).get(p, low)) for p, (low, high) in ends.items()}
     remaining = {p: high for p, (low, high) in ends.items() if high > first[p]}
-    total = sum(high - first[p] for p, (low, high) in ends.items() if high > first[p])
+    total = sum(high - first[p] for p, high in remaining.items())
     if not remaining:
+        if progress is not None:
+            progress(0, 0)
         return
     consumer = reader_consumer(bootstrap)
     consumer.assign([TopicPartition(topic, p, first[p]) for p in remaining])
@@ -106,20 +119,23 @@ def read_topic(
     last_report = 0.0
     try:
         while remaining:
+            batch = []
             for message in consumer.consume(BATCH_MESSAGES, POLL_TIMEOUT_S):
                 if message.error():
                     raise RuntimeError(f"reading {topic}: {message.error()}")
-                partition, offset = message.partition(), message.offset()
+                partition = message.partition()
                 high = remaining.get(partition)
-                if high is None or offset >= high:
+                if high is None:
                     continue
-                done += 1
-                yield Record(
-                    topic, partition, offset, message.timestamp()[1],
-                    message.key(), message.value(),
-                )
+                offset = message.offset()
+                if offset >= high:
+                    continue
+                batch.append(message)
                 if offset + 1 >= high:
                     del remaining[partition]
+            if batch:
+                done += len(batch)
+                yield batch
             if progress is not None and time.monotonic() - last_report > 0.2:
                 progress(done, total)
                 last_report = time.monotonic()
@@ -129,6 +145,21 @@ def read_topic(
         consumer.close()
 
 
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    progress: Progress | None = None,
+    start: dict[int, int] | None = None,
+) -> Iterator[Record]:
+    """``read_batches`` one ``Record`` at a time (for readers that decode each)."""
+    for batch in read_batches(bootstrap, topic, progress, start):
+        for message in batch:
+            yield Record(
+                topic, message.partition(), message.offset(), message.timestamp()[1],
+                message.key(), message.value(),
+            )
+
+
 META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (streams/store.py)
 
 
@@ -136,21 +167,24 @@ def latest_jobs(
     bootstrap: str, topic: str, progress: Progress | None = None
 ) -> tuple[dict[uuid.UUID, Job], Undecodable]:
     """The live jobs of the state log: newest record per key, tombstones remove."""
-    newest: dict[bytes, Record] = {}
-    for record in read_topic(bootstrap, topic, progress):
-        if record.key is None or record.key.startswith(META_KEY_PREFIX):
-            continue
-        if record.value is None:
-            newest.pop(record.key, None)
-        else:
-            newest[record.key] = record
+    newest: dict[bytes, object] = {}  # key -> its newest Message
+    for batch in read_batches(bootstrap, topic, progress):
+        for message in batch:
+            key = message.key()
+            if key is None or key.startswith(META_KEY_PREFIX):
+                continue
+            if message.value() is None:
+                newest.pop(key, None)
+            else:
+                newest[key] = message
     jobs: dict[uuid.UUID, Job] = {}
     bad = Undecodable()
-    for record in newest.values():
+    for message in newest.values():
         try:
-            _, job = decode_state(record.value)  # type: ignore[arg-type]
+            _, job = decode_state(message.value())  # type: ignore[attr-defined]
         except CodecError as error:
-            bad.note(record, error)
+            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore
+                            message.timestamp()[1], message.key(), message.value()), error)
             continue
         if job is not None:
             jobs[job.id] = job
