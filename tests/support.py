@@ -98,9 +98,22 @@ class ServerProcess:
         assert all(r.ok for r in reports), [r.describe() for r in reports]
 
     def start(self, timeout_s: float = 90.0) -> "ServerProcess":
+        import time
+
+        self.launch()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"eventq serve exited:\n{self.log_tail()}")
+            if self.ready():
+                return self
+            time.sleep(0.2)
+        raise AssertionError(f"eventq serve not ready in {timeout_s}s:\n{self.log_tail()}")
+
+    def launch(self) -> None:
+        """Start the process and return at once (``start`` waits until it serves)."""
         import subprocess
         import sys
-        import time
 
         self.home.mkdir(parents=True, exist_ok=True)
         self.starts += 1
@@ -119,14 +132,6 @@ class ServerProcess:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             cwd=self.source,
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"eventq serve exited:\n{self.log_tail()}")
-            if self.ready():
-                return self
-            time.sleep(0.2)
-        raise AssertionError(f"eventq serve not ready in {timeout_s}s:\n{self.log_tail()}")
 
     def ready(self) -> bool:
         """True once the server answers a request that needs recovered state."""
