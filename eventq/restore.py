@@ -150,3 +150,35 @@ class ProgressLine:
         share = 100 * done / total if total else 100.0
         self._say(f"{self._what}: {done:,} of {total:,} records ({share:.0f}%, "
                   f"{rate:,.0f}/s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m eventq.restore``: the server runs its restore in a child process, so
+    the restore's buffers (fetched batches, write batches, memtables) are never part
+    of the server's resident memory, which then holds only what serving needs."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m eventq.restore", description=__doc__)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--jobs-topic", required=True)
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("partitions", type=int, nargs="+")
+    args = parser.parse_args(argv)
+    what = (f"restoring {len(args.partitions)} partitions of state from "
+            f"{args.jobs_topic}")
+    say = lambda line: print(f"eventq: {line}", flush=True)  # noqa: E731
+    try:
+        report = restore_tables(args.bootstrap, args.jobs_topic, args.state_dir,
+                                args.partitions, ProgressLine(what, say))
+    except Exception as error:  # KafkaException, LookupError: say what, fail
+        print(f"eventq: could not restore state from {args.jobs_topic}: {error}",
+              file=sys.stderr, flush=True)
+        return 1
+    say(f"restored {report.records:,} state records into {len(args.partitions)} "
+        f"partitions in {report.seconds:.1f}s ({report.records_per_s:,.0f} records/s)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

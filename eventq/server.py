@@ -188,21 +188,25 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def restore_missing_tables(settings: Settings) -> None:
+def restore_missing_tables(settings: Settings) -> bool:
     """Before faust starts: copy the state log into every partition's table that is
     absent (a new machine, or discarded after an unclean stop) at disk speed, so faust
-    finds its persisted offsets and restores only what came after them (issue 10)."""
-    from eventq.restore import ProgressLine, partitions_to_restore, restore_tables
+    finds its persisted offsets and restores only what came after them (issue 10).
+    In a child process (eventq/restore.py says why); its lines go to our log. Returns
+    False if it failed (it said why)."""
+    import subprocess
+
+    from eventq.restore import partitions_to_restore
 
     missing = partitions_to_restore(settings.state_dir, range(settings.partitions))
     if not missing:
-        return
-    what = f"restoring {len(missing)} partitions of state from {settings.jobs_topic}"
-    say = lambda line: print(f"eventq: {line}", flush=True)  # noqa: E731
-    report = restore_tables(settings.kafka_bootstrap, settings.jobs_topic,
-                            settings.state_dir, missing, ProgressLine(what, say))
-    say(f"restored {report.records:,} state records into {len(missing)} partitions in "
-        f"{report.seconds:.1f}s ({report.records_per_s:,.0f} records/s)")
+        return True
+    command = [
+        sys.executable, "-m", "eventq.restore", "--bootstrap", settings.kafka_bootstrap,
+        "--jobs-topic", settings.jobs_topic, "--state-dir", str(settings.state_dir),
+        *map(str, missing),
+    ]
+    return subprocess.run(command, stdin=subprocess.DEVNULL).returncode == 0
 
 
 def run_server(settings: Settings) -> int:
@@ -230,13 +234,9 @@ def run_server(settings: Settings) -> int:
             f"{settings.jobs_topic}",
             flush=True,
         )
-    try:
-        restore_missing_tables(settings)
-    except Exception as error:  # KafkaException, LookupError: say what, and stop
-        statedir.release(settings.state_dir)  # nothing served: the tables are as found
-        print(f"eventq: could not restore state from {settings.jobs_topic}: {error}",
-              file=sys.stderr, flush=True)
-        return 1
+    if not restore_missing_tables(settings):
+        statedir.release(settings.state_dir)  # nothing served: tables without an offset
+        return 1                              # are restored again by the next start
     streams = build_streams(settings)
     service = EventqService(settings, streams, loop=loop)
     worker = eventq_worker_class(faust.Worker)(
