@@ -152,6 +152,25 @@ class ProgressLine:
                   f"{rate:,.0f}/s)")
 
 
+def die_with_parent(parent_pid: int) -> bool:
+    """Be killed when the server that started us dies. A restore outliving its server
+    (``kill -9`` of the server) would go on writing into tables that the next server
+    discards and restores again: two writers in one RocksDB directory corrupted it
+    (CI, 2026-11-25: "Bad table magic number" after exactly that). Linux's
+    PR_SET_PDEATHSIG does it; then the parent must still be the one that started us
+    (it may have died before the call). False: it is gone, do nothing."""
+    import ctypes
+    import os
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (AttributeError, OSError):  # not Linux: the RUNNING marker still protects
+        pass                           # against a restart while the parent runs
+    return os.getppid() == parent_pid
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m eventq.restore``: the server runs its restore in a child process, so
     the restore's buffers (fetched batches, write batches, memtables) are never part
@@ -163,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--jobs-topic", required=True)
     parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("partitions", type=int, nargs="+")
     args = parser.parse_args(argv)
+    if not die_with_parent(args.parent_pid):
+        return 1
     what = (f"restoring {len(args.partitions)} partitions of state from "
             f"{args.jobs_topic}")
     say = lambda line: print(f"eventq: {line}", flush=True)  # noqa: E731

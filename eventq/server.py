@@ -194,6 +194,7 @@ def restore_missing_tables(settings: Settings) -> bool:
     finds its persisted offsets and restores only what came after them (issue 10).
     In a child process (eventq/restore.py says why); its lines go to our log. Returns
     False if it failed (it said why)."""
+    import os
     import subprocess
 
     from eventq.restore import partitions_to_restore
@@ -204,7 +205,7 @@ def restore_missing_tables(settings: Settings) -> bool:
     command = [
         sys.executable, "-m", "eventq.restore", "--bootstrap", settings.kafka_bootstrap,
         "--jobs-topic", settings.jobs_topic, "--state-dir", str(settings.state_dir),
-        *map(str, missing),
+        "--parent-pid", str(os.getpid()), *map(str, missing),
     ]
     return subprocess.run(command, stdin=subprocess.DEVNULL).returncode == 0
 
