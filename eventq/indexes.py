@@ -111,9 +111,12 @@ class Entry(NamedTuple):
     version: int
     partition: int
 
-    @property
-    def waiting(self) -> bool:
-        return self.state in WAITING_STATES
+
+def _deadlines_of(job: Slim | Entry) -> tuple[int | None, int | None]:
+    """A job's (TTR, TTL) deadlines as the heap holds them: the lease's only while the
+    job is LEASED; both clamped to ``NEVER_MS``."""
+    lease = _clamp(job.lease_deadline_ms) if job.state is State.LEASED else None
+    return lease, _clamp(job.expires_ms)
 
 
 def _pack_entry(slim: Slim, partition: int) -> bytes:
@@ -226,15 +229,12 @@ class JobIndex:
     def put_slim(self, slim: Slim, partition: int, now_ms: int) -> None:
         old = self._unindex(slim.id)
         self._index(slim, partition, now_ms)
-        lease = _clamp(slim.lease_deadline_ms) if slim.state is State.LEASED else None
-        if lease is not None and (
-            old is None or old.state is not State.LEASED or old.lease_deadline_ms != lease
-            or lease <= now_ms + REPUSH_WITHIN_MS
-        ):
+        old_lease, old_expires = (None, None) if old is None else _deadlines_of(old)
+        lease, expires = _deadlines_of(slim)
+        if lease is not None and (lease != old_lease or lease <= now_ms + REPUSH_WITHIN_MS):
             heapq.heappush(self._deadlines, _deadline_item(lease, TTR, slim.id))
-        expires = _clamp(slim.expires_ms)
         if expires is not None and (
-            old is None or old.expires_ms != expires or expires <= now_ms + REPUSH_WITHIN_MS
+            expires != old_expires or expires <= now_ms + REPUSH_WITHIN_MS
         ):
             heapq.heappush(self._deadlines, _deadline_item(expires, TTL, slim.id))
         if len(self._deadlines) > HEAP_SLACK * len(self._entries) + 1000:
@@ -306,10 +306,11 @@ class JobIndex:
             if slim.id in self._entries:  # never in one table; keep one entry per id
                 self._unindex(slim.id)
             self._index(slim, partition, now_ms, ready, scheduled)
-            if slim.state is State.LEASED and slim.lease_deadline_ms is not None:
-                deadlines.append(_deadline_item(_clamp(slim.lease_deadline_ms), TTR, slim.id))
-            if slim.expires_ms is not None:
-                deadlines.append(_deadline_item(_clamp(slim.expires_ms), TTL, slim.id))
+            lease, expires = _deadlines_of(slim)
+            if lease is not None:
+                deadlines.append(_deadline_item(lease, TTR, slim.id))
+            if expires is not None:
+                deadlines.append(_deadline_item(expires, TTL, slim.id))
             count += 1
         for name, keys in ready.items():
             self.queue(name).ready.update(keys)
@@ -397,12 +398,9 @@ class JobIndex:
         if packed is None:
             return None
         entry = _unpack_entry(packed)
-        deadline = (item >> _DEADLINE_SHIFT) + MIN_TIME_MS
-        if (item >> _KIND_SHIFT) & 1:
-            live = entry.state is State.LEASED and entry.lease_deadline_ms == deadline
-        else:
-            live = entry.expires_ms == deadline
-        return entry if live else None
+        lease, expires = _deadlines_of(entry)
+        current = lease if (item >> _KIND_SHIFT) & 1 else expires
+        return entry if current == (item >> _DEADLINE_SHIFT) + MIN_TIME_MS else None
 
     def due(self, now_ms: int) -> list[Due]:
         """Deadlines that have passed and still apply to the job's current state."""
