@@ -158,7 +158,7 @@ class JobStore:
                   key, partition, error)
 
     def jobs_in(self, partition: int) -> Iterator[Job]:
-        """Every live job stored for a partition (to rebuild the indexes)."""
+        """Every live job stored for a partition, fully decoded (for the digest)."""
         for key, raw in self._db(partition).items():
             if not is_job_key(key) or raw is None:
                 continue
@@ -179,7 +179,7 @@ def scan_options() -> ReadOptions:
 
 def slims_of(db, partition: int, on_undecodable) -> Iterator[Slim]:
     for key, raw in db.items(read_opt=scan_options()):
-        if len(key) != 36 or key.startswith(META_KEY_PREFIX) or raw is None:
+        if not is_job_key(key) or raw is None:
             continue
         try:
             slim = project_state(raw)
