@@ -51,9 +51,8 @@ def rebuild_from_state_log(
     statedir.refuse_if_in_use(state_dir)
     statedir.discard_tables(state_dir)
     statedir.release(state_dir)  # a crashed server's marker: its tables are rebuilt now
-    partitions = sorted(end_offsets(bootstrap, jobs_topic))
-    restored = restore_tables(bootstrap, jobs_topic, state_dir, partitions, progress)
-    report = RebuildReport(records_read=restored.records, partitions=len(partitions))
+    restored = restore_tables(bootstrap, jobs_topic, state_dir, None, progress)
+    report = RebuildReport(records_read=restored.records, partitions=len(restored.partitions))
 
     def undecodable(partition: int, key: bytes, error: Exception) -> None:
         report.undecodable.count += 1
@@ -61,7 +60,7 @@ def rebuild_from_state_log(
             report.undecodable.examples.append(
                 f"{jobs_topic}[{partition}] key {key!r}: {error}")
 
-    for partition in partitions:
+    for partition in restored.partitions:
         db = open_table(table_path(state_dir, partition))
         try:
             for slim in slims_of(db, partition, undecodable):

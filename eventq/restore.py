@@ -81,16 +81,17 @@ def restore_tables(
     bootstrap: str,
     jobs_topic: str,
     state_dir: Path,
-    partitions: list[int],
+    partitions: list[int] | None,
     progress: Progress | None = None,
 ) -> RestoreReport:
-    """Copy ``partitions`` of the state log into their (absent) tables, each ending with
-    faust's persisted offset: the offset of the last record copied."""
+    """Copy ``partitions`` (None: all) of the state log into their (absent) tables, each
+    ending with faust's persisted offset: the offset of the last record copied."""
     import rocksdict
 
     began = time.monotonic()
-    report = RestoreReport(list(partitions))
     ends = end_offsets(bootstrap, jobs_topic)
+    partitions = sorted(ends) if partitions is None else list(partitions)
+    report = RestoreReport(partitions)
     dbs = {p: open_table(table_path(state_dir, p)) for p in partitions}
     no_wal = rocksdict.WriteOptions()
     no_wal.disable_wal = True  # a crash mid-restore discards the tables anyway
