@@ -34,12 +34,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client  # noqa: E402
-from eventq.core import Added, Delete, Job, State, encode_command, encode_state  # noqa: E402
+from eventq.core import Delete, Job, State, encode_command  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
-from eventq.kafka.partitioner import partition_for_key  # noqa: E402
 from streams.store import job_key  # noqa: E402
-from support import ServerProcess, rss_mib, test_broker_config  # noqa: E402
+from support import (  # noqa: E402
+    ServerProcess, produce_state_records, rss_mib, test_broker_config,
+)
 
 NOW_MS = int(time.time() * 1000)
 QUEUES = 1000
@@ -59,28 +60,16 @@ def synthetic_job(i: int) -> Job:
 def write_jobs(bootstrap: str, server: ServerProcess, count: int) -> float:
     from confluent_kafka import Producer
 
-    jobs_topic = server.settings["jobs-topic"]
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-        "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4",
-        "queue.buffering.max.messages": 1_000_000, "acks": "all",
-    })
+    def jobs():
+        for i in range(count):
+            if i % 20000 == 0:
+                print(f"\r  writing state records: {i:,}/{count:,}", end="", file=sys.stderr)
+            yield synthetic_job(i)
+
     began = time.monotonic()
-    for i in range(count):
-        job = synthetic_job(i)
-        key = job_key(job.id)
-        value = encode_state(Added(job.id, job.created_ms, 0, job), job)
-        while True:
-            try:
-                producer.produce(jobs_topic, key=key, value=value,
-                                 partition=partition_for_key(key, server.partitions))
-                break
-            except BufferError:
-                producer.poll(0.1)
-        if i % 20000 == 0:
-            producer.poll(0)
-            print(f"\r  writing state records: {i:,}/{count:,}", end="", file=sys.stderr)
+    produce_state_records(bootstrap, server.settings["jobs-topic"], jobs(), server.partitions)
     # One rejected command per partition: later commands get offsets above version 0.
+    producer = Producer({"bootstrap.servers": bootstrap})
     for partition in range(server.partitions):
         command = Delete(uuid.uuid4())
         producer.produce(server.settings["commands-topic"], key=job_key(command.job_id),
@@ -105,20 +94,8 @@ async def _first_lease(port: int, timeout_s: float) -> None:
 
 def start_until_first_lease(server: ServerProcess, timeout_s: float = 1800) -> float:
     """Start the server; seconds from the process's start to its first granted lease."""
-    server.home.mkdir(parents=True, exist_ok=True)
-    server.starts += 1
-    env = dict(os.environ)
-    if server.source is not None:
-        env["PYTHONPATH"] = str(server.source)
-    log = open(server.log_path, "ab")
-    log.write(f"\n===== start {server.starts} =====\n".encode())
-    log.flush()
     began = time.monotonic()
-    server.process = subprocess.Popen(
-        [sys.executable, "-m", "eventq.cli", "serve", *server.flags],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-        cwd=server.source,
-    )
+    server.launch()
     asyncio.run(_first_lease(server.port, timeout_s))
     return time.monotonic() - began
 

@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from eventq.client import Client
-from eventq.core import Added, Job, State, decode_state, encode_state, state_digest
-from eventq.kafka.partitioner import partition_for_key
+from eventq.core import Job, State, decode_state, state_digest
 from eventq.replay import derive_from_commands
 from eventq.restore import open_table, table_path
-from streams.store import is_job_key, job_key
-from support import ServerProcess
+from streams.store import is_job_key
+from support import ServerProcess, produce_state_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -138,30 +137,15 @@ def test_a_discarded_data_dir_is_restored_and_reads_only_what_follows(
     assert len(derived.jobs) > 150
 
 
-def write_state_records(bootstrap: str, topic: str, count: int) -> None:
-    """``count`` live jobs as the processor would have logged them."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.size": 1_000_000, "compression.type": "lz4",
-                         "queue.buffering.max.messages": 1_000_000})
+def state_log_jobs(count: int):
+    """``count`` live jobs for a state log (``support.produce_state_records``)."""
     now_ms = int(time.time() * 1000)
     for i in range(count):
-        job = Job(id=uuid.UUID(int=i + 1, version=4), name=f"q{i % 50}", ttr_ms=LONG_TTR_MS,
-                  ttl_ms=LONG_TTL_MS, payload=b"x" * 40, priority=0, max_attempts=0,
-                  max_fails=0, attempts=0, fails=0, state=State.NEW, created_ms=now_ms,
-                  scheduled_ms=None, expires_ms=now_ms + LONG_TTL_MS,
+        yield Job(id=uuid.UUID(int=i + 1, version=4), name=f"q{i % 50}",
+                  ttr_ms=LONG_TTR_MS, ttl_ms=LONG_TTL_MS, payload=b"x" * 40, priority=0,
+                  max_attempts=0, max_fails=0, attempts=0, fails=0, state=State.NEW,
+                  created_ms=now_ms, scheduled_ms=None, expires_ms=now_ms + LONG_TTL_MS,
                   lease_deadline_ms=None, result=None, result_ok=None, version=0)
-        key = job_key(job.id)
-        value = encode_state(Added(job.id, now_ms, 0, job), job)
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value,
-                                 partition=partition_for_key(key, PARTITIONS))
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(120) == 0
 
 
 def test_a_restore_killed_half_way_is_done_again_on_the_next_start(
@@ -171,7 +155,8 @@ def test_a_restore_killed_half_way_is_done_again_on_the_next_start(
     server = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server",
                            partitions=PARTITIONS)
     server.create_topics()
-    write_state_records(kafka_bootstrap, server.settings["jobs-topic"], jobs)
+    produce_state_records(kafka_bootstrap, server.settings["jobs-topic"],
+                          state_log_jobs(jobs), PARTITIONS)
     server.launch()
     try:
         deadline = time.monotonic() + 60
