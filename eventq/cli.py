@@ -28,40 +28,48 @@ def fail(message: str) -> int:
 
 
 def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
-    config = settings.broker
+    nodes = settings.broker_nodes
     try:
-        result = broker.start(config)
+        results = broker.start_cluster(nodes)
     except broker.BrokerError as error:
         return fail(str(error))
-    if result.already_running:
-        say(f"Kafka already running on {config.bootstrap} (pid {result.pid}); nothing to do")
-    else:
-        formatted = " (storage formatted)" if result.formatted else ""
-        say(
-            f"Kafka started on {config.bootstrap} (pid {result.pid}) in "
-            f"{result.seconds:.1f}s{formatted}; data in {config.data_dir}, "
-            f"log in {config.log_file}"
-        )
+    for config, result in zip(nodes, results):
+        if result.already_running:
+            say(f"Kafka already running on {config.bootstrap} (pid {result.pid}); "
+                "nothing to do")
+        else:
+            formatted = " (storage formatted)" if result.formatted else ""
+            say(
+                f"Kafka started on {config.bootstrap} (pid {result.pid}) in "
+                f"{result.seconds:.1f}s{formatted}; data in {config.data_dir}, "
+                f"log in {config.log_file}"
+            )
+    if len(nodes) > 1:
+        say(f"bootstrap servers: {settings.kafka_bootstrap} (pass them to other eventq "
+            f"commands with --brokers {len(nodes)} or --bootstrap)")
     return EXIT_OK
 
 
 def cmd_kafka_stop(settings: Settings, args: argparse.Namespace) -> int:
-    config = settings.broker
-    if broker.stop(config):
-        say(f"Kafka on {config.bootstrap} stopped")
-    else:
-        say(f"Kafka on {config.bootstrap} was not running; nothing to do")
+    for config in settings.broker_nodes:
+        if broker.stop(config):
+            say(f"Kafka on {config.bootstrap} stopped")
+        else:
+            say(f"Kafka on {config.bootstrap} was not running; nothing to do")
     return EXIT_OK
 
 
 def cmd_kafka_status(settings: Settings, args: argparse.Namespace) -> int:
-    state = broker.status(settings.broker)
-    if not state.running:
-        say(f"Kafka is not running (looked for {settings.broker.pid_file})")
-        return 3  # like LSB `status`: 3 = not running
-    answering = "answering" if state.answering else "NOT answering yet"
-    say(f"Kafka is running on {state.bootstrap} (pid {state.pid}), {answering}")
-    return EXIT_OK
+    code = EXIT_OK
+    for config in settings.broker_nodes:
+        state = broker.status(config)
+        if not state.running:
+            say(f"Kafka is not running on {config.bootstrap} (looked for {config.pid_file})")
+            code = 3  # like LSB `status`: 3 = not running
+            continue
+        answering = "answering" if state.answering else "NOT answering yet"
+        say(f"Kafka is running on {state.bootstrap} (pid {state.pid}), {answering}")
+    return code
 
 
 # --- topics ------------------------------------------------------------------------
@@ -94,28 +102,33 @@ def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
-    """Start Kafka (if local), create the topics, and serve until Ctrl-C."""
-    started_broker = False
+    """Start Kafka (if local), create the topics, and serve until Ctrl-C: one eventq
+    process, or ``--processes N`` of them on consecutive ports (issue 11)."""
+    started: list[broker.BrokerConfig] = []
     if settings.uses_local_broker:
+        nodes = settings.broker_nodes
         try:
-            result = broker.start(settings.broker)
+            results = broker.start_cluster(nodes)
         except broker.BrokerError as error:
             return fail(str(error))
-        started_broker = not result.already_running
-        say(
-            f"Kafka {'started' if started_broker else 'already running'} on "
-            f"{settings.broker.bootstrap}"
-        )
+        started = [c for c, r in zip(nodes, results) if not r.already_running]
+        say(f"Kafka {'started' if started else 'already running'} on "
+            f"{settings.kafka_bootstrap}")
     try:
         if not create_topics(settings):
             return fail("existing topics differ from what eventq needs")
+        if settings.processes > 1:
+            from eventq.up import serve_processes
+
+            return serve_processes(settings)
         return serve(settings)
     except KeyboardInterrupt:
         return EXIT_OK
     finally:
-        if started_broker:
+        if started:
             say("stopping the Kafka broker this command started ...")
-            broker.stop(settings.broker)
+            for config in started:
+                broker.stop(config)
             say("Kafka stopped")
 
 
@@ -247,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     kafka = commands.add_parser(
-        "kafka", help="run a local single-node Kafka broker", description=(
-            "Run a local single-node Kafka (KRaft) from the jars `make deps` fetched."
+        "kafka", help="run a local Kafka (one node, or --brokers 3)", description=(
+            "Run a local Kafka (KRaft) from the jars `make deps` fetched: one node, or "
+            "with --brokers N a cluster of N nodes on consecutive loopback port pairs."
         )
     )
     kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Mapping
 
-from eventq.kafka.broker import BrokerConfig
+from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.kafka.topics import (
     ONE_WEEK_MS,
@@ -29,10 +29,11 @@ class Settings:
     kafka_port: int = 9092
     controller_port: int = 9093
     kafka_heap_mb: int = 768
+    brokers: int = 1  # nodes of the local Kafka cluster (`eventq kafka start --brokers 3`)
     listen_host: str = "127.0.0.1"
     listen_port: int = 9922
     partitions: int = 8
-    replication_factor: int = 1
+    replication_factor: int = 0  # 0: as many copies as local brokers (at most 3), else 1
     commands_topic: str = "eventq.commands"
     jobs_topic: str = "eventq.jobs"
     bulk_topic: str = ""  # empty: the command log's name, "commands" -> "bulk"
@@ -41,6 +42,13 @@ class Settings:
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
     log_level: str = "WARNING"
+    # Scaling out (issue 11): the address other eventq processes reach this one's
+    # gateway at (default: listen host and port), warm copies of each partition's
+    # table kept by other processes, and how soon a silent process counts as dead.
+    advertise: str = ""
+    standby_replicas: int = 1
+    session_timeout_ms: int = 6000
+    processes: int = 1  # `eventq up`: gateways to start, on consecutive ports
 
     def __post_init__(self) -> None:
         if not self.bulk_topic:
@@ -53,6 +61,19 @@ class Settings:
             port = getattr(self, name)
             if not 0 <= port <= 65535:
                 raise ValueError(f"{name} must be a TCP port, not {port}")
+        if not 1 <= self.brokers <= 9:
+            raise ValueError(f"brokers must be 1..9, not {self.brokers}")
+        if not 1 <= self.processes <= 64:
+            raise ValueError(f"processes must be 1..64, not {self.processes}")
+        if not 0 <= self.standby_replicas <= 8:
+            raise ValueError(f"standby_replicas must be 0..8, not {self.standby_replicas}")
+        if not 3000 <= self.session_timeout_ms <= 300_000:
+            raise ValueError("session_timeout_ms must be 3000..300000")
+        if self.replication_factor == 0:
+            copies = min(self.brokers, 3) if not self.bootstrap else 1
+            object.__setattr__(self, "replication_factor", copies)
+        if self.advertise and not _is_host_port(self.advertise):
+            raise ValueError(f"advertise must be host:port, not {self.advertise!r}")
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -63,7 +84,17 @@ class Settings:
 
     @property
     def kafka_bootstrap(self) -> str:
-        return self.bootstrap or f"{self.kafka_host}:{self.kafka_port}"
+        return self.bootstrap or cluster_bootstrap(self.broker_nodes)
+
+    @property
+    def broker_nodes(self) -> list[BrokerConfig]:
+        """The local Kafka's nodes: ``broker`` alone, or a cluster beside it."""
+        return cluster_configs(self.broker, self.brokers)
+
+    @property
+    def advertised_address(self) -> str:
+        """host:port of this process's gateway for its peers."""
+        return self.advertise or f"{self.listen_host}:{self.listen_port}"
 
     @property
     def uses_local_broker(self) -> bool:
@@ -98,6 +129,11 @@ class Settings:
         return self.data_dir / "state"
 
 
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) <= 65535
+
+
 HELP = {
     "data_dir": "directory for the local broker's data and the RocksDB state",
     "bootstrap": "Kafka bootstrap servers (default: the local broker)",
@@ -105,10 +141,17 @@ HELP = {
     "kafka_port": "port of the local broker",
     "controller_port": "KRaft controller port of the local broker",
     "kafka_heap_mb": "JVM heap of the local broker, MiB",
+    "brokers": (
+        "nodes of the local Kafka (`eventq kafka start`): 3 runs a cluster on "
+        "consecutive port pairs from --kafka-port/--controller-port"
+    ),
     "listen_host": "address eventq serves the workq protocol on",
     "listen_port": "port eventq serves the workq protocol on",
     "partitions": "partitions of eventq's topics (fixed at creation)",
-    "replication_factor": "replication factor of eventq's topics",
+    "replication_factor": (
+        "replication factor of eventq's topics (0: one per local broker, at most 3; "
+        "1 with --bootstrap)"
+    ),
     "commands_topic": "name of the command log topic",
     "jobs_topic": "name of the compacted state log topic",
     "bulk_topic": (
@@ -127,6 +170,17 @@ HELP = {
         "is rejected (lower it only to test that; replays must use the same value)"
     ),
     "log_level": "log level (DEBUG, INFO, WARNING, ERROR)",
+    "advertise": (
+        "host:port other eventq processes reach this one's gateway at (default: "
+        "listen host and port); they forward requests for this process's jobs there"
+    ),
+    "standby_replicas": (
+        "warm copies of each partition's table kept by other processes, for fail-over"
+    ),
+    "session_timeout_ms": (
+        "a process silent this long counts as dead and its partitions move, ms"
+    ),
+    "processes": "eventq up: how many eventq processes to start, on consecutive ports",
 }
 
 
@@ -172,6 +226,7 @@ def build_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Sett
         if raw is not None:
             changes[item.name] = _convert(raw, default, item.name)
     changes.setdefault("bulk_topic", "")  # derived from the (maybe changed) commands topic
+    changes.setdefault("replication_factor", 0)  # derived from brokers and bootstrap
     return replace(defaults, **changes)
 
 

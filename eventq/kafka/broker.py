@@ -1,4 +1,5 @@
-"""A local single-node Apache Kafka (KRaft, broker+controller) run from Maven jars.
+"""A local Apache Kafka (KRaft, broker+controller nodes) run from Maven jars: one node,
+or a cluster of several on consecutive loopback ports (issue 11).
 
 There is no Docker engine on our machines, so eventq runs Kafka straight from the jars
 that `kafka/pom.xml` fetches into `kafka/lib/broker`. Everything the broker owns lives
@@ -15,7 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eventq.limits import KAFKA_MESSAGE_BYTES
@@ -43,6 +44,10 @@ class BrokerConfig:
     jars_dir: Path = DEFAULT_JARS_DIR
     # Extra server.properties entries, e.g. the fast-test tuning in tests/support.py.
     overrides: dict[str, str] = field(default_factory=dict)
+    node_id: int = 1
+    # The controller quorum as "id@host:port,...": empty means this node alone. Every
+    # node of a cluster is a voter (KRaft combined mode): losing one keeps a majority.
+    quorum_voters: str = ""
 
     def __post_init__(self) -> None:
         # The JVM runs in `home`: every path handed to it must be absolute.
@@ -89,13 +94,23 @@ class StartResult:
     seconds: float
 
 
+def cluster_size(config: BrokerConfig) -> int:
+    return len(config.quorum_voters.split(",")) if config.quorum_voters else 1
+
+
 def server_properties(config: BrokerConfig) -> dict[str, str]:
-    """The broker's configuration: KRaft single node, loopback only, small and quick."""
+    """The broker's configuration: KRaft, loopback only, small and quick. In a cluster
+    Kafka's own topics are replicated like eventq's (3 copies, 2 in sync to write)."""
+    nodes = cluster_size(config)
+    replicas = str(min(nodes, 3))
+    min_isr = str(min_insync_replicas(min(nodes, 3)))
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
+        "node.id": str(config.node_id),
         # A static quorum: format without --standalone (see StorageTool below).
-        "controller.quorum.voters": f"1@{config.host}:{config.controller_port}",
+        "controller.quorum.voters": (
+            config.quorum_voters or f"{config.node_id}@{config.host}:{config.controller_port}"
+        ),
         "listeners": (
             f"PLAINTEXT://{config.host}:{config.port},"
             f"CONTROLLER://{config.host}:{config.controller_port}"
@@ -107,10 +122,12 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
         "log.dirs": str(config.data_dir),
         "num.partitions": "1",
         "auto.create.topics.enable": "false",
-        "offsets.topic.replication.factor": "1",
+        "offsets.topic.replication.factor": replicas,
         "offsets.topic.num.partitions": "8",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "default.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
         "transaction.state.log.num.partitions": "4",
         "group.initial.rebalance.delay.ms": "0",
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
@@ -123,6 +140,31 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
     }
     props.update(config.overrides)
     return props
+
+
+def min_insync_replicas(replication_factor: int) -> int:
+    """2 of 3 copies must take a write (one node may be lost without losing an
+    acknowledged record, or stopping writes); 1 with fewer copies."""
+    return 2 if replication_factor >= 3 else 1
+
+
+def cluster_configs(first: BrokerConfig, brokers: int) -> list[BrokerConfig]:
+    """``brokers`` nodes on consecutive port pairs from ``first``'s (9092/9093,
+    9094/9095, ...), each in its own directory under ``first.home``; one node is
+    ``first`` itself (the single-broker layout stays as it was)."""
+    if brokers == 1:
+        return [first]
+    ports = [(first.port + 2 * i, first.controller_port + 2 * i) for i in range(brokers)]
+    voters = ",".join(f"{i + 1}@{first.host}:{c}" for i, (_, c) in enumerate(ports))
+    return [
+        replace(first, home=first.home / f"node-{i + 1}", port=p, controller_port=c,
+                node_id=i + 1, quorum_voters=voters)
+        for i, (p, c) in enumerate(ports)
+    ]
+
+
+def cluster_bootstrap(configs: list[BrokerConfig]) -> str:
+    return ",".join(config.bootstrap for config in configs)
 
 
 LOG4J_PROPERTIES = """\
@@ -192,8 +234,9 @@ def _write_config(config: BrokerConfig) -> None:
     config.log4j_file.write_text(LOG4J_PROPERTIES.format(log_file=config.log_file))
 
 
-def _format_storage(config: BrokerConfig) -> bool:
-    """Format the KRaft storage once. StorageTool ends by calling exit: own JVM."""
+def _format_storage(config: BrokerConfig, cluster_id: str | None = None) -> bool:
+    """Format the KRaft storage once (every node of a cluster with the same cluster
+    id). StorageTool ends by calling exit: own JVM."""
     if (config.data_dir / "meta.properties").exists():
         return False
     command = _java_command(
@@ -201,7 +244,7 @@ def _format_storage(config: BrokerConfig) -> bool:
         "kafka.tools.StorageTool",
         "format",
         "-t",
-        new_cluster_id(),
+        cluster_id or new_cluster_id(),
         "-c",
         str(config.properties_file),
         "--ignore-formatted",
@@ -284,10 +327,77 @@ def log_tail(config: BrokerConfig, lines: int = LOG_TAIL_LINES) -> str:
 
 def start(config: BrokerConfig, timeout_s: float = START_TIMEOUT_S) -> StartResult:
     """Start the broker unless it already runs; return once it answers requests."""
+    return start_cluster([config], timeout_s)[0]
+
+
+def start_cluster(
+    configs: list[BrokerConfig], timeout_s: float = START_TIMEOUT_S
+) -> list[StartResult]:
+    """Start every node that is not running (all at once: a node of a quorum answers
+    only once a majority of voters runs); return once each answers requests."""
     began = time.monotonic()
-    pid = running_pid(config)
-    if pid is not None:
-        return StartResult(pid, already_running=True, formatted=False, seconds=0.0)
+    launched: dict[int, subprocess.Popen] = {}
+    results: list[StartResult | None] = []
+    cluster_id = _cluster_id_of(configs)
+    for index, config in enumerate(configs):
+        pid = running_pid(config)
+        if pid is not None:
+            results.append(StartResult(pid, already_running=True, formatted=False, seconds=0.0))
+            continue
+        results.append(None)
+        try:
+            launched[index] = _launch(config, cluster_id)
+        except BrokerError:
+            for process in launched.values():
+                _terminate(process.pid, STOP_TIMEOUT_S)
+            raise
+    formatted = {index: process.formatted for index, process in launched.items()}
+    deadline = began + timeout_s
+    waiting = dict(launched)
+    while waiting and time.monotonic() < deadline:
+        for index, process in list(waiting.items()):
+            config = configs[index]
+            if process.poll() is not None:
+                config.pid_file.unlink(missing_ok=True)
+                for other in waiting.values():
+                    _terminate(other.pid, STOP_TIMEOUT_S)
+                raise BrokerError(
+                    f"Kafka exited with status {process.returncode} while starting. "
+                    f"From {config.log_file}:\n{log_tail(config)}"
+                )
+            if port_answers(config.host, config.port, 0.2) and broker_answers(config.bootstrap):
+                results[index] = StartResult(
+                    process.pid, False, formatted[index], seconds=time.monotonic() - began
+                )
+                del waiting[index]
+        time.sleep(0.1)
+    if waiting:
+        for index, process in waiting.items():
+            _terminate(process.pid, STOP_TIMEOUT_S)
+            configs[index].pid_file.unlink(missing_ok=True)
+        config = configs[next(iter(waiting))]
+        raise BrokerError(
+            f"Kafka did not answer on {config.bootstrap} within {timeout_s:.0f}s. "
+            f"From {config.log_file}:\n{log_tail(config)}"
+        )
+    return results  # type: ignore[return-value]
+
+
+def _cluster_id_of(configs: list[BrokerConfig]) -> str:
+    """The id the cluster's formatted nodes carry (a node whose data was lost joins
+    it again), or a new one."""
+    for config in configs:
+        try:
+            text = (config.data_dir / "meta.properties").read_text()
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    return new_cluster_id()
+
+
+def _launch(config: BrokerConfig, cluster_id: str) -> subprocess.Popen:
     for port in (config.port, config.controller_port):
         if port_answers(config.host, port):
             raise BrokerError(
@@ -295,7 +405,7 @@ def start(config: BrokerConfig, timeout_s: float = START_TIMEOUT_S) -> StartResu
                 "choose other ports (--kafka-port/--controller-port)"
             )
     _write_config(config)
-    formatted = _format_storage(config)
+    formatted = _format_storage(config, cluster_id)
     with open(config.home / "broker.out", "ab") as out:
         process = subprocess.Popen(
             _java_command(config, "kafka.Kafka", str(config.properties_file)),
@@ -305,26 +415,9 @@ def start(config: BrokerConfig, timeout_s: float = START_TIMEOUT_S) -> StartResu
             start_new_session=True,  # Ctrl-C in a terminal must not kill it mid-write
             cwd=config.home,
         )
+    process.formatted = formatted  # type: ignore[attr-defined]
     config.pid_file.write_text(f"{process.pid}\n")
-    deadline = began + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            config.pid_file.unlink(missing_ok=True)
-            raise BrokerError(
-                f"Kafka exited with status {process.returncode} while starting. "
-                f"From {config.log_file}:\n{log_tail(config)}"
-            )
-        if port_answers(config.host, config.port, 0.2) and broker_answers(config.bootstrap):
-            return StartResult(
-                process.pid, False, formatted, seconds=time.monotonic() - began
-            )
-        time.sleep(0.1)
-    _terminate(process.pid, STOP_TIMEOUT_S)
-    config.pid_file.unlink(missing_ok=True)
-    raise BrokerError(
-        f"Kafka did not answer on {config.bootstrap} within {timeout_s:.0f}s. "
-        f"From {config.log_file}:\n{log_tail(config)}"
-    )
+    return process
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:

@@ -102,11 +102,17 @@ def eventq_topics(
     replication_factor: int = 1,
     retention_ms: int = ONE_WEEK_MS,
 ) -> list[TopicSpec]:
-    return [
+    specs = [
         commands_topic(names.commands, partitions, replication_factor, retention_ms),
         jobs_topic(names.jobs, partitions, replication_factor),
         bulk_topic(names.bulk, partitions, replication_factor, retention_ms),
     ]
+    if replication_factor < 3:
+        return specs
+    # Replicated (issue 11): an acknowledged write is on 2 of 3 brokers, so losing any
+    # one loses nothing and writes go on (acks=all everywhere in eventq).
+    in_sync = {"min.insync.replicas": "2"}
+    return [replace(spec, configs={**spec.configs, **in_sync}) for spec in specs]
 
 
 @dataclass(frozen=True)
@@ -139,9 +145,18 @@ def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         return None
+    from confluent_kafka import KafkaError, KafkaException
+
     resource = ConfigResource(ResourceType.TOPIC, name)
     futures = admin.describe_configs([resource], request_timeout=TOPIC_OPERATION_TIMEOUT_S)
-    entries = futures[resource].result(timeout=TOPIC_OPERATION_TIMEOUT_S)
+    try:
+        entries = futures[resource].result(timeout=TOPIC_OPERATION_TIMEOUT_S)
+    except KafkaException as error:
+        # In a cluster a new topic reaches each broker's metadata at its own moment:
+        # the one asked for configs may not know it yet (issue 11).
+        if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
     return len(topic.partitions), {key: entry.value for key, entry in entries.items()}
 
 
