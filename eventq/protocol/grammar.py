@@ -224,6 +224,8 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     ),
     # delete <id>; [eventq] a valid non-v4 UUID is -NOT-FOUND, so any UUID parses.
     "delete": Command(rq.Delete, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
+    # eventq extension, internal: the connection is another eventq process's (issue 11).
+    "peer": Command(rq.Peer, 0, 0),
     "inspect": Subcommands({
         "server": Command(rq.InspectServer, 0, 0),
         "queues": Command(

@@ -84,8 +84,9 @@ def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
     return _ok_count(1) + header + payload + _CRLF
 
 
-def _job_block(job: JobView) -> bytes:
-    """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled."""
+def _job_block(job: JobView, order: int | None = None) -> bytes:
+    """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled.
+    ``order`` (peer form, issue 11) adds a last key, the job's place in its list."""
     lines = [
         _line("name", job.name),
         _line("ttr", job.ttr_ms),
@@ -102,6 +103,8 @@ def _job_block(job: JobView) -> bytes:
     ]
     if job.scheduled_ms is not None:
         lines.append(_line("time", format_time(job.scheduled_ms)))
+    if order is not None:
+        lines.append(_line("order", order))
     return _line(canonical_id(job.id), len(lines)) + b"".join(lines)
 
 
@@ -133,6 +136,27 @@ def job_blocks_stream(count: int, jobs: Iterable[JobView]) -> Iterator[bytes]:
         yield _job_block(job)
     if written != count:
         raise ValueError(f"a reply announced {count} jobs and had {written}")
+
+
+def ordered_job_blocks(jobs: Sequence[tuple[int, JobView]]) -> bytes:
+    """inspect jobs / scheduled-jobs in peer form (issue 11): each block ends with an
+    ``order`` key, the job's place in its list, for the asking gateway to merge by."""
+    return _blocks((_job_block(job, order) for order, job in jobs), len(jobs))
+
+
+def peer_lease_reply(id: uuid.UUID, name: str, ttr_ms: int, attempt: int, prior_state: int,
+                     payload: bytes) -> bytes:
+    """lease in peer form (issue 11): ``<id> <name> <ttr> <attempt> <prior-state>
+    <size>``, so the asking gateway can give the attempt back if its client is gone."""
+    header = _line(canonical_id(id), name, ttr_ms, attempt, prior_state, len(payload))
+    return _ok_count(1) + header + payload + _CRLF
+
+
+def digest_part_reply(digest_sum: int, count: int, partitions: Iterable[int]) -> bytes:
+    """inspect digest in peer form (issue 11): the sum and count of this process's
+    jobs (combined by the asking gateway) and the partitions they come from."""
+    served = ",".join(map(str, partitions)) or "-"
+    return _ok_count(1) + _line("digest-part", f"{digest_sum:064x}", count, served)
 
 
 def _bulk_block(view: BulkView) -> bytes:

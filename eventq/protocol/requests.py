@@ -149,6 +149,13 @@ class InspectBulk:
 
 
 @dataclass(frozen=True, slots=True)
+class Peer:
+    """``peer``: eventq extension, internal. The connection comes from another eventq
+    process (issue 11): its requests are answered from this process's own partitions,
+    never forwarded, and some replies take their peer form (eventq/gateway/peers.py)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection without a reply (a line ended in a bare ``\\n``)."""
 
@@ -170,4 +177,5 @@ Request = Union[
     InspectJob,
     InspectDigest,
     InspectBulk,
+    Peer,
 ]

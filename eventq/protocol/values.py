@@ -281,6 +281,12 @@ def parse_time_ms(token: str) -> int:
     return ms
 
 
+def format_time_ms(ms: int) -> str:
+    """Unix milliseconds as UTC ``YYYY-MM-DDTHH:MM:SS.mmmZ``: what ``parse_time_ms``
+    reads back exactly (a forwarded schedule keeps its millisecond)."""
+    return format_time(ms)[:-1] + f".{ms % _MS_PER_SECOND:03d}Z"
+
+
 def format_time(ms: int) -> str:
     """Unix milliseconds as UTC ``YYYY-MM-DDTHH:MM:SSZ`` (sub-second part dropped)."""
     days, ms_of_day = divmod(ms, _MS_PER_DAY)

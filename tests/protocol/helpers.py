@@ -13,6 +13,7 @@ from eventq.protocol import (
     Delete,
     Fail,
     InspectBulk,
+    Peer,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -140,6 +141,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
             return ["inspect", "digest"], {}, None
         case InspectBulk():
             return ["inspect", "bulk"], {}, None
+        case Peer():
+            return ["peer"], {}, None
         case InspectQueues(offset, limit):
             return ["inspect", "queues", str(offset), str(limit)], {}, None
         case InspectQueue(name):

@@ -12,6 +12,7 @@ from eventq.protocol import (
     Delete,
     Fail,
     InspectBulk,
+    Peer,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -88,6 +89,7 @@ CASES = [
     ("inspect digest\r\n", InspectDigest()),
     ("inspect  digest \r\n", InspectDigest()),
     ("inspect bulk\r\n", InspectBulk()),
+    ("peer\r\n", Peer()),
 ]
 # fmt: on
 
@@ -99,4 +101,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 16
+    assert len(kinds) == 17

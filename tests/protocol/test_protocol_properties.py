@@ -31,7 +31,8 @@ from eventq.protocol import (
     Schedule,
     canonical_id,
 )
-from eventq.protocol.requests import Request
+from eventq.protocol.encode import encode_request
+from eventq.protocol.requests import Peer, Request
 
 from .helpers import NOW_MS, closes, events_in_chunks, events_whole, serialize, split_at
 
@@ -128,6 +129,7 @@ requests_ = st.one_of(
     st.builds(InspectJob, any_ids),
     st.just(InspectDigest()),
     st.just(InspectBulk()),
+    st.just(Peer()),
 )
 
 
@@ -160,4 +162,12 @@ def test_serialize_then_parse_round_trips(data: st.DataObject) -> None:
 @given(st.lists(requests_, min_size=1, max_size=8), cuts)
 def test_pipelined_requests_parse_in_order_in_any_chunking(batch: list[Request], cut_points: list[int]) -> None:
     wire = b"".join(serialize(request) for request in batch)
+    assert events_in_chunks(wire, split_at(wire, cut_points)) == (batch, False)
+
+
+@given(st.lists(requests_, min_size=1, max_size=8), cuts)
+def test_encoded_requests_parse_back_to_themselves(batch: list[Request], cut_points: list[int]) -> None:
+    """What a gateway forwards to another process (issue 11) is the request it got."""
+    wire = b"".join(encode_request(request) for request in batch)
+    assert events_whole(wire) == (batch, False)
     assert events_in_chunks(wire, split_at(wire, cut_points)) == (batch, False)

@@ -1,0 +1,74 @@
+"""Requests back to their bytes: the inverse of the parser (``Parser`` of these bytes
+gives the same request). A gateway forwards a request for another process's job this
+way (issue 11), so what reaches the owner is exactly what a client would have sent.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import requests as rq
+from .values import canonical_id, format_time_ms
+
+_CRLF = b"\r\n"
+
+
+def _line(*words: object) -> bytes:
+    return " ".join(str(word) for word in words if word != "").encode("latin-1") + _CRLF
+
+
+def _flags(**values: int) -> str:
+    """Non-default flags only (add and schedule take at most 3, run 1)."""
+    return " ".join(f"-{key.replace('_', '-')}={value}" for key, value in values.items() if value)
+
+
+def _with_data(line: bytes, data: bytes) -> bytes:
+    return line + data + _CRLF
+
+
+def _add(r: rq.Add) -> bytes:
+    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails)
+    return _with_data(
+        _line("add", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms, len(r.payload), flags),
+        r.payload,
+    )
+
+
+def _schedule(r: rq.Schedule) -> bytes:
+    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails)
+    line = _line("schedule", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms,
+                 format_time_ms(r.time_ms), len(r.payload), flags)
+    return _with_data(line, r.payload)
+
+
+def _run(r: rq.Run) -> bytes:
+    line = _line("run", canonical_id(r.id), r.name, r.ttr_ms, r.wait_timeout_ms,
+                 len(r.payload), _flags(priority=r.priority))
+    return _with_data(line, r.payload)
+
+
+# fmt: off
+ENCODERS: dict[type, Callable[[object], bytes]] = {
+    rq.Add: _add,
+    rq.Schedule: _schedule,
+    rq.Run: _run,
+    rq.Result: lambda r: _line("result", canonical_id(r.id), r.wait_timeout_ms),
+    rq.Lease: lambda r: _line("lease", *r.names, r.wait_timeout_ms),
+    rq.Complete: lambda r: _with_data(_line("complete", canonical_id(r.id), len(r.result)), r.result),
+    rq.Fail: lambda r: _with_data(_line("fail", canonical_id(r.id), len(r.result)), r.result),
+    rq.Delete: lambda r: _line("delete", canonical_id(r.id)),
+    rq.InspectServer: lambda r: _line("inspect", "server"),
+    rq.InspectQueues: lambda r: _line("inspect", "queues", r.offset, r.limit),
+    rq.InspectQueue: lambda r: _line("inspect", "queue", r.name),
+    rq.InspectJobs: lambda r: _line("inspect", "jobs", r.name, r.offset, r.limit),
+    rq.InspectScheduledJobs: lambda r: _line("inspect", "scheduled-jobs", r.name, r.offset, r.limit),
+    rq.InspectJob: lambda r: _line("inspect", "job", canonical_id(r.id)),
+    rq.InspectDigest: lambda r: _line("inspect", "digest"),
+    rq.InspectBulk: lambda r: _line("inspect", "bulk"),
+    rq.Peer: lambda r: _line("peer"),
+}
+# fmt: on
+
+
+def encode_request(request: object) -> bytes:
+    return ENCODERS[type(request)](request)
