@@ -362,20 +362,32 @@ class JobIndex:
             yield job_id
 
     def ready_page(self, name: str, now_ms: int, offset: int, limit: int) -> list[uuid.UUID]:
-        queue = self.queues.get(name)
-        if queue is None:
-            return []
-        queue.promote_due(now_ms)
-        return [_id_of(key) for key in queue.ready.islice(offset, offset + limit)]
+        return [job_id for _, job_id in self.ready_page_keys(name, now_ms, offset, limit)]
 
     def scheduled_page(
         self, name: str, now_ms: int, offset: int, limit: int
     ) -> list[uuid.UUID]:
+        return [job_id for _, job_id in self.scheduled_page_keys(name, now_ms, offset, limit)]
+
+    def ready_page_keys(
+        self, name: str, now_ms: int, offset: int, limit: int
+    ) -> list[tuple[int, uuid.UUID]]:
+        """``ready_page`` with each job's place as an integer: the same job has the same
+        key in every process, so pages of several processes merge by it (issue 11)."""
         queue = self.queues.get(name)
         if queue is None:
             return []
         queue.promote_due(now_ms)
-        return [_id_of(key) for key in queue.scheduled.islice(offset, offset + limit)]
+        return [(key, _id_of(key)) for key in queue.ready.islice(offset, offset + limit)]
+
+    def scheduled_page_keys(
+        self, name: str, now_ms: int, offset: int, limit: int
+    ) -> list[tuple[int, uuid.UUID]]:
+        queue = self.queues.get(name)
+        if queue is None:
+            return []
+        queue.promote_due(now_ms)
+        return [(key, _id_of(key)) for key in queue.scheduled.islice(offset, offset + limit)]
 
     def lengths(self, name: str, now_ms: int) -> tuple[int, int]:
         """(ready-len, scheduled-len) of a queue."""

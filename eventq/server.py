@@ -13,7 +13,9 @@ import sys
 import mode
 
 from eventq import statedir
+from eventq.gateway.cluster import Cluster
 from eventq.gateway.handlers import Gateway, wall_clock_ms
+from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.settings import Settings
@@ -29,7 +31,18 @@ class EventqService(mode.Service):
         self._settings = settings
         self._streams = streams
         self._stats = stats = GatewayStats(lambda: streams.processor.counters.evicted)
-        self.gateway = Gateway(streams.engine, stats, bulk_status=streams.admitter.status)
+        self.peers = Peers()
+        cluster = Cluster(
+            self_address=settings.advertised_address,
+            partitions=settings.partitions,
+            owner_of=streams.owner_of,
+            members=streams.members,
+            peers=self.peers,
+            request_timeout_s=2 * settings.write_timeout_ms / 1000 + 5,
+        )
+        self.gateway = Gateway(
+            streams.engine, stats, bulk_status=streams.admitter.status, cluster=cluster
+        )
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
         )
@@ -60,6 +73,7 @@ class EventqService(mode.Service):
         may give up on an absent Kafka (streams/durable_flush.py)."""
         self._streams.changelog_buffer.stopping = True
         await self.server.stop()
+        self.peers.close()
         await self._streams.admitter.stop()
 
     async def on_stop(self) -> None:

@@ -18,12 +18,13 @@ import faust
 from faust.types import TP
 
 from eventq.bulklane import bulk_group_id
+from eventq.gateway.cluster import address_of
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
 from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.settings import Settings
-from streams import durable_flush, faust_patches
+from streams import durable_flush, faust_patches, fetch_wait
 from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S
@@ -72,10 +73,13 @@ class Streams:
     changelog_buffer: durable_flush.DurableProducerBuffer
     changelog_writer: ChangelogWriter
     admitter: BulkAdmitter
+    owner_of: object  # partition -> gateway address of its active owner, or None
+    members: object  # () -> gateway addresses of every process in the group
 
 
 def build_streams(settings: Settings) -> Streams:
     faust_patches.install()  # no wait_first per consumed record
+    fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches
     app = faust.App(
         settings.app_id,
         broker=faust_broker_url(settings.kafka_bootstrap),
@@ -85,7 +89,16 @@ def build_streams(settings: Settings) -> Streams:
         topic_replication_factor=settings.replication_factor,
         topic_allow_declare=False,  # eventq creates its topics with exact configs
         topic_disable_leader=True,
-        table_standby_replicas=0,  # one process serves all partitions (see README)
+        # Warm copies of other processes' tables (issue 11): a partition whose owner
+        # dies moves to a process that only has to read the changelog's last records.
+        table_standby_replicas=settings.standby_replicas,
+        # How peers find this process's gateway: faust hands every member the URL of
+        # each partition's owner (eventq/gateway/cluster.py).
+        canonical_url=f"http://{settings.advertised_address}",
+        # A killed process's partitions move after this long (static membership keeps
+        # them through a quicker restart); heartbeats must come well within it.
+        broker_session_timeout=settings.session_timeout_ms / 1000,
+        broker_heartbeat_interval=min(1.0, settings.session_timeout_ms / 6000),
         processing_guarantee="at_least_once",  # exactly-once is unreliable in faust
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
@@ -251,7 +264,15 @@ def build_streams(settings: Settings) -> Streams:
             store.active = store.active - lost
             await admitter.stop()
 
+    def owner_of(partition: int) -> str | None:
+        """From faust's last assignment (every member gets every owner's URL)."""
+        url = app.assignor._tps_url.get(TP(settings.jobs_topic, partition))
+        return None if url is None else address_of(str(url))
+
+    def members() -> list[str]:
+        return [address_of(str(url)) for url in app.assignor.changelog_distribution]
+
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelog_writer, admitter,
+        changelog_writer, admitter, owner_of, members,
     )

@@ -194,7 +194,8 @@ class Engine:
             return self.store.get(job_id)
         except NotOwned as error:
             raise ServerError(
-                f"partition {error.args[0]} of this job is not served by this process"
+                f"partition {error.args[0]} of this job is not served by this process "
+                "right now (it is moving between eventq processes); retry"
             ) from None
 
     def pinned(self, job_ids):
@@ -205,20 +206,28 @@ class Engine:
             return self.store.pinned(job_ids)
         except NotOwned as error:
             raise ServerError(
-                f"partition {error.args[0]} of a job is not served by this process"
+                f"partition {error.args[0]} of a job is not served by this process "
+                "right now (it is moving between eventq processes); retry"
             ) from None
 
     async def digest(self) -> str:
         """The state digest of every job this process owns (eventq.core.digest),
         computed after the call; concurrent calls share one computation."""
+        state, _ = await self._digest()
+        return state.hexdigest()
+
+    async def digest_part(self):
+        """(StateDigest, partitions) of the jobs this process owns: a cluster's digest
+        adds the parts of every process (issue 11)."""
         return await self._digest()
 
-    async def _compute_digest(self) -> str:
-        from eventq.core import state_digest
+    async def _compute_digest(self):
+        from eventq.core.digest import StateDigest
 
         partitions = sorted(self.store.active)
 
-        def compute() -> str:
-            return state_digest(job for p in partitions for job in self.store.jobs_in(p))
+        def compute():
+            jobs = (job for p in partitions for job in self.store.jobs_in(p))
+            return StateDigest(jobs), partitions
 
         return await asyncio.to_thread(compute)

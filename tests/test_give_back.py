@@ -69,7 +69,7 @@ def test_a_claim_given_up_is_released_while_the_job_is_still_claimed(failure):
 
     async def claim() -> None:
         with pytest.raises(type(failure)):
-            await gateway._claim_one(("q",))
+            await gateway.claim_one(("q",))
         await asyncio.sleep(0)  # the background wait for the release's write
 
     asyncio.run(claim())
@@ -90,7 +90,7 @@ def test_a_claim_never_written_is_not_released():
 
     async def claim() -> None:
         with pytest.raises(NotWritten):
-            await gateway._claim_one(("q",))
+            await gateway.claim_one(("q",))
 
     asyncio.run(claim())
     assert engine.lane == [(core.StartAttempt(ready.id, 1), True)]

@@ -88,6 +88,21 @@ class StateDigest:
     def count(self) -> int:
         return self._count
 
+    @property
+    def sum(self) -> int:
+        """The sum of the job hashes: digests of disjoint sets of jobs (the partitions
+        of several processes, issue 11) combine by adding sums and counts."""
+        return self._sum
+
+    @classmethod
+    def combined(cls, parts: Iterable[tuple[int, int]]) -> "StateDigest":
+        """The digest of the union of disjoint sets given as (sum, count) pairs."""
+        digest = cls()
+        for part_sum, part_count in parts:
+            digest._sum = (digest._sum + part_sum) % _MODULUS
+            digest._count += part_count
+        return digest
+
     def hexdigest(self) -> str:
         data = _DOMAIN + self._count.to_bytes(8, "big") + self._sum.to_bytes(32, "big")
         return hashlib.sha256(data).hexdigest()

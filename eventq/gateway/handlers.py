@@ -83,8 +83,10 @@ class Gateway:
         stats,
         clock_ms: Callable[[], int] = wall_clock_ms,
         bulk_status: Callable[[], Awaitable[list[tuple[int, int, int]]]] | None = None,
+        cluster=None,
     ) -> None:
         self.engine = engine
+        self.cluster = cluster  # eventq/gateway/cluster.py: the other processes, if any
         self.bulk_status = bulk_status  # streams/admission.py: BulkAdmitter.status
         self.index = engine.index
         self.waiters = engine.waiters
@@ -108,14 +110,67 @@ class Gateway:
             requests.InspectJob: self.inspect_job,
             requests.InspectDigest: self.inspect_digest,
             requests.InspectBulk: self.inspect_bulk,
+            requests.Peer: self.peer,
         }
+        # Asked by another eventq process (a `peer` connection): this process's own
+        # partitions only, and replies the asker merges carry what it merges by.
+        self._peer_handlers = {
+            requests.Lease: self.lease_for_peer,
+            requests.InspectJobs: self.ordered_jobs_for_peer,
+            requests.InspectScheduledJobs: self.ordered_jobs_for_peer,
+            requests.InspectDigest: self.digest_for_peer,
+        }
+        self._everywhere = None
+        if cluster is not None:
+            from eventq.gateway.everywhere import Everywhere
 
-    async def handle(self, request: object) -> bytes | Handover | Iterator[bytes]:
-        """The reply: bytes, or for long replies an iterator of pieces to write in turn."""
+            everywhere = self._everywhere = Everywhere(self, cluster)
+            self._cluster_handlers = {
+                requests.Lease: everywhere.lease,
+                requests.InspectQueues: everywhere.inspect_queues,
+                requests.InspectQueue: everywhere.inspect_queue,
+                requests.InspectJobs: everywhere.inspect_jobs,
+                requests.InspectScheduledJobs: everywhere.inspect_jobs,
+                requests.InspectDigest: everywhere.inspect_digest,
+                requests.InspectBulk: everywhere.inspect_bulk,
+            }
+
+    async def handle(
+        self, request: object, peer: bool = False
+    ) -> bytes | Handover | Iterator[bytes]:
+        """The reply: bytes, or for long replies an iterator of pieces to write in turn.
+        ``peer``: the request comes from another eventq process (never forwarded)."""
         try:
+            if peer:
+                handler = self._peer_handlers.get(type(request))
+                if handler is not None:
+                    return await handler(request)
+            elif self.cluster is not None:
+                routed = await self._route(request)
+                if routed is not None:
+                    return routed
             return await self._handlers[type(request)](request)
         except EventqError as error:
             return error.reply
+
+    async def _route(self, request: object) -> bytes | Handover | None:
+        """Where other processes serve: a job's request goes to its partition's owner
+        (its reply relayed as is), a request over all jobs asks every process. None:
+        this process answers alone."""
+        from eventq.gateway.cluster import KEYED
+
+        if isinstance(request, KEYED):
+            owner = self.cluster.remote_owner(request.id)
+            if owner is not None:
+                return await self.cluster.ask(owner, request)
+            return None
+        handler = self._cluster_handlers.get(type(request))
+        if handler is None or not self.cluster.others():
+            return None
+        return await handler(request)
+
+    async def peer(self, r: requests.Peer) -> bytes:
+        return replies.ok()  # the server marks the connection (gateway/server.py)
 
     # --- writes ------------------------------------------------------------------
 
@@ -192,7 +247,7 @@ class Gateway:
         except EventqError:
             pass  # already gone, or Kafka is down: a run job without TTL stays visible
 
-    async def lease(self, r: requests.Lease) -> bytes:
+    async def lease(self, r: requests.Lease, peer_form: bool = False) -> Handover:
         for name in r.names:
             self.index.name_queue(name)  # a lease names its queues into being (spec)
         loop = asyncio.get_running_loop()
@@ -200,29 +255,41 @@ class Gateway:
         waited = False
         try:
             while True:
-                claim = await self._claim_one(r.names)
+                claim = await self.claim_one(r.names)
                 if claim is not None:
                     job, release = claim
-                    reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                    if peer_form:
+                        reply = replies.peer_lease_reply(
+                            job.id, job.name, job.ttr_ms, release.attempt,
+                            int(release.state), job.payload)
+                    else:
+                        reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
                     return Handover(reply, release)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Timeout()
                 waited = True
-                await self.waiters.wait_ready(
-                    r.names, remaining, lambda: self._any_ready(r.names)
-                )
+                await self.wait_ready_here(r.names, remaining)
         finally:
             if waited:
-                # A ready job wakes one waiter; this one may have taken a job of another
-                # of its names, or given up: pass the wake on where jobs are still ready.
-                self.waiters.on_ready(n for n in r.names if self._any_ready((n,)))
+                self.pass_on_wake(r.names)
+
+    async def lease_for_peer(self, r: requests.Lease) -> Handover:
+        return await self.lease(r, peer_form=True)
+
+    async def wait_ready_here(self, names, timeout_s: float) -> None:
+        await self.waiters.wait_ready(names, timeout_s, lambda: self._any_ready(names))
+
+    def pass_on_wake(self, names) -> None:
+        """A ready job wakes one waiter; this one may have taken a job of another of
+        its names, or given up: pass the wake on where jobs are still ready."""
+        self.waiters.on_ready(n for n in names if self._any_ready((n,)))
 
     def _any_ready(self, names) -> bool:
         candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
         return next(candidates, None) is not None
 
-    async def _claim_one(self, names) -> tuple[Job, core.ReleaseAttempt] | None:
+    async def claim_one(self, names) -> tuple[Job, core.ReleaseAttempt] | None:
         """Claim the best ready job with start-attempt; the processor grants it only if
         it is still ready at that attempt, so no attempt is ever handed out twice.
 
@@ -351,3 +418,28 @@ class Gateway:
     async def inspect_digest(self, r: requests.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         return replies.digest_reply(await self.engine.digest())
+
+    # --- peer forms (issue 11) ---------------------------------------------------
+
+    def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
+        """A page of ``inspect jobs`` (or scheduled-jobs) in peer form: each block
+        carries its place, for the asking gateway to merge pages by."""
+        now_ms = self.clock_ms()
+        if kind is requests.InspectJobs:
+            keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
+        else:
+            keyed = self.index.scheduled_page_keys(name, now_ms, offset, limit)
+        pinned = self.engine.pinned([job_id for _, job_id in keyed])
+        return replies.ordered_job_blocks(
+            [(key, view_of(pinned.get(job_id))) for key, job_id in keyed if pinned.has(job_id)]
+        )
+
+    async def ordered_jobs_for_peer(self, r) -> bytes:
+        await self.engine.wait_ready()
+        self._known_queue(r.name)
+        return self.ordered_jobs(r.name, type(r), r.offset, r.limit)
+
+    async def digest_for_peer(self, r: requests.InspectDigest) -> bytes:
+        await self.engine.wait_ready()
+        state, served = await self.engine.digest_part()
+        return replies.digest_part_reply(state.sum, state.count, served)

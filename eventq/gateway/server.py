@@ -15,7 +15,7 @@ from typing import Callable
 
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.handlers import Handover
-from eventq.protocol import Close, Parser
+from eventq.protocol import Close, Parser, Peer
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class GatewayServer:
 
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         parser = Parser(now_ms=self._clock_ms)
+        peer = False  # another eventq process's connection (eventq/gateway/peers.py)
         while True:
             event = parser.next_event()
             if event is None:
@@ -118,8 +119,10 @@ class GatewayServer:
                     await writer.drain()
                     return
                 continue
+            if isinstance(event, Peer):
+                peer = True
             try:
-                reply = await self._gateway.handle(event)
+                reply = await self._gateway.handle(event, peer)
             except Exception as error:  # a bug must not look like success
                 log.exception("request %r failed", type(event).__name__)
                 reply = ServerError(f"internal error: {type(error).__name__}").reply

@@ -1,0 +1,206 @@
+"""Many eventq processes as one queue (issue 11; ARCHITECTURE.md, "Scaling out").
+
+Each process owns some partitions (faust's assignment). A request for a job is answered
+by the process owning the job's partition: the gateway a client reached forwards it
+there (eventq/gateway/peers.py says why forwarding) and relays the reply. Figures over
+all jobs (``inspect queues``, ``inspect jobs``, ``inspect digest``) combine what every
+process reports for its own partitions; the merge functions here are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from eventq.errors import EventqError, ServerError
+from eventq.kafka.partitioner import partition_for_key
+from eventq.protocol import requests as rq
+from eventq.protocol.encode import encode_request
+from eventq.protocol.reply_reader import Block, Shape, parse_blocks
+from eventq.gateway.peers import Peers
+from streams.store import job_key
+
+# How each request's reply is framed (spec/protocol.md).
+SHAPES: dict[type, Shape] = {
+    rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
+    rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
+    rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA,
+    rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
+    rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
+    rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectJob: Shape.BLOCKS,
+    rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES,
+}
+
+# Requests about one job: answered by the owner of the job's partition.
+KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete,
+         rq.InspectJob)
+
+MS = 1000.0
+PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page
+
+
+def address_of(url: str) -> str:
+    """faust's canonical URL ("http://host:port") as the gateway's host:port."""
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+def wait_s(request: object) -> float:
+    """How long the owner may legitimately hold the request (blocking ones)."""
+    if isinstance(request, (rq.Lease, rq.Result)):
+        return request.wait_timeout_ms / MS
+    if isinstance(request, rq.Run):
+        return (request.wait_timeout_ms + request.ttr_ms) / MS
+    return 0.0
+
+
+def raise_if_error(reply: bytes) -> bytes:
+    """A peer's error reply as the error it is (relayed to the client as is)."""
+    if reply[:1] == b"-":
+        raise RelayedError(reply)
+    return reply
+
+
+class RelayedError(EventqError):
+    """An error reply of another process, answered to the client unchanged."""
+
+    def __init__(self, reply: bytes) -> None:
+        super().__init__(reply[1:-2].decode("latin-1"))
+        self._reply = reply
+
+    @property
+    def reply(self) -> bytes:
+        return self._reply
+
+
+class Cluster:
+    """Who owns what, and asking them. With no other process it is never consulted."""
+
+    def __init__(
+        self,
+        *,
+        self_address: str,
+        partitions: int,
+        owner_of: Callable[[int], str | None],
+        members: Callable[[], Iterable[str]],
+        peers: Peers,
+        request_timeout_s: float,
+    ) -> None:
+        self.self_address = self_address
+        self.partitions = partitions
+        self._owner_of = owner_of
+        self._members = members
+        self.peers = peers
+        self.request_timeout_s = request_timeout_s
+
+    def others(self) -> list[str]:
+        """The other processes of the consumer group, by gateway address."""
+        return sorted(set(self._members()) - {self.self_address})
+
+    def remote_owner(self, job_id: uuid.UUID) -> str | None:
+        """The address of the other process owning the job's partition, or None when
+        it is this one (or nobody yet: then this process answers "retry")."""
+        partition = partition_for_key(job_key(job_id), self.partitions)
+        owner = self._owner_of(partition)
+        return None if owner is None or owner == self.self_address else owner
+
+    async def ask(self, address: str, request: object, extra_wait_s: float = 0.0) -> bytes:
+        """The complete reply of ``address`` to ``request`` (errors included)."""
+        timeout_s = self.request_timeout_s + wait_s(request) + extra_wait_s
+        return await self.peers.exchange(
+            address, encode_request(request), SHAPES[type(request)], timeout_s
+        )
+
+    async def ask_others(self, request: object) -> list[bytes]:
+        """Every other process's reply; any failure to answer fails the whole."""
+        others = self.others()
+        return list(await asyncio.gather(*(self.ask(a, request) for a in others)))
+
+    async def pages(
+        self, address: str, page: Callable[[int, int], object], upto: int
+    ) -> list[Block] | None:
+        """Blocks 0..upto of a paged ``inspect`` from ``address``; None if it answers
+        ``-NOT-FOUND`` (the queue is unknown there)."""
+        blocks: list[Block] = []
+        while len(blocks) < upto:
+            limit = min(PAGE_LIMIT, upto - len(blocks))
+            reply = await self.ask(address, page(len(blocks), limit))
+            if reply.startswith(b"-NOT-FOUND"):
+                return None
+            got = parse_blocks(raise_if_error(reply))
+            blocks.extend(got)
+            if len(got) < limit:
+                break
+        return blocks
+
+    async def pages_of_others(
+        self, page: Callable[[int, int], object], upto: int
+    ) -> list[list[Block] | None]:
+        others = self.others()
+        return list(await asyncio.gather(*(self.pages(a, page, upto) for a in others)))
+
+
+# --- merges (pure) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    name: str
+    ready: int
+    scheduled: int
+
+
+def queue_figures(blocks: Iterable[Block]) -> list[QueueFigures]:
+    return [
+        QueueFigures(b.head.decode("latin-1"), int(b.value(b"ready-len")),
+                     int(b.value(b"scheduled-len")))
+        for b in blocks
+    ]
+
+
+def merge_queues(parts: Iterable[Iterable[QueueFigures]]) -> list[QueueFigures]:
+    """Every process's figures per queue name, summed, in the spec's bytewise order."""
+    totals: dict[str, list[int]] = {}
+    for part in parts:
+        for q in part:
+            total = totals.setdefault(q.name, [0, 0])
+            total[0] += q.ready
+            total[1] += q.scheduled
+    names = sorted(totals, key=lambda name: name.encode("latin-1"))
+    return [QueueFigures(name, *totals[name]) for name in names]
+
+
+def merge_job_pages(parts: Iterable[Sequence[Block]], offset: int, limit: int) -> list[Block]:
+    """Peer-form job blocks of several processes (each ending in ``order``), merged in
+    that order (the same job has the same key everywhere), paged, ``order`` dropped."""
+    blocks = [block for part in parts for block in part]
+    blocks.sort(key=lambda block: int(block.value(b"order")))
+    return [block.without(b"order") for block in blocks[offset:offset + limit]]
+
+
+@dataclass(frozen=True)
+class DigestPart:
+    sum: int
+    count: int
+    partitions: frozenset[int]
+
+
+def digest_part_of(reply: bytes) -> DigestPart:
+    """``+OK 1`` / ``digest-part <sum> <count> <partitions>`` (replies.digest_part_reply)."""
+    words = raise_if_error(reply).split(b"\r\n")[1].split(b" ")
+    served = frozenset() if words[3] == b"-" else frozenset(map(int, words[3].split(b",")))
+    return DigestPart(int(words[1], 16), int(words[2]), served)
+
+
+def check_covers(parts: Sequence[DigestPart], partitions: int) -> None:
+    """A digest of the cluster holds each partition exactly once (none moving)."""
+    seen: list[int] = sorted(p for part in parts for p in part.partitions)
+    if seen != list(range(partitions)):
+        missing = sorted(set(range(partitions)) - set(seen))
+        raise ServerError(
+            f"partitions {missing or 'some'} are moving between eventq processes "
+            "(a rebalance); retry shortly"
+        )
+
+

@@ -1,0 +1,208 @@
+"""Answers that span every process of a cluster (issue 11): a lease takes a ready job
+wherever it is, preferring this process's own, and ``inspect`` shows figures of all
+jobs. Used by ``Gateway`` when other processes are in the group; requests about one
+job are forwarded instead (eventq/gateway/cluster.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+
+from eventq import core
+from eventq.core import State
+from eventq.core.digest import StateDigest
+from eventq.errors import NotFound, ServerError, Timeout
+from eventq.gateway.cluster import (
+    Cluster,
+    QueueFigures,
+    check_covers,
+    digest_part_of,
+    merge_job_pages,
+    merge_queues,
+    queue_figures,
+    raise_if_error,
+)
+from eventq.protocol import replies
+from eventq.protocol import requests as rq
+from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
+
+log = logging.getLogger(__name__)
+
+MS = 1000.0
+PEER_RETRY_S = 0.1  # a peer that is recovering or unreachable is asked again this soon
+
+
+class Everywhere:
+    def __init__(self, gateway, cluster: Cluster) -> None:
+        self.gateway = gateway
+        self.cluster = cluster
+        self.engine = gateway.engine
+        self.index = gateway.index
+
+    # --- lease -------------------------------------------------------------------
+
+    async def lease(self, r: rq.Lease):
+        """This process's ready jobs first, then the others' (each claims its own with
+        start-attempt, so no attempt is handed out twice); when none is ready anywhere,
+        wait here and at every other process at once: the first job wins, a second one
+        that arrives meanwhile is given back."""
+        from eventq.gateway.handlers import Handover
+
+        for name in r.names:
+            self.index.name_queue(name)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + r.wait_timeout_ms / MS
+        waited = False
+        try:
+            while True:
+                if self.engine.ready.is_set():
+                    claim = await self.gateway.claim_one(r.names)
+                    if claim is not None:
+                        job, release = claim
+                        reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                        return Handover(reply, release)
+                for address in random.sample(self.cluster.others(), len(self.cluster.others())):
+                    handover = await self._lease_at(address, r.names, 0)
+                    if handover is not None:
+                        return handover
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Timeout()
+                waited = True
+                handover = await self._wait_anywhere(r.names, deadline)
+                if handover is not None:
+                    return handover
+        finally:
+            if waited:
+                self.gateway.pass_on_wake(r.names)
+
+    async def _lease_at(self, address: str, names, wait_ms: int):
+        """A job leased at ``address`` (None: none ready there, or it did not answer)."""
+        try:
+            reply = await self.cluster.ask(address, rq.Lease(tuple(names), wait_ms))
+        except ServerError as error:
+            log.debug("lease at %s: %s", address, error)
+            return None
+        if not reply.startswith(b"+OK"):
+            return None
+        return handover_from(reply)
+
+    async def _wait_at(self, address: str, names, deadline: float):
+        loop = asyncio.get_running_loop()
+        while True:
+            remaining_ms = int((deadline - loop.time()) * MS)
+            if remaining_ms <= 0:
+                return None
+            try:
+                reply = await self.cluster.ask(address, rq.Lease(tuple(names), remaining_ms))
+            except ServerError:
+                reply = b"-SERVER-ERROR\r\n"
+            if reply.startswith(b"+OK"):
+                return handover_from(reply)
+            if reply.startswith(b"-TIMEOUT"):
+                return None
+            await asyncio.sleep(PEER_RETRY_S)  # recovering, or gone: ask again
+
+    async def _wait_anywhere(self, names, deadline: float):
+        """Wait until a job is ready here (None: claim it) or another process leased
+        one to us (its handover)."""
+        loop = asyncio.get_running_loop()
+        local = asyncio.ensure_future(self.gateway.wait_ready_here(
+            names, max(0.0, deadline - loop.time())))
+        remote = {asyncio.ensure_future(self._wait_at(a, names, deadline))
+                  for a in self.cluster.others()}
+        pending = {local, *remote}
+        chosen = None
+        try:
+            while pending and chosen is None:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not local and task.exception() is None and task.result():
+                        chosen = task.result()
+                        break
+                if local in done:
+                    break
+            return chosen
+        finally:
+            for task in pending:
+                task.cancel()
+            # A task may have finished with a job after the one chosen: give it back.
+            for result in await asyncio.gather(*remote, return_exceptions=True):
+                if result is not None and result is not chosen and not isinstance(
+                    result, BaseException
+                ):
+                    self.gateway.give_back(result.release)
+
+    # --- inspect -----------------------------------------------------------------
+
+    async def inspect_queues(self, r: rq.InspectQueues) -> bytes:
+        await self.engine.wait_ready()
+        upto = r.offset + r.limit
+        now_ms = self.gateway.clock_ms()
+        local = [QueueFigures(name, *self.index.lengths(name, now_ms))
+                 for name in self.index.queue_names()[:upto]]
+        others = await self.cluster.pages_of_others(lambda o, n: rq.InspectQueues(o, n), upto)
+        parts = [local, *(queue_figures(blocks or []) for blocks in others)]
+        page = merge_queues(parts)[r.offset:upto]
+        return replies.queue_blocks([replies.QueueView(q.name, q.ready, q.scheduled)
+                                     for q in page])
+
+    async def inspect_queue(self, r: rq.InspectQueue) -> bytes:
+        await self.engine.wait_ready()
+        parts = []
+        if self.index.known(r.name):
+            ready, scheduled = self.index.lengths(r.name, self.gateway.clock_ms())
+            parts.append([QueueFigures(r.name, ready, scheduled)])
+        for reply in await self.cluster.ask_others(r):
+            if not reply.startswith(b"-NOT-FOUND"):
+                parts.append(queue_figures(parse_blocks(raise_if_error(reply))))
+        if not parts:
+            raise NotFound()
+        (q,) = merge_queues(parts)
+        return replies.queue_blocks([replies.QueueView(q.name, q.ready, q.scheduled)])
+
+    async def inspect_jobs(self, r) -> bytes:
+        """inspect jobs / scheduled-jobs: every process's first offset+limit jobs in
+        peer form, merged by their place (the same key everywhere)."""
+        await self.engine.wait_ready()
+        upto = r.offset + r.limit
+        kind = type(r)
+        local = None
+        if self.index.known(r.name):
+            local = parse_blocks(self.gateway.ordered_jobs(r.name, kind, 0, upto))
+        others = await self.cluster.pages_of_others(lambda o, n: kind(r.name, o, n), upto)
+        parts = [blocks for blocks in (local, *others) if blocks is not None]
+        if not parts:
+            raise NotFound()
+        return blocks_reply(merge_job_pages(parts, r.offset, r.limit))
+
+    async def inspect_digest(self, r: rq.InspectDigest) -> bytes:
+        await self.engine.wait_ready()
+        state, served = await self.engine.digest_part()
+        parts = [digest_part_of(replies.digest_part_reply(state.sum, state.count, served))]
+        parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(r)]
+        check_covers(parts, self.cluster.partitions)
+        combined = StateDigest.combined((part.sum, part.count) for part in parts)
+        return replies.digest_reply(combined.hexdigest())
+
+    async def inspect_bulk(self, r: rq.InspectBulk) -> bytes:
+        blocks = parse_blocks(await self.gateway.inspect_bulk(r))
+        for reply in await self.cluster.ask_others(r):
+            blocks += parse_blocks(raise_if_error(reply))
+        blocks.sort(key=lambda block: int(block.head))
+        return blocks_reply(blocks)
+
+
+def handover_from(reply: bytes):
+    """A peer-form lease reply (replies.peer_lease_reply) as this gateway's handover:
+    the client gets the plain lease reply; the release gives that attempt back."""
+    from eventq.gateway.handlers import Handover
+
+    words, payload = data_reply_fields(reply)
+    job_id = uuid.UUID(words[0].decode())
+    name, ttr_ms = words[1].decode("latin-1"), int(words[2])
+    release = core.ReleaseAttempt(job_id, int(words[3]), State(int(words[4])))
+    return Handover(replies.lease_reply(job_id, name, ttr_ms, payload), release)

@@ -1,0 +1,133 @@
+"""Connections to the other eventq processes of a cluster (issue 11).
+
+A gateway that gets a request for a job another process owns sends it to that
+process's gateway over the workq protocol itself, on a connection that began with
+``peer`` (so the owner answers from its own partitions and never forwards again), and
+relays the reply. Connections are pooled per peer, one request at a time each (a
+blocking lease holds its connection, as for any client).
+
+Why forwarding and not routing through Kafka: a forwarded request costs one loopback
+or LAN round trip (~0.1-0.3 ms) on top of the owner's own work, and the owner answers
+as it answers its own clients; routing through the log would add a second produce and
+a consume (several ms at least, measured at ~0.7 ms of CPU per interactive record in
+issue 9) and a reply topic every process must read. Reads (``inspect``) and blocking
+waits (``result``, ``lease``) need the owner's indexes anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from eventq.errors import ServerError
+from eventq.protocol.reply_reader import MalformedReply, Shape, reply_end
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 2.0
+READ_CHUNK_BYTES = 64 * 1024
+IDLE_CONNECTIONS_PER_PEER = 64
+PEER_HELLO = b"peer\r\n"
+
+
+class PeerUnavailable(ServerError):
+    """The process that owns a job did not answer: it may have died (its partitions
+    move to the others within the session timeout) or be restarting."""
+
+
+def host_and_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class PeerConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, address: str) -> "PeerConnection":
+        host, port = host_and_port(address)
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(host, port)
+            connection = cls(reader, writer)
+            reply = await connection.exchange(PEER_HELLO, Shape.STATUS)
+        if reply != b"+OK\r\n":
+            connection.close()
+            raise MalformedReply(f"{address} is not an eventq gateway ({reply[:80]!r})")
+        return connection
+
+    @property
+    def usable(self) -> bool:
+        """Closed by its peer (a restart, a kill) while it sat in the pool: not usable."""
+        return not (self.reader.at_eof() or self.writer.is_closing())
+
+    async def exchange(self, request: bytes, shape: Shape) -> bytes:
+        self.writer.write(request)
+        buffer = b""
+        while True:
+            end = reply_end(buffer, shape)
+            if end is not None:
+                if end != len(buffer):
+                    raise MalformedReply("a peer sent more than one reply")
+                return buffer
+            chunk = await self.reader.read(READ_CHUNK_BYTES)
+            if not chunk:
+                raise ConnectionResetError("the peer closed the connection")
+            buffer += chunk
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Peers:
+    """Pooled connections to peers by address (``host:port``)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[PeerConnection]] = {}
+        self.forwarded = 0  # requests sent to peers (inspect server of a cluster)
+
+    async def exchange(
+        self, address: str, request: bytes, shape: Shape, timeout_s: float
+    ) -> bytes:
+        """Send one request to ``address`` and return its complete reply. A peer that
+        cannot be reached or does not answer in ``timeout_s`` is ``PeerUnavailable``;
+        a cancelled exchange closes its connection (the peer then gives back a lease it
+        had not sent yet, as for any client that leaves)."""
+        connection = None
+        reusable = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                connection = await self._connection(address)
+                reply = await connection.exchange(request, shape)
+            reusable = True
+            self.forwarded += 1
+            return reply
+        except (OSError, EOFError, MalformedReply, TimeoutError, ValueError) as error:
+            raise PeerUnavailable(
+                f"the eventq process at {address} that serves this did not answer "
+                f"({type(error).__name__}: {error}); retry (its partitions move to another "
+                "process if it is gone)"
+            ) from None
+        finally:
+            if connection is not None:
+                idle = self._idle.setdefault(address, [])
+                if reusable and len(idle) < IDLE_CONNECTIONS_PER_PEER:
+                    idle.append(connection)
+                else:
+                    connection.close()
+
+    async def _connection(self, address: str) -> PeerConnection:
+        idle = self._idle.get(address, [])
+        while idle:
+            connection = idle.pop()
+            if connection.usable:
+                return connection
+            connection.close()
+        return await PeerConnection.open(address)
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
