@@ -361,6 +361,24 @@ class JobIndex:
             tried.add(job_id)
             yield job_id
 
+    def ready_heads(
+        self, names: Iterable[str], now_ms: int, claimed: set[uuid.UUID]
+    ) -> dict[str, int]:
+        """Each name's first unclaimed ready job's place in lease order (its key): a
+        gateway of several processes leases where a name's best job is (issue 11)."""
+        names = list(dict.fromkeys(names))
+        self.promote_due(now_ms, names)
+        heads = {}
+        for name in names:
+            queue = self.queues.get(name)
+            if queue is None:
+                continue
+            for key in queue.ready:
+                if _id_of(key) not in claimed:
+                    heads[name] = key
+                    break
+        return heads
+
     def ready_page(self, name: str, now_ms: int, offset: int, limit: int) -> list[uuid.UUID]:
         return [job_id for _, job_id in self.ready_page_keys(name, now_ms, offset, limit)]
 

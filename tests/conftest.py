@@ -14,7 +14,7 @@ import re
 import pytest
 
 from eventq.kafka import broker
-from support import test_broker_config
+from support import test_broker_config, test_cluster_configs
 
 def _docker_engine_answers() -> bool:
     try:
@@ -58,7 +58,14 @@ def topic_prefix(request) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(kafka_bootstrap, tmp_path_factory, request):
+def server(one_server):
+    """The server a test module talks to: one process (a module may override this to
+    run against several, as tests/e2e/test_workq_e2e.py does)."""
+    return one_server
+
+
+@pytest.fixture(scope="module")
+def one_server(kafka_bootstrap, tmp_path_factory, request):
     """One running `eventq serve` shared by a test module (tests use their own names)."""
     from support import ServerProcess
 
@@ -82,3 +89,43 @@ def own_broker(tmp_path):
     broker.start(config)
     yield config
     broker.stop(config)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory):
+    """Three KRaft brokers (all controller voters) for the scale-out tests (issue 11),
+    started once, on first use. Tests must not kill them: see ``own_kafka_cluster``."""
+    configs = test_cluster_configs(tmp_path_factory.mktemp("kafka-cluster"))
+    broker.start_cluster(configs)
+    try:
+        yield broker.cluster_bootstrap(configs)
+    finally:
+        for config in configs:
+            broker.stop(config)
+
+
+@pytest.fixture
+def own_kafka_cluster(tmp_path):
+    """Three brokers of this test's own, which it may kill."""
+    configs = test_cluster_configs(tmp_path / "kafka-cluster")
+    broker.start_cluster(configs)
+    yield configs
+    for config in configs:
+        broker.stop(config)
+
+
+@pytest.fixture(scope="module")
+def eventq_cluster(kafka_cluster, tmp_path_factory, request):
+    """Three `eventq serve` processes of one app on the shared broker cluster, shared
+    by a test module: a client of any one reaches jobs that live on all three."""
+    from support import EventqCluster
+
+    prefix = re.sub(r"[^A-Za-z0-9]+", "-", request.module.__name__)[-36:].strip("-")
+    cluster = EventqCluster(
+        kafka_cluster, f"c{os.getpid()}-{prefix}", tmp_path_factory.mktemp("cluster")
+    ).start()
+    yield cluster
+    codes = cluster.stop()
+    for process in cluster.processes:
+        print(process.log_tail(10))
+    assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"

@@ -89,12 +89,13 @@ class ServerProcess:
     def flags(self) -> list[str]:
         return [part for key, value in self.settings.items() for part in (f"--{key}", value)]
 
-    def create_topics(self) -> None:
+    def create_topics(self, replication_factor: int = 1) -> None:
         from eventq.kafka.topics import TopicNames, ensure_topics, eventq_topics
 
         names = TopicNames(self.settings["commands-topic"], self.settings["jobs-topic"],
                            self.settings.get("bulk-topic", ""))
-        reports = ensure_topics(self.bootstrap, eventq_topics(names, self.partitions))
+        specs = eventq_topics(names, self.partitions, replication_factor)
+        reports = ensure_topics(self.bootstrap, specs)
         assert all(r.ok for r in reports), [r.describe() for r in reports]
 
     def start(self, timeout_s: float = 90.0) -> "ServerProcess":
@@ -187,6 +188,66 @@ class ServerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+
+def test_cluster_configs(home, brokers: int = 3) -> list[broker.BrokerConfig]:
+    """``brokers`` KRaft nodes (all voters) on free loopback ports, tuned for tests."""
+    from dataclasses import replace
+
+    ports = [(free_port(), free_port()) for _ in range(brokers)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+    first = test_broker_config(home)
+    return [
+        replace(first, home=first.home / f"node-{i + 1}", port=p, controller_port=c,
+                node_id=i + 1, quorum_voters=voters)
+        for i, (p, c) in enumerate(ports)
+    ]
+
+
+test_cluster_configs.__test__ = False
+
+
+class EventqCluster:
+    """Several `eventq serve` processes of one app (one consumer group) on their own
+    topics, replicated 3 times: what a scaled-out deployment runs (issue 11)."""
+
+    def __init__(self, bootstrap: str, prefix: str, home, processes: int = 3,
+                 partitions: int = 6, **settings) -> None:
+        self.bootstrap = bootstrap
+        self.processes = [
+            ServerProcess(bootstrap, prefix, home / f"process-{i + 1}", partitions=partitions,
+                          **settings)
+            for i in range(processes)
+        ]
+
+    def __getitem__(self, index: int) -> ServerProcess:
+        return self.processes[index]
+
+    @property
+    def settings(self) -> dict[str, str]:
+        return self.processes[0].settings
+
+    def start(self, timeout_s: float = 120.0) -> "EventqCluster":
+        import time
+
+        self.processes[0].create_topics(replication_factor=3)
+        for process in self.processes:
+            process.launch()
+        deadline = time.monotonic() + timeout_s
+        for process in self.processes:
+            while not process.ready():
+                if process.process.poll() is not None:
+                    raise AssertionError(f"eventq serve exited:\n{process.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not ready in {timeout_s}s:\n{process.log_tail()}")
+                time.sleep(0.2)
+        return self
+
+    def live(self) -> list[ServerProcess]:
+        return [p for p in self.processes if p.process is not None and p.process.poll() is None]
+
+    def stop(self) -> list[int | None]:
+        return [process.stop() for process in self.processes]
 
 
 def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None) -> bytes:

@@ -30,7 +30,7 @@ SHAPES: dict[type, Shape] = {
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
     rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectJob: Shape.BLOCKS,
-    rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES,
+    rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
 }
 
 # Requests about one job: answered by the owner of the job's partition.

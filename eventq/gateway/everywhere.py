@@ -45,12 +45,12 @@ class Everywhere:
     # --- lease -------------------------------------------------------------------
 
     async def lease(self, r: rq.Lease):
-        """This process's ready jobs first, then the others' (each claims its own with
-        start-attempt, so no attempt is handed out twice); when none is ready anywhere,
-        wait here and at every other process at once: the first job wins, a second one
-        that arrives meanwhile is given back."""
-        from eventq.gateway.handlers import Handover
-
+        """The best ready job of the whole cluster, in the spec's lease order: a
+        uniformly random name among those with ready jobs anywhere, then that name's
+        best job wherever it is (this process's on a tie). Its owner claims it with
+        start-attempt, so no attempt is handed out twice. When none is ready anywhere,
+        wait here and at every other process at once: the first job wins, a second
+        one that arrives meanwhile is given back."""
         for name in r.names:
             self.index.name_queue(name)
         loop = asyncio.get_running_loop()
@@ -58,16 +58,9 @@ class Everywhere:
         waited = False
         try:
             while True:
-                if self.engine.ready.is_set():
-                    claim = await self.gateway.claim_one(r.names)
-                    if claim is not None:
-                        job, release = claim
-                        reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-                        return Handover(reply, release)
-                for address in random.sample(self.cluster.others(), len(self.cluster.others())):
-                    handover = await self._lease_at(address, r.names, 0)
-                    if handover is not None:
-                        return handover
+                handover = await self._lease_best(r.names)
+                if handover is not None:
+                    return handover
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Timeout()
@@ -78,6 +71,42 @@ class Everywhere:
         finally:
             if waited:
                 self.gateway.pass_on_wake(r.names)
+
+    async def _lease_best(self, names):
+        from eventq.gateway.handlers import Handover
+
+        others = self.cluster.others()
+        heads = dict(zip(others, await asyncio.gather(*(self._heads_at(a, names)
+                                                         for a in others))))
+        if self.engine.ready.is_set():
+            heads[None] = self.index.ready_heads(
+                names, self.gateway.clock_ms(), self.engine.claimed)
+        while True:
+            choice = choose_lease(heads)
+            if choice is None:
+                return None
+            name, where = choice
+            del heads[where][name]  # tried: if it is gone, the next best
+            if where is None:
+                claim = await self.gateway.claim_one((name,))
+                if claim is not None:
+                    job, release = claim
+                    reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+                    return Handover(reply, release)
+            else:
+                handover = await self._lease_at(where, (name,), 0)
+                if handover is not None:
+                    return handover
+
+    async def _heads_at(self, address: str, names) -> dict[str, int]:
+        try:
+            reply = await self.cluster.ask(address, rq.Peek(tuple(names)))
+        except ServerError as error:
+            log.debug("peek at %s: %s", address, error)
+            return {}
+        if not reply.startswith(b"+OK"):
+            return {}
+        return heads_of(reply)
 
     async def _lease_at(self, address: str, names, wait_ms: int):
         """A job leased at ``address`` (None: none ready there, or it did not answer)."""
@@ -138,6 +167,17 @@ class Everywhere:
 
     # --- inspect -----------------------------------------------------------------
 
+    async def inspect_server(self, r: rq.InspectServer) -> bytes:
+        """Clients and evicted jobs of every process (peers' own connections are not
+        clients); ``started`` is this process's."""
+        stats = self.gateway.stats
+        clients, evicted = stats.active_clients, stats.evicted_jobs
+        for reply in await self.cluster.ask_others(r):
+            (block,) = parse_blocks(raise_if_error(reply))
+            clients += int(block.value(b"active-clients"))
+            evicted += int(block.value(b"evicted-jobs"))
+        return replies.server_reply(clients, evicted, self.engine.started_ms)
+
     async def inspect_queues(self, r: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
         upto = r.offset + r.limit
@@ -194,6 +234,30 @@ class Everywhere:
             blocks += parse_blocks(raise_if_error(reply))
         blocks.sort(key=lambda block: int(block.head))
         return blocks_reply(blocks)
+
+
+def heads_of(reply: bytes) -> dict[str, int]:
+    """A peek reply (replies.heads_reply) as {name: key}."""
+    lines = reply.split(b"\r\n")[1:-1]
+    return {name.decode("latin-1"): int(key)
+            for name, key in (line.split(b" ") for line in lines)}
+
+
+def choose_lease(heads: dict) -> tuple[str, str | None] | None:
+    """Where to lease from, given each process's best ready key per name ({process:
+    {name: key}}, this process as None): a uniformly random name among those ready
+    anywhere (spec: lease), then the process holding its best job, this one on a tie."""
+    best: dict[str, tuple[int, bool, str]] = {}
+    for where, names in heads.items():
+        for name, key in names.items():
+            candidate = (key, where is not None, where or "")
+            if name not in best or candidate < best[name]:
+                best[name] = candidate
+    if not best:
+        return None
+    name = random.choice(sorted(best))
+    key, remote, where = best[name]
+    return name, (where if remote else None)
 
 
 def handover_from(reply: bytes):

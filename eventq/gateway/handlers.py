@@ -111,6 +111,7 @@ class Gateway:
             requests.InspectDigest: self.inspect_digest,
             requests.InspectBulk: self.inspect_bulk,
             requests.Peer: self.peer,
+            requests.Peek: self.peek,
         }
         # Asked by another eventq process (a `peer` connection): this process's own
         # partitions only, and replies the asker merges carry what it merges by.
@@ -127,6 +128,7 @@ class Gateway:
             everywhere = self._everywhere = Everywhere(self, cluster)
             self._cluster_handlers = {
                 requests.Lease: everywhere.lease,
+                requests.InspectServer: everywhere.inspect_server,
                 requests.InspectQueues: everywhere.inspect_queues,
                 requests.InspectQueue: everywhere.inspect_queue,
                 requests.InspectJobs: everywhere.inspect_jobs,
@@ -171,6 +173,13 @@ class Gateway:
 
     async def peer(self, r: requests.Peer) -> bytes:
         return replies.ok()  # the server marks the connection (gateway/server.py)
+
+    async def peek(self, r: requests.Peek) -> bytes:
+        """Where each name's best ready job of this process stands (issue 11)."""
+        if not self.engine.ready.is_set():
+            return replies.heads_reply({})
+        heads = self.index.ready_heads(r.names, self.clock_ms(), self.engine.claimed)
+        return replies.heads_reply(heads)
 
     # --- writes ------------------------------------------------------------------
 

@@ -25,9 +25,17 @@ STOP_CANCEL_ROUNDS = 10
 STOP_CANCEL_WAIT_S = 0.5
 
 
+class _Connection:
+    __slots__ = ("peer",)
+
+    def __init__(self) -> None:
+        self.peer = False  # another eventq process's connection (issue 11)
+
+
 class GatewayStats:
     def __init__(self, evicted: Callable[[], int]) -> None:
         self.active_clients = 0
+        self.peer_connections = 0
         self.released = 0  # leases given back because no client received them
         self._evicted = evicted
 
@@ -81,9 +89,10 @@ class GatewayServer:
         task = asyncio.current_task()
         self._connections.add(task)
         self._stats.active_clients += 1
+        connection = _Connection()
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         try:
-            await self._converse(reader, writer)
+            await self._converse(reader, writer, connection)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -91,13 +100,17 @@ class GatewayServer:
         except Exception:
             log.exception("connection failed")
         finally:
-            self._stats.active_clients -= 1
+            if connection.peer:
+                self._stats.peer_connections -= 1
+            else:
+                self._stats.active_clients -= 1
             self._connections.discard(task)
             writer.close()
 
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _converse(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection
+    ) -> None:
         parser = Parser(now_ms=self._clock_ms)
-        peer = False  # another eventq process's connection (eventq/gateway/peers.py)
         while True:
             event = parser.next_event()
             if event is None:
@@ -119,10 +132,13 @@ class GatewayServer:
                     await writer.drain()
                     return
                 continue
-            if isinstance(event, Peer):
-                peer = True
+            if isinstance(event, Peer) and not connection.peer:
+                # Another eventq process (eventq/gateway/peers.py): not a client.
+                connection.peer = True
+                self._stats.active_clients -= 1
+                self._stats.peer_connections += 1
             try:
-                reply = await self._gateway.handle(event, peer)
+                reply = await self._gateway.handle(event, connection.peer)
             except Exception as error:  # a bug must not look like success
                 log.exception("request %r failed", type(event).__name__)
                 reply = ServerError(f"internal error: {type(error).__name__}").reply

@@ -66,6 +66,7 @@ ENCODERS: dict[type, Callable[[object], bytes]] = {
     rq.InspectDigest: lambda r: _line("inspect", "digest"),
     rq.InspectBulk: lambda r: _line("inspect", "bulk"),
     rq.Peer: lambda r: _line("peer"),
+    rq.Peek: lambda r: _line("peek", *r.names),
 }
 # fmt: on
 

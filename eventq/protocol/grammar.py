@@ -226,6 +226,8 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "delete": Command(rq.Delete, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
     # eventq extension, internal: the connection is another eventq process's (issue 11).
     "peer": Command(rq.Peer, 0, 0),
+    # eventq extension, internal: where each name's best ready job stands (issue 11).
+    "peek": Command(rq.Peek, 1, None, fields=(Field("names", Args(0, None), parse_name),)),
     "inspect": Subcommands({
         "server": Command(rq.InspectServer, 0, 0),
         "queues": Command(

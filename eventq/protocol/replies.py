@@ -152,6 +152,12 @@ def peer_lease_reply(id: uuid.UUID, name: str, ttr_ms: int, attempt: int, prior_
     return _ok_count(1) + header + payload + _CRLF
 
 
+def heads_reply(heads: dict[str, int]) -> bytes:
+    """peek (internal, issue 11): ``+OK <n>``, then ``<name> <key>`` per name with a
+    ready job."""
+    return _ok_count(len(heads)) + b"".join(_line(name, key) for name, key in heads.items())
+
+
 def digest_part_reply(digest_sum: int, count: int, partitions: Iterable[int]) -> bytes:
     """inspect digest in peer form (issue 11): the sum and count of this process's
     jobs (combined by the asking gateway) and the partitions they come from."""

@@ -156,6 +156,15 @@ class Peer:
 
 
 @dataclass(frozen=True, slots=True)
+class Peek:
+    """``peek <name>...``: eventq extension, internal (issue 11). For each name with a
+    ready job here, ``<name> <key>``: the place of its best one in lease order, so the
+    asking gateway leases the best job of the whole cluster."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection without a reply (a line ended in a bare ``\\n``)."""
 
@@ -178,4 +187,5 @@ Request = Union[
     InspectDigest,
     InspectBulk,
     Peer,
+    Peek,
 ]

@@ -16,6 +16,16 @@ from support import raw_exchange
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
 
+@pytest.fixture(scope="module", params=["one process", "three processes"])
+def server(request):
+    """Every test runs against one process, then against the first of three processes
+    of one app whose partitions (and so the test's jobs) are spread over all three:
+    each request about a job owned elsewhere is forwarded (issue 11)."""
+    if request.param == "one process":
+        return request.getfixturevalue("one_server")
+    return request.getfixturevalue("eventq_cluster")[0]
+
+
 def run(coro):
     return asyncio.run(coro)
 

@@ -14,6 +14,7 @@ from eventq.protocol import (
     Fail,
     InspectBulk,
     Peer,
+    Peek,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -143,6 +144,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
             return ["inspect", "bulk"], {}, None
         case Peer():
             return ["peer"], {}, None
+        case Peek(names):
+            return ["peek", *names], {}, None
         case InspectQueues(offset, limit):
             return ["inspect", "queues", str(offset), str(limit)], {}, None
         case InspectQueue(name):

@@ -13,6 +13,7 @@ from eventq.protocol import (
     Fail,
     InspectBulk,
     Peer,
+    Peek,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -90,6 +91,7 @@ CASES = [
     ("inspect  digest \r\n", InspectDigest()),
     ("inspect bulk\r\n", InspectBulk()),
     ("peer\r\n", Peer()),
+    ("peek a b.c\r\n", Peek(("a", "b.c"))),
 ]
 # fmt: on
 
@@ -101,4 +103,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 17
+    assert len(kinds) == 18

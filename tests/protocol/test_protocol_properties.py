@@ -32,7 +32,7 @@ from eventq.protocol import (
     canonical_id,
 )
 from eventq.protocol.encode import encode_request
-from eventq.protocol.requests import Peer, Request
+from eventq.protocol.requests import Peek, Peer, Request
 
 from .helpers import NOW_MS, closes, events_in_chunks, events_whole, serialize, split_at
 
@@ -130,6 +130,7 @@ requests_ = st.one_of(
     st.just(InspectDigest()),
     st.just(InspectBulk()),
     st.just(Peer()),
+    st.builds(Peek, st.lists(names, min_size=1, max_size=5).map(tuple)),
 )
 
 
