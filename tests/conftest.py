@@ -114,15 +114,15 @@ def own_kafka_cluster(tmp_path):
         broker.stop(config)
 
 
-@pytest.fixture(scope="module")
-def eventq_cluster(kafka_cluster, tmp_path_factory, request):
-    """Three `eventq serve` processes of one app on the shared broker cluster, shared
-    by a test module: a client of any one reaches jobs that live on all three."""
+@pytest.fixture(scope="session")
+def eventq_cluster(kafka_cluster, tmp_path_factory):
+    """Three `eventq serve` processes of one app on the shared broker cluster, shared by
+    the session (tests use their own queue names): a client of any one reaches jobs
+    that live on all three."""
     from support import EventqCluster
 
-    prefix = re.sub(r"[^A-Za-z0-9]+", "-", request.module.__name__)[-36:].strip("-")
     cluster = EventqCluster(
-        kafka_cluster, f"c{os.getpid()}-{prefix}", tmp_path_factory.mktemp("cluster")
+        kafka_cluster, f"c{os.getpid()}", tmp_path_factory.mktemp("cluster")
     ).start()
     yield cluster
     codes = cluster.stop()
