@@ -22,14 +22,34 @@ def _compose_cli() -> list[str] | None:
     return None
 
 
-def test_compose_file_describes_kafka_and_eventq():
+def test_compose_file_describes_three_brokers_and_three_eventq_processes():
+    """The shape of issue 11: three KRaft nodes in one controller quorum, topics at
+    replication factor 3 with min.insync.replicas=2, three eventq processes that each
+    advertise the address their peers reach them at."""
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert services["kafka"]["image"].startswith("apache/kafka:3.9")
-    assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert services["eventq"]["ports"] == ["127.0.0.1:9922:9922"]
-    assert "--bootstrap" in services["eventq"]["command"]
-    assert services["topics"]["command"][:2] == ["topics", "create"]
+    brokers = [services[f"kafka-{n}"] for n in (1, 2, 3)]
+    voters = "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"
+    for n, kafka in enumerate(brokers, 1):
+        env = kafka["environment"]
+        assert kafka["image"].startswith("apache/kafka:3.9")
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+        assert env["KAFKA_NODE_ID"] == str(n)
+        assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == voters
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
+        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://kafka-{n}:9092"
+    bootstrap = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
+    topics = services["topics"]["command"]
+    assert topics[:2] == ["topics", "create"]
+    assert topics[topics.index("--bootstrap") + 1] == bootstrap
+    assert topics[topics.index("--replication-factor") + 1] == "3"
+    for n in (1, 2, 3):
+        eventq = services[f"eventq-{n}"]
+        command = eventq["command"]
+        assert command[0] == "serve"
+        assert command[command.index("--bootstrap") + 1] == bootstrap
+        assert command[command.index("--advertise") + 1] == f"eventq-{n}:9922"
+        assert eventq["ports"] == [f"127.0.0.1:{9921 + n}:9922"]
     assert (ROOT / "Dockerfile").exists()
 
 
