@@ -87,11 +87,12 @@ class EventqService(mode.Service):
             log.warning(
                 "wrote %d commands in %d records; applied %d records (%d batches), "
                 "%d changelog records in %d batches; %d leases given back; admitted %d "
-                "bulk records (%d commands) in %d slices, %d second copies skipped",
+                "bulk records (%d commands) in %d slices, %d second copies skipped; "
+                "%d requests forwarded to other eventq processes",
                 writer.commands, writer.records, counters.records, counters.batches,
                 changelog.records, changelog.batches, self._stats.released,
                 self._streams.admitter.records, self._streams.admitter.commands,
-                self._streams.admitter.slices, counters.readmitted,
+                self._streams.admitter.slices, counters.readmitted, self.peers.forwarded,
             )
 
 
