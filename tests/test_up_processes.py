@@ -1,0 +1,33 @@
+"""`eventq up --processes N`: each process's flags (eventq/up.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eventq.settings import Settings
+from eventq.up import process_settings
+
+
+def flag(flags: list[str], name: str) -> str:
+    return flags[flags.index(name) + 1]
+
+
+def test_each_process_gets_its_own_port_and_data_dir_and_the_shared_rest() -> None:
+    settings = Settings(data_dir=Path("/tmp/eq"), brokers=3, processes=3, listen_port=9922,
+                        partitions=12, kafka_port=19092, controller_port=19093)
+    flags = [process_settings(settings, i) for i in range(3)]
+    assert [flag(f, "--listen-port") for f in flags] == ["9922", "9923", "9924"]
+    assert [flag(f, "--data-dir") for f in flags] == [
+        "/tmp/eq/process-1", "/tmp/eq/process-2", "/tmp/eq/process-3"]
+    for f in flags:
+        assert flag(f, "--partitions") == "12"
+        assert flag(f, "--bootstrap") == "127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096"
+        assert "--processes" not in f and "--advertise" not in f
+
+
+def test_an_advertised_host_keeps_its_name_with_each_port() -> None:
+    settings = Settings(bootstrap="k1:9092", processes=2, listen_port=7000,
+                        advertise="box.example:7000")
+    flags = [process_settings(settings, i) for i in range(2)]
+    assert [flag(f, "--advertise") for f in flags] == ["box.example:7000", "box.example:7001"]
+    assert all(flag(f, "--bootstrap") == "k1:9092" for f in flags)
