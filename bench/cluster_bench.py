@@ -87,6 +87,44 @@ async def blocked_lease_ms(ports: list[int], samples: int) -> list[float]:
     return latencies
 
 
+async def direct_and_forwarded_ms(cluster: EventqCluster, samples: int):
+    """One client, one add at a time: p50 ms of adds sent to the job's owner and of adds
+    sent to another process (forwarded: one extra hop)."""
+    from eventq.kafka.partitioner import partition_for_key
+    from streams.store import job_key
+
+    first = cluster[0]
+    owned = {int(p) for p in (await owned_partitions(first.port))}
+    client = await Client.connect(port=first.port)
+    direct, forwarded = [], []
+    while len(direct) < samples or len(forwarded) < samples:
+        job = uuid.uuid4()
+        mine = partition_for_key(job_key(job), first.partitions) in owned
+        began = time.perf_counter()
+        await client.add(job, "hop", 60000, 600000, b"x")
+        (direct if mine else forwarded).append((time.perf_counter() - began) * 1000)
+    await client.close()
+    return percentile(direct, 0.5), percentile(forwarded, 0.5)
+
+
+async def owned_partitions(port: int) -> list[str]:
+    """The partitions a process serves (its own `inspect bulk` rows, asked as a peer)."""
+    from eventq.protocol.reply_reader import parse_blocks
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"peer\r\ninspect bulk\r\n")
+    data = b""
+    while data.count(b"\r\n") < 2 or not data.endswith(b"\r\n"):
+        data += await reader.read(65536)
+        try:
+            blocks = parse_blocks(data[len(b"+OK\r\n"):])
+            break
+        except Exception:
+            continue
+    writer.close()
+    return [block.head.decode() for block in blocks]
+
+
 async def until_every_partition_serves(port: int, timeout_s: float = 60.0) -> float:
     began = time.monotonic()
     while time.monotonic() - began < timeout_s:
@@ -153,6 +191,9 @@ def run(args, bootstrap: str, home: Path, broker_pids: list[int]) -> None:
     cluster, ports = last
     try:
         if len(ports) > 1:
+            direct, forwarded = asyncio.run(direct_and_forwarded_ms(cluster, 100))
+            print(f"one add at a time: p50 {direct:.2f} ms sent to the job's owner, "
+                  f"{forwarded:.2f} ms sent to another process and forwarded")
             latencies = asyncio.run(blocked_lease_ms(ports, 30))
             print(f"a lease blocked on process 1 gets a job added through process "
                   f"{len(ports)} after p50 {percentile(latencies, 0.5):.1f} ms, p99 "
