@@ -260,6 +260,7 @@ def build_streams(settings: Settings) -> Streams:
         """Partitions leave this worker: stop reading them until recovery is done."""
         lost = {tp.partition for tp in revoked if tp.topic == settings.commands_topic}
         if lost:
+            engine.revocations += 1
             engine.ready.clear()
             store.active = store.active - lost
             await admitter.stop()

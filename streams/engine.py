@@ -69,6 +69,9 @@ class Engine:
         self.writer = None  # a CommandWriter, set by the app on start
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
+        # Partitions left this process this many times (streams/app.py, stop_serving):
+        # a claim sent before one may race another owner's (gateway, give-backs).
+        self.revocations = 0
         self._request_ids = itertools.count(1)
         self._digest = Coalesced(self._compute_digest)  # O(jobs): one at a time
 

@@ -241,6 +241,13 @@ class EventqCluster:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"not ready in {timeout_s}s:\n{process.log_tail()}")
                 time.sleep(0.2)
+        # The last join's rebalance may still be moving partitions: settled once every
+        # partition is served (a digest counts each exactly once).
+        while not raw_exchange(self.processes[0].port, b"inspect digest\r\n",
+                               timeout_s=5.0).startswith(b"+OK"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"partitions not all served in {timeout_s}s")
+            time.sleep(0.2)
         return self
 
     def live(self) -> list[ServerProcess]:

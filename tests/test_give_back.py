@@ -32,6 +32,8 @@ class Engine:
         self.claimed: set[uuid.UUID] = set()
         self.lane: list[tuple[object, bool]] = []  # (command, job claimed when queued)
         self._fail_with = fail_with
+        self.revocations = 0
+        self.revoke_while_claiming = False
 
     async def wait_ready(self) -> None:
         return None
@@ -39,6 +41,8 @@ class Engine:
     async def submit(self, command, on_abandoned=None):
         self.lane.append((command, command.job_id in self.claimed))
         await asyncio.sleep(0)
+        if self.revoke_while_claiming:
+            self.revocations += 1  # a rebalance took partitions meanwhile
         if not isinstance(self._fail_with, NotWritten):  # as streams/engine.py does
             on_abandoned()
         raise self._fail_with
@@ -79,6 +83,27 @@ def test_a_claim_given_up_is_released_while_the_job_is_still_claimed(failure):
     ]
     assert engine.claimed == set()  # and the job may be claimed again after it
     assert gateway.stats.released == 1
+
+
+def test_a_claim_abandoned_across_a_rebalance_is_not_released():
+    """Partitions left this process while its claim was out (issue 11): another owner
+    may have claimed the same attempt first and handed it to its client, which a
+    release would take back. The TTR times out a claim of ours that took effect."""
+    index = JobIndex()
+    pending = job(state=State.PENDING, attempts=2)
+    index.put(pending, 0, NOW)
+    engine = Engine(index, MayTakeEffect("not applied in time"))
+    engine.revoke_while_claiming = True
+    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
+
+    async def claim() -> None:
+        with pytest.raises(MayTakeEffect):
+            await gateway.claim_one(("q",))
+        await asyncio.sleep(0)
+
+    asyncio.run(claim())
+    assert engine.lane == [(core.StartAttempt(pending.id, 3), True)]
+    assert gateway.stats.released == 0
 
 
 def test_a_claim_never_written_is_not_released():

@@ -313,10 +313,12 @@ class Gateway:
             attempt = entry.attempts + 1
             release = core.ReleaseAttempt(job_id, attempt, entry.state)
             claimed.add(job_id)
+            revocations = self.engine.revocations
             try:
                 applied = await self.engine.submit(
                     core.StartAttempt(job_id, attempt),
-                    on_abandoned=lambda: self.give_back(release),  # while still claimed
+                    # while still claimed
+                    on_abandoned=lambda: self._give_back_unless_moved(release, revocations),
                 )
             finally:
                 claimed.discard(job_id)
@@ -325,6 +327,20 @@ class Gateway:
                 return applied.job, release
             # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
         return None
+
+    def _give_back_unless_moved(self, release: core.ReleaseAttempt, revocations: int) -> None:
+        """Give back an abandoned claim, unless partitions left this process since it
+        was sent (issue 11). Then another process may own the job's partition and have
+        claimed the same attempt number; if its claim came first, it is the one a
+        release would end, handed to a client that holds it: a job leased twice. While
+        this process owns the partition throughout, its lane orders every claim of the
+        job (see give_back). A moved claim that took effect is timed out by its TTR."""
+        if self.engine.revocations == revocations:
+            self.give_back(release)
+        else:
+            log.warning("not giving back attempt %d of job %s: its partition may have moved "
+                        "while it was claimed; its TTR will time it out if it took effect",
+                        release.attempt, release.job_id)
 
     def give_back(self, release: core.ReleaseAttempt) -> None:
         """Append ``release`` (applied only if that attempt is still current and
