@@ -57,6 +57,11 @@ class EventqService(mode.Service):
             applied=self._streams.processor.applied,
         )
         await self.server.start()
+        if self._settings.listen_host in ("0.0.0.0", "::") and not self._settings.advertise:
+            log.warning(
+                "listening on %s without --advertise: other eventq processes would try to "
+                "reach this one at %s; give it the address they can reach",
+                self._settings.listen_host, self._settings.advertised_address)
         print(
             f"eventq serving the workq protocol on "
             f"{self._settings.listen_host}:{self.server.port} "
