@@ -192,16 +192,8 @@ class ServerProcess:
 
 def test_cluster_configs(home, brokers: int = 3) -> list[broker.BrokerConfig]:
     """``brokers`` KRaft nodes (all voters) on free loopback ports, tuned for tests."""
-    from dataclasses import replace
-
     ports = [(free_port(), free_port()) for _ in range(brokers)]
-    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
-    first = test_broker_config(home)
-    return [
-        replace(first, home=first.home / f"node-{i + 1}", port=p, controller_port=c,
-                node_id=i + 1, quorum_voters=voters)
-        for i, (p, c) in enumerate(ports)
-    ]
+    return broker.cluster_configs(test_broker_config(home), brokers, ports)
 
 
 test_cluster_configs.__test__ = False

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eventq.kafka.topics import min_insync_replicas
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -148,19 +149,17 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
     return props
 
 
-def min_insync_replicas(replication_factor: int) -> int:
-    """2 of 3 copies must take a write (one node may be lost without losing an
-    acknowledged record, or stopping writes); 1 with fewer copies."""
-    return 2 if replication_factor >= 3 else 1
-
-
-def cluster_configs(first: BrokerConfig, brokers: int) -> list[BrokerConfig]:
-    """``brokers`` nodes on consecutive port pairs from ``first``'s (9092/9093,
-    9094/9095, ...), each in its own directory under ``first.home``; one node is
-    ``first`` itself (the single-broker layout stays as it was)."""
+def cluster_configs(
+    first: BrokerConfig, brokers: int, ports: list[tuple[int, int]] | None = None
+) -> list[BrokerConfig]:
+    """``brokers`` nodes, each in its own directory under ``first.home``, on the
+    (port, controller port) pairs ``ports``: by default consecutive pairs from
+    ``first``'s (9092/9093, 9094/9095, ...). One node is ``first`` itself (the
+    single-broker layout stays as it was)."""
     if brokers == 1:
         return [first]
-    ports = [(first.port + 2 * i, first.controller_port + 2 * i) for i in range(brokers)]
+    if ports is None:
+        ports = [(first.port + 2 * i, first.controller_port + 2 * i) for i in range(brokers)]
     voters = ",".join(f"{i + 1}@{first.host}:{c}" for i, (_, c) in enumerate(ports))
     return [
         replace(first, home=first.home / f"node-{i + 1}", port=p, controller_port=c,
@@ -343,6 +342,7 @@ def start_cluster(
     only once a majority of voters runs); return once each answers requests."""
     began = time.monotonic()
     launched: dict[int, subprocess.Popen] = {}
+    formatted: dict[int, bool] = {}  # whether its storage was formatted by this start
     results: list[StartResult | None] = []
     cluster_id = _cluster_id_of(configs)
     for index, config in enumerate(configs):
@@ -352,12 +352,11 @@ def start_cluster(
             continue
         results.append(None)
         try:
-            launched[index] = _launch(config, cluster_id)
+            launched[index], formatted[index] = _launch(config, cluster_id)
         except BrokerError:
             for process in launched.values():
                 _terminate(process.pid, STOP_TIMEOUT_S)
             raise
-    formatted = {index: process.formatted for index, process in launched.items()}
     deadline = began + timeout_s
     waiting = dict(launched)
     while waiting and time.monotonic() < deadline:
@@ -403,7 +402,8 @@ def _cluster_id_of(configs: list[BrokerConfig]) -> str:
     return new_cluster_id()
 
 
-def _launch(config: BrokerConfig, cluster_id: str) -> subprocess.Popen:
+def _launch(config: BrokerConfig, cluster_id: str) -> tuple[subprocess.Popen, bool]:
+    """Start the node's JVM; (its process, whether its storage was formatted now)."""
     for port in (config.port, config.controller_port):
         if port_answers(config.host, port):
             raise BrokerError(
@@ -421,9 +421,8 @@ def _launch(config: BrokerConfig, cluster_id: str) -> subprocess.Popen:
             start_new_session=True,  # Ctrl-C in a terminal must not kill it mid-write
             cwd=config.home,
         )
-    process.formatted = formatted  # type: ignore[attr-defined]
     config.pid_file.write_text(f"{process.pid}\n")
-    return process
+    return process, formatted
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:

@@ -107,12 +107,17 @@ def eventq_topics(
         jobs_topic(names.jobs, partitions, replication_factor),
         bulk_topic(names.bulk, partitions, replication_factor, retention_ms),
     ]
-    if replication_factor < 3:
+    if min_insync_replicas(replication_factor) == 1:
         return specs
-    # Replicated (issue 11): an acknowledged write is on 2 of 3 brokers, so losing any
-    # one loses nothing and writes go on (acks=all everywhere in eventq).
-    in_sync = {"min.insync.replicas": "2"}
+    in_sync = {"min.insync.replicas": str(min_insync_replicas(replication_factor))}
     return [replace(spec, configs={**spec.configs, **in_sync}) for spec in specs]
+
+
+def min_insync_replicas(replication_factor: int) -> int:
+    """Replicated (issue 11): 2 of 3 copies must take a write (acks=all everywhere in
+    eventq), so losing any one broker loses no acknowledged record and stops no
+    write; 1 with fewer copies."""
+    return 2 if replication_factor >= 3 else 1
 
 
 @dataclass(frozen=True)
