@@ -14,7 +14,7 @@ from eventq.core import Job, State, state_digest
 from eventq.core.digest import StateDigest
 from eventq.errors import ServerError
 from eventq.gateway.cluster import (
-    DigestPart, QueueFigures, check_covers, digest_part_of, merge_job_pages, merge_queues,
+    DigestPart, check_covers, digest_part_of, merge_job_pages, merge_queues,
 )
 from eventq.gateway.everywhere import choose_lease, heads_of
 from eventq.protocol import replies
@@ -22,10 +22,10 @@ from eventq.protocol.reply_reader import parse_blocks
 
 
 def test_queue_figures_add_up_by_name_in_bytewise_order() -> None:
-    a = [QueueFigures("b", 1, 0), QueueFigures("a", 2, 3)]
-    b = [QueueFigures("b", 4, 1), QueueFigures("C", 0, 0)]
-    assert merge_queues([a, b]) == [
-        QueueFigures("C", 0, 0), QueueFigures("a", 2, 3), QueueFigures("b", 5, 1)]
+    Q = replies.QueueView
+    a = [Q("b", 1, 0), Q("a", 2, 3)]
+    b = [Q("b", 4, 1), Q("C", 0, 0)]
+    assert merge_queues([a, b]) == [Q("C", 0, 0), Q("a", 2, 3), Q("b", 5, 1)]
 
 
 def view(n: int) -> replies.JobView:

@@ -18,6 +18,7 @@ from eventq.errors import EventqError, ServerError
 from eventq.kafka.partitioner import partition_for_key
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
+from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
 from eventq.gateway.peers import Peers
 from streams.store import job_key
@@ -105,9 +106,9 @@ class Cluster:
         owner = self._owner_of(partition)
         return None if owner is None or owner == self.self_address else owner
 
-    async def ask(self, address: str, request: object, extra_wait_s: float = 0.0) -> bytes:
+    async def ask(self, address: str, request: object) -> bytes:
         """The complete reply of ``address`` to ``request`` (errors included)."""
-        timeout_s = self.request_timeout_s + wait_s(request) + extra_wait_s
+        timeout_s = self.request_timeout_s + wait_s(request)
         return await self.peers.exchange(
             address, encode_request(request), SHAPES[type(request)], timeout_s
         )
@@ -144,31 +145,25 @@ class Cluster:
 # --- merges (pure) ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class QueueFigures:
-    name: str
-    ready: int
-    scheduled: int
-
-
-def queue_figures(blocks: Iterable[Block]) -> list[QueueFigures]:
+def queue_views(blocks: Iterable[Block]) -> list[QueueView]:
+    """Queue blocks (replies.queue_blocks) back to their views."""
     return [
-        QueueFigures(b.head.decode("latin-1"), int(b.value(b"ready-len")),
-                     int(b.value(b"scheduled-len")))
+        QueueView(b.head.decode("latin-1"), int(b.value(b"ready-len")),
+                  int(b.value(b"scheduled-len")))
         for b in blocks
     ]
 
 
-def merge_queues(parts: Iterable[Iterable[QueueFigures]]) -> list[QueueFigures]:
+def merge_queues(parts: Iterable[Iterable[QueueView]]) -> list[QueueView]:
     """Every process's figures per queue name, summed, in the spec's bytewise order."""
     totals: dict[str, list[int]] = {}
     for part in parts:
         for q in part:
             total = totals.setdefault(q.name, [0, 0])
-            total[0] += q.ready
-            total[1] += q.scheduled
+            total[0] += q.ready_len
+            total[1] += q.scheduled_len
     names = sorted(totals, key=lambda name: name.encode("latin-1"))
-    return [QueueFigures(name, *totals[name]) for name in names]
+    return [QueueView(name, *totals[name]) for name in names]
 
 
 def merge_job_pages(parts: Iterable[Sequence[Block]], offset: int, limit: int) -> list[Block]:

@@ -14,17 +14,18 @@ import uuid
 from eventq import core
 from eventq.core import State
 from eventq.core.digest import StateDigest
-from eventq.errors import NotFound, ServerError, Timeout
+from eventq.errors import NotFound, ServerError
 from eventq.gateway.cluster import (
     Cluster,
-    QueueFigures,
+    DigestPart,
     check_covers,
     digest_part_of,
     merge_job_pages,
     merge_queues,
-    queue_figures,
+    queue_views,
     raise_if_error,
 )
+from eventq.gateway.handlers import Handover
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
@@ -44,37 +45,16 @@ class Everywhere:
 
     # --- lease -------------------------------------------------------------------
 
-    async def lease(self, r: rq.Lease):
+    async def lease(self, r: rq.Lease) -> Handover:
         """The best ready job of the whole cluster, in the spec's lease order: a
         uniformly random name among those with ready jobs anywhere, then that name's
         best job wherever it is (this process's on a tie). Its owner claims it with
         start-attempt, so no attempt is handed out twice. When none is ready anywhere,
         wait here and at every other process at once: the first job wins, a second
         one that arrives meanwhile is given back."""
-        for name in r.names:
-            self.index.name_queue(name)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + r.wait_timeout_ms / MS
-        waited = False
-        try:
-            while True:
-                handover = await self._lease_best(r.names)
-                if handover is not None:
-                    return handover
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise Timeout()
-                waited = True
-                handover = await self._wait_anywhere(r.names, deadline)
-                if handover is not None:
-                    return handover
-        finally:
-            if waited:
-                self.gateway.pass_on_wake(r.names)
+        return await self.gateway.lease_loop(r, self._lease_best, self._wait_anywhere)
 
-    async def _lease_best(self, names):
-        from eventq.gateway.handlers import Handover
-
+    async def _lease_best(self, names) -> Handover | None:
         others = self.cluster.others()
         heads = dict(zip(others, await asyncio.gather(*(self._heads_at(a, names)
                                                          for a in others))))
@@ -88,15 +68,11 @@ class Everywhere:
             name, where = choice
             del heads[where][name]  # tried: if it is gone, the next best
             if where is None:
-                claim = await self.gateway.claim_one((name,))
-                if claim is not None:
-                    job, release = claim
-                    reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-                    return Handover(reply, release)
+                handover = await self.gateway.take_here((name,))
             else:
                 handover = await self._lease_at(where, (name,), 0)
-                if handover is not None:
-                    return handover
+            if handover is not None:
+                return handover
 
     async def _heads_at(self, address: str, names) -> dict[str, int]:
         try:
@@ -135,12 +111,10 @@ class Everywhere:
                 return None
             await asyncio.sleep(PEER_RETRY_S)  # recovering, or gone: ask again
 
-    async def _wait_anywhere(self, names, deadline: float):
+    async def _wait_anywhere(self, names, deadline: float) -> Handover | None:
         """Wait until a job is ready here (None: claim it) or another process leased
         one to us (its handover)."""
-        loop = asyncio.get_running_loop()
-        local = asyncio.ensure_future(self.gateway.wait_ready_here(
-            names, max(0.0, deadline - loop.time())))
+        local = asyncio.ensure_future(self.gateway.wait_here(names, deadline))
         remote = {asyncio.ensure_future(self._wait_at(a, names, deadline))
                   for a in self.cluster.others()}
         pending = {local, *remote}
@@ -182,27 +156,23 @@ class Everywhere:
         await self.engine.wait_ready()
         upto = r.offset + r.limit
         now_ms = self.gateway.clock_ms()
-        local = [QueueFigures(name, *self.index.lengths(name, now_ms))
+        local = [self.gateway.queue_view(name, now_ms)
                  for name in self.index.queue_names()[:upto]]
         others = await self.cluster.pages_of_others(lambda o, n: rq.InspectQueues(o, n), upto)
-        parts = [local, *(queue_figures(blocks or []) for blocks in others)]
-        page = merge_queues(parts)[r.offset:upto]
-        return replies.queue_blocks([replies.QueueView(q.name, q.ready, q.scheduled)
-                                     for q in page])
+        parts = [local, *(queue_views(blocks or []) for blocks in others)]
+        return replies.queue_blocks(merge_queues(parts)[r.offset:upto])
 
     async def inspect_queue(self, r: rq.InspectQueue) -> bytes:
         await self.engine.wait_ready()
         parts = []
         if self.index.known(r.name):
-            ready, scheduled = self.index.lengths(r.name, self.gateway.clock_ms())
-            parts.append([QueueFigures(r.name, ready, scheduled)])
+            parts.append([self.gateway.queue_view(r.name, self.gateway.clock_ms())])
         for reply in await self.cluster.ask_others(r):
             if not reply.startswith(b"-NOT-FOUND"):
-                parts.append(queue_figures(parse_blocks(raise_if_error(reply))))
+                parts.append(queue_views(parse_blocks(raise_if_error(reply))))
         if not parts:
             raise NotFound()
-        (q,) = merge_queues(parts)
-        return replies.queue_blocks([replies.QueueView(q.name, q.ready, q.scheduled)])
+        return replies.queue_blocks(merge_queues(parts))
 
     async def inspect_jobs(self, r) -> bytes:
         """inspect jobs / scheduled-jobs: every process's first offset+limit jobs in
@@ -222,7 +192,7 @@ class Everywhere:
     async def inspect_digest(self, r: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         state, served = await self.engine.digest_part()
-        parts = [digest_part_of(replies.digest_part_reply(state.sum, state.count, served))]
+        parts = [DigestPart(state.sum, state.count, frozenset(served))]
         parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(r)]
         check_covers(parts, self.cluster.partitions)
         combined = StateDigest.combined((part.sum, part.count) for part in parts)
@@ -260,11 +230,9 @@ def choose_lease(heads: dict) -> tuple[str, str | None] | None:
     return name, (where if remote else None)
 
 
-def handover_from(reply: bytes):
+def handover_from(reply: bytes) -> Handover:
     """A peer-form lease reply (replies.peer_lease_reply) as this gateway's handover:
     the client gets the plain lease reply; the release gives that attempt back."""
-    from eventq.gateway.handlers import Handover
-
     words, payload = data_reply_fields(reply)
     job_id = uuid.UUID(words[0].decode())
     name, ttr_ms = words[1].decode("latin-1"), int(words[2])

@@ -20,6 +20,7 @@ from eventq.core import AttemptStarted, Job, State
 from eventq.core.job import is_final
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import EventqError, NotFound, ServerError, Timeout
+from eventq.gateway.cluster import KEYED
 from eventq.gateway.waiters import Applied
 from eventq.protocol import replies, requests
 
@@ -121,11 +122,10 @@ class Gateway:
             requests.InspectScheduledJobs: self.ordered_jobs_for_peer,
             requests.InspectDigest: self.digest_for_peer,
         }
-        self._everywhere = None
         if cluster is not None:
-            from eventq.gateway.everywhere import Everywhere
+            from eventq.gateway.everywhere import Everywhere  # it builds on this module
 
-            everywhere = self._everywhere = Everywhere(self, cluster)
+            everywhere = Everywhere(self, cluster)
             self._cluster_handlers = {
                 requests.Lease: everywhere.lease,
                 requests.InspectServer: everywhere.inspect_server,
@@ -159,8 +159,6 @@ class Gateway:
         """Where other processes serve: a job's request goes to its partition's owner
         (its reply relayed as is), a request over all jobs asks every process. None:
         this process answers alone."""
-        from eventq.gateway.cluster import KEYED
-
         if isinstance(request, KEYED):
             owner = self.cluster.remote_owner(request.id)
             if owner is not None:
@@ -257,6 +255,22 @@ class Gateway:
             pass  # already gone, or Kafka is down: a run job without TTL stays visible
 
     async def lease(self, r: requests.Lease, peer_form: bool = False) -> Handover:
+        return await self.lease_loop(
+            r, lambda names: self.take_here(names, peer_form), self.wait_here
+        )
+
+    async def lease_for_peer(self, r: requests.Lease) -> Handover:
+        return await self.lease(r, peer_form=True)
+
+    async def lease_loop(
+        self,
+        r: requests.Lease,
+        take: Callable[[tuple[str, ...]], Awaitable[Handover | None]],
+        wait: Callable[[tuple[str, ...], float], Awaitable[Handover | None]],
+    ) -> Handover:
+        """A lease: ``take`` a ready job, else ``wait`` (until the loop-time deadline)
+        for one to become ready (None) or to be handed over, again until the deadline.
+        This process's jobs, or (eventq/gateway/everywhere.py) the cluster's."""
         for name in r.names:
             self.index.name_queue(name)  # a lease names its queues into being (spec)
         loop = asyncio.get_running_loop()
@@ -264,35 +278,39 @@ class Gateway:
         waited = False
         try:
             while True:
-                claim = await self.claim_one(r.names)
-                if claim is not None:
-                    job, release = claim
-                    if peer_form:
-                        reply = replies.peer_lease_reply(
-                            job.id, job.name, job.ttr_ms, release.attempt,
-                            int(release.state), job.payload)
-                    else:
-                        reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-                    return Handover(reply, release)
-                remaining = deadline - loop.time()
-                if remaining <= 0:
+                handover = await take(r.names)
+                if handover is not None:
+                    return handover
+                if deadline - loop.time() <= 0:
                     raise Timeout()
                 waited = True
-                await self.wait_ready_here(r.names, remaining)
+                handover = await wait(r.names, deadline)
+                if handover is not None:
+                    return handover
         finally:
             if waited:
-                self.pass_on_wake(r.names)
+                # A ready job wakes one waiter; this one may have taken a job of another
+                # of its names, or given up: pass the wake on where jobs are still ready.
+                self.waiters.on_ready(n for n in r.names if self._any_ready((n,)))
 
-    async def lease_for_peer(self, r: requests.Lease) -> Handover:
-        return await self.lease(r, peer_form=True)
+    async def take_here(self, names, peer_form: bool = False) -> Handover | None:
+        """Claim this process's best ready job of ``names`` and hand it over; the peer
+        form of the reply carries the attempt, for the asking gateway to give back."""
+        claim = await self.claim_one(names)
+        if claim is None:
+            return None
+        job, release = claim
+        if peer_form:
+            reply = replies.peer_lease_reply(
+                job.id, job.name, job.ttr_ms, release.attempt, int(release.state), job.payload)
+        else:
+            reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
+        return Handover(reply, release)
 
-    async def wait_ready_here(self, names, timeout_s: float) -> None:
-        await self.waiters.wait_ready(names, timeout_s, lambda: self._any_ready(names))
-
-    def pass_on_wake(self, names) -> None:
-        """A ready job wakes one waiter; this one may have taken a job of another of
-        its names, or given up: pass the wake on where jobs are still ready."""
-        self.waiters.on_ready(n for n in names if self._any_ready((n,)))
+    async def wait_here(self, names, deadline: float) -> None:
+        """Until a job of ``names`` is ready here or the loop-time deadline passes."""
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+        await self.waiters.wait_ready(names, remaining, lambda: self._any_ready(names))
 
     def _any_ready(self, names) -> bool:
         candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
@@ -381,7 +399,7 @@ class Gateway:
             self.stats.active_clients, self.stats.evicted_jobs, self.engine.started_ms
         )
 
-    def _queue_view(self, name: str, now_ms: int) -> replies.QueueView:
+    def queue_view(self, name: str, now_ms: int) -> replies.QueueView:
         ready, scheduled = self.index.lengths(name, now_ms)
         return replies.QueueView(name, ready, scheduled)
 
@@ -389,7 +407,7 @@ class Gateway:
         await self.engine.wait_ready()
         now_ms = self.clock_ms()
         names = self.index.queue_names()[r.offset : r.offset + r.limit]
-        return replies.queue_blocks([self._queue_view(name, now_ms) for name in names])
+        return replies.queue_blocks([self.queue_view(name, now_ms) for name in names])
 
     def _known_queue(self, name: str) -> None:
         if not self.index.known(name):
@@ -398,7 +416,7 @@ class Gateway:
     async def inspect_queue(self, r: requests.InspectQueue) -> bytes:
         await self.engine.wait_ready()
         self._known_queue(r.name)
-        return replies.queue_blocks([self._queue_view(r.name, self.clock_ms())])
+        return replies.queue_blocks([self.queue_view(r.name, self.clock_ms())])
 
     def _jobs(self, ids) -> Iterator[bytes]:
         """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
