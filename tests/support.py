@@ -102,14 +102,20 @@ class ServerProcess:
         import time
 
         self.launch()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        self.wait_ready(time.monotonic() + timeout_s)
+        return self
+
+    def wait_ready(self, deadline: float) -> None:
+        """Until it serves (``ready``), or an AssertionError by ``deadline`` (monotonic)
+        or as soon as the process exits."""
+        import time
+
+        while not self.ready():
             if self.process.poll() is not None:
                 raise AssertionError(f"eventq serve exited:\n{self.log_tail()}")
-            if self.ready():
-                return self
+            if time.monotonic() > deadline:
+                raise AssertionError(f"eventq serve not ready in time:\n{self.log_tail()}")
             time.sleep(0.2)
-        raise AssertionError(f"eventq serve not ready in {timeout_s}s:\n{self.log_tail()}")
 
     def launch(self) -> None:
         """Start the process and return at once (``start`` waits until it serves)."""
@@ -227,12 +233,7 @@ class EventqCluster:
             process.launch()
         deadline = time.monotonic() + timeout_s
         for process in self.processes:
-            while not process.ready():
-                if process.process.poll() is not None:
-                    raise AssertionError(f"eventq serve exited:\n{process.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"not ready in {timeout_s}s:\n{process.log_tail()}")
-                time.sleep(0.2)
+            process.wait_ready(deadline)
         # The last join's rebalance may still be moving partitions: settled once every
         # partition is served (a digest counts each exactly once).
         while not raw_exchange(self.processes[0].port, b"inspect digest\r\n",
