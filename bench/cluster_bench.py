@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from eventq.client import Client  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
+from eventq.settings import Settings  # noqa: E402
 from support import EventqCluster, cpu_s, test_cluster_configs  # noqa: E402
 
 
@@ -117,20 +118,13 @@ async def direct_and_forwarded_ms(cluster: EventqCluster, samples: int):
 
 async def owned_partitions(port: int) -> list[str]:
     """The partitions a process serves (its own `inspect bulk` rows, asked as a peer)."""
-    from eventq.protocol.reply_reader import parse_blocks
+    from eventq.gateway.peers import PeerConnection
+    from eventq.protocol.reply_reader import Shape, parse_blocks
 
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"peer\r\ninspect bulk\r\n")
-    data = b""
-    while data.count(b"\r\n") < 2 or not data.endswith(b"\r\n"):
-        data += await reader.read(65536)
-        try:
-            blocks = parse_blocks(data[len(b"+OK\r\n"):])
-            break
-        except Exception:
-            continue
-    writer.close()
-    return [block.head.decode() for block in blocks]
+    connection = await PeerConnection.open(f"127.0.0.1:{port}")
+    reply = await connection.exchange(b"inspect bulk\r\n", Shape.BLOCKS)
+    connection.close()
+    return [block.head.decode() for block in parse_blocks(reply)]
 
 
 async def until_every_partition_serves(port: int, timeout_s: float = 60.0) -> float:
@@ -225,7 +219,8 @@ def failover(cluster: EventqCluster, rounds: int) -> None:
         time.sleep(3)  # the rejoin's rebalance settles
     print("kill -9 of one process: every partition served again after "
           + ", ".join(f"{t:.1f}s" for t in times)
-          + f" (session timeout {6.0:g}s; standby replicas 1)")
+          + f" (session timeout {Settings().session_timeout_ms / 1000:g}s; standby "
+          f"replicas {Settings().standby_replicas})")
 
 
 if __name__ == "__main__":
