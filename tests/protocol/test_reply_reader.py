@@ -43,6 +43,7 @@ CASES = [
 @pytest.mark.parametrize(("reply", "shape"), CASES)
 def test_a_reply_ends_exactly_where_it_ends(reply: bytes, shape: Shape) -> None:
     assert reply_end(reply, shape) == len(reply)
+    assert reply_end(bytearray(reply), shape) == len(reply)  # what a peer link reads into
     assert reply_end(reply + replies.ok() + reply, shape) == len(reply)
     for cut in range(len(reply)):
         assert reply_end(reply[:cut], shape) is None, cut
