@@ -19,6 +19,9 @@ MAX_CURSOR_OFFSET = 2**32 - 1
 MIN_LIMIT = 1
 MAX_LIMIT = 100
 MAX_ADD_FLAGS = 3  # add and schedule take at most 3 flags
+MAX_ADD_FLAGS_WITH_BACKOFF = 4  # [eventq] ... or 4 when -backoff is one of them
+MAX_BACKOFF_MS = 86_400_000  # [eventq] -backoff, and the cap of any one retry's wait
+MAX_RETURNS = 2 * 255  # returns to PENDING: at most one per attempt and one per fail
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
 
 # Times and log positions of the pure core (eventq/core). Times are integer ms since the

@@ -33,10 +33,14 @@ from eventq.core.commands import (
     Expire,
     Fail,
     Import,
+    Pause,
+    QueueCommand,
+    Resume,
     Schedule,
     ReleaseAttempt,
     StartAttempt,
     TimeoutAttempt,
+    Touch,
 )
 from eventq.core.digest import StateDigest, job_digest_bytes, job_hash, state_digest
 from eventq.core.events import (
@@ -54,6 +58,7 @@ from eventq.core.events import (
     Failed,
     FailRetried,
     Imported,
+    Touched,
 )
 from eventq.core.job import (
     FINAL_STATES,
@@ -131,6 +136,11 @@ __all__ = [
     "State",
     "StateDigest",
     "TimeoutAttempt",
+    "Touch",
+    "Touched",
+    "Pause",
+    "Resume",
+    "QueueCommand",
     "apply",
     "correlation_of",
     "attempt_limit",

@@ -17,7 +17,11 @@ p     priority                                     add, schedule
 a     max_attempts                                 add, schedule
 f     max_fails                                    add, schedule
 x     result (bin)                                 complete, fail
-k     attempt                                      start-attempt, timeout-attempt
+k     attempt                                      start-attempt, timeout-attempt,
+                                                   release-attempt, touch
+b     backoff_ms, optional (absent: 0)             add, schedule
+r     ttr_ms, optional (absent: the job's)         touch
+n     queue name                                   pause, resume (which have no ``i``)
 j     job snapshot (map, below)                    import
 o     issuing node (str), optional                 any
 q     request id (uint64), optional                any
@@ -37,7 +41,10 @@ job holds the result and a state record must fit a payload and a result once), `
 nothing more for Added and Imported (the job is the record's job, so the payload is
 stored once).
 The job map has every
-``Job`` field (nil for None): ``i n r l d p ma mf at fa s c w e ld x ok ver``.
+``Job`` field (nil for None): ``i n r l d p ma mf at fa s c w e ld x ok ver``, and the
+backoff fields only when set: ``b`` backoff_ms, ``rn`` returns, ``rt`` retry_ms (a job
+without a backoff has the record it had before backoffs existed). Touched has ``k``
+and ``dl`` like AttemptStarted.
 
 Decoding never raises anything but ``CodecError`` (a ``ValueError``): not msgpack, a
 wrong schema version, a missing, unknown or mistyped field, an out-of-range value, or a
@@ -62,10 +69,15 @@ from eventq.core.commands import (
     Expire,
     Fail,
     Import,
+    Pause,
+    QUEUE_COMMAND_CLASSES,
+    QueueCommand,
+    Resume,
     Schedule,
     ReleaseAttempt,
     StartAttempt,
     TimeoutAttempt,
+    Touch,
 )
 from eventq.core.events import (
     REMOVING_EVENTS,
@@ -82,6 +94,7 @@ from eventq.core.events import (
     Failed,
     FailRetried,
     Imported,
+    Touched,
 )
 from eventq.core.job import Job, State
 from eventq.limits import MAX_NODE_BYTES, MAX_REQUEST_ID
@@ -102,9 +115,10 @@ class CodecError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DecodedCommand:
-    """A command with the optional correlation fields of its issuer."""
+    """A command with the optional correlation fields of its issuer (a job's command,
+    or a queue's: ``Pause``/``Resume``, which name no job)."""
 
-    command: Command
+    command: Command | QueueCommand
     node: str | None = None
     request_id: int | None = None
 
@@ -147,6 +161,11 @@ def _bool(m: dict[str, Any], key: str) -> bool:
     if type(v) is not bool:
         raise CodecError(f"field {key!r} must be a bool, got {type(v).__name__}")
     return v
+
+
+def _int_or(m: dict[str, Any], key: str, default: int) -> int:
+    """An optional int field (absent: ``default``)."""
+    return _int(m, key) if key in m else default
 
 
 def _opt_bool(m: dict[str, Any], key: str) -> bool | None:
@@ -244,21 +263,27 @@ def _guarded(what: str, fn: Callable[[Any], Any], data: object) -> Any:
 # ----------------------------------------------------------------------- commands
 
 _COMMON_KEYS = frozenset({"v", "t", "i", "o", "q"})
-_JOB_FIELD_KEYS = frozenset({"n", "r", "l", "d", "p", "a", "f"})
+_JOB_FIELD_KEYS = frozenset({"n", "r", "l", "d", "p", "a", "f", "b"})
+
+
+def _with_backoff(m: dict[str, Any], backoff_ms: int) -> dict[str, Any]:
+    if backoff_ms:  # absent when 0: records of workq's commands keep their bytes
+        m["b"] = backoff_ms
+    return m
 
 
 def _enc_add(c: Add) -> dict[str, Any]:
-    return {
+    return _with_backoff({
         "n": c.name, "r": c.ttr_ms, "l": c.ttl_ms, "d": c.payload,
         "p": c.priority, "a": c.max_attempts, "f": c.max_fails,
-    }  # fmt: skip
+    }, c.backoff_ms)  # fmt: skip
 
 
 def _enc_schedule(c: Schedule) -> dict[str, Any]:
-    return {
+    return _with_backoff({
         "n": c.name, "r": c.ttr_ms, "l": c.ttl_ms, "s": c.time_ms, "d": c.payload,
         "p": c.priority, "a": c.max_attempts, "f": c.max_fails,
-    }  # fmt: skip
+    }, c.backoff_ms)  # fmt: skip
 
 
 def _enc_result(c: Complete | Fail) -> dict[str, Any]:
@@ -276,15 +301,23 @@ def _enc_attempt(c: StartAttempt | TimeoutAttempt) -> dict[str, Any]:
 def _dec_add(m: dict[str, Any]) -> Add:
     return Add(
         _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _bin(m, "d"),
-        _int(m, "p"), _int(m, "a"), _int(m, "f"),
+        _int(m, "p"), _int(m, "a"), _int(m, "f"), _int_or(m, "b", 0),
     )  # fmt: skip
 
 
 def _dec_schedule(m: dict[str, Any]) -> Schedule:
     return Schedule(
         _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _int(m, "s"), _bin(m, "d"),
-        _int(m, "p"), _int(m, "a"), _int(m, "f"),
+        _int(m, "p"), _int(m, "a"), _int(m, "f"), _int_or(m, "b", 0),
     )  # fmt: skip
+
+
+def _enc_touch(c: Touch) -> dict[str, Any]:
+    return {"k": c.attempt} if c.ttr_ms is None else {"k": c.attempt, "r": c.ttr_ms}
+
+
+def _dec_touch(m: dict[str, Any]) -> Touch:
+    return Touch(_id(m), _int(m, "k"), _int(m, "r") if "r" in m else None)
 
 
 def _enc_import(c: Import) -> dict[str, Any]:
@@ -300,7 +333,7 @@ def _dec_import(m: dict[str, Any]) -> Import:
         _id(m), _str(j, "n"), _int(j, "r"), _int(j, "l"), _bin(j, "d"), _int(j, "p"),
         _int(j, "ma"), _int(j, "mf"), _int(j, "at"), _int(j, "fa"), State(_int(j, "s")),
         _int(j, "c"), _opt_int(j, "w"), _opt_int(j, "e"), _opt_int(j, "ld"),
-        _opt_bin(j, "x"), _opt_bool(j, "ok"),
+        _opt_bin(j, "x"), _opt_bool(j, "ok"), *_backoff_fields(j),
     )  # fmt: skip
 
 
@@ -315,22 +348,28 @@ _COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable
     CommandType.START_ATTEMPT: (StartAttempt, _enc_attempt, lambda m: StartAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.TIMEOUT_ATTEMPT: (TimeoutAttempt, _enc_attempt, lambda m: TimeoutAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.IMPORT: (Import, _enc_import, _dec_import, _COMMON_KEYS | {"j"}),
+    CommandType.TOUCH: (Touch, _enc_touch, _dec_touch, _COMMON_KEYS | {"k", "r"}),
     CommandType.RELEASE_ATTEMPT: (ReleaseAttempt, lambda c: {"k": c.attempt, "s": int(c.state)}, lambda m: ReleaseAttempt(_id(m), _int(m, "k"), _waiting_state(m)), _COMMON_KEYS | {"k", "s"}),  # noqa: E501
 }
 
 
 _COMMAND_CLASSES = tuple(c[0] for c in _COMMAND_CODECS.values())
+# Queue commands name a queue, not a job: no ``i``, and ``n`` the name.
+_QUEUE_KEYS = frozenset({"v", "t", "n", "o", "q"})
 
 
 def encode_command(
-    command: Command, *, node: str | None = None, request_id: int | None = None
+    command: Command | QueueCommand, *, node: str | None = None, request_id: int | None = None
 ) -> bytes:
     """The command record of ``command``, with the issuer's optional correlation fields."""
-    codec = _COMMAND_CODECS[command.type] if isinstance(command, _COMMAND_CLASSES) else None
-    if codec is None or type(command) is not codec[0]:
-        raise CodecError(f"not a command: {command!r:.100}")
-    m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type), "i": command.job_id.bytes}
-    m.update(codec[1](command))
+    if type(command) in (Pause, Resume):
+        m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type), "n": command.name}
+    else:
+        codec = _COMMAND_CODECS[command.type] if isinstance(command, _COMMAND_CLASSES) else None
+        if codec is None or type(command) is not codec[0]:
+            raise CodecError(f"not a command: {command!r:.100}")
+        m = {"v": SCHEMA_VERSION, "t": int(command.type), "i": command.job_id.bytes}
+        m.update(codec[1](command))
     if node is not None:
         if type(node) is not str or len(node.encode()) > MAX_NODE_BYTES:
             raise CodecError(f"node must be a str of at most {MAX_NODE_BYTES} bytes")
@@ -345,11 +384,16 @@ def encode_command(
 def _decode_command(data: object) -> DecodedCommand:
     m = _unpack(data)
     t = _int(m, "t")
+    queue_class = QUEUE_COMMAND_CLASSES.get(t)  # type: ignore[call-overload]
     codec = _COMMAND_CODECS.get(t)
-    if codec is None:
+    if queue_class is not None:
+        _check_keys(m, _QUEUE_KEYS, f"command type {t}")
+        command = queue_class(_str(m, "n"))
+    elif codec is None:
         raise CodecError(f"unknown command type {t}")
-    _check_keys(m, codec[3], f"command type {t}")
-    command = codec[2](m)
+    else:
+        _check_keys(m, codec[3], f"command type {t}")
+        command = codec[2](m)
     node = m.get("o")
     if node is not None and (type(node) is not str or len(node.encode()) > MAX_NODE_BYTES):
         raise CodecError(f"field 'o' (node) must be a str of at most {MAX_NODE_BYTES} bytes")
@@ -389,17 +433,31 @@ _JOB_KEYS = frozenset(
 )
 
 
+_BACKOFF_KEYS = frozenset({"b", "rn", "rt"})  # present only when set (module docstring)
+_JOB_KEYS = _JOB_KEYS | _BACKOFF_KEYS
 _SNAPSHOT_KEYS = _JOB_KEYS - {"i", "ver"}  # an import's snapshot: the job map minus these
 
 
 def _snapshot_fields(j: Job | Import) -> dict[str, Any]:
     """The job map without id and version (shared by jobs and import snapshots)."""
-    return {
+    m = {
         "n": j.name, "r": j.ttr_ms, "l": j.ttl_ms, "d": j.payload,
         "p": j.priority, "ma": j.max_attempts, "mf": j.max_fails, "at": j.attempts,
         "fa": j.fails, "s": int(j.state), "c": j.created_ms, "w": j.scheduled_ms,
         "e": j.expires_ms, "ld": j.lease_deadline_ms, "x": j.result, "ok": j.result_ok,
     }  # fmt: skip
+    if j.backoff_ms:
+        m["b"] = j.backoff_ms
+    if j.returns:
+        m["rn"] = j.returns
+    if j.retry_ms is not None:
+        m["rt"] = j.retry_ms
+    return m
+
+
+def _backoff_fields(m: dict[str, Any]) -> tuple[int, int, int | None]:
+    """(backoff_ms, returns, retry_ms) of a job map (absent: 0, 0, None)."""
+    return _int_or(m, "b", 0), _int_or(m, "rn", 0), _int(m, "rt") if "rt" in m else None
 
 
 def _enc_job(j: Job) -> dict[str, Any]:
@@ -416,7 +474,7 @@ def _dec_job(v: object) -> Job:
         _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _bin(m, "d"), _int(m, "p"),
         _int(m, "ma"), _int(m, "mf"), _int(m, "at"), _int(m, "fa"), State(_int(m, "s")),
         _int(m, "c"), _opt_int(m, "w"), _opt_int(m, "e"), _opt_int(m, "ld"),
-        _opt_bin(m, "x"), _opt_bool(m, "ok"), _int(m, "ver"),
+        _opt_bin(m, "x"), _opt_bool(m, "ok"), _int(m, "ver"), *_backoff_fields(m),
     )  # fmt: skip
 
 
@@ -467,6 +525,7 @@ _EVENT_CODECS: dict[int, tuple[type, Callable[[Any, Job | None], dict[str, Any]]
     EventType.DELETED: (Deleted, lambda e, j: {}, lambda m, j: Deleted(*_common(m)), _EVENT_COMMON),  # noqa: E501
     EventType.EXPIRED: (Expired, lambda e, j: {"ev": e.evicted}, lambda m, j: Expired(*_common(m), _bool(m, "ev")), _EVENT_COMMON | {"ev"}),  # noqa: E501
     EventType.IMPORTED: (Imported, lambda e, j: {}, _dec_imported, _EVENT_COMMON),
+    EventType.TOUCHED: (Touched, lambda e, j: {"k": e.attempt, "dl": e.deadline_ms}, lambda m, j: Touched(*_common(m), _int(m, "k"), _int(m, "dl")), _EVENT_COMMON | {"k", "dl"}),  # noqa: E501
     EventType.ATTEMPT_RELEASED: (AttemptReleased, lambda e, j: {"k": e.attempt, "s": int(e.state)}, lambda m, j: AttemptReleased(*_common(m), _int(m, "k"), _waiting_state(m)), _EVENT_COMMON | {"k", "s"}),  # noqa: E501
 }
 
@@ -485,6 +544,7 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.EXPIRED: None,
     EventType.IMPORTED: frozenset(State),  # a snapshot may be in any state
     EventType.ATTEMPT_RELEASED: frozenset({State.NEW, State.PENDING}),
+    EventType.TOUCHED: frozenset({State.LEASED}),
 }
 assert set(_STATES_AFTER) == set(EventType) and set(_EVENT_CODECS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -507,10 +567,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         return f"a {job.state.name} job cannot follow {type(event).__name__}"
     if isinstance(event, (Added, Imported)) and event.job != job:
         return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"  # noqa: E501
-    if isinstance(event, AttemptStarted) and (
+    if isinstance(event, (AttemptStarted, Touched)) and (
         job.attempts != event.attempt or job.lease_deadline_ms != event.deadline_ms
     ):
-        return "the leased job's attempt or deadline differs from AttemptStarted"
+        return f"the leased job's attempt or deadline differs from {type(event).__name__}"
     if isinstance(event, AttemptTimedOut) and (
         job.attempts != event.attempt or event.requeued is not (job.state is State.PENDING)
     ):

@@ -1,8 +1,10 @@
 """Commands: what the log is asked to do to one job.
 
 Types 1-8 are workq's command-log types; eventq's own types take numbers from
-``FIRST_EXTENSION_TYPE`` (64) up. The one extension so far is ``Import`` (64): a
-complete job snapshot brought over from another system (``eventq import-cmdlog``).
+``FIRST_EXTENSION_TYPE`` (64) up. Extensions: ``Import`` (64), a complete job
+snapshot brought over from another system (``eventq import-cmdlog``); ``ReleaseAttempt``
+(65); ``Touch`` (66); and the queue commands ``Pause`` and ``Resume`` (67, 68), which
+name a queue, not a job.
 
 A command is the intent written to ``eventq.commands`` (keyed by its ``job_id``). It
 carries no time: the broker stamps it (LogAppendTime) and that stamp is passed to
@@ -25,6 +27,7 @@ from eventq.core._check import check_bytes, check_int, check_name, check_uuid
 from eventq.core.job import Job, State
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_MS,
     MAX_FAILS_LIMIT,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
@@ -52,6 +55,9 @@ class CommandType(IntEnum):
     TIMEOUT_ATTEMPT = 8
     IMPORT = 64  # eventq: a job snapshot imported from elsewhere (e.g. a workq log)
     RELEASE_ATTEMPT = 65  # eventq: a lease the gateway could not deliver is given back
+    TOUCH = 66  # eventq: a worker's heartbeat sets its lease's deadline (`touch`)
+    PAUSE = 67  # eventq: a queue hands out no jobs (`pause`); not a job's command
+    RESUME = 68  # eventq: it does again (`resume`)
 
 
 FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
@@ -67,11 +73,13 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     check_int("priority", c.priority, MIN_PRIORITY, MAX_PRIORITY)
     check_int("max_attempts", c.max_attempts, 0, MAX_ATTEMPTS_LIMIT)
     check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
+    check_int("backoff_ms", c.backoff_ms, 0, MAX_BACKOFF_MS)
 
 
 @dataclass(frozen=True, slots=True)
 class Add:
-    """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job)."""
+    """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
+    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -82,6 +90,7 @@ class Add:
     priority: int = 0
     max_attempts: int = 0
     max_fails: int = 0
+    backoff_ms: int = 0
 
     def __post_init__(self) -> None:
         _check_job_fields(self, 0)
@@ -101,6 +110,7 @@ class Schedule:
     priority: int = 0
     max_attempts: int = 0
     max_fails: int = 0
+    backoff_ms: int = 0
 
     def __post_init__(self) -> None:
         _check_job_fields(self, MIN_TTL_MS)
@@ -203,6 +213,61 @@ class ReleaseAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Touch:
+    """A worker's heartbeat (spec: Extensions, ``touch``): attempt ``attempt``'s lease
+    deadline is set to the command's broker time + ``ttr_ms`` (the job's own TTR when
+    None). The gateway names the attempt it saw LEASED when the request came: applied
+    to any other attempt, or to a job no longer LEASED, it is ``-NOT-FOUND``, so a
+    touch never extends another attempt's lease nor brings back a finished job."""
+
+    type: ClassVar[CommandType] = CommandType.TOUCH
+    job_id: uuid.UUID
+    attempt: int
+    ttr_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        if self.ttr_ms is not None:
+            check_int("ttr_ms", self.ttr_ms, MIN_TTR_MS, MAX_TTR_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """``pause <name>``: the queue hands out no jobs until resumed. A queue's command,
+    not a job's: the gateway writes it to every partition of the log, and each
+    partition's processor keeps the queue's state with its jobs (streams/processor.py),
+    so it survives restarts and replays like them."""
+
+    type: ClassVar[CommandType] = CommandType.PAUSE
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name("name", self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """``resume <name>``: the queue hands out jobs again (see ``Pause``)."""
+
+    type: ClassVar[CommandType] = CommandType.RESUME
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name("name", self.name)
+
+
+QueueCommand: TypeAlias = Pause | Resume
+QUEUE_COMMAND_TYPES = frozenset({CommandType.PAUSE, CommandType.RESUME})
+
+
+def is_paused_after(command: QueueCommand) -> bool:
+    """The queue's paused state once ``command`` is applied (the whole fold: the last
+    queue command of a partition decides, so re-reading a tail is harmless)."""
+    return command.type is CommandType.PAUSE
+
+
+@dataclass(frozen=True, slots=True)
 class Import:
     """Install a complete job snapshot taken elsewhere (``eventq import-cmdlog``).
 
@@ -240,6 +305,9 @@ class Import:
     lease_deadline_ms: int | None
     result: bytes | None
     result_ok: bool | None
+    backoff_ms: int = 0
+    returns: int = 0
+    retry_ms: int | None = None
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
@@ -253,7 +321,7 @@ class Import:
             self.job_id, self.name, self.ttr_ms, self.ttl_ms, self.payload, self.priority,
             self.max_attempts, self.max_fails, self.attempts, self.fails, self.state,
             self.created_ms, self.scheduled_ms, self.expires_ms, self.lease_deadline_ms,
-            self.result, self.result_ok, version,
+            self.result, self.result_ok, version, self.backoff_ms, self.returns, self.retry_ms,
         )  # fmt: skip
 
     @classmethod
@@ -263,19 +331,22 @@ class Import:
             job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
             job.max_attempts, job.max_fails, job.attempts, job.fails, job.state,
             job.created_ms, job.scheduled_ms, job.expires_ms, job.lease_deadline_ms,
-            job.result, job.result_ok,
+            job.result, job.result_ok, job.backoff_ms, job.returns, job.retry_ms,
         )  # fmt: skip
 
 
 Command: TypeAlias = (
     Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt | Import
-    | ReleaseAttempt
+    | ReleaseAttempt | Touch
 )
 
 COMMAND_CLASSES: dict[CommandType, type] = {
     cls.type: cls
     for cls in (
         Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import,
-        ReleaseAttempt,
+        ReleaseAttempt, Touch,
     )
 }
+"""The job commands (each names a job: ``job_id``); queue commands are apart."""
+
+QUEUE_COMMAND_CLASSES: dict[CommandType, type] = {Pause.type: Pause, Resume.type: Resume}

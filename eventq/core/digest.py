@@ -45,6 +45,9 @@ def job_digest_bytes(job: Job) -> bytes:
             job.lease_deadline_ms,
             job.result,
             job.result_ok,
+            # The backoff fields only when set: a job without one digests as it did
+            # before backoffs existed.
+            *((job.backoff_ms, job.returns, job.retry_ms) if job.backoff_ms else ()),
         ),
         use_bin_type=True,
     )

@@ -38,6 +38,7 @@ class EventType(IntEnum):
     EXPIRED = 9
     IMPORTED = 10
     ATTEMPT_RELEASED = 11
+    TOUCHED = 12
 
 
 def _check_common(e: Event) -> None:
@@ -178,6 +179,23 @@ class AttemptReleased:
 
 
 @dataclass(frozen=True, slots=True)
+class Touched:
+    """touch: attempt ``attempt`` stays LEASED, its deadline now ``deadline_ms``."""
+
+    type: ClassVar[EventType] = EventType.TOUCHED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    attempt: int
+    deadline_ms: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
+        check_int("deadline_ms", self.deadline_ms, MIN_TIME_MS, MAX_DEADLINE_MS)
+
+
+@dataclass(frozen=True, slots=True)
 class Deleted:
     """delete: the job is gone."""
 
@@ -236,6 +254,7 @@ Event: TypeAlias = (
     | Expired
     | Imported
     | AttemptReleased
+    | Touched
 )
 
 EVENT_CLASSES: dict[EventType, type] = {
@@ -252,6 +271,7 @@ EVENT_CLASSES: dict[EventType, type] = {
         Expired,
         Imported,
         AttemptReleased,
+        Touched,
     )
 }
 

@@ -21,6 +21,8 @@ from eventq.core._check import (
 )
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_MS,
+    MAX_RETURNS,
     MAX_DEADLINE_MS,
     MAX_FAILS_LIMIT,
     MAX_OFFSET,
@@ -67,6 +69,10 @@ class Job:
       FAILED: ok False, result empty when attempts ran out).
     - ``version`` is the log position of the last command applied to this job
       (record offset and index in the record, eventq/core/batch.py).
+    - [eventq] ``backoff_ms`` (``-backoff``, 0 = workq's behaviour), ``returns`` (how
+      often the job went back to PENDING) and ``retry_ms`` (when its last return's wait
+      ends; set only with a backoff, and kept once set, spec: Extensions): while set,
+      it is the job's ``time`` (``ready_time_ms``), not ``scheduled_ms``.
     """
 
     id: uuid.UUID
@@ -87,6 +93,9 @@ class Job:
     result: bytes | None
     result_ok: bool | None
     version: int
+    backoff_ms: int = 0
+    returns: int = 0
+    retry_ms: int | None = None
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
@@ -173,6 +182,16 @@ class Job:
             raise ValueError(f"result and result_ok are set only in final states, not {state.name}")
         if type(self.version) is not int or not 0 <= self.version <= MAX_OFFSET:
             check_int("version", self.version, 0, MAX_OFFSET)
+        if self.backoff_ms or self.returns or self.retry_ms is not None:
+            self._check_backoff()
+
+    def _check_backoff(self) -> None:
+        check_int("backoff_ms", self.backoff_ms, 0, MAX_BACKOFF_MS)
+        check_int("returns", self.returns, 0, MAX_RETURNS)
+        if self.retry_ms is not None:
+            check_int("retry_ms", self.retry_ms, MIN_TIME_MS, MAX_TIME_MS)
+            if not self.backoff_ms or not self.returns:
+                raise ValueError("retry_ms is set only after a return with a backoff")
 
 
 def is_final(job: Job) -> bool:
@@ -180,20 +199,32 @@ def is_final(job: Job) -> bool:
     return job.state in FINAL_STATES
 
 
+def ready_time_ms(job: Job) -> int | None:
+    """The job's ``time``: when it is ready (None: at once). A retry's backoff wait
+    (``retry_ms``) replaces the schedule time (spec: Extensions, -backoff)."""
+    return job.scheduled_ms if job.retry_ms is None else job.retry_ms
+
+
 def is_ready(job: Job, now_ms: int) -> bool:
-    """NEW or PENDING and not scheduled in the future: a lease may take it now."""
-    return job.state in WAITING_STATES and (
-        job.scheduled_ms is None or job.scheduled_ms <= now_ms
-    )
+    """NEW or PENDING and not due in the future: a lease may take it now."""
+    time_ms = ready_time_ms(job)
+    return job.state in WAITING_STATES and (time_ms is None or time_ms <= now_ms)
 
 
 def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
-    """NEW or PENDING and scheduled in the future (listed by ``inspect scheduled-jobs``)."""
-    return (
-        job.state in WAITING_STATES
-        and job.scheduled_ms is not None
-        and job.scheduled_ms > now_ms
-    )
+    """NEW or PENDING and due in the future (listed by ``inspect scheduled-jobs``)."""
+    time_ms = ready_time_ms(job)
+    return job.state in WAITING_STATES and time_ms is not None and time_ms > now_ms
+
+
+def retry_wait_ms(backoff_ms: int, returns: int) -> int:
+    """The wait of return number ``returns`` (1-based): backoff x 2^(r-1), capped at
+    ``MAX_BACKOFF_MS`` (spec: Extensions, -backoff)."""
+    if not backoff_ms:
+        return 0
+    if returns - 1 >= MAX_BACKOFF_MS.bit_length():  # the product is over the cap anyway
+        return MAX_BACKOFF_MS
+    return min(backoff_ms << (returns - 1), MAX_BACKOFF_MS)
 
 
 def attempt_limit(job: Job) -> int:
@@ -206,9 +237,10 @@ def lease_order_key(job: Job) -> tuple[int, bool, int, int, bytes]:
 
     Priority descending, then scheduled time ascending with unscheduled jobs first,
     then creation time ascending (FIFO), then id bytes. It depends only on fields that
-    never change after creation, so a timed-out or retried job returns to its old place.
+    never change after creation, so a timed-out or retried job returns to its old place
+    (unless it waits out a backoff: then its retry time is its time).
     """
-    scheduled = job.scheduled_ms
+    scheduled = ready_time_ms(job)
     return (
         -job.priority,
         scheduled is not None,

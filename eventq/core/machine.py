@@ -51,6 +51,7 @@ from eventq.core.commands import (
     Schedule,
     StartAttempt,
     TimeoutAttempt,
+    Touch,
 )
 from eventq.core.events import (
     EVENT_CLASSES,
@@ -67,6 +68,7 @@ from eventq.core.events import (
     Failed,
     FailRetried,
     Imported,
+    Touched,
 )
 from eventq.core.job import (
     Job,
@@ -75,6 +77,7 @@ from eventq.core.job import (
     deadline_after,
     is_final,
     is_ready,
+    retry_wait_ms,
 )
 from eventq.errors import (
     DUPLICATE_JOB,
@@ -165,6 +168,7 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
         result=None,
         result_ok=None,
         version=offset,
+        backoff_ms=c.backoff_ms,
     )
 
 
@@ -245,6 +249,14 @@ def _release_attempt(job: Job | None, c: ReleaseAttempt, at_ms: int, offset: int
     return Accepted(AttemptReleased(c.job_id, at_ms, offset, c.attempt, c.state))
 
 
+def _touch(job: Job | None, c: Touch, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if job.attempts != c.attempt:  # another attempt holds the job now: not this lease
+        return Rejected(NotFound())
+    deadline = deadline_after(at_ms, job.ttr_ms if c.ttr_ms is None else c.ttr_ms)
+    return Accepted(Touched(c.job_id, at_ms, offset, c.attempt, deadline))
+
+
 def _complete(job: Job | None, c: Complete, at_ms: int, offset: int) -> Outcome:
     return Accepted(Completed(c.job_id, at_ms, offset, c.result))
 
@@ -296,6 +308,7 @@ _GRID: dict[CommandType, tuple[Handler, ...]] = {
     CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501
     CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
     CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,             _stale),              # noqa: E501
+    CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,         _not_found),          # noqa: E501
 }
 # fmt: on
 
@@ -347,12 +360,29 @@ def _next(
     result: bytes | None,
     result_ok: bool | None,
 ) -> Job:
-    """``job`` with the fields an event may change (the rest is fixed at creation)."""
+    """``job`` with the fields an event may change (the rest is fixed at creation,
+    but for a return to PENDING: see ``_returned``)."""
     return Job(
         job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
         job.max_attempts, job.max_fails, attempts, fails, state, job.created_ms,
         job.scheduled_ms, job.expires_ms, lease_deadline_ms, result, result_ok,
-        event.offset,
+        event.offset, job.backoff_ms, job.returns, job.retry_ms,
+    )  # fmt: skip
+
+
+def _returned(job: Job, event: Event, fails: int) -> Job:
+    """``job`` back to PENDING (a fail with fails left, or a TTR timeout with attempts
+    left). With a backoff it waits backoff x 2^(r-1) from now, r counting this return
+    (spec: Extensions, -backoff); without, it is ready at once, at its old place."""
+    if not job.backoff_ms:
+        return _next(job, event, State.PENDING, job.attempts, fails, None, None, None)
+    returns = job.returns + 1
+    retry_ms = min(event.at_ms + retry_wait_ms(job.backoff_ms, returns), MAX_TIME_MS)
+    return Job(
+        job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
+        job.max_attempts, job.max_fails, job.attempts, fails, State.PENDING, job.created_ms,
+        job.scheduled_ms, job.expires_ms, None, None, None, event.offset, job.backoff_ms,
+        returns, retry_ms,
     )  # fmt: skip
 
 
@@ -365,7 +395,7 @@ def _failed(job: Job, e: Failed) -> Job:
 
 
 def _fail_retried(job: Job, e: FailRetried) -> Job:
-    return _next(job, e, State.PENDING, job.attempts, job.fails + 1, None, None, None)
+    return _returned(job, e, job.fails + 1)
 
 
 def _attempt_started(job: Job, e: AttemptStarted) -> Job:
@@ -384,7 +414,7 @@ def _attempt_timed_out(job: Job, e: AttemptTimedOut) -> Job:
     if job.attempts != e.attempt:
         raise ValueError(f"attempt {e.attempt} is not the current attempt {job.attempts}")
     if e.requeued:
-        return _next(job, e, State.PENDING, job.attempts, job.fails, None, None, None)
+        return _returned(job, e, job.fails)
     return _next(job, e, State.FAILED, job.attempts, job.fails, None, b"", False)
 
 
@@ -392,6 +422,12 @@ def _attempt_released(job: Job, e: AttemptReleased) -> Job:
     if job.attempts != e.attempt:
         raise ValueError(f"attempt {e.attempt} is not the current attempt {job.attempts}")
     return _next(job, e, e.state, job.attempts - 1, job.fails, None, None, None)
+
+
+def _touched(job: Job, e: Touched) -> Job:
+    if job.attempts != e.attempt:
+        raise ValueError(f"attempt {e.attempt} is not the current attempt {job.attempts}")
+    return _next(job, e, State.LEASED, job.attempts, job.fails, e.deadline_ms, None, None)
 
 
 def _removed(job: Job, e: Event) -> None:
@@ -411,6 +447,7 @@ EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
     EventType.ATTEMPTS_EXHAUSTED:     (_WAITING,             _attempts_exhausted),
     EventType.ATTEMPT_TIMED_OUT:      (frozenset({State.LEASED}), _attempt_timed_out),
     EventType.ATTEMPT_RELEASED:       (frozenset({State.LEASED}), _attempt_released),
+    EventType.TOUCHED:                (frozenset({State.LEASED}), _touched),
     EventType.DELETED:                (_ANY,                 _removed),
     EventType.EXPIRED:                (_ANY,                 _removed),
 }  # fmt: skip

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import msgpack
 
 from eventq.core.codec import POSITIONS_PER_OFFSET, CodecError
-from eventq.core.job import Job, State
+from eventq.core.job import Job, State, ready_time_ms
 
 _STATES = {int(state): state for state in State}
 _STATE_RECORD_VERSIONS = (1, 2)  # codec.py: version 1 counted positions in offsets
@@ -42,8 +42,9 @@ class Slim(NamedTuple):
 
 
 def slim_of(job: Job) -> Slim:
+    """``scheduled_ms`` is the job's time: a backoff's retry time replaces it."""
     return Slim(
-        job.id.int, job.name, job.state, job.priority, job.created_ms, job.scheduled_ms,
+        job.id.int, job.name, job.state, job.priority, job.created_ms, ready_time_ms(job),
         job.expires_ms, job.lease_deadline_ms, job.attempts, job.version,
     )
 
@@ -88,8 +89,9 @@ def project_state(data: bytes) -> Slim | None:
     position = _int(job, "ver")
     if version == 1:
         position *= POSITIONS_PER_OFFSET
+    retry_ms = _opt_int(job, "rt")  # a backoff's retry time is the job's time
     return Slim(
         int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, "p"),
-        _int(job, "c"), _opt_int(job, "w"), _opt_int(job, "e"), _opt_int(job, "ld"),
+        _int(job, "c"), _opt_int(job, "w") if retry_ms is None else retry_ms, _opt_int(job, "e"), _opt_int(job, "ld"),
         _int(job, "at"), position,
     )

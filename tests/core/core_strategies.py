@@ -19,10 +19,12 @@ from eventq.core import (
     StartAttempt,
     State,
     TimeoutAttempt,
+    Touch,
     apply,
 )
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_MS,
     MAX_FAILS_LIMIT,
     MAX_PRIORITY,
     MAX_TIME_MS,
@@ -47,6 +49,7 @@ max_attempts = st.integers(0, MAX_ATTEMPTS_LIMIT)
 max_fails = st.integers(0, MAX_FAILS_LIMIT)
 times = st.integers(0, 4_102_444_800_000)  # up to 2100
 any_times = st.integers(MIN_TIME_MS, MAX_TIME_MS)
+backoffs = st.one_of(st.just(0), st.integers(0, MAX_BACKOFF_MS))
 
 
 def adds(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[Add]:
@@ -60,6 +63,7 @@ def adds(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[Add]:
         priorities,
         max_attempts,
         max_fails,
+        backoffs,
     )
 
 
@@ -75,6 +79,7 @@ def schedules(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[
         priorities,
         max_attempts,
         max_fails,
+        backoffs,
     )
 
 
@@ -93,6 +98,9 @@ def commands(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy:
             ReleaseAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT),
             st.sampled_from([State.NEW, State.PENDING]),
         ),
+        st.builds(
+            Touch, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT), st.one_of(st.none(), ttrs)
+        ),
     )
 
 
@@ -107,19 +115,21 @@ FEW_IDS = [uuid.UUID(int=n) for n in (1, 2, 3)]
 # kind stays possible in every state (so rejections and stale timers happen too).
 _ALL_KINDS = [
     "add", "schedule", "start", "timeout", "complete", "fail", "delete", "expire", "release",
+    "touch",
 ]
 _KINDS = {
     None: ["add"] * 6 + ["schedule"] * 3 + _ALL_KINDS,
     State.NEW: ["start"] * 6 + ["fail", "complete"] + _ALL_KINDS,
     State.PENDING: ["start"] * 6 + ["fail", "complete"] + _ALL_KINDS,
     State.LEASED: ["fail"] * 4 + ["timeout"] * 3 + ["complete"] * 2 + ["release"] * 2
-    + _ALL_KINDS,
+    + ["touch"] * 2 + _ALL_KINDS,
     State.COMPLETED: _ALL_KINDS,
     State.FAILED: _ALL_KINDS,
 }
 
 small_max_attempts = st.sampled_from([0, 1, 1, 2, 3])
 small_max_fails = st.sampled_from([0, 1, 2, 3, 3])
+small_backoffs = st.sampled_from([0, 0, 5, 20])
 
 
 @st.composite
@@ -138,6 +148,7 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int):
             draw(st.integers(-2, 2)),
             draw(small_max_attempts),
             draw(small_max_fails),
+            draw(small_backoffs),
         )
     if kind == "schedule":
         return Schedule(
@@ -150,6 +161,12 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int):
             draw(st.integers(-2, 2)),
             draw(small_max_attempts),
             draw(small_max_fails),
+            draw(small_backoffs),
+        )
+    if kind == "touch":
+        return Touch(
+            job_id, min(max(attempt - 1, 1), MAX_ATTEMPTS_LIMIT),
+            draw(st.one_of(st.none(), st.integers(1, 30))),
         )
     if kind == "start":
         return StartAttempt(job_id, min(max(attempt, 1), MAX_ATTEMPTS_LIMIT + 1))

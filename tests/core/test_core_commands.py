@@ -30,6 +30,8 @@ from eventq.core import (
 )
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_TIME_MS, MAX_TTL_MS, MIN_TIME_MS
 
+from eventq.core.commands import QUEUE_COMMAND_CLASSES  # noqa: E402
+
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 
 
@@ -39,8 +41,11 @@ def test_command_type_numbers_match_workq():
         "START_ATTEMPT": 7, "TIMEOUT_ATTEMPT": 8,
         "IMPORT": 64,  # eventq's extensions (FIRST_EXTENSION_TYPE), see test_import_command
         "RELEASE_ATTEMPT": 65,  # and test_core_release
+        "TOUCH": 66, "PAUSE": 67, "RESUME": 68,  # and test_core_extensions
     }  # fmt: skip
-    assert set(COMMAND_CLASSES) == set(CommandType)
+    # A command names a job or (pause, resume) a queue.
+    assert set(COMMAND_CLASSES) | set(QUEUE_COMMAND_CLASSES) == set(CommandType)
+    assert not set(COMMAND_CLASSES) & set(QUEUE_COMMAND_CLASSES)
     assert all(cls.type is t for t, cls in COMMAND_CLASSES.items())
     assert set(EVENT_CLASSES) == set(EventType)
 

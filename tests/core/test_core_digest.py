@@ -59,6 +59,9 @@ VARIANTS = {
     "scheduled_ms": lambda: base(scheduled_ms=T0, expires_ms=T0 + 60_000),
     "scheduled_ms 0": lambda: base(scheduled_ms=0, expires_ms=T0 + 60_000, ttl_ms=T0 + 60_000),
     "lease_deadline_ms": lambda: base(lease_deadline_ms=T0 + 1001),
+    "backoff_ms": lambda: base(backoff_ms=100),
+    "returns": lambda: base(backoff_ms=100, returns=1),
+    "retry_ms": lambda: base(backoff_ms=100, returns=1, retry_ms=T0),
     "result": lambda: dataclasses.replace(DONE, result=b"s"),
     "result empty": lambda: dataclasses.replace(DONE, result=b""),
     "result_ok": lambda: dataclasses.replace(

@@ -33,6 +33,7 @@ from eventq.core import (
     StartAttempt,
     State,
     TimeoutAttempt,
+    Touch,
     apply,
     attempt_limit,
     due_commands,
@@ -70,16 +71,17 @@ def reference(job: Job | None, cmd, at: int, off: int):
         expires = None if cmd.ttl_ms == 0 else min(base + cmd.ttl_ms, 2**64 - 1)
         new = Job(cmd.job_id, cmd.name, cmd.ttr_ms, cmd.ttl_ms, cmd.payload, cmd.priority,
                   cmd.max_attempts, cmd.max_fails, 0, 0, State.NEW, at, sched, expires,
-                  None, None, None, off)  # fmt: skip
+                  None, None, None, off, cmd.backoff_ms)  # fmt: skip
         return ("accepted", ("Added", {}), new)
     if job is None:
-        if isinstance(cmd, (Complete, Fail, Delete)):
+        if isinstance(cmd, (Complete, Fail, Delete, Touch)):
             return ("rejected", NotFound(), None)
         return ("ignored", None, None)
     limit = job.max_attempts if job.max_attempts else 255
     if isinstance(cmd, StartAttempt):
         waiting = job.state in (State.NEW, State.PENDING)
-        due = job.scheduled_ms is None or job.scheduled_ms <= at
+        time = job.scheduled_ms if job.retry_ms is None else job.retry_ms
+        due = time is None or time <= at
         if not (waiting and due) or job.attempts + 1 != cmd.attempt:
             return same
         if cmd.attempt > limit:
@@ -101,7 +103,14 @@ def reference(job: Job | None, cmd, at: int, off: int):
                     r(job, state=State.FAILED, result=b"", result_ok=False,
                       lease_deadline_ms=None, version=off))  # fmt: skip
         return ("accepted", timed_out,
-                r(job, state=State.PENDING, lease_deadline_ms=None, version=off))
+                r(job, state=State.PENDING, lease_deadline_ms=None, version=off,
+                  **backed_off(job, at)))  # fmt: skip
+    if isinstance(cmd, Touch):
+        if job.state != State.LEASED or job.attempts != cmd.attempt:
+            return ("rejected", NotFound(), job)
+        deadline = at + (job.ttr_ms if cmd.ttr_ms is None else cmd.ttr_ms)
+        return ("accepted", ("Touched", {"attempt": cmd.attempt, "deadline_ms": deadline}),
+                r(job, lease_deadline_ms=deadline, version=off))
     if isinstance(cmd, ReleaseAttempt):
         if job.state != State.LEASED or job.attempts != cmd.attempt:
             return same
@@ -120,7 +129,7 @@ def reference(job: Job | None, cmd, at: int, off: int):
         if fails < job.max_fails:
             return ("accepted", ("FailRetried", {}),
                     r(job, state=State.PENDING, fails=fails, lease_deadline_ms=None,
-                      version=off))  # fmt: skip
+                      version=off, **backed_off(job, at)))  # fmt: skip
         return ("accepted", ("Failed", {"result": cmd.result}),
                 r(job, state=State.FAILED, fails=fails, result=cmd.result, result_ok=False,
                   lease_deadline_ms=None, version=off))  # fmt: skip
@@ -130,6 +139,15 @@ def reference(job: Job | None, cmd, at: int, off: int):
     if job.expires_ms is None or at < job.expires_ms:
         return same
     return ("accepted", ("Expired", {"evicted": job.state not in FINAL}), None)
+
+
+def backed_off(job: Job, at: int) -> dict:
+    """A return to PENDING with a backoff: the r-th waits backoff * 2**(r-1), at most a
+    day (spec: Extensions); without a backoff nothing changes."""
+    if not job.backoff_ms:
+        return {}
+    returns = job.returns + 1
+    return {"returns": returns, "retry_ms": at + min(job.backoff_ms * 2 ** (returns - 1), 86_400_000)}
 
 
 def summary(outcome):
