@@ -191,6 +191,10 @@ class JobIndex:
         self._partition_sizes: Counter[int] = Counter()
         self._deadlines: list[int] = []  # heap of _deadline_item, checked when popped
         self._rearmed: list[tuple[int, int, int, int]] = []  # (when, kind, id, version)
+        # Paused queues (spec: Extensions, pause) as each owned partition's log says:
+        # every partition gets every pause and resume, and a queue is paused here while
+        # any of them says so (they agree once each has applied the same commands).
+        self._paused: dict[int, set[str]] = {}
         self._rng = rng or random.Random()
 
     # --- updates (from the processor) ----------------------------------------------
@@ -218,6 +222,25 @@ class JobIndex:
         if not queue.ready and not queue.scheduled:
             del self.queues[queue.name]
             self._remember_empty(queue.name)
+
+    def set_paused(self, partition: int, name: str, paused: bool) -> None:
+        """A pause or resume applied in ``partition`` (it also names the queue)."""
+        names = self._paused.setdefault(partition, set())
+        if paused:
+            names.add(name)
+        else:
+            names.discard(name)
+        self.name_queue(name)
+
+    def is_paused(self, name: str) -> bool:
+        return any(name in names for names in self._paused.values())
+
+    def _leasable(self, names: Iterable[str]) -> list[str]:
+        """``names`` once each, paused queues left out (they hand out no jobs)."""
+        names = dict.fromkeys(names)
+        if any(self._paused.values()):
+            return [name for name in names if not self.is_paused(name)]
+        return list(names)
 
     def known(self, name: str) -> bool:
         return name in self.queues or name in self.empty_names
@@ -283,6 +306,7 @@ class JobIndex:
         return entry
 
     def drop_partition(self, partition: int) -> None:
+        self._paused.pop(partition, None)
         if partition not in self._partition_sizes:
             return
         for id_int in [i for i, packed in self._entries.items()
@@ -293,11 +317,16 @@ class JobIndex:
         """The partitions of which some job is indexed."""
         return set(self._partition_sizes)
 
-    def rebuild(self, partition: int, jobs: Iterable[Slim], now_ms: int) -> int:
-        """Replace a partition's jobs by ``jobs`` (its table, after a recovery). Their
-        queue places are sorted in at once and the deadline heap is heapified once, so
-        1,000,000 jobs take seconds (issue 10), not a million heap pushes."""
+    def rebuild(
+        self, partition: int, jobs: Iterable[Slim], now_ms: int, paused: Iterable[str] = ()
+    ) -> int:
+        """Replace a partition's jobs by ``jobs`` and its paused queues by ``paused``
+        (its table, after a recovery). Their queue places are sorted in at once and the
+        deadline heap is heapified once, so 1,000,000 jobs take seconds (issue 10), not
+        a million heap pushes."""
         self.drop_partition(partition)
+        for name in paused:
+            self.set_paused(partition, name, True)
         ready: dict[str, list[int]] = {}
         scheduled: dict[str, list[int]] = {}
         deadlines = self._deadlines
@@ -340,8 +369,9 @@ class JobIndex:
         self, names: Iterable[str], now_ms: int, claimed: set[uuid.UUID]
     ) -> Iterator[uuid.UUID]:
         """Ready jobs to try leasing, best first: a uniformly random name among those
-        with unclaimed ready jobs, then that name's lease order (spec: lease)."""
-        names = list(dict.fromkeys(names))
+        with unclaimed ready jobs, then that name's lease order (spec: lease). A paused
+        queue has none to offer."""
+        names = self._leasable(names)
         self.promote_due(now_ms, names)
         tried: set[uuid.UUID] = set()
         while True:
@@ -366,7 +396,7 @@ class JobIndex:
     ) -> dict[str, int]:
         """Each name's first unclaimed ready job's place in lease order (its key): a
         gateway of several processes leases where a name's best job is (issue 11)."""
-        names = list(dict.fromkeys(names))
+        names = self._leasable(names)
         self.promote_due(now_ms, names)
         heads = {}
         for name in names:

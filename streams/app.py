@@ -203,7 +203,8 @@ def build_streams(settings: Settings) -> Streams:
         total = 0
         now_ms = wall_clock_ms()
         for partition in owned:
-            total += index.rebuild(partition, store.slims_in(partition), now_ms)
+            total += index.rebuild(
+                partition, store.slims_in(partition), now_ms, store.paused_in(partition))
             await asyncio.sleep(0)
         store.active = frozenset(owned)
         processor.forget_watermarks()

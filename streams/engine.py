@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import CommandType
+from eventq.core.machine import Rejected
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
 from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
@@ -175,6 +176,44 @@ class Engine:
             f"the {what} was sent but Kafka did not acknowledge it within {limit}: it may "
             f"still take effect; {check}"
         )
+
+    async def submit_everywhere(self, command) -> None:
+        """Write a queue command (pause, resume) to every partition and wait until it is
+        in the log everywhere and applied in each partition this process owns (the
+        others' owners apply it as they read on). A partition the write fails in fails
+        the request; the command is then in some partitions, and repeating it is safe
+        (pause and resume are idempotent)."""
+        await self.wait_ready()
+        if self.writer is None:
+            raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
+        key = b"queue:" + command.name.encode()
+        owned = self.store.active
+        expected: list[tuple[int, asyncio.Future]] = []
+        written: list[asyncio.Future] = []
+        try:
+            for partition in range(self.partitions):
+                request_id = next(self._request_ids)
+                if partition in owned:
+                    expected.append((request_id, self.waiters.expect(request_id)))
+                data = encode_command(command, node=self.node, request_id=request_id)
+                written.append(self.writer.write(partition, key, data))
+            async with asyncio.timeout(self.write_timeout_s):
+                await asyncio.gather(*written)
+                for _, applied in expected:
+                    outcome = (await applied).outcome
+                    if isinstance(outcome, Rejected):
+                        raise outcome.error
+        except EventqError:
+            raise
+        except Exception as error:
+            what = command_word(command)
+            raise MayTakeEffect(
+                f"the {what} of {command.name} did not reach every partition "
+                f"({type(error).__name__}); it may have taken effect in some: repeat it"
+            ) from None
+        finally:
+            for request_id, _ in expected:
+                self.waiters.forget(request_id)
 
     async def wait_ready(self) -> None:
         if self.ready.is_set():

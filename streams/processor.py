@@ -38,9 +38,10 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from eventq.core import CodecError, Expired, correlation_of, decode_command
+from eventq.core import CodecError, Expired, Pause, Resume, correlation_of, decode_command
+from eventq.core.commands import is_paused_after
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
-from eventq.core.job import is_final, is_ready
+from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
@@ -49,6 +50,7 @@ from eventq.indexes import JobIndex
 from streams.store import (
     BULK_ADMITTED_KEY,
     LEGACY_WATERMARK_KEY,
+    paused_key,
     WATERMARK_KEY,
     JobStore,
     job_key,
@@ -227,6 +229,9 @@ class Processor:
             self._contain(message, f"undecodable command: {error}", correlation_of(data), batch)
             return
         command = decoded.command
+        if type(command) in (Pause, Resume):
+            self._apply_queue_command(command, partition, decoded, batch)
+            return
         key = job_key(command.job_id)
         job = batch.jobs.get(key, _UNREAD)
         if job is _UNREAD:
@@ -251,6 +256,19 @@ class Processor:
             self.counters.rejected += 1
         if decoded.node == self._node and decoded.request_id is not None:
             batch.replies.append((decoded.request_id, Applied(outcome, result.job)))
+
+    def _apply_queue_command(self, command, partition: int, decoded, batch: "_Batch") -> None:
+        """pause/resume (spec: Extensions): the queue's state in this partition is what
+        the last of them said. Re-applying a re-read tail ends in the same state, so no
+        position check is needed. A resume wakes the leases waiting on the queue."""
+        paused = is_paused_after(command)
+        batch.records[paused_key(command.name)] = b"1" if paused else b"0"
+        self._index.set_paused(partition, command.name, paused)
+        if not paused:
+            self._waiters.wake_all(command.name)
+        self.counters.applied += 1
+        if decoded.node == self._node and decoded.request_id is not None:
+            batch.replies.append((decoded.request_id, Applied(QUEUE_STATE_SET, None)))
 
     def _contain(
         self, message, reason: str, issuer: tuple[str | None, int | None], batch=None
@@ -310,12 +328,13 @@ class Processor:
             self._waiters.on_final(job_id, after)
         elif is_ready(after, now_ms):
             self._waiters.on_ready((after.name,))
-        for deadline in (after.lease_deadline_ms, after.expires_ms, after.scheduled_ms):
+        for deadline in (after.lease_deadline_ms, after.expires_ms, ready_time_ms(after)):
             if deadline is not None:
                 self._on_deadline(deadline)
 
 
 _UNREAD = object()  # a job this batch has not read yet
+QUEUE_STATE_SET = Ignored("queue state set")  # the reply to pause/resume: no job changed
 
 
 class _Batch:

@@ -28,6 +28,12 @@ WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
 LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
 # The bulk lane's admission: the next bulk position to admit (eventq/core/batch.py).
 BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
+# A queue's pause state, as this partition's log left it: b"1" paused, b"0" resumed.
+PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
+
+
+def paused_key(name: str) -> bytes:
+    return PAUSED_KEY_PREFIX + name.encode()
 
 
 MIB = 1024 * 1024
@@ -151,6 +157,16 @@ class JobStore:
         """The slim projection of every live job stored for a partition (to rebuild the
         indexes: eventq/core/slim.py)."""
         return slims_of(self._db(partition), partition, self._undecodable)
+
+    def paused_in(self, partition: int) -> list[str]:
+        """The queues paused in ``partition`` (its pause records are sorted together)."""
+        paused = []
+        for key, value in self._db(partition).items(from_key=PAUSED_KEY_PREFIX):
+            if not key.startswith(PAUSED_KEY_PREFIX):
+                break
+            if value == b"1":
+                paused.append(key[len(PAUSED_KEY_PREFIX):].decode())
+        return paused
 
     def _undecodable(self, partition: int, key: bytes, error: Exception) -> None:
         self.undecodable += 1

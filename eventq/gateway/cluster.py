@@ -27,6 +27,7 @@ from streams.store import job_key
 SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
+    rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
     rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
@@ -36,7 +37,7 @@ SHAPES: dict[type, Shape] = {
 
 # Requests about one job: answered by the owner of the job's partition.
 KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete,
-         rq.InspectJob)
+         rq.InspectJob, rq.Touch)
 
 MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page
@@ -149,7 +150,7 @@ def queue_views(blocks: Iterable[Block]) -> list[QueueView]:
     """Queue blocks (replies.queue_blocks) back to their views."""
     return [
         QueueView(b.head.decode("latin-1"), int(b.value(b"ready-len")),
-                  int(b.value(b"scheduled-len")))
+                  int(b.value(b"scheduled-len")), any(k == b"paused" for k, _ in b.lines))
         for b in blocks
     ]
 
@@ -159,9 +160,10 @@ def merge_queues(parts: Iterable[Iterable[QueueView]]) -> list[QueueView]:
     totals: dict[str, list[int]] = {}
     for part in parts:
         for q in part:
-            total = totals.setdefault(q.name, [0, 0])
+            total = totals.setdefault(q.name, [0, 0, False])
             total[0] += q.ready_len
             total[1] += q.scheduled_len
+            total[2] = total[2] or q.paused  # paused where any process says so
     names = sorted(totals, key=lambda name: name.encode("latin-1"))
     return [QueueView(name, *totals[name]) for name in names]
 

@@ -141,6 +141,18 @@ class Everywhere:
 
     # --- inspect -----------------------------------------------------------------
 
+    async def pause_or_resume(self, r: rq.Pause | rq.Resume) -> bytes:
+        """pause/resume: written to every partition here, then each other process does
+        the same and answers once its own partitions have applied it, so +OK means no
+        process hands out the queue's jobs any more (the records are idempotent: the
+        second copy of each changes nothing)."""
+        reply = await self.gateway.handle(r, peer=True)
+        if reply[:1] == b"-":
+            return reply
+        for other in await self.cluster.ask_others(r):
+            raise_if_error(other)
+        return reply
+
     async def inspect_server(self, r: rq.InspectServer) -> bytes:
         """Clients and evicted jobs of every process (peers' own connections are not
         clients); ``started`` is this process's."""

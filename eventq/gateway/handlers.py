@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, Iterator
 
 from eventq import core
 from eventq.core import AttemptStarted, Job, State
-from eventq.core.job import is_final
+from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.cluster import KEYED
@@ -48,7 +48,7 @@ def view_of(job: Job) -> replies.JobView:
         priority=job.priority,
         state=int(job.state),
         created_ms=job.created_ms,
-        scheduled_ms=job.scheduled_ms,
+        scheduled_ms=ready_time_ms(job),
     )
 
 
@@ -103,6 +103,9 @@ class Gateway:
             requests.Complete: self.complete,
             requests.Fail: self.fail,
             requests.Delete: self.delete,
+            requests.Touch: self.touch,
+            requests.Pause: self.pause,
+            requests.Resume: self.resume,
             requests.InspectServer: self.inspect_server,
             requests.InspectQueues: self.inspect_queues,
             requests.InspectQueue: self.inspect_queue,
@@ -135,6 +138,8 @@ class Gateway:
                 requests.InspectScheduledJobs: everywhere.inspect_jobs,
                 requests.InspectDigest: everywhere.inspect_digest,
                 requests.InspectBulk: everywhere.inspect_bulk,
+                requests.Pause: everywhere.pause_or_resume,
+                requests.Resume: everywhere.pause_or_resume,
             }
 
     async def handle(
@@ -183,14 +188,15 @@ class Gateway:
 
     async def add(self, r: requests.Add) -> bytes:
         command = core.Add(
-            r.id, r.name, r.ttr_ms, r.ttl_ms, r.payload, r.priority, r.max_attempts, r.max_fails
+            r.id, r.name, r.ttr_ms, r.ttl_ms, r.payload, r.priority, r.max_attempts,
+            r.max_fails, r.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
     async def schedule(self, r: requests.Schedule) -> bytes:
         command = core.Schedule(
             r.id, r.name, r.ttr_ms, r.ttl_ms, r.time_ms, r.payload,
-            r.priority, r.max_attempts, r.max_fails,
+            r.priority, r.max_attempts, r.max_fails, r.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -204,6 +210,28 @@ class Gateway:
         if r.id.version != PROTOCOL_UUID_VERSION:
             raise NotFound()  # [eventq] no such job can exist; nothing to log
         return ok_or_error(await self.engine.submit(core.Delete(r.id)))
+
+    async def touch(self, r: requests.Touch) -> bytes:
+        """A worker's heartbeat (spec: Extensions). The command names the attempt that
+        is LEASED now, so a touch racing a timeout and a new lease of the job is refused
+        (-NOT-FOUND) rather than extending the new holder's lease."""
+        await self.engine.wait_ready()
+        entry = self.index.entry(r.id)
+        if entry is None or entry.state is not State.LEASED:
+            raise NotFound()
+        return ok_or_error(
+            await self.engine.submit(core.Touch(r.id, entry.attempts, r.ttr_ms))
+        )
+
+    async def pause(self, r: requests.Pause) -> bytes:
+        self.index.name_queue(r.name)
+        await self.engine.submit_everywhere(core.Pause(r.name))
+        return replies.ok()
+
+    async def resume(self, r: requests.Resume) -> bytes:
+        self.index.name_queue(r.name)
+        await self.engine.submit_everywhere(core.Resume(r.name))
+        return replies.ok()
 
     # --- blocking ----------------------------------------------------------------
 
@@ -401,7 +429,7 @@ class Gateway:
 
     def queue_view(self, name: str, now_ms: int) -> replies.QueueView:
         ready, scheduled = self.index.lengths(name, now_ms)
-        return replies.QueueView(name, ready, scheduled)
+        return replies.QueueView(name, ready, scheduled, self.index.is_paused(name))
 
     async def inspect_queues(self, r: requests.InspectQueues) -> bytes:
         await self.engine.wait_ready()

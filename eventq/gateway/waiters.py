@@ -66,6 +66,12 @@ class Waiters:
 
     # --- gateway side -----------------------------------------------------------------
 
+    def wake_all(self, name: str) -> None:
+        """Wake every lease waiting on ``name`` (a queue resumed: each looks again)."""
+        for future in self.ready.pop(name, {}):
+            if not future.done():
+                future.set_result(None)
+
     def expect(self, request_id: int) -> asyncio.Future[Applied]:
         future = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future

@@ -18,7 +18,8 @@ def _line(*words: object) -> bytes:
 
 
 def _flags(**values: int) -> str:
-    """Non-default flags only (add and schedule take at most 3, run 1)."""
+    """Non-default flags only (add and schedule take at most 3, or 4 with -backoff;
+    run 1)."""
     return " ".join(f"-{key.replace('_', '-')}={value}" for key, value in values.items() if value)
 
 
@@ -27,7 +28,8 @@ def _with_data(line: bytes, data: bytes) -> bytes:
 
 
 def _add(r: rq.Add) -> bytes:
-    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails)
+    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
+                   backoff=r.backoff_ms)
     return _with_data(
         _line("add", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms, len(r.payload), flags),
         r.payload,
@@ -35,7 +37,8 @@ def _add(r: rq.Add) -> bytes:
 
 
 def _schedule(r: rq.Schedule) -> bytes:
-    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails)
+    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
+                   backoff=r.backoff_ms)
     line = _line("schedule", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms,
                  format_time_ms(r.time_ms), len(r.payload), flags)
     return _with_data(line, r.payload)
@@ -57,6 +60,9 @@ ENCODERS: dict[type, Callable[[object], bytes]] = {
     rq.Complete: lambda r: _with_data(_line("complete", canonical_id(r.id), len(r.result)), r.result),
     rq.Fail: lambda r: _with_data(_line("fail", canonical_id(r.id), len(r.result)), r.result),
     rq.Delete: lambda r: _line("delete", canonical_id(r.id)),
+    rq.Touch: lambda r: _line("touch", canonical_id(r.id), "" if r.ttr_ms is None else f"-ttr={r.ttr_ms}"),
+    rq.Pause: lambda r: _line("pause", r.name),
+    rq.Resume: lambda r: _line("resume", r.name),
     rq.InspectServer: lambda r: _line("inspect", "server"),
     rq.InspectQueues: lambda r: _line("inspect", "queues", r.offset, r.limit),
     rq.InspectQueue: lambda r: _line("inspect", "queue", r.name),

@@ -24,6 +24,7 @@ from eventq.limits import MAX_ADD_FLAGS, MAX_RUN_FLAGS
 
 from . import requests as rq
 from .values import (
+    parse_backoff_ms,
     parse_cursor_offset,
     parse_id,
     parse_limit,
@@ -108,6 +109,11 @@ class Command:
     fields: tuple[Field, ...] = ()
     max_flags: int = 0
     data: DataBlock | None = None
+    extra_flag: str | None = None  # a flag that, when given, allows one flag more
+
+    def accepts_flag_count(self, flags) -> bool:
+        """At most ``max_flags`` flags, one more when ``extra_flag`` is among them."""
+        return len(flags) <= self.max_flags + (self.extra_flag in flags)
 
     @property
     def flag_names(self) -> frozenset[str]:
@@ -149,6 +155,11 @@ def _time_plus_ttl_in_future(values: ParsedFields, now_ms: Clock) -> None:
 _MAX_ATTEMPTS = Field("max_attempts", Flag("max-attempts", 0), parse_max_attempts)
 _MAX_FAILS = Field("max_fails", Flag("max-fails", 0), parse_max_fails)
 _PRIORITY = Field("priority", Flag("priority", 0), parse_priority)
+# pause, resume and touch judge every flag by its name (spec: Extensions): any other
+# flag is "Invalid command flags", however many there are (a line holds fewer than this).
+ANY_FLAG_COUNT = 10_000
+# [eventq] checked after priority; with it add and schedule take one flag more.
+_BACKOFF = Field("backoff_ms", Flag("backoff", 0), parse_backoff_ms)
 
 # fmt: off
 GRAMMAR: Mapping[str, Command | Subcommands] = {
@@ -161,9 +172,10 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("name", Arg(1), parse_name),
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
         ),
         max_flags=MAX_ADD_FLAGS,
+        extra_flag="backoff",
         data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # schedule <id> <name> <ttr> <ttl> <time> <size> [flags]; id, name, ttr, ttl, time,
@@ -176,9 +188,10 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
             Field("time_ms", Arg(4), parse_time_ms, check=_time_plus_ttl_in_future),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
         ),
         max_flags=MAX_ADD_FLAGS,
+        extra_flag="backoff",
         data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
@@ -224,6 +237,19 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     ),
     # delete <id>; [eventq] a valid non-v4 UUID is -NOT-FOUND, so any UUID parses.
     "delete": Command(rq.Delete, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
+    # eventq extensions (spec: Extensions): touch <id> [-ttr=]; id (v4), ttr.
+    "touch": Command(
+        rq.Touch, 1, 1,
+        fields=(Field("id", Arg(0), _job_id), Field("ttr_ms", Flag("ttr", None), parse_ttr_ms)),
+        max_flags=ANY_FLAG_COUNT,
+    ),
+    # pause <name> / resume <name>; no flags.
+    "pause": Command(
+        rq.Pause, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
+    ),
+    "resume": Command(
+        rq.Resume, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
+    ),
     # eventq extension, internal: the connection is another eventq process's (issue 11).
     "peer": Command(rq.Peer, 0, 0),
     # eventq extension, internal: where each name's best ready job stands (issue 11).

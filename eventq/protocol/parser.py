@@ -200,7 +200,7 @@ def _line_error(command: Command, words: tuple[str, ...], tokens: Tokens) -> str
     """The first failure of check 1 (flag syntax), 3 (counts) and 4 (flag names)."""
     if tokens.flags_malformed:
         return INVALID_COMMAND_FLAGS
-    if not command.accepts_word_count(len(words)) or len(tokens.flags) > command.max_flags:
+    if not command.accepts_word_count(len(words)) or not command.accepts_flag_count(tokens.flags):
         return INVALID_COMMAND_ARGS
     if not command.flag_names.issuperset(tokens.flags):
         return INVALID_COMMAND_FLAGS

@@ -46,6 +46,7 @@ class QueueView:
     name: str
     ready_len: int
     scheduled_len: int
+    paused: bool = False  # [eventq] pause (spec: Extensions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +110,14 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
 
 
 def _queue_block(queue: QueueView) -> bytes:
-    """``<name> 2``, ``ready-len R``, ``scheduled-len S``."""
-    return (
-        _line(queue.name, 2)
+    """``<name> 2``, ``ready-len R``, ``scheduled-len S``; [eventq] a paused queue has
+    key count 3 and a third line ``paused 1`` (an unpaused one's block is workq's)."""
+    block = (
+        _line(queue.name, 3 if queue.paused else 2)
         + _line("ready-len", queue.ready_len)
         + _line("scheduled-len", queue.scheduled_len)
     )
+    return block + _line("paused", 1) if queue.paused else block
 
 
 def _blocks(blocks: Iterable[bytes], count: int) -> bytes:

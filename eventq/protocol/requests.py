@@ -25,6 +25,7 @@ class Add:
     priority: int = 0
     max_attempts: int = 0
     max_fails: int = 0
+    backoff_ms: int = 0  # [eventq] -backoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class Schedule:
     priority: int = 0
     max_attempts: int = 0
     max_fails: int = 0
+    backoff_ms: int = 0  # [eventq] -backoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,29 @@ class Delete:
     """``delete <id>`` (any valid UUID; a non-v4 one is simply not found)."""
 
     id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Touch:
+    """``touch <id> [-ttr=<ms>]``: eventq extension, a worker's heartbeat. ``ttr_ms``
+    None: the job's own TTR."""
+
+    id: uuid.UUID
+    ttr_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """``pause <name>``: eventq extension, the queue hands out no jobs."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """``resume <name>``: eventq extension, the queue hands out jobs again."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +203,9 @@ Request = Union[
     Complete,
     Fail,
     Delete,
+    Touch,
+    Pause,
+    Resume,
     InspectServer,
     InspectQueues,
     InspectQueue,

@@ -20,6 +20,7 @@ import re
 import uuid
 
 from eventq.errors import (
+    INVALID_BACKOFF,
     INVALID_CURSOR_OFFSET,
     INVALID_ID,
     INVALID_LIMIT,
@@ -36,6 +37,7 @@ from eventq.errors import (
 )
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_MS,
     MAX_CURSOR_OFFSET,
     MAX_FAILS_LIMIT,
     MAX_LIMIT,
@@ -98,6 +100,11 @@ def _parse_signed(token: str, bound: int) -> int | None:
 def parse_ttr_ms(token: str) -> int:
     """ttr: integer ms, 1 … 86,400,000 (``Invalid TTR``)."""
     return _parse_unsigned(token, MIN_TTR_MS, MAX_TTR_MS, INVALID_TTR)
+
+
+def parse_backoff_ms(token: str) -> int:
+    """[eventq] -backoff: integer ms, 0 … 86,400,000 (``Invalid Backoff``)."""
+    return _parse_unsigned(token, 0, MAX_BACKOFF_MS, INVALID_BACKOFF)
 
 
 def parse_ttl_ms(token: str) -> int:

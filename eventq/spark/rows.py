@@ -38,6 +38,8 @@ from eventq.core import (
     CommandType,
     EventType,
     Job,
+    Pause,
+    Resume,
     Schedule,
     State,
     decode_command,
@@ -399,6 +401,7 @@ def _kebab(enum_member) -> str:
 
 
 COMMAND_NAMES = {int(t): _kebab(t) for t in CommandType}
+QUEUE_COMMANDS = (Pause, Resume)
 EVENT_NAMES = {int(t): _kebab(t) for t in EventType}
 
 
@@ -537,6 +540,8 @@ def fold_commands(batches: Iterator) -> Iterator:
                 current, fold = job_id, _JobFold()
             try:
                 command = decode_command(value).command
+                if isinstance(command, QUEUE_COMMANDS):
+                    continue  # pause/resume: a queue's history, not a job's
                 if str(command.job_id) != job_id:
                     raise ValueError(f"a command for {command.job_id} under key {job_id!r}")
             except ValueError as error:  # CodecError

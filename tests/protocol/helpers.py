@@ -15,6 +15,9 @@ from eventq.protocol import (
     InspectBulk,
     Peer,
     Peek,
+    Touch,
+    Pause,
+    Resume,
     InspectDigest,
     InspectJob,
     InspectJobs,
@@ -117,12 +120,18 @@ IdFormat = Callable[[uuid.UUID], str]
 def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dict[str, int], bytes | None]:
     """The words after the verb, the flags, and the data block of a request."""
     match request:
-        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails):
+        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails, backoff):
             words = ["add", fmt_id(id), name, str(ttr), str(ttl), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails), payload
-        case Schedule(id, name, ttr, ttl, time_ms, payload, priority, max_attempts, max_fails):
+            return words, _job_flags(priority, max_attempts, max_fails, backoff), payload
+        case Schedule(id, name, ttr, ttl, time_ms, payload, priority, max_attempts, max_fails, backoff):
             words = ["schedule", fmt_id(id), name, str(ttr), str(ttl), _time(time_ms), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails), payload
+            return words, _job_flags(priority, max_attempts, max_fails, backoff), payload
+        case Touch(id, ttr):
+            return ["touch", fmt_id(id)], ({} if ttr is None else {"ttr": ttr}), None
+        case Pause(name):
+            return ["pause", name], {}, None
+        case Resume(name):
+            return ["resume", name], {}, None
         case Run(id, name, ttr, wait, payload, priority):
             words = ["run", fmt_id(id), name, str(ttr), str(wait), str(len(payload))]
             return words, {"priority": priority}, payload
@@ -159,8 +168,11 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
     raise TypeError(request)
 
 
-def _job_flags(priority: int, max_attempts: int, max_fails: int) -> dict[str, int]:
-    return {"priority": priority, "max-attempts": max_attempts, "max-fails": max_fails}
+def _job_flags(priority: int, max_attempts: int, max_fails: int, backoff: int = 0) -> dict[str, int]:
+    flags = {"priority": priority, "max-attempts": max_attempts, "max-fails": max_fails}
+    if backoff:  # [eventq] a fourth flag, only when given (workq clients never send it)
+        flags["backoff"] = backoff
+    return flags
 
 
 def _time(ms: int) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from eventq.errors import (
+    INVALID_BACKOFF,
     INVALID_COMMAND_ARGS,
     INVALID_COMMAND_FLAGS,
     INVALID_CURSOR_OFFSET,
@@ -167,6 +168,27 @@ ERRORS = [
     (b"inspect queues 0 0\r\n", C(INVALID_LIMIT)),
     (b"inspect jobs p 0 101\r\n", C(INVALID_LIMIT)),
     (b"inspect scheduled-jobs p 0 +1\r\n", C(INVALID_LIMIT)),
+    # [eventq] extensions (spec: Extensions)
+    (block_request(f"add {ID} p 1 1 {SIZE} -backoff=86400001"), C(INVALID_BACKOFF)),
+    (block_request(f"add {ID} p 1 1 {SIZE} -backoff=-1"), C(INVALID_BACKOFF)),
+    (block_request(f"schedule {ID} p 1 1 2016-06-14T06:46:46Z {SIZE} -backoff=x"), C(INVALID_BACKOFF)),
+    # 4 flags only when -backoff is one of them
+    (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-fails=1 -max-attempts=1 -x=1"),
+     C(INVALID_COMMAND_ARGS)),
+    (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-fails=1 -max-attempts=1 -backoff=1 -x=1"),
+     C(INVALID_COMMAND_ARGS)),
+    (b"touch\r\n", C(INVALID_COMMAND_ARGS)),
+    (f"touch {ID} {ID}\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (f"touch {ID} -ttr=1 -x=1\r\n".encode(), C(INVALID_COMMAND_FLAGS)),  # names, not counts
+    (f"touch {V1_TEXT}\r\n".encode(), C(INVALID_ID)),
+    (f"touch {ID} -ttr=0\r\n".encode(), C(INVALID_TTR)),
+    (f"touch {ID} -ttr=86400001\r\n".encode(), C(INVALID_TTR)),
+    (b"pause\r\n", C(INVALID_COMMAND_ARGS)),
+    (b"pause a b\r\n", C(INVALID_COMMAND_ARGS)),
+    (b"pause a -x=1 -y=2\r\n", C(INVALID_COMMAND_FLAGS)),
+    (b"resume a -ttr=1\r\n", C(INVALID_COMMAND_FLAGS)),
+    (b"pause a!\r\n", C(INVALID_NAME)),
+    (b"resume a!\r\n", C(INVALID_NAME)),
 ]
 # fmt: on
 
@@ -183,7 +205,7 @@ def test_every_parser_error_text_is_reached() -> None:
         UNKNOWN_COMMAND, LINE_TOO_LONG, INVALID_COMMAND_ARGS, INVALID_COMMAND_FLAGS,
         INVALID_PAYLOAD_SIZE, INVALID_RESULT_SIZE, INVALID_ID, INVALID_NAME, INVALID_TTR,
         INVALID_TTL, INVALID_TIME, INVALID_MAX_ATTEMPTS, INVALID_MAX_FAILS, INVALID_PRIORITY,
-        INVALID_WAIT_TIMEOUT, INVALID_CURSOR_OFFSET, INVALID_LIMIT,
+        INVALID_WAIT_TIMEOUT, INVALID_CURSOR_OFFSET, INVALID_LIMIT, INVALID_BACKOFF,
     }
 
 
@@ -244,6 +266,19 @@ LADDERS: dict[str, tuple[Callable[..., bytes], Ladder]] = {
         [(ID, V1_TEXT, INVALID_ID), ("p", "p?", INVALID_NAME), ("1", "0", INVALID_TTR),
          ("1", "-1", INVALID_TTL), *JOB_FLAGS],
     ),
+    # [eventq] backoff is checked after priority
+    "add -backoff": (
+        lambda i, n, r, t, a, f, p, b: block_request(f"add {b} {p} {f} {a} {i} {n} {r} {t} {SIZE}"),
+        [(ID, V1_TEXT, INVALID_ID), ("p", "p?", INVALID_NAME), ("1", "0", INVALID_TTR),
+         ("1", "-1", INVALID_TTL), *JOB_FLAGS, ("-backoff=5", "-backoff=5x", INVALID_BACKOFF)],
+    ),
+    # touch: id (v4), then ttr
+    "touch": (
+        lambda t, i: f"touch {t} {i}\r\n".encode(),
+        [(ID, V1_TEXT, INVALID_ID), ("-ttr=5", "-ttr=0", INVALID_TTR)],
+    ),
+    "pause": (lambda n: f"pause {n}\r\n".encode(), [("p", "p!", INVALID_NAME)]),
+    "resume": (lambda n: f"resume {n}\r\n".encode(), [("p", "p!", INVALID_NAME)]),
     "schedule": (
         lambda i, n, r, t, tm, a, f, p: block_request(
             f"schedule {i} {p} {n} {f} {r} {a} {t} {tm} {SIZE}"),

@@ -32,7 +32,7 @@ from eventq.protocol import (
     canonical_id,
 )
 from eventq.protocol.encode import encode_request
-from eventq.protocol.requests import Peek, Peer, Request
+from eventq.protocol.requests import Pause, Peek, Peer, Request, Resume, Touch
 
 from .helpers import NOW_MS, closes, events_in_chunks, events_whole, serialize, split_at
 
@@ -46,7 +46,7 @@ FRAGMENTS = [
     b"add", b"schedule", b"run", b"result", b"lease", b"complete", b"fail", b"delete",
     b"inspect", b"server", b"queues", b"queue", b"jobs", b"scheduled-jobs", b"job",
     b"digest", b" ", b"  ", b"\r\n", b"\n", b"\r", b"\t", b"-", b"=", b"-priority=",
-    b"-max-attempts=", b"-max-fails=", b"-x=", b"0", b"1", b"4", b"+5", b"-1", b"255",
+    b"-max-attempts=", b"-max-fails=", b"-backoff=", b"touch", b"pause", b"resume", b"-ttr=", b"-x=", b"0", b"1", b"4", b"+5", b"-1", b"255",
     b"1048576", b"86400000", b"18446744073709551616", b"2016-06-14T06:46:46Z",
     b"2016-06-14T06:46:46.5Z", b"6ba7b810-9dad-41d1-80b4-00c04fd430c4",
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
@@ -99,6 +99,7 @@ priorities = st.integers(-(2**31), 2**31 - 1)
 counts = st.integers(0, 255)
 offsets = st.integers(0, 2**32 - 1)
 limits = st.integers(1, 100)
+backoffs = st.just(0) | st.integers(0, 86_400_000)
 MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
@@ -108,12 +109,12 @@ def schedules(draw: st.DrawFn) -> Schedule:
     time_ms = draw(st.integers(max(0, NOW_MS - ttl + 1), MAX_TIME_MS))  # time + ttl > now
     return Schedule(
         draw(v4_ids), draw(names), draw(ttrs), ttl, time_ms, draw(payloads),
-        draw(priorities), draw(counts), draw(counts),
+        draw(priorities), draw(counts), draw(counts), draw(backoffs),
     )
 
 
 requests_ = st.one_of(
-    st.builds(Add, v4_ids, names, ttrs, ttls, payloads, priorities, counts, counts),
+    st.builds(Add, v4_ids, names, ttrs, ttls, payloads, priorities, counts, counts, backoffs),
     schedules(),
     st.builds(Run, v4_ids, names, ttrs, waits, payloads, priorities),
     st.builds(Result, v4_ids, waits),
@@ -131,6 +132,9 @@ requests_ = st.one_of(
     st.just(InspectBulk()),
     st.just(Peer()),
     st.builds(Peek, st.lists(names, min_size=1, max_size=5).map(tuple)),
+    st.builds(Touch, v4_ids, st.none() | ttrs),
+    st.builds(Pause, names),
+    st.builds(Resume, names),
 )
 
 
