@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from eventq.client import Client  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import BatchBuilder  # noqa: E402
 from eventq.kafka import broker  # noqa: E402

@@ -457,7 +457,7 @@ class Connection:
 
 async def probe(port: int, tally: Tally, stop: asyncio.Event) -> None:
     """Another client, unaffected: add, inspect, delete, all along."""
-    from eventq.client import Client
+    from eventq.rawclient import RawClient as Client
 
     while not stop.is_set():
         job = uuid.uuid4()
@@ -476,7 +476,7 @@ async def probe(port: int, tally: Tally, stop: asyncio.Event) -> None:
 
 
 async def server_digest(port: int) -> str:
-    from eventq.client import Client
+    from eventq.rawclient import RawClient as Client
 
     async with await Client.connect(port=port) as c:
         return await asyncio.wait_for(c.digest(), MARGIN_S)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from eventq.client import Client  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import encode_batch  # noqa: E402
 from eventq.errors import EventqError, NotFound  # noqa: E402

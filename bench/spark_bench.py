@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.client import Client  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
 
 

@@ -1,4 +1,5 @@
-"""A small asyncio workq client (used by the tests, the benchmark and the README).
+"""A minimal asyncio workq client for the test suite and benchmarks (raw replies as
+bytes and dicts). Users want ``eventq.client`` (typed, pooled, sync and asyncio).
 
 Any workq client works with eventq; this one exists so the project can drive itself.
 Errors come back as the same ``EventqError`` classes the server uses.
@@ -39,13 +40,13 @@ def _flags(**flags: int | None) -> list[str]:
     return [f"-{k.replace('_', '-')}={v}" for k, v in flags.items() if v is not None]
 
 
-class Client:
+class RawClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
 
     @classmethod
-    async def connect(cls, host: str = "127.0.0.1", port: int = 9922) -> "Client":
+    async def connect(cls, host: str = "127.0.0.1", port: int = 9922) -> "RawClient":
         reader, writer = await asyncio.open_connection(host, port, limit=4 * 1024 * 1024)
         return cls(reader, writer)
 
@@ -56,7 +57,7 @@ class Client:
         except ConnectionError:
             pass
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> "RawClient":
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -194,4 +195,4 @@ class Client:
         return value.decode()
 
 
-__all__ = ["Client", "EventqError", "JobResult", "Leased"]
+__all__ = ["RawClient", "EventqError", "JobResult", "Leased"]

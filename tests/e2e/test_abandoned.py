@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import Delete, ReleaseAttempt, StartAttempt, State, decode_command
 from eventq.core.batch import split_record
 from eventq.kafka.logreader import read_topic

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import (
     Add,
     Complete,

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import Add, encode_command, state_digest
 from eventq.core.batch import encode_batch, read_record
 from eventq.errors import EventqError, NotFound

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import state_digest
 from eventq.kafka.logreader import latest_jobs, read_topic
 from eventq.kafka.topics import TopicSpec, bulk_name_for, bulk_topic, commands_topic, ensure_topics

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from eventq import core
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.errors import NotFound
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from streams.store import job_key

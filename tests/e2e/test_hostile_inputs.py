@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_WAIT_TIMEOUT_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]

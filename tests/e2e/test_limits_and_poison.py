@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.errors import NotFound, ServerError
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES, MIN_TOPIC_MESSAGE_BYTES
 from eventq.replay import derive_from_commands

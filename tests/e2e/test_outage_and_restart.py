@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.errors import EventqError, ServerError, Timeout
 from eventq.kafka import broker
 from support import ServerProcess

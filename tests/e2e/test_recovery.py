@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import AttemptReleased, AttemptStarted, Completed, state_digest
 from eventq.core.machine import Accepted
 from eventq.errors import ClientError, EventqError, NotFound, Timeout

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import Job, State, decode_state, state_digest
 from eventq.replay import derive_from_commands
 from eventq.restore import open_table, table_path

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.errors import ClientError, NotFound, Timeout
 from support import raw_exchange
 

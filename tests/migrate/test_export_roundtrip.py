@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.cmdlog import iter_commands, list_segments, replay
 from eventq.core import Import, State
 from eventq.migrate.mapping import import_command

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.cmdlog import (
     HEADER,
     WqAdd,

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from eventq.kafka.topics import bulk_name_for
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import decode_command, state_digest
 from eventq.core.batch import split_record
 from eventq.errors import NotFound

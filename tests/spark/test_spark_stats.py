@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from eventq.client import Client
+from eventq.rawclient import RawClient as Client
 from eventq.core import state_digest
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs
