@@ -1,0 +1,208 @@
+"""``AsyncClient``: the asyncio client, the same pure calls (eventq/client/calls.py)
+over a pool of asyncio streams."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import uuid
+from typing import Callable, Iterable
+
+from eventq.client import calls
+from eventq.client.calls import Call
+from eventq.client.errors import ConnectionLost, EventqError, Unavailable
+from eventq.client.models import NewJob
+from eventq.client.sync import (
+    FIRST_RETRY_S,
+    MAX_RETRY_S,
+    PIPELINE_WINDOW,
+    RECV_BYTES,
+    added_or_raise,
+    merge,
+    prepare,
+)
+from eventq.protocol.reply_reader import Shape, reply_end
+
+
+class AsyncConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.buffer = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def read(self, shape: Shape, timeout_s: float) -> bytes:
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    end = reply_end(self.buffer, shape)
+                    if end is not None:
+                        reply = bytes(self.buffer[:end])
+                        del self.buffer[:end]
+                        return reply
+                    chunk = await self.reader.read(RECV_BYTES)
+                    if not chunk:
+                        raise ConnectionLost("the server closed the connection")
+                    self.buffer += chunk
+        except TimeoutError:
+            raise ConnectionLost(f"no reply within {timeout_s:g}s") from None
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _async(build: Callable[..., Call]):
+    @functools.wraps(build)
+    async def method(self: "AsyncClient", *args, **kwargs):
+        return await self.execute(build(*args, **kwargs))
+
+    return method
+
+
+class AsyncClient:
+    """The asyncio eventq (and workq) client::
+
+        from eventq.client import AsyncClient
+
+        async with AsyncClient("127.0.0.1", 9922) as client:
+            job_id = await client.add("emails", b"hello")
+            job = await client.lease(["emails", "sms"], wait_timeout_ms=1_000)
+            await client.touch(job.id)                # a long job: keep the lease
+            await client.complete(job.id, b"sent")
+
+    Pooling, reconnection, retries of reads and timeouts are as in ``Client``.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, pool_size: int = 8,
+                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0) -> None:
+        self.host, self.port = host, port
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self._idle: list[AsyncConnection] = []
+        self._slots = asyncio.Semaphore(pool_size)
+        self._closed = False
+
+    async def _connect(self) -> AsyncConnection:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout_s
+        wait_s = FIRST_RETRY_S
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return AsyncConnection(reader, writer)
+            except (OSError, TimeoutError) as error:
+                if loop.time() + wait_s > deadline:
+                    raise Unavailable(f"cannot connect to {self.host}:{self.port}: {error}") from None
+                await asyncio.sleep(wait_s)
+                wait_s = min(wait_s * 2, MAX_RETRY_S)
+
+    async def _acquire(self) -> AsyncConnection:
+        if self._closed:
+            raise Unavailable("the client is closed")
+        await self._slots.acquire()
+        if self._idle:
+            return self._idle.pop()
+        try:
+            return await self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _release(self, connection: AsyncConnection | None) -> None:
+        if connection is not None:
+            if self._closed:
+                connection.close()
+            else:
+                self._idle.append(connection)
+        self._slots.release()
+
+    async def execute(self, call: Call):
+        """Send one call and return its parsed reply (the methods below use this)."""
+        for attempt in (1, 2):
+            connection = await self._acquire()
+            try:
+                connection.send(call.data)
+                reply = await connection.read(call.shape, self.timeout_s + call.wait_s)
+            except (OSError, ConnectionLost) as error:
+                connection.close()
+                self._release(None)
+                if call.retry_safe and attempt == 1:
+                    continue
+                if isinstance(error, ConnectionLost):
+                    raise
+                raise ConnectionLost(f"connection to {self.host}:{self.port} broke: {error}") from None
+            except BaseException:  # cancelled mid-reply: the stream is out of step
+                connection.close()
+                self._release(None)
+                raise
+            self._release(connection)
+            return call.parse(reply)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    add = _async(calls.add)
+    schedule = _async(calls.schedule)
+    run = _async(calls.run)
+    result = _async(calls.result)
+    lease = _async(calls.lease)
+    complete = _async(calls.complete)
+    fail = _async(calls.fail)
+    delete = _async(calls.delete)
+    touch = _async(calls.touch)
+    pause = _async(calls.pause)
+    resume = _async(calls.resume)
+    inspect_job = _async(calls.inspect_job)
+    inspect_jobs = _async(calls.inspect_jobs)
+    inspect_queue = _async(calls.inspect_queue)
+    inspect_queues = _async(calls.inspect_queues)
+    inspect_server = _async(calls.inspect_server)
+    digest = _async(calls.digest)
+
+    async def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
+        """Add many jobs pipelined on one connection; see ``Client.add_many``."""
+        prepared = prepare(jobs)
+        built = [item for item in prepared if isinstance(item, Call)]
+        if not built:
+            return added_or_raise(prepared)
+        connection = await self._acquire()
+        outcomes: list = []
+        try:
+            sent = 0
+            while len(outcomes) < len(built):
+                burst = built[sent:len(outcomes) + PIPELINE_WINDOW]
+                if burst:
+                    connection.send(b"".join(call.data for call in burst))
+                    sent += len(burst)
+                call = built[len(outcomes)]
+                reply = await connection.read(call.shape, self.timeout_s + call.wait_s)
+                try:
+                    outcomes.append(call.parse(reply))
+                except EventqError as error:
+                    outcomes.append(error)
+        except BaseException as error:
+            connection.close()
+            self._release(None)
+            if isinstance(error, (OSError, ConnectionLost)):
+                raise ConnectionLost(
+                    f"add_many: the connection broke after {len(outcomes)} of {len(built)} "
+                    f"replies ({error}); the rest may or may not be added") from None
+            raise
+        self._release(connection)
+        return added_or_raise(merge(prepared, outcomes))

@@ -1,0 +1,95 @@
+"""What the client hands back: typed values, never raw reply bytes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A leased job: what a worker runs. ``payload`` is bytes; ``text`` and ``json()``
+    decode it."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    payload: bytes
+
+    @property
+    def text(self) -> str:
+        return self.payload.decode("utf-8")
+
+    def json(self) -> Any:
+        return json.loads(self.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A finished job's outcome (``result``, ``run``): ``ok`` is True when completed,
+    False when failed (``data`` empty when it ran out of attempts)."""
+
+    id: uuid.UUID
+    ok: bool
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+
+STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """``inspect job``: a job in any state. ``time`` is its schedule (or backoff retry)
+    time as the server prints it, None when it has none."""
+
+    id: uuid.UUID
+    name: str
+    ttr_ms: int
+    ttl_ms: int
+    payload: bytes
+    max_attempts: int
+    attempts: int
+    max_fails: int
+    fails: int
+    priority: int
+    state: str  # new, completed, failed, pending, leased
+    created: str
+    time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """``inspect queue(s)``: ready and scheduled counts, and whether it is paused."""
+
+    name: str
+    ready: int
+    scheduled: int
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    active_clients: int
+    evicted_jobs: int
+    started: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to add (``add_many``); the id is generated when None."""
+
+    name: str
+    payload: bytes | str
+    ttr_ms: int = 60_000
+    ttl_ms: int = 86_400_000
+    id: uuid.UUID | None = None
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    backoff_ms: int = 0
