@@ -316,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     from eventq.spark.cli import register as register_spark
 
     register_spark(commands, add_arguments, build_settings)
+    from eventq.worker.cli import register as register_worker
+
+    register_worker(commands)
     _subcommand(
         commands,
         "up",
@@ -328,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "worker_main", None) is not None:  # a client of a server: no settings
+        return args.worker_main(args)
     try:
         settings = build_settings(args, os.environ)
     except ValueError as error:

@@ -1,0 +1,98 @@
+"""``eventq worker``: run a worker from the command line.
+
+    eventq worker --queue resize -- ./resize.sh --width 200   # any program, any language
+    eventq worker --app myapp.jobs:worker                     # a Python Worker object
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from eventq.worker.runtime import Worker, terminal_or_none
+
+
+class _StatusAwareHandler(logging.StreamHandler):
+    """Log lines on a terminal first clear the status line they would run into."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if terminal_or_none(self.stream) is not None:
+            self.stream.write("\r\x1b[K")
+        super().emit(record)
+
+
+def register(commands) -> None:
+    parser = commands.add_parser(
+        "worker", help="run jobs: a program (-- argv...) or a Python Worker (--app)",
+        description=(
+            "Lease jobs of the given queues and run them: with `-- PROGRAM ARGS...` each "
+            "job's payload goes to the program's stdin, exit 0 completes the job with its "
+            "stdout, any other status fails it with the tail of its stderr, and a program "
+            "still running at the job's TTR (or --timeout-ms) is killed. With --app, "
+            "module:attribute names a Worker whose handlers run. Leases are touched every "
+            "third of their TTR while a job runs. SIGTERM or Ctrl-C: no new jobs, running "
+            "ones finish until their TTR; a second one ends them."
+        ),
+    )
+    parser.add_argument("--server", default="127.0.0.1:9922", metavar="HOST:PORT",
+                        help="the eventq (or workq) server (default %(default)s)")
+    parser.add_argument("--queue", action="append", default=[], metavar="NAME",
+                        help="a queue to run the program for (repeatable)")
+    parser.add_argument("--app", metavar="MODULE:ATTR", help="a Python eventq.worker.Worker")
+    parser.add_argument("--concurrency", type=int, default=None, metavar="N",
+                        help="jobs at once (default 8, or the --app worker's)")
+    parser.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
+                        help="kill a program after this long (default: the job's TTR)")
+    parser.add_argument("--quiet", action="store_true", help="no line per job")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
+    parser.set_defaults(handler=None, worker_main=main)
+
+
+def build_worker(args: argparse.Namespace) -> Worker:
+    """The worker the arguments describe (``SystemExit`` with a message if they do not
+    describe one)."""
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    host, _, port = args.server.rpartition(":")
+    if not host or not port.isdigit():
+        raise SystemExit(f"eventq worker: --server must be HOST:PORT, not {args.server!r}")
+    if args.app:
+        if argv or args.queue:
+            raise SystemExit("eventq worker: give either --app or --queue ... -- PROGRAM")
+        worker = _load_app(args.app)
+        worker.host, worker.port = host, int(port)
+        if args.concurrency is not None:
+            worker.concurrency = args.concurrency
+        return worker
+    if not argv or not args.queue:
+        raise SystemExit("eventq worker: give --queue NAME and the program after `--` "
+                         "(e.g. eventq worker --queue resize -- ./resize.sh), or --app")
+    worker = Worker(host, int(port), concurrency=args.concurrency or 8)
+    for queue in args.queue:
+        worker.add_program(queue, argv, timeout_ms=args.timeout_ms)
+    return worker
+
+
+def _load_app(spec: str) -> Worker:
+    module_name, _, attribute = spec.partition(":")
+    if not attribute:
+        raise SystemExit(f"eventq worker: --app must be MODULE:ATTRIBUTE, not {spec!r}")
+    sys.path.insert(0, "")
+    try:
+        worker = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise SystemExit(f"eventq worker: cannot load {spec}: {error}") from None
+    if not isinstance(worker, Worker):
+        raise SystemExit(f"eventq worker: {spec} is not a Worker but {type(worker).__name__!r}")
+    return worker
+
+
+def main(args: argparse.Namespace) -> int:
+    worker = build_worker(args)
+    handler = _StatusAwareHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    logging.getLogger("eventq.worker").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    worker.status_stream = terminal_or_none(sys.stderr)
+    return worker.run()

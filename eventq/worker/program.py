@@ -1,0 +1,143 @@
+"""An external program as a handler (the enq model: workers in any language).
+
+The job's payload goes to the program's stdin; exit status 0 completes the job with
+its stdout as the result; any other status fails it with the tail of its stderr. A
+program still running at its time limit is killed (its whole process group) and the job
+fails saying so. Output is read as it comes and never held beyond the result limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import dataclass
+
+from eventq.client.models import Job
+from eventq.limits import MAX_PAYLOAD_BYTES
+
+STDERR_TAIL_BYTES = 2_000  # of a failed program's stderr, kept as the job's result
+READ_BYTES = 64 * 1024
+
+
+class JobFailed(Exception):
+    """The handler's way to fail a job with exactly ``result`` as the failure result."""
+
+    def __init__(self, result: bytes | str) -> None:
+        self.result = result.encode() if isinstance(result, str) else result
+        super().__init__(self.result[:200].decode("utf-8", errors="replace"))
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a program ended: its exit status (None: killed at the time limit), its
+    stdout (at most the result limit; ``stdout_bytes`` counts all of it) and the tail
+    of its stderr."""
+
+    returncode: int | None
+    stdout: bytes
+    stdout_bytes: int
+    stderr_tail: bytes
+    limit_s: float | None = None
+
+
+def result_of(finished: Finished, max_result_bytes: int = MAX_PAYLOAD_BYTES) -> bytes:
+    """The job's result for a program that ended so, or ``JobFailed`` (pure)."""
+    if finished.returncode is None:
+        raise JobFailed(
+            f"killed: still running after its time limit of {finished.limit_s:g}s"
+            + _tail_note(finished.stderr_tail)
+        )
+    if finished.returncode != 0:
+        status = (f"killed by signal {-finished.returncode}" if finished.returncode < 0
+                  else f"exit status {finished.returncode}")
+        raise JobFailed(status.encode() + b": " + finished.stderr_tail)
+    if finished.stdout_bytes > max_result_bytes:
+        raise JobFailed(
+            f"its output was {finished.stdout_bytes:,} bytes, over the result limit of "
+            f"{max_result_bytes:,} bytes: write large output elsewhere and print where"
+        )
+    return finished.stdout
+
+
+def _tail_note(tail: bytes) -> str:
+    return "; stderr: " + tail.decode("utf-8", errors="replace") if tail else ""
+
+
+async def _read_capped(stream: asyncio.StreamReader, keep_bytes: int) -> tuple[bytes, int]:
+    """The first ``keep_bytes`` of a stream and its total length (the rest is read and
+    dropped, so the program never blocks on a full pipe)."""
+    kept = bytearray()
+    total = 0
+    while chunk := await stream.read(READ_BYTES):
+        total += len(chunk)
+        if len(kept) < keep_bytes:
+            kept += chunk[: keep_bytes - len(kept)]
+    return bytes(kept), total
+
+
+async def _read_tail(stream: asyncio.StreamReader, tail_bytes: int) -> bytes:
+    tail = b""
+    while chunk := await stream.read(READ_BYTES):
+        tail = (tail + chunk)[-tail_bytes:]
+    return tail
+
+
+async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+    try:
+        stdin.write(payload)
+        await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # a program need not read its stdin
+    finally:
+        stdin.close()
+
+
+@dataclass(frozen=True)
+class Program:
+    """Run ``argv`` for each job (``eventq worker --queue q -- argv...``). ``limit_s``:
+    kill it after this long (None: the job's TTR)."""
+
+    argv: tuple[str, ...]
+    limit_s: float | None = None
+
+    async def __call__(self, job: Job) -> bytes:
+        limit_s = self.limit_s if self.limit_s is not None else job.ttr_ms / 1000
+        return result_of(await self.run(job, limit_s))
+
+    async def run(self, job: Job, limit_s: float) -> Finished:
+        env = dict(os.environ, EVENTQ_JOB_ID=str(job.id), EVENTQ_QUEUE=job.name,
+                   EVENTQ_TTR_MS=str(job.ttr_ms))
+        process = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+        )
+        feeding = asyncio.ensure_future(_feed(process.stdin, job.payload))
+        stdout = asyncio.ensure_future(_read_capped(process.stdout, MAX_PAYLOAD_BYTES + 1))
+        stderr = asyncio.ensure_future(_read_tail(process.stderr, STDERR_TAIL_BYTES))
+        returncode: int | None
+        try:
+            async with asyncio.timeout(limit_s):
+                returncode = await process.wait()
+        except TimeoutError:
+            returncode = None
+        except BaseException:  # the worker is stopping: the program goes with it
+            _kill_group(process)
+            raise
+        finally:
+            # Whatever the program started goes too: a job's processes never outlive it
+            # (and none holds the output pipes open after it exited).
+            _kill_group(process)
+            if process.returncode is None:
+                await process.wait()
+        await feeding
+        (out, out_bytes), err = await asyncio.gather(stdout, stderr)
+        return Finished(returncode, out, out_bytes, err, limit_s)
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """Kill the program and anything it started (it leads its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

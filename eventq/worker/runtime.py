@@ -1,0 +1,424 @@
+"""The worker runtime: lease jobs, run their handlers, keep their leases alive, report.
+
+Each of ``concurrency`` slots leases a job of the worker's queues, runs the queue's
+handler (an async callable in the event loop, a plain callable in a thread or, with
+``processes=True``, a process pool; an external ``Program``), touches the lease every
+third of its TTR while the handler runs (spec: Extensions, touch), and completes the job
+with the handler's return value or fails it with the error. One log line per job.
+
+Stopping (SIGTERM or SIGINT, or ``stop()``): no new leases; running jobs may finish
+until their lease deadline (heartbeats stop, so that is at most one TTR); a second
+signal, or that deadline, ends them: each is failed with a result saying so (and an
+external program is killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, TextIO
+
+from eventq.client import AsyncClient
+from eventq.client.errors import (
+    ConnectionLost,
+    DuplicateResult,
+    EventqError,
+    NotFound,
+    ServerError,
+    TimedOut,
+)
+from eventq.client.models import Job
+from eventq.worker.program import JobFailed, Program
+from eventq.worker.status import Tally
+
+log = logging.getLogger("eventq.worker")
+
+LEASE_WAIT_MS = 1_000  # a slot's lease waits this long, then asks again
+HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (issue 12)
+MIN_HEARTBEAT_S = 0.05
+RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between attempts to report a job's outcome
+STATUS_EVERY_S = 0.5
+DRAIN_MARGIN_S = 0.5  # end a draining job this long before its lease deadline
+TRACEBACK_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A queue's handler: ``fn(job)`` returns the result (bytes, str, None or anything
+    JSON can encode) or raises to fail the job; ``limit_s``: fail it after this long
+    (None: no limit while the heartbeat holds the lease)."""
+
+    fn: Callable[[Job], Any]
+    limit_s: float | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn) or isinstance(self.fn, Program)
+
+
+def as_result(value: Any) -> bytes:
+    """A handler's return value as the job's result."""
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value).encode("utf-8")
+
+
+def failure_of(error: BaseException) -> bytes:
+    """A handler's exception as the failed job's result: its type, message and the
+    tail of its traceback."""
+    if isinstance(error, JobFailed):
+        return error.result
+    text = "".join(traceback.format_exception(error))
+    return (f"{type(error).__name__}: {error}\n" + text[-TRACEBACK_CHARS:]).encode()
+
+
+@dataclass(eq=False)
+class Running:
+    """A job being handled: its handler's task, when its lease ends (monotonic), and why
+    the worker ended it early (None while it may finish)."""
+
+    job: Job
+    work: asyncio.Future
+    deadline_s: float
+    ended: str | None = None
+    heartbeat: asyncio.Task | None = None
+
+
+@dataclass
+class _Stop:
+    requests: int = 0
+    first: asyncio.Event = field(default_factory=asyncio.Event)
+    second: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Worker:
+    """Runs handlers for jobs of named queues::
+
+        from eventq.worker import Worker
+
+        worker = Worker(port=9922, concurrency=8)
+
+        @worker.handler("emails")
+        def send(job):                      # or `async def`
+            deliver(job.json())
+            return b"sent"                  # the job's result; raise to fail it
+
+        worker.run()                        # until SIGTERM / Ctrl-C
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, concurrency: int = 8,
+                 processes: bool = False, lease_wait_ms: int = LEASE_WAIT_MS,
+                 status: TextIO | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.host, self.port = host, port
+        self.concurrency = concurrency
+        self.processes = processes
+        self.lease_wait_ms = lease_wait_ms
+        self.status_stream = status  # a terminal to draw the live status line on
+        self.handlers: dict[str, Handler] = {}
+        self.tally = Tally()
+        self._running: dict[object, Running] = {}
+        self._leasing: set[asyncio.Task] = set()
+        self._stop: _Stop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: AsyncClient | None = None
+        self._executor: concurrent.futures.Executor | None = None
+        self._started_s = time.monotonic()
+
+    # --- configuration --------------------------------------------------------------
+
+    def handler(self, queue: str, *, timeout_ms: int | None = None):
+        """Decorate a callable to handle the jobs of ``queue``."""
+
+        def register(fn: Callable[[Job], Any]) -> Callable[[Job], Any]:
+            self.add_handler(queue, fn, timeout_ms=timeout_ms)
+            return fn
+
+        return register
+
+    def add_handler(self, queue: str, fn: Callable[[Job], Any], *,
+                    timeout_ms: int | None = None) -> None:
+        if queue in self.handlers:
+            raise ValueError(f"queue {queue!r} already has a handler")
+        self.handlers[queue] = Handler(fn, None if timeout_ms is None else timeout_ms / 1000)
+
+    def add_program(self, queue: str, argv: list[str], *, timeout_ms: int | None = None) -> None:
+        """Run ``argv`` for each job of ``queue`` (payload on stdin, result from stdout;
+        killed at ``timeout_ms``, default the job's TTR)."""
+        limit_s = None if timeout_ms is None else timeout_ms / 1000
+        self.add_handler(queue, Program(tuple(argv), limit_s))
+
+    # --- running --------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until stopped (SIGTERM, SIGINT); 0 once every job is accounted for."""
+        asyncio.run(self.serve())
+        return 0
+
+    def stop(self) -> None:
+        """Ask the worker to stop, from any thread (a second call ends running jobs)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._request_stop)
+
+    def _request_stop(self) -> None:
+        assert self._stop is not None
+        self._stop.requests += 1
+        if self._stop.requests == 1:
+            log.warning("stopping: no new jobs; %d running may finish until their TTR "
+                        "(stop again to end them now)", len(self._running))
+            self._stop.first.set()
+        else:
+            self._stop.second.set()
+
+    async def serve(self) -> None:
+        if not self.handlers:
+            raise ValueError("no handlers: add one with @worker.handler(queue) or add_program")
+        self._loop = asyncio.get_running_loop()
+        self._stop = _Stop()
+        self._started_s = time.monotonic()
+        signals = self._install_signals()
+        # A slot holds one connection at a time, its heartbeat and its log's lookup one
+        # each.
+        self._client = AsyncClient(self.host, self.port, pool_size=3 * self.concurrency + 2)
+        self._executor = self._make_executor()
+        slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
+        status = asyncio.create_task(self._show_status()) if self.status_stream else None
+        try:
+            await self._stop.first.wait()
+            for task in list(self._leasing):
+                task.cancel()
+            await self._drain(slots)
+        finally:
+            for task in slots:
+                task.cancel()
+            await asyncio.gather(*slots, return_exceptions=True)
+            if status is not None:
+                status.cancel()
+                self._draw_status(final=True)
+            for sig in signals:
+                self._loop.remove_signal_handler(sig)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            await self._client.close()
+        log.warning("stopped: %s", self.tally.line(time.monotonic(), self._started_s))
+
+    def _install_signals(self) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            return []  # signals reach the main thread only: use stop()
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._request_stop)
+            installed.append(sig)
+        return installed
+
+    def _make_executor(self) -> concurrent.futures.Executor:
+        if self.processes:
+            return concurrent.futures.ProcessPoolExecutor(self.concurrency)
+        return concurrent.futures.ThreadPoolExecutor(self.concurrency, "eventq-handler")
+
+    async def _drain(self, slots: list[asyncio.Task]) -> None:
+        """Let running jobs finish until their lease deadlines; end the rest."""
+        for running in self._running.values():
+            if running.heartbeat is not None:
+                running.heartbeat.cancel()  # "until their TTR": the lease is not extended
+        second = asyncio.ensure_future(self._stop.second.wait())
+        try:
+            while self._running:
+                now = time.monotonic()
+                overdue = [r for r in self._running.values()
+                           if r.ended is None and r.deadline_s - DRAIN_MARGIN_S <= now]
+                for running in overdue:
+                    self._end(running, "the worker stopped and the job did not finish "
+                                       "before its lease ended (TTR)")
+                pending = [r.deadline_s for r in self._running.values() if r.ended is None]
+                timeout = max(0.0, min(pending) - DRAIN_MARGIN_S - now) if pending else 0.1
+                busy = [slot for slot in slots if not slot.done()]
+                if not busy:
+                    return
+                done, _ = await asyncio.wait(
+                    [second, *busy], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if second in done:
+                    for running in list(self._running.values()):
+                        self._end(running, "the worker was stopped (a second stop signal) "
+                                           "before the job finished")
+                    second = asyncio.ensure_future(asyncio.sleep(3600))
+        finally:
+            second.cancel()
+
+    def _end(self, running: Running, why: str) -> None:
+        if running.ended is None:
+            running.ended = why
+            running.work.cancel()
+
+    # --- a slot: lease, handle, report ----------------------------------------------
+
+    async def _slot(self) -> None:
+        names = list(self.handlers)
+        failures = 0
+        while not self._stop.first.is_set():
+            lease = asyncio.ensure_future(self._client.lease(names, self.lease_wait_ms))
+            self._leasing.add(lease)
+            try:
+                job = await lease
+            except TimedOut:
+                continue
+            except asyncio.CancelledError:
+                if self._stop.first.is_set():
+                    return  # stopping: the server gives back a lease it could not deliver
+                raise
+            except (ConnectionLost, ServerError, OSError) as error:
+                failures += 1
+                wait_s = RETRY_S[min(failures, len(RETRY_S)) - 1]
+                log.warning("lease failed (%s); retrying in %.1fs", error, wait_s)
+                await self._sleep_unless_stopping(wait_s)
+                continue
+            finally:
+                self._leasing.discard(lease)
+            failures = 0
+            await self._handle(job)
+
+    async def _sleep_unless_stopping(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._stop.first.wait()
+        except TimeoutError:
+            pass
+
+    async def _handle(self, job: Job) -> None:
+        handler = self.handlers[job.name]
+        began = time.monotonic()
+        # The attempt number is not in a lease reply (workq's bytes): the log line reads
+        # it meanwhile, a read per job (about 12% of the jobs/s of trivial jobs), so
+        # only when the line is written (not with --quiet).
+        attempt = (asyncio.ensure_future(self._client.inspect_job(job.id))
+                   if log.isEnabledFor(logging.INFO) else None)
+        work = asyncio.ensure_future(self._call(handler, job))
+        running = Running(job, work, began + job.ttr_ms / 1000)
+        self._running[work] = running
+        if not self._stop.first.is_set():
+            running.heartbeat = asyncio.create_task(self._heartbeat(running))
+        self.tally.running += 1
+        try:
+            try:
+                ok, result = True, as_result(await self._limited(work, handler))
+            except asyncio.CancelledError:
+                if running.ended is None:
+                    raise  # the slot itself is cancelled
+                ok, result = False, running.ended.encode()
+            except Exception as error:  # the handler failed the job
+                ok, result = False, failure_of(error)
+            finally:
+                if running.heartbeat is not None:
+                    running.heartbeat.cancel()
+            outcome = await self._report(job, ok, result)
+        except BaseException:
+            if attempt is not None:
+                attempt.cancel()
+            raise
+        finally:
+            self.tally.running -= 1
+            del self._running[work]
+            if not work.done():
+                work.cancel()
+        took = time.monotonic() - began
+        self.tally.finished(outcome, time.monotonic())
+        if attempt is not None:
+            log.info("job %s queue=%s attempt=%s duration=%.3fs outcome=%s%s", job.id,
+                     job.name, await _attempt_of(attempt), took, outcome,
+                     "" if ok else " result=" + repr(result[:120].decode("utf-8", "replace")))
+
+    async def _limited(self, work: asyncio.Future, handler: Handler):
+        if handler.limit_s is None or isinstance(handler.fn, Program):
+            return await work  # a Program enforces its own limit (and kills itself)
+        try:
+            async with asyncio.timeout(handler.limit_s):
+                return await asyncio.shield(work)
+        except TimeoutError:
+            work.cancel()
+            raise JobFailed(f"the handler ran over its time limit of {handler.limit_s:g}s")
+
+    def _call(self, handler: Handler, job: Job):
+        if handler.is_async:
+            return handler.fn(job)
+        return self._loop.run_in_executor(self._executor, handler.fn, job)
+
+    async def _heartbeat(self, running: Running) -> None:
+        """Touch the lease every third of its TTR while the handler runs."""
+        job = running.job
+        every_s = max(job.ttr_ms / 1000 / HEARTBEAT_FRACTION, MIN_HEARTBEAT_S)
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self._client.touch(job.id)
+                running.deadline_s = time.monotonic() + job.ttr_ms / 1000
+            except NotFound:
+                log.warning("job %s: its lease is gone (timed out or deleted); the result "
+                            "will not count", job.id)
+                return
+            except (ConnectionLost, ServerError) as error:
+                log.warning("job %s: heartbeat failed (%s); trying again", job.id, error)
+
+    async def _report(self, job: Job, ok: bool, result: bytes) -> str:
+        """Complete or fail the job; "lost" when its lease is gone. A report whose
+        connection broke is sent again (a Duplicate result then means it arrived)."""
+        send = self._client.complete if ok else self._client.fail
+        for attempt, wait_s in enumerate((0.0, *RETRY_S)):
+            if wait_s:
+                await asyncio.sleep(wait_s)
+            try:
+                await send(job.id, result)
+                return "completed" if ok else "failed"
+            except NotFound:
+                return "lost"
+            except DuplicateResult:
+                return ("completed" if ok else "failed") if attempt else "lost"
+            except (ConnectionLost, ServerError) as error:
+                log.warning("job %s: reporting its outcome failed (%s); retrying", job.id, error)
+        log.error("job %s: its outcome could not be reported; its TTR will time it out", job.id)
+        return "lost"
+
+    # --- the status line --------------------------------------------------------------
+
+    async def _show_status(self) -> None:
+        while True:
+            self._draw_status()
+            await asyncio.sleep(STATUS_EVERY_S)
+
+    def _draw_status(self, final: bool = False) -> None:
+        stream = self.status_stream
+        if stream is None:
+            return
+        line = self.tally.line(time.monotonic(), self._started_s,
+                               stopping=self._stop is not None and self._stop.first.is_set())
+        stream.write("\r\x1b[K" + line + ("\n" if final else ""))
+        stream.flush()
+
+
+async def _attempt_of(lookup: asyncio.Future | None) -> str:
+    if lookup is None:
+        return "?"
+    try:
+        return str((await lookup).attempts)
+    except (EventqError, OSError):
+        return "?"
+
+
+def terminal_or_none(stream: TextIO = sys.stderr) -> TextIO | None:
+    """``stream`` when it is a terminal (the status line is for people, not log files)."""
+    try:
+        return stream if stream.isatty() else None
+    except (AttributeError, ValueError):
+        return None
