@@ -230,3 +230,45 @@ def test_an_entry_is_a_few_hundred_bytes():
     index.put(one, 0, NOW)
     packed = index._entries[one.id.int]
     assert isinstance(packed, bytes) and sys.getsizeof(packed) <= 100
+
+
+def test_a_paused_queue_offers_no_job_while_any_owned_partition_says_so():
+    index = JobIndex()
+    held, free = job(name="held"), job(name="free")
+    index.put(held, 0, NOW)
+    index.put(free, 1, NOW)
+    index.set_paused(0, "held", True)
+    index.set_paused(1, "held", True)
+    assert list(index.ready_candidates(["held", "free"], NOW, set())) == [free.id]
+    assert index.ready_heads(["held"], NOW, set()) == {}
+    assert index.lengths("held", NOW) == (1, 0)  # still counted, just not handed out
+    index.set_paused(0, "held", False)  # partition 1 has not applied its resume yet
+    assert index.is_paused("held")
+    index.drop_partition(1)  # ... and moved away: its view goes with it
+    assert not index.is_paused("held")
+    assert list(index.ready_candidates(["held"], NOW, set())) == [held.id]
+
+
+def test_pause_names_the_queue_and_rebuild_restores_it():
+    index = JobIndex()
+    index.set_paused(3, "quiet", True)
+    assert index.known("quiet") and index.is_paused("quiet")
+    other = JobIndex()
+    other.rebuild(3, [], NOW, paused=["quiet"])
+    assert other.is_paused("quiet") and other.known("quiet")
+    other.rebuild(3, [], NOW, paused=[])
+    assert not other.is_paused("quiet")
+
+
+def test_a_backed_off_job_waits_in_scheduled_until_its_retry_time():
+    from eventq.core import Add, Fail, StartAttempt, apply
+
+    added = apply(None, Add(uuid.uuid4(), "q", 1_000, 0, b"", max_fails=3, backoff_ms=500),
+                  NOW, 1)[1]
+    leased = apply(added, StartAttempt(added.id, 1), NOW, 2)[1]
+    retried = apply(leased, Fail(added.id, b""), NOW + 10, 3)[1]
+    index = JobIndex()
+    index.put(retried, 0, NOW + 10)
+    assert index.lengths("q", NOW + 10) == (0, 1)
+    assert index.next_deadline_ms() == NOW + 510
+    assert index.lengths("q", NOW + 510) == (1, 0)

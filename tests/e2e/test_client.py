@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import shutil
 import threading
 import time
 import uuid
@@ -259,17 +260,22 @@ def own_server(kafka_bootstrap, tmp_path, topic_prefix):
 
 
 def test_pause_survives_a_restart_and_the_client_reconnects(own_server):
+    """The pause is in the log and in eventq.jobs: a server that starts with no local
+    state (a new machine) restores it; the client's broken connection is replaced."""
     q, other = queue("paused"), queue("open")
     with Client(port=own_server.port, connect_timeout_s=120) as client:
         client.pause(q)
         client.add(q, b"held")
         client.add(other, b"free")
         assert own_server.stop() == 0
+        for state in (path for path in own_server.home.iterdir() if path.is_dir()):
+            shutil.rmtree(state)  # no local state: restored from eventq.jobs
         restart = threading.Thread(target=own_server.start)
         restart.start()
         # The pool's connection broke: reads reconnect (with backoff) and repeat.
         assert client.inspect_queue(q) == QueueInfo(q, 1, 0, paused=True)
         restart.join(120)
+        assert "restoring 4 partitions" in own_server.log_path.read_text().split("start 2")[1]
         with pytest.raises(TimedOut):
             client.lease(q, 300)
         assert client.lease([q, other], 1_000).payload == b"free"

@@ -1,0 +1,133 @@
+"""The client's pure half (eventq/client/calls.py): what each call sends is exactly the
+request the server's parser reads back, and each reply becomes its typed value or error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventq.client import calls
+from eventq.client.errors import (
+    ClientError,
+    DuplicateJob,
+    DuplicateResult,
+    NotFound,
+    ServerError,
+    TimedOut,
+    error_of,
+)
+from eventq.client.models import Job, JobInfo, QueueInfo, Result
+from eventq.protocol import Parser
+from eventq.protocol import requests as rq
+from eventq.protocol import replies
+from eventq.protocol.reply_reader import reply_end
+
+NOW_MS = 1_800_000_000_000
+ID = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
+
+
+def parsed(data: bytes):
+    parser = Parser(lambda: NOW_MS)
+    parser.feed(data)
+    [request] = [parser.next_event()]
+    assert parser.next_event() is None
+    return request
+
+
+def test_each_call_sends_the_request_the_server_reads():
+    when = dt.datetime(2030, 1, 2, 3, 4, 5, 600_000, tzinfo=dt.UTC)
+    cases = [
+        (calls.add("q", "p", id=ID, ttr_ms=5, ttl_ms=6, priority=-1, max_attempts=2,
+                   max_fails=3, backoff_ms=7),
+         rq.Add(ID, "q", 5, 6, b"p", -1, 2, 3, 7)),
+        (calls.schedule("q", b"p", when, id=ID),
+         rq.Schedule(ID, "q", 60_000, 86_400_000, int(when.timestamp() * 1000), b"p")),
+        (calls.run("q", b"p", id=ID, wait_timeout_ms=9), rq.Run(ID, "q", 60_000, 9, b"p")),
+        (calls.result(ID, 5), rq.Result(ID, 5)),
+        (calls.lease(["a", "b"], 7), rq.Lease(("a", "b"), 7)),
+        (calls.complete(ID, "r"), rq.Complete(ID, b"r")),
+        (calls.fail(str(ID), b"r"), rq.Fail(ID, b"r")),
+        (calls.delete(ID), rq.Delete(ID)),
+        (calls.touch(ID, 1_000), rq.Touch(ID, 1_000)),
+        (calls.touch(ID), rq.Touch(ID)),
+        (calls.pause("q"), rq.Pause("q")),
+        (calls.resume("q"), rq.Resume("q")),
+        (calls.inspect_job(ID), rq.InspectJob(ID)),
+        (calls.inspect_jobs("q", 1, 2, scheduled=True), rq.InspectScheduledJobs("q", 1, 2)),
+        (calls.inspect_queue("q"), rq.InspectQueue("q")),
+        (calls.inspect_queues(3, 4), rq.InspectQueues(3, 4)),
+        (calls.inspect_server(), rq.InspectServer()),
+        (calls.digest(), rq.InspectDigest()),
+    ]
+    assert len({type(expected) for _, expected in cases}) == 17  # every request kind
+    for call, expected in cases:
+        assert parsed(call.data) == expected
+
+
+def test_every_operation_is_in_the_table_and_covered():
+    names = {op.__name__ for op in calls.OPERATIONS}
+    assert names == {"add", "schedule", "run", "result", "lease", "complete", "fail", "delete",
+                     "touch", "pause", "resume", "inspect_job", "inspect_jobs",
+                     "inspect_queue", "inspect_queues", "inspect_server", "digest"}
+
+
+def test_bad_names_and_sizes_are_refused_before_sending():
+    for build in (lambda: calls.add("a b", b""), lambda: calls.lease(["ok", "no!"]),
+                  lambda: calls.pause("")):
+        with pytest.raises(ClientError, match="Invalid Name"):
+            build()
+    with pytest.raises(ClientError, match="Invalid payload size"):
+        calls.add("q", b"x" * (1024 * 1024 + 1))
+    with pytest.raises(ClientError, match="Invalid result size"):
+        calls.fail(ID, b"x" * (1024 * 1024 + 1))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        calls.schedule("q", b"", dt.datetime(2030, 1, 1))
+
+
+def parse(call: calls.Call, reply: bytes):
+    """The typed value of ``reply``, after checking it is framed as one whole reply
+    (fed whole and with trailing bytes of a next reply)."""
+    assert reply_end(reply, call.shape) == len(reply)
+    assert reply_end(reply + b"+OK\r\n", call.shape) == len(reply)
+    assert reply_end(reply[:-1], call.shape) is None
+    return call.parse(reply)
+
+
+def test_replies_become_typed_values():
+    add = calls.add("q", b"p")
+    assert isinstance(parse(add, b"+OK\r\n"), uuid.UUID)
+    assert parse(calls.lease("q"), replies.lease_reply(ID, "q", 5, b"a\r\nb")) == Job(
+        ID, "q", 5, b"a\r\nb")
+    assert parse(calls.result(ID), replies.result_reply(ID, False, b"")) == Result(ID, False, b"")
+    view = replies.JobView(ID, "q", 1, 2, b"pay\r\nload", 3, 1, 4, 0, -5, 4, NOW_MS, NOW_MS + 1000)
+    info = parse(calls.inspect_job(ID), replies.job_blocks([view]))
+    assert info == JobInfo(ID, "q", 1, 2, b"pay\r\nload", 3, 1, 4, 0, -5, "leased",
+                           "2027-01-15T08:00:00Z", "2027-01-15T08:00:01Z")
+    queues = replies.queue_blocks([replies.QueueView("a", 1, 2),
+                                   replies.QueueView("b", 0, 0, paused=True)])
+    assert parse(calls.inspect_queues(), queues) == [QueueInfo("a", 1, 2),
+                                                     QueueInfo("b", 0, 0, True)]
+    assert parse(calls.digest(), replies.digest_reply("ab" * 32)) == "ab" * 32
+
+
+@pytest.mark.parametrize(("line", "error"), [
+    (b"-CLIENT-ERROR Duplicate job", DuplicateJob("Duplicate job")),
+    (b"-CLIENT-ERROR Duplicate result", DuplicateResult("Duplicate result")),
+    (b"-CLIENT-ERROR Invalid TTR", ClientError("Invalid TTR")),
+    (b"-NOT-FOUND", NotFound("")),
+    (b"-TIMEOUT", TimedOut("")),
+    (b"-SERVER-ERROR Kafka is down", ServerError("Kafka is down")),
+])
+def test_error_replies_become_their_exception(line, error):
+    assert error_of(line) == error
+    with pytest.raises(type(error)):
+        parse(calls.delete(ID), line + b"\r\n")
+
+
+@given(st.binary(max_size=200))
+def test_any_payload_survives_a_lease_reply(payload):
+    assert parse(calls.lease("q"), replies.lease_reply(ID, "q", 1, payload)).payload == payload
