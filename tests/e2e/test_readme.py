@@ -73,9 +73,44 @@ def test_readme_session_runs_byte_for_byte(server):
             read_until(sock, expected_pattern(expected))
 
 
-def pipeline_snippet() -> str:
-    [snippet] = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def python_snippet(marker: str) -> str:
+    """The README's one ```python block that holds ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    [snippet] = [block for block in blocks if marker in block]
     return snippet
+
+
+def pipeline_snippet() -> str:
+    return python_snippet("confluent_kafka")
+
+
+def test_readme_python_quickstart_adds_jobs_and_runs_a_worker(server):
+    """The README's Python quickstart as written (at most 15 lines), against the test
+    server: its jobs are added, and its worker does them until it is stopped."""
+    import threading
+
+    from eventq.client import Client
+
+    code = python_snippet("from eventq.worker import Worker")
+    assert len(code.strip().splitlines()) <= 15
+    assert code.count('"127.0.0.1", 9922') == 2 and code.rstrip().endswith(
+        "worker.run()                         # until Ctrl-C; SIGTERM lets running jobs finish")
+    code = code.replace('"127.0.0.1", 9922', f'"127.0.0.1", {server.port}')
+    code = code.replace("thumbnails", f"thumbnails-{time.monotonic_ns()}")
+    head, _, _ = code.rpartition("worker.run()")
+    namespace: dict = {}
+    exec(compile(head, "README.md", "exec"), namespace)
+    worker = namespace["worker"]
+    thread = threading.Thread(target=worker.run, daemon=True)  # what worker.run() does
+    thread.start()
+    try:
+        with Client(port=server.port) as client:
+            results = [client.result(job_id, wait_timeout_ms=30_000).text
+                       for job_id in namespace["ids"]]
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert results == ["thumb-photo-0.jpg", "thumb-photo-1.jpg", "thumb-photo-2.jpg"]
 
 
 def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
