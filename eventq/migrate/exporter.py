@@ -26,7 +26,7 @@ from typing import Any
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES, HEADER, segment_name, write_jobs
 from eventq.core import Job, State
 from eventq.migrate.importer import MAX_LISTED, MigrateError
-from eventq.migrate.mapping import export_notes, exportable, workq_job
+from eventq.migrate.mapping import BACKOFF_LOST, export_notes, exportable, workq_job
 from eventq.progress import Progress
 
 
@@ -154,6 +154,7 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     result.undecodable_examples = list(bad.examples)
     result.live_jobs = len(jobs)
     chosen = []
+    backoffs_lost = []  # eventq's -backoff (issue 12): workq's records cannot hold it
     for job in sorted(jobs.values(), key=export_order):
         notes = export_notes(job)
         if not exportable(job):
@@ -161,6 +162,8 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
             continue
         if job.state is State.LEASED:
             result.leased.append(job.id)
+        if BACKOFF_LOST in notes:
+            backoffs_lost.append((job.id, BACKOFF_LOST))
         chosen.append(workq_job(job))
     result.exported = len(chosen)
     counts: dict[str, int] = {}
@@ -188,5 +191,5 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     progress.finish(len(chosen))
     result.records = written.records
     result.paths = list(written.paths)
-    result.inexact = list(written.inexact)
+    result.inexact = list(written.inexact) + backoffs_lost
     return result

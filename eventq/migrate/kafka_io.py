@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eventq.limits import KAFKA_MESSAGE_BYTES
-from eventq.kafka.logreader import META_KEY_PREFIX, committed_offsets, reader_consumer
+from eventq.kafka.logreader import (
+    META_KEY_PREFIX,
+    committed_offsets,
+    reader_consumer,
+    watermarks,
+)
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
 MAX_MESSAGE_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: an import carries payload and result
@@ -185,7 +190,7 @@ class StateLogTail:
         from confluent_kafka import TopicPartition
 
         return {
-            p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+            p: watermarks(self.consumer, TopicPartition(self.topic, p))[1]
             for p in range(self.partitions)
         }
 

@@ -147,6 +147,8 @@ def workq_job(job: Job) -> WorkqJob:
 
 NO_TTL = "no TTL (a run job): workq's log cannot hold it, not exported"
 LEASE_LOST = "LEASED: the lease deadline is not in workq's format; imports back as PENDING"
+BACKOFF_LOST = ("-backoff: workq has no retry backoff; imports back without it (a job "
+                "waiting out one is ready at once)")
 
 
 def exportable(job: Job) -> bool:
@@ -162,4 +164,6 @@ def export_notes(job: Job) -> list[str]:
         notes.append(NO_TTL)
     elif job.state is State.LEASED:
         notes.append(LEASE_LOST)
+    if exportable(job) and job.backoff_ms:
+        notes.append(BACKOFF_LOST)
     return notes

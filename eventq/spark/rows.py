@@ -274,13 +274,15 @@ def encode_rows(spec: EnqueueSpec, *columns):
 JOB_COLUMNS = (
     "id", "name", "ttr_ms", "ttl_ms", "payload", "priority", "max_attempts", "max_fails",
     "attempts", "fails", "state", "state_name", "created_ms", "scheduled_ms", "expires_ms",
-    "lease_deadline_ms", "result", "result_ok", "version",
+    "lease_deadline_ms", "result", "result_ok", "version", "backoff_ms", "returns",
+    "retry_ms",
 )  # fmt: skip
 JOB_DDL = (
     "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
     "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
     "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
-    "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint"
+    "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
+    "backoff_ms int, returns int, retry_ms bigint"  # -backoff (issue 12)
 )
 DECODED_STATE_DDL = JOB_DDL + ", undecodable string"
 _U64_COLUMNS = ("ttl_ms", "expires_ms", "lease_deadline_ms")  # up to 2^64-1: decimal(20,0)
@@ -314,6 +316,7 @@ def job_row(job: Job) -> dict[str, Any]:
             None if job.lease_deadline_ms is None else Decimal(job.lease_deadline_ms)
         ),
         "result": job.result, "result_ok": job.result_ok, "version": job.version,
+        "backoff_ms": job.backoff_ms, "returns": job.returns, "retry_ms": job.retry_ms,
     }  # fmt: skip
 
 
@@ -330,7 +333,8 @@ def job_of_row(row: dict[str, Any]) -> Job:
         int(row["created_ms"]), opt_int(row["scheduled_ms"]), opt_int(row["expires_ms"]),
         opt_int(row["lease_deadline_ms"]),
         None if row["result"] is None else bytes(row["result"]),
-        row["result_ok"], int(row["version"]),
+        row["result_ok"], int(row["version"]), int(row.get("backoff_ms") or 0),
+        int(row.get("returns") or 0), opt_int(row.get("retry_ms")),
     )  # fmt: skip
 
 
