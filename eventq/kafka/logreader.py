@@ -66,22 +66,45 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
     )
 
 
+WATERMARK_TIMEOUT_S = 30.0
+WATERMARK_RETRY_S = 0.2
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)} watermarks now."""
     from confluent_kafka import TopicPartition
 
     consumer = reader_consumer(bootstrap)
     try:
-        metadata = consumer.list_topics(topic, timeout=30)
+        metadata = consumer.list_topics(topic, timeout=WATERMARK_TIMEOUT_S)
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
             raise LookupError(f"topic {topic} does not exist")
         partitions = sorted(metadata.topics[topic].partitions)
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            for p in partitions
-        }
+        return {p: watermarks(consumer, TopicPartition(topic, p)) for p in partitions}
     finally:
         consumer.close()
+
+
+def watermarks(consumer, partition) -> tuple[int, int]:
+    """A partition's (low, high) watermarks, asked again while its leader is moving: a
+    broker that just became leader answers OFFSET_NOT_AVAILABLE ("Leader high watermark
+    is not caught up") until its followers report in (seen right after a broker was
+    killed, issue 12's CI run)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    transient = {
+        KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._TRANSPORT,
+        KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+    }
+    deadline = time.monotonic() + WATERMARK_TIMEOUT_S
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=WATERMARK_TIMEOUT_S)
+        except KafkaException as error:
+            if error.args[0].code() not in transient or time.monotonic() > deadline:
+                raise
+            time.sleep(WATERMARK_RETRY_S)
 
 
 def read_batches(
