@@ -27,6 +27,30 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.timeout(120)
+def test_pause_through_one_process_holds_the_queue_at_every_process(eventq_cluster):
+    """pause/resume (issue 12) go to every partition, and +OK waits until every process
+    applied them: no process hands out the queue's jobs after a pause's +OK, and a
+    resume wakes a lease waiting at another process."""
+    from eventq.client import Client as Sync, QueueInfo, TimedOut
+
+    name = "paused-" + uuid.uuid4().hex[:12]
+    a, b, c = [Sync(port=p.port) for p in eventq_cluster.processes]
+    try:
+        b.pause(name)
+        ids = [c.add(name, b"%d" % n) for n in range(12)]  # on every process's partitions
+        assert a.inspect_queue(name) == QueueInfo(name, 12, 0, paused=True)
+        for client in (a, b, c):
+            with pytest.raises(TimedOut):
+                client.lease(name, 200)
+        c.resume(name)
+        leased = {a.lease(name, 2_000).id for _ in ids}
+        assert leased == set(ids)
+    finally:
+        for client in (a, b, c):
+            client.close()
+
+
 @pytest.mark.timeout(180)
 def test_one_worker_on_a_leases_every_job_added_through_b_and_c(eventq_cluster):
     name = "q-" + uuid.uuid4().hex[:12]
