@@ -60,11 +60,19 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=3_000)
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--log-lines", action="store_true",
+                        help="with the line per job (its attempt is one read more per job), "
+                        "written nowhere")
     args = parser.parse_args()
 
     import logging
 
     logging.basicConfig(level=logging.WARNING)  # no line per job: measure the runtime
+    if args.log_lines:
+        worker_log = logging.getLogger("eventq.worker")
+        worker_log.setLevel(logging.INFO)
+        worker_log.propagate = False
+        worker_log.addHandler(logging.NullHandler())
     from support import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +84,8 @@ def main() -> int:
         try:
             server.create_topics()
             server.start()
-            print(f"{args.jobs:,} trivial jobs per run, {args.partitions} partitions")
+            print(f"{args.jobs:,} trivial jobs per run, {args.partitions} partitions, "
+                  f"{'with' if args.log_lines else 'without'} a log line per job")
             print(f"{'handlers':>8} {'jobs/s':>8} {'server ms/job':>14} {'worker ms/job':>14}")
             for concurrency in map(int, args.concurrency.split(",")):
                 row = measure(server.port, server.process.pid, args.jobs, concurrency)
