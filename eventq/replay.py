@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventq.core import CodecError, Job, Pause, Resume, State, decode_command
-from eventq.core.commands import is_paused_after
+from eventq.core import CodecError, Job, State, decode_command
+from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
@@ -85,7 +85,6 @@ class Derived:
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next to read
     admitted: dict[int, int] = field(default_factory=dict)  # partition -> bulk position
     readmitted: int = 0  # slice records skipped as second copies
-    paused: dict[tuple[int, str], bool] = field(default_factory=dict)  # (partition, queue)
 
     def feed(self, record: Record) -> None:
         """Fold one record of the command log (one command or a batch) exactly as the
@@ -114,8 +113,7 @@ class Derived:
         except CodecError as error:
             self.undecodable.note(record, error)
             return
-        if isinstance(command, (Pause, Resume)):  # a queue's state, not a job's
-            self.paused[(record.partition, command.name)] = is_paused_after(command)
+        if isinstance(command, QUEUE_COMMANDS):  # a queue's state: no job to derive
             return
         job = self.jobs.get(command.job_id)
         if job is None and at <= self.watermarks.get(record.partition, -1):

@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from eventq.core import CodecError, Expired, Pause, Resume, correlation_of, decode_command
-from eventq.core.commands import is_paused_after
+from eventq.core import CodecError, Expired, correlation_of, decode_command
+from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
@@ -229,7 +229,7 @@ class Processor:
             self._contain(message, f"undecodable command: {error}", correlation_of(data), batch)
             return
         command = decoded.command
-        if type(command) in (Pause, Resume):
+        if isinstance(command, QUEUE_COMMANDS):
             self._apply_queue_command(command, partition, decoded, batch)
             return
         key = job_key(command.job_id)

@@ -73,7 +73,7 @@ def _bytes(value: bytes | str, too_large: str = INVALID_PAYLOAD_SIZE) -> bytes:
 def _name(name: str) -> str:
     """A queue name, checked before sending: a space in one would split the request
     line and put the connection out of step."""
-    return parse_name(name) if isinstance(name, str) else parse_name(str(name))
+    return parse_name(str(name))
 
 
 def _id(value: uuid.UUID | str) -> uuid.UUID:

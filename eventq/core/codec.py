@@ -69,10 +69,9 @@ from eventq.core.commands import (
     Expire,
     Fail,
     Import,
-    Pause,
     QUEUE_COMMAND_CLASSES,
+    QUEUE_COMMANDS,
     QueueCommand,
-    Resume,
     Schedule,
     ReleaseAttempt,
     StartAttempt,
@@ -362,7 +361,7 @@ def encode_command(
     command: Command | QueueCommand, *, node: str | None = None, request_id: int | None = None
 ) -> bytes:
     """The command record of ``command``, with the issuer's optional correlation fields."""
-    if type(command) in (Pause, Resume):
+    if isinstance(command, QUEUE_COMMANDS):
         m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type), "n": command.name}
     else:
         codec = _COMMAND_CODECS[command.type] if isinstance(command, _COMMAND_CLASSES) else None

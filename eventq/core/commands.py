@@ -258,7 +258,7 @@ class Resume:
 
 
 QueueCommand: TypeAlias = Pause | Resume
-QUEUE_COMMAND_TYPES = frozenset({CommandType.PAUSE, CommandType.RESUME})
+QUEUE_COMMANDS = (Pause, Resume)  # isinstance(command, QUEUE_COMMANDS): it names no job
 
 
 def is_paused_after(command: QueueCommand) -> bool:
@@ -349,4 +349,4 @@ COMMAND_CLASSES: dict[CommandType, type] = {
 }
 """The job commands (each names a job: ``job_id``); queue commands are apart."""
 
-QUEUE_COMMAND_CLASSES: dict[CommandType, type] = {Pause.type: Pause, Resume.type: Resume}
+QUEUE_COMMAND_CLASSES: dict[CommandType, type] = {cls.type: cls for cls in QUEUE_COMMANDS}

@@ -104,8 +104,8 @@ class Gateway:
             requests.Fail: self.fail,
             requests.Delete: self.delete,
             requests.Touch: self.touch,
-            requests.Pause: self.pause,
-            requests.Resume: self.resume,
+            requests.Pause: self.pause_or_resume,
+            requests.Resume: self.pause_or_resume,
             requests.InspectServer: self.inspect_server,
             requests.InspectQueues: self.inspect_queues,
             requests.InspectQueue: self.inspect_queue,
@@ -223,14 +223,10 @@ class Gateway:
             await self.engine.submit(core.Touch(r.id, entry.attempts, r.ttr_ms))
         )
 
-    async def pause(self, r: requests.Pause) -> bytes:
-        self.index.name_queue(r.name)
-        await self.engine.submit_everywhere(core.Pause(r.name))
-        return replies.ok()
-
-    async def resume(self, r: requests.Resume) -> bytes:
-        self.index.name_queue(r.name)
-        await self.engine.submit_everywhere(core.Resume(r.name))
+    async def pause_or_resume(self, r: requests.Pause | requests.Resume) -> bytes:
+        """Written to every partition; applying it names the queue (JobIndex.set_paused)."""
+        command = core.Pause if isinstance(r, requests.Pause) else core.Resume
+        await self.engine.submit_everywhere(command(r.name))
         return replies.ok()
 
     # --- blocking ----------------------------------------------------------------

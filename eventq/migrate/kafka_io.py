@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.kafka.logreader import (
     META_KEY_PREFIX,
-    committed_offsets,
     reader_consumer,
     watermarks,
 )

@@ -38,14 +38,13 @@ from eventq.core import (
     CommandType,
     EventType,
     Job,
-    Pause,
-    Resume,
     Schedule,
     State,
     decode_command,
     decode_state,
     encode_command,
 )
+from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.batch import (
     BATCH_RECORD_BYTES,
     MAX_BATCH_COMMANDS,
@@ -405,7 +404,6 @@ def _kebab(enum_member) -> str:
 
 
 COMMAND_NAMES = {int(t): _kebab(t) for t in CommandType}
-QUEUE_COMMANDS = (Pause, Resume)
 EVENT_NAMES = {int(t): _kebab(t) for t in EventType}
 
 

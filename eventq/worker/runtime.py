@@ -29,7 +29,6 @@ from typing import Any, Callable, TextIO
 
 from eventq.client import AsyncClient
 from eventq.client.errors import (
-    ConnectionLost,
     DuplicateResult,
     EventqError,
     NotFound,
@@ -279,7 +278,7 @@ class Worker:
                 if self._stop.first.is_set():
                     return  # stopping: the server gives back a lease it could not deliver
                 raise
-            except (ConnectionLost, ServerError, OSError) as error:
+            except (ServerError, OSError) as error:  # ConnectionLost, Unavailable too
                 failures += 1
                 wait_s = RETRY_S[min(failures, len(RETRY_S)) - 1]
                 log.warning("lease failed (%s); retrying in %.1fs", error, wait_s)
@@ -341,8 +340,8 @@ class Worker:
                      "" if ok else " result=" + repr(result[:120].decode("utf-8", "replace")))
 
     async def _limited(self, work: asyncio.Future, handler: Handler):
-        if handler.limit_s is None or isinstance(handler.fn, Program):
-            return await work  # a Program enforces its own limit (and kills itself)
+        if handler.limit_s is None:  # add_program: the Program kills itself at its limit
+            return await work
         try:
             async with asyncio.timeout(handler.limit_s):
                 return await asyncio.shield(work)
@@ -368,7 +367,7 @@ class Worker:
                 log.warning("job %s: its lease is gone (timed out or deleted); the result "
                             "will not count", job.id)
                 return
-            except (ConnectionLost, ServerError) as error:
+            except ServerError as error:  # ConnectionLost too
                 log.warning("job %s: heartbeat failed (%s); trying again", job.id, error)
 
     async def _report(self, job: Job, ok: bool, result: bytes) -> str:
@@ -385,7 +384,7 @@ class Worker:
                 return "lost"
             except DuplicateResult:
                 return ("completed" if ok else "failed") if attempt else "lost"
-            except (ConnectionLost, ServerError) as error:
+            except ServerError as error:  # ConnectionLost too
                 log.warning("job %s: reporting its outcome failed (%s); retrying", job.id, error)
         log.error("job %s: its outcome could not be reported; its TTR will time it out", job.id)
         return "lost"
