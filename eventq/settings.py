@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Mapping
 
+from eventq.address import host_and_port
 from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.kafka.topics import (
@@ -72,8 +73,11 @@ class Settings:
         if self.replication_factor == 0:
             copies = min(self.brokers, 3) if not self.bootstrap else 1
             object.__setattr__(self, "replication_factor", copies)
-        if self.advertise and not _is_host_port(self.advertise):
-            raise ValueError(f"advertise must be host:port, not {self.advertise!r}")
+        if self.advertise:
+            try:
+                host_and_port(self.advertise)
+            except ValueError:
+                raise ValueError(f"advertise must be host:port, not {self.advertise!r}") from None
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -127,11 +131,6 @@ class Settings:
     def state_dir(self) -> Path:
         """Where the processor keeps its RocksDB tables."""
         return self.data_dir / "state"
-
-
-def _is_host_port(text: str) -> bool:
-    host, _, port = text.rpartition(":")
-    return bool(host) and port.isdigit() and 0 < int(port) <= 65535
 
 
 HELP = {

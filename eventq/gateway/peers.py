@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from eventq.address import host_and_port
 from eventq.errors import ServerError
 from eventq.protocol.reply_reader import MalformedReply, Shape, reply_end
 
@@ -33,11 +34,6 @@ PEER_HELLO = b"peer\r\n"
 class PeerUnavailable(ServerError):
     """The process that owns a job did not answer: it may have died (its partitions
     move to the others within the session timeout) or be restarting."""
-
-
-def host_and_port(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 class PeerConnection:

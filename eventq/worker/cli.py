@@ -11,6 +11,7 @@ import importlib
 import logging
 import sys
 
+from eventq.address import host_and_port
 from eventq.worker.runtime import Worker, terminal_or_none
 
 
@@ -54,21 +55,22 @@ def build_worker(args: argparse.Namespace) -> Worker:
     """The worker the arguments describe (``SystemExit`` with a message if they do not
     describe one)."""
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    host, _, port = args.server.rpartition(":")
-    if not host or not port.isdigit():
-        raise SystemExit(f"eventq worker: --server must be HOST:PORT, not {args.server!r}")
+    try:
+        host, port = host_and_port(args.server)
+    except ValueError:
+        raise SystemExit(f"eventq worker: --server must be HOST:PORT, not {args.server!r}") from None
     if args.app:
         if argv or args.queue:
             raise SystemExit("eventq worker: give either --app or --queue ... -- PROGRAM")
         worker = _load_app(args.app)
-        worker.host, worker.port = host, int(port)
+        worker.host, worker.port = host, port
         if args.concurrency is not None:
             worker.concurrency = args.concurrency
         return worker
     if not argv or not args.queue:
         raise SystemExit("eventq worker: give --queue NAME and the program after `--` "
                          "(e.g. eventq worker --queue resize -- ./resize.sh), or --app")
-    worker = Worker(host, int(port), concurrency=args.concurrency or 8)
+    worker = Worker(host, port, concurrency=args.concurrency or 8)
     for queue in args.queue:
         worker.add_program(queue, argv, timeout_ms=args.timeout_ms)
     return worker
