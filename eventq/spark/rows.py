@@ -56,6 +56,7 @@ from eventq.core.batch import (
     position,
     read_record,
 )
+from eventq.core import timing
 from eventq.core.digest import StateDigest
 from eventq.core.machine import Accepted, Ignored, Rejected, apply
 from eventq.errors import EventqError
@@ -407,16 +408,16 @@ COMMAND_NAMES = {int(t): _kebab(t) for t in CommandType}
 EVENT_NAMES = {int(t): _kebab(t) for t in EventType}
 
 
-class _JobFold:
-    """The fold of one job's commands, with the times the stats need."""
+class JobFold:
+    """The fold of one job's commands, with the times the stats need (the rule of
+    eventq/core/timing.py, shared with the processor's live statistics)."""
 
-    __slots__ = ("job", "queue", "ready_ms", "leased_ms")
+    __slots__ = ("job", "queue", "since")
 
     def __init__(self) -> None:
         self.job: Job | None = None
         self.queue: str | None = None
-        self.ready_ms: int | None = None  # since when the job waits to be leased
-        self.leased_ms: int | None = None  # start of the current attempt
+        self.since = timing.NOTHING
 
     def step(self, command, at_ms: int, offset: int) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -437,40 +438,17 @@ class _JobFold:
             assert isinstance(outcome, Accepted)
             event = outcome.event
             row.update(outcome="accepted", event=EVENT_NAMES.get(int(event.type)))
-            self._times(event, before, after, at_ms, row)
+            samples = timing.advance(self.since, event, before, after, at_ms)
+            self.since = samples.since
+            for column in ("wait_ms", "run_ms", "attempt"):
+                value = getattr(samples, column)
+                if value is not None:
+                    row[column] = value
         self.job = after
         if after is not None:
             self.queue = after.name
         row["queue"] = self.queue
         return row
-
-    def _times(self, event, before: Job | None, after: Job | None, at_ms: int, row) -> None:
-        etype = event.type
-        if etype in (EventType.ADDED, getattr(EventType, "IMPORTED", None)):
-            assert after is not None
-            self.ready_ms = max(after.created_ms, after.scheduled_ms or after.created_ms)
-            self.leased_ms = at_ms if after.state is State.LEASED else None
-        elif etype == EventType.ATTEMPT_STARTED:
-            row["attempt"] = event.attempt
-            if self.ready_ms is not None:
-                row["wait_ms"] = at_ms - self.ready_ms
-            self.leased_ms = at_ms
-        elif etype in (EventType.COMPLETED, EventType.FAILED, EventType.FAIL_RETRIED):
-            if before is not None and before.state is State.LEASED:
-                row["attempt"] = before.attempts
-                if self.leased_ms is not None:
-                    row["run_ms"] = at_ms - self.leased_ms
-            self.leased_ms = None
-            if etype == EventType.FAIL_RETRIED:
-                self.ready_ms = at_ms
-        elif etype == EventType.ATTEMPT_RELEASED:  # never reached a client: not a run
-            self.leased_ms = None
-        elif etype == EventType.ATTEMPT_TIMED_OUT:
-            row["attempt"] = event.attempt
-            self.leased_ms = None
-            self.ready_ms = at_ms if event.requeued else None
-        elif after is None:  # deleted or expired
-            self.ready_ms = self.leased_ms = None
 
 
 COMMAND_DDL = "job_id string, partition int, position bigint, at_ms bigint, value binary"
@@ -531,7 +509,7 @@ def fold_commands(batches: Iterator) -> Iterator:
     folds each job with the core's ``apply`` -> ``OUTCOME_DDL`` rows, one per command."""
     schema = _arrow_schema(OUTCOME_DDL)
     current: str | None = None
-    fold = _JobFold()
+    fold = JobFold()
     for batch in batches:
         data = batch.to_pydict()
         rows = []
@@ -539,7 +517,7 @@ def fold_commands(batches: Iterator) -> Iterator:
             data["job_id"], data["partition"], data["position"], data["at_ms"], data["value"]
         ):
             if job_id != current:
-                current, fold = job_id, _JobFold()
+                current, fold = job_id, JobFold()
             try:
                 command = decode_command(value).command
                 if isinstance(command, QUEUE_COMMANDS):
