@@ -47,6 +47,8 @@ from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
+from eventq.observe.buckets import BATCH_COMMANDS, Histogram
+from eventq.observe.livestats import LiveStats
 from streams.store import (
     BULK_ADMITTED_KEY,
     LEGACY_WATERMARK_KEY,
@@ -88,6 +90,7 @@ class Processor:
         send_changelog: Callable[[int, list], Awaitable[None]],
         clock_ms: Callable[[], int] = wall_clock_ms,
         max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
+        stats: LiveStats | None = None,
     ) -> None:
         self._store = store
         self._index = index
@@ -101,9 +104,14 @@ class Processor:
         self._admitted: dict[int, int] = {}  # partition -> next bulk position to admit
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
+        self._resumed_at: dict[int, int] = {}  # partition -> first offset read after recovery
         self._on_caught_up: Callable[[], None] = lambda: None
         self._offset_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self.counters = Counters()
+        # Issue 13 (None: metrics off): per-queue live statistics, and commands per
+        # record of the log (a fixed histogram: no allocation per record).
+        self.stats = stats
+        self.batch_commands = Histogram(BATCH_COMMANDS) if stats is not None else None
 
     def expect_catch_up(self, targets: dict[int, int], on_caught_up: Callable[[], None]) -> None:
         """Call ``on_caught_up`` once every partition has been applied up to its target
@@ -131,6 +139,20 @@ class Processor:
     def catching_up(self) -> dict[int, int]:
         """Partitions still behind their catch-up target: the last offset applied."""
         return {p: self._applied_through.get(p, -1) for p in self._catch_up}
+
+    def catch_up_targets(self) -> dict[int, int]:
+        """Partitions still catching up: the offset each must reach."""
+        return dict(self._catch_up)
+
+    def resumed_at(self, positions: dict[int, int]) -> None:
+        """Recovered partitions resume reading at these offsets (the committed ones)."""
+        self._resumed_at.update(positions)
+
+    def applied_offsets(self) -> dict[int, int]:
+        """Owned partitions: the last offset of the command log handled (before the
+        first record since recovery: the one before where reading resumed)."""
+        return {p: self._applied_through.get(p, self._resumed_at.get(p, 0) - 1)
+                for p in self._store.active}
 
     def catch_up_status(self) -> str:
         return ", ".join(
@@ -190,6 +212,8 @@ class Processor:
             self.counters.slices += 1
         if len(items) > 1:
             self.counters.batches += 1
+        if self.batch_commands is not None:
+            self.batch_commands.observe(len(items))
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
         for index, data in enumerate(items):
             self._apply(message, position(offset, index), at_ms, data, batch)
@@ -247,6 +271,8 @@ class Processor:
         if isinstance(outcome, Accepted):
             self._store_job(key, partition, at, outcome.event, result, command.job_id, batch)
             self.counters.applied += 1
+            if self.stats is not None:
+                self.stats.observe(outcome.event, job, result.job, at_ms)
         elif isinstance(outcome, Ignored):
             self.counters.ignored += 1
         elif outcome.error.code == "SERVER-ERROR":

@@ -1,0 +1,102 @@
+"""The processor's live statistics against the Spark job's rule (pure, no Kafka)."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+
+from core.core_strategies import histories
+from eventq.core import Accepted, Add, Complete, StartAttempt, apply
+from eventq.observe.livestats import LiveStats
+from eventq.spark.rows import JobFold
+
+T0 = 1_700_000_000_000
+
+
+def fold_samples(steps) -> dict[tuple[str, str], list[int]]:
+    """(queue, metric) -> samples, as ``eventq spark stats`` folds each job's commands."""
+    folds: dict[uuid.UUID, JobFold] = {}
+    samples: dict[tuple[str, str], list[int]] = {}
+    for command, at, offset, _outcome, _after in steps:
+        row = folds.setdefault(command.job_id, JobFold()).step(command, at, offset)
+        for metric in ("wait", "run"):
+            if row.get(f"{metric}_ms") is not None:
+                samples.setdefault((row["queue"], metric), []).append(row[f"{metric}_ms"])
+    return samples
+
+
+def live(steps, stats: LiveStats | None = None) -> LiveStats:
+    """What the processor does: observe every accepted event with the job before/after."""
+    stats = stats or LiveStats()
+    jobs: dict[uuid.UUID, object] = {}
+    for command, at, _offset, outcome, after in steps:
+        if isinstance(outcome, Accepted):
+            stats.observe(outcome.event, jobs.get(command.job_id), after, at)
+        if after is None:
+            jobs.pop(command.job_id, None)
+        else:
+            jobs[command.job_id] = after
+    return stats
+
+
+@given(histories(max_steps=60))
+@settings(max_examples=200, deadline=None)
+def test_live_samples_are_the_spark_folds_samples(steps):
+    """Same count and sum of wait and run times per queue as the command log's fold,
+    for any history of the machine (fails, retries with backoff, timeouts, touches,
+    releases, deletes, expiries)."""
+    expected = fold_samples(steps)
+    stats = live(steps)
+    got = {}
+    for name, queue in stats.queues.items():
+        for metric in ("wait", "run"):
+            durations = getattr(queue, metric)
+            if durations.count:
+                got[(name, metric)] = (durations.count, durations.sum_ms)
+    assert got == {key: (len(v), sum(max(x, 0) for x in v)) for key, v in expected.items()}
+    assert stats.remembered_jobs <= 2 * len({c.job_id for c, *_ in steps})
+
+
+def history_of(*commands_at):
+    steps, jobs = [], {}
+    for offset, (command, at) in enumerate(commands_at, start=1):
+        outcome, after = apply(jobs.get(command.job_id), command, at, offset)
+        jobs[command.job_id] = after
+        steps.append((command, at, offset, outcome, after))
+    return steps
+
+
+def test_buckets_are_qless_resolutions_with_labels():
+    job = uuid.uuid4()
+    steps = history_of(
+        (Add(job, "q", 600_000, 86_400_000, b""), T0),
+        (StartAttempt(job, 1), T0 + 75_000),  # waited 1m15s: the 1m bucket
+        (Complete(job, b"ok"), T0 + 75_000 + 3_600_000 + 16 * 60_000),  # ran 1h16m
+    )
+    rows = live(steps).histogram_rows()
+    assert [(r["metric"], r["label"], r["width_s"], r["count"]) for r in rows] == [
+        ("wait", "1m", 60, 1), ("run", "1h15m", 900, 1)]
+
+
+def test_a_lease_from_before_a_restart_is_estimated_from_its_deadline():
+    job = uuid.uuid4()
+    steps = history_of(
+        (Add(job, "q", 30_000, 86_400_000, b""), T0),
+        (StartAttempt(job, 1), T0 + 1_000),
+        (Complete(job, b"ok"), T0 + 8_000),
+    )
+    restarted = LiveStats()  # saw nothing before the complete: as after a restart
+    _, at, _, outcome, after = steps[2]
+    restarted.observe(outcome.event, steps[1][4], after, at)
+    assert restarted.queues["q"].run.sum_ms == 7_000  # deadline - ttr = the lease time
+
+
+def test_remembered_times_are_bounded():
+    stats = LiveStats(max_remembered_jobs=10)
+    for _ in range(50):
+        job = uuid.uuid4()
+        live(history_of((Add(job, "q", 30_000, 86_400_000, b""), T0),
+                        (StartAttempt(job, 1), T0 + 5)), stats)
+    assert stats.remembered_jobs == 10
+    assert stats.queues["q"].wait.count == 50
