@@ -30,7 +30,9 @@ class EventqService(mode.Service):
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
-        self._stats = stats = GatewayStats(lambda: streams.processor.counters.evicted)
+        http = settings.http_address
+        self._stats = stats = GatewayStats(
+            lambda: streams.processor.counters.evicted, timed=http is not None)
         self.peers = Peers()
         cluster = Cluster(
             self_address=settings.advertised_address,
@@ -46,6 +48,7 @@ class EventqService(mode.Service):
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
         )
+        self.web = None if http is None else web_server(settings, streams, self.gateway, stats)
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
@@ -68,6 +71,16 @@ class EventqService(mode.Service):
             f"(Kafka {self._settings.kafka_bootstrap})",
             flush=True,
         )
+        if self.web is not None:
+            host, port = self._settings.http_address
+            try:
+                await self.web.start()
+            except OSError as error:
+                raise OSError(
+                    f"cannot serve the dashboard and metrics on {host}:{port} ({error}): "
+                    "give another --http-port, or --http-port off") from error
+            print(f"eventq dashboard on http://{host}:{self.web.port}/ and Prometheus "
+                  f"metrics on http://{host}:{self.web.port}/metrics", flush=True)
 
     @mode.Service.task
     async def _deadlines(self) -> None:
@@ -78,6 +91,8 @@ class EventqService(mode.Service):
         may give up on an absent Kafka (streams/durable_flush.py)."""
         self._streams.changelog_buffer.stopping = True
         await self.server.stop()
+        if self.web is not None:
+            await self.web.stop()
         self.peers.close()
         await self._streams.admitter.stop()
 
@@ -99,6 +114,25 @@ class EventqService(mode.Service):
                 self._streams.admitter.records, self._streams.admitter.commands,
                 self._streams.admitter.slices, counters.readmitted, self.peers.forwarded,
             )
+
+
+def web_server(settings: Settings, streams, gateway, stats):
+    """The metrics and dashboard server (eventq/observe/web.py) of this process."""
+    from eventq.observe.metrics import Sources
+    from eventq.observe.web import Dashboard, WebServer
+
+    sources = Sources(
+        index=streams.index, processor=streams.processor, gateway_stats=stats,
+        lag=streams.lag, serving=streams.engine.ready.is_set, now_ms=wall_clock_ms,
+    )
+    dashboard = Dashboard(
+        gateway=gateway, sources=sources, process=settings.advertised_address,
+        actions=settings.http_actions, bootstrap=settings.kafka_bootstrap,
+        commands_topic=settings.commands_topic, partitions=settings.partitions,
+        owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
+    )
+    host, port = settings.http_address
+    return WebServer(dashboard, host, port)
 
 
 STOP_TIMEOUT_S = 20.0

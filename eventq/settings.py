@@ -22,6 +22,9 @@ from eventq.kafka.topics import (
 )
 
 
+HTTP_OFF = "off"
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("var")
@@ -50,6 +53,9 @@ class Settings:
     standby_replicas: int = 1
     session_timeout_ms: int = 6000
     processes: int = 1  # `eventq up`: gateways to start, on consecutive ports
+    # Issue 13: metrics and the dashboard ("off": neither, and no live statistics).
+    http_port: str = "127.0.0.1:9980"
+    http_actions: bool = False
 
     def __post_init__(self) -> None:
         if not self.bulk_topic:
@@ -78,6 +84,13 @@ class Settings:
                 host_and_port(self.advertise)
             except ValueError:
                 raise ValueError(f"advertise must be host:port, not {self.advertise!r}") from None
+        if self.http_port != HTTP_OFF:
+            try:
+                self.http_address
+            except ValueError:
+                raise ValueError(
+                    f"http_port must be host:port, a port or {HTTP_OFF!r}, not "
+                    f"{self.http_port!r}") from None
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -99,6 +112,19 @@ class Settings:
     def advertised_address(self) -> str:
         """host:port of this process's gateway for its peers."""
         return self.advertise or f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """(host, port) of the metrics and dashboard server, None when off. A bare port
+        listens on the listen host."""
+        if self.http_port == HTTP_OFF:
+            return None
+        if self.http_port.isdigit():
+            port = int(self.http_port)
+            if port > 65535:
+                raise ValueError(self.http_port)
+            return self.listen_host, port
+        return host_and_port(self.http_port, allow_port_zero=True)
 
     @property
     def uses_local_broker(self) -> bool:
@@ -180,6 +206,14 @@ HELP = {
         "a process silent this long counts as dead and its partitions move, ms"
     ),
     "processes": "eventq up: how many eventq processes to start, on consecutive ports",
+    "http_port": (
+        "[host:]port of the Prometheus metrics (/metrics) and the web dashboard (/), or "
+        "'off'; eventq up gives each process the next port"
+    ),
+    "http_actions": (
+        "let the dashboard pause/resume queues and delete or retry jobs (read-only "
+        "without it)"
+    ),
 }
 
 
@@ -192,12 +226,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
     for item in fields(Settings):
         flag = "--" + item.name.replace("_", "-")
+        # A switch may stand alone (--http-actions) or take a value (--http-actions no).
+        switch = {"nargs": "?", "const": "true"} if isinstance(item.default, bool) else {}
         group.add_argument(
             flag,
             dest=item.name,
             default=None,
             metavar=item.name.upper(),
             help=f"{HELP[item.name]} [env {env_name(item.name)}; default {item.default}]",
+            **switch,
         )
 
 

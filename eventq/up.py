@@ -15,7 +15,7 @@ from dataclasses import fields
 from eventq.settings import Settings
 
 STOP_TIMEOUT_S = 40.0
-PER_PROCESS = ("listen_port", "data_dir", "advertise", "processes")
+PER_PROCESS = ("listen_port", "data_dir", "advertise", "processes", "http_port")
 
 
 def process_settings(settings: Settings, index: int) -> list[str]:
@@ -32,6 +32,12 @@ def process_settings(settings: Settings, index: int) -> list[str]:
     if settings.advertise:
         host = settings.advertise.rpartition(":")[0]
         flags += ["--advertise", f"{host}:{port}"]
+    http = settings.http_address
+    if http is None:
+        flags += ["--http-port", settings.http_port]
+    else:  # one metrics and dashboard port each, from the given one on
+        host, http_port = http
+        flags += ["--http-port", f"{host}:{http_port + index if http_port else 0}"]
     if not settings.bootstrap:
         flags += ["--bootstrap", settings.kafka_bootstrap]  # the local broker(s)
     return flags

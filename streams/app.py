@@ -23,6 +23,7 @@ from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
 from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
+from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
 from streams import durable_flush, faust_patches, fetch_wait
 from streams.admission import BulkAdmitter
@@ -75,6 +76,7 @@ class Streams:
     admitter: BulkAdmitter
     owner_of: object  # partition -> gateway address of its active owner, or None
     members: object  # () -> gateway addresses of every process in the group
+    lag: object  # () -> {owned partition: (last offset applied, log end or None)}
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -170,6 +172,7 @@ def build_streams(settings: Settings) -> Streams:
     processor = Processor(
         store, index, waiters, node, timer.consider, changelog_writer.send,
         max_state_record_bytes=settings.max_state_record_bytes,
+        stats=LiveStats() if settings.http_address is not None else None,
     )
 
     admitter = BulkAdmitter(
@@ -219,6 +222,7 @@ def build_streams(settings: Settings) -> Streams:
         for partition, first in catch_up.uncommitted.items():
             await app.consumer.seek(TP(settings.commands_topic, partition), first)
         targets = catch_up.targets
+        processor.resumed_at(catch_up.positions)
         log.warning(
             "recovered %d partitions, %d live jobs indexed in %.2fs; re-applying the "
             "uncommitted tail up to %s before serving",
@@ -274,7 +278,19 @@ def build_streams(settings: Settings) -> Streams:
     def members() -> list[str]:
         return [address_of(str(url)) for url in app.assignor.changelog_distribution]
 
+    def lag() -> dict[int, tuple[int, int | None]]:
+        """The consumer's view of each owned partition's end (its high watermark, as
+        of the last fetch), beside what was applied."""
+        out = {}
+        for partition, through in processor.applied_offsets().items():
+            try:
+                end = app.consumer.highwater(TP(settings.commands_topic, partition))
+            except Exception:  # not assigned (any more), or no fetch yet
+                end = None
+            out[partition] = (through, end if isinstance(end, int) else None)
+        return out
+
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelog_writer, admitter, owner_of, members,
+        changelog_writer, admitter, owner_of, members, lag,
     )

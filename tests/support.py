@@ -79,6 +79,8 @@ class ServerProcess:
             "data-dir": str(home),
             "listen-port": str(self.port),
             "partitions": str(partitions),
+            # Any free port: many servers run at once (code older than the flag: none).
+            **({"http-port": "127.0.0.1:0"} if source is None else {}),
             **{k.replace("_", "-"): str(v) for k, v in settings.items()},
         }
         self.process = None
@@ -139,6 +141,17 @@ class ServerProcess:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             cwd=self.source,
         )
+
+    def http_url(self) -> str:
+        """The dashboard's base URL of the running start, from its log line (the
+        server listens on any free port)."""
+        import re
+
+        text = self.log_path.read_text(errors="replace")
+        text = text[text.rfind(f"===== start {self.starts} ====="):]
+        found = re.search(r"eventq dashboard on (http://\S+/) ", text)
+        assert found, f"no dashboard line in the log:\n{self.log_tail()}"
+        return found.group(1)
 
     def ready(self) -> bool:
         """True once the server answers a request that needs recovered state."""

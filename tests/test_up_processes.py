@@ -31,3 +31,14 @@ def test_an_advertised_host_keeps_its_name_with_each_port() -> None:
     flags = [process_settings(settings, i) for i in range(2)]
     assert [flag(f, "--advertise") for f in flags] == ["box.example:7000", "box.example:7001"]
     assert all(flag(f, "--bootstrap") == "k1:9092" for f in flags)
+
+
+def test_each_process_gets_its_own_dashboard_port_from_the_given_one() -> None:
+    settings = Settings(processes=3, http_port="0.0.0.0:9980")
+    flags = [process_settings(settings, i) for i in range(3)]
+    assert [flag(f, "--http-port") for f in flags] == [
+        "0.0.0.0:9980", "0.0.0.0:9981", "0.0.0.0:9982"]
+    off = Settings(processes=2, http_port="off")
+    assert [flag(process_settings(off, i), "--http-port") for i in range(2)] == ["off", "off"]
+    any_port = Settings(processes=2, http_port="127.0.0.1:0")
+    assert flag(process_settings(any_port, 1), "--http-port") == "127.0.0.1:0"

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from time import perf_counter
 from typing import Callable
 
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.handlers import Handover
+from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer
 
 log = logging.getLogger(__name__)
@@ -33,15 +36,38 @@ class _Connection:
 
 
 class GatewayStats:
-    def __init__(self, evicted: Callable[[], int]) -> None:
+    def __init__(self, evicted: Callable[[], int], timed: bool = True) -> None:
         self.active_clients = 0
         self.peer_connections = 0
         self.released = 0  # leases given back because no client received them
         self._evicted = evicted
+        # Issue 13: seconds from a parsed request to its reply, by request type (None:
+        # metrics off). Fixed histograms: an observation allocates nothing.
+        self.timings: dict[type, Histogram] | None = {} if timed else None
+
+    def timing(self, request_type: type) -> Histogram:
+        histogram = self.timings.get(request_type)
+        if histogram is None:
+            histogram = self.timings[request_type] = Histogram(REQUEST_SECONDS)
+        return histogram
+
+    @property
+    def request_seconds(self) -> dict[str, Histogram] | None:
+        """The timings by protocol verb (``add``, ``inspect jobs``)."""
+        if self.timings is None:
+            return None
+        return {verb_of(kind): histogram for kind, histogram in self.timings.items()}
 
     @property
     def evicted_jobs(self) -> int:
         return self._evicted()
+
+
+def verb_of(request_type: type) -> str:
+    """``InspectScheduledJobs`` -> ``inspect scheduled-jobs`` (the protocol's words)."""
+    words = re.findall(r"[A-Z][a-z]*", request_type.__name__)
+    words = [word.lower() for word in words]
+    return " ".join(words[:1] + ["-".join(words[1:])] if len(words) > 1 else words)
 
 
 class GatewayServer:
@@ -137,11 +163,15 @@ class GatewayServer:
                 connection.peer = True
                 self._stats.active_clients -= 1
                 self._stats.peer_connections += 1
+            timings = self._stats.timings
+            started = perf_counter() if timings is not None else 0.0
             try:
                 reply = await self._gateway.handle(event, connection.peer)
             except Exception as error:  # a bug must not look like success
                 log.exception("request %r failed", type(event).__name__)
                 reply = ServerError(f"internal error: {type(error).__name__}").reply
+            if timings is not None:
+                self._stats.timing(type(event)).observe(perf_counter() - started)
             if isinstance(reply, Handover):
                 # A lease hands a job over: if its client is gone (or has closed its
                 # side: it cannot ask for more), the job goes back instead of being

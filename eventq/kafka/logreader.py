@@ -238,6 +238,7 @@ class CatchUp:
     targets: dict[int, int]  # partition -> last offset to apply before serving
     uncommitted: dict[int, int]  # partition -> first offset, for partitions never committed
     starts: dict[int, int]  # partition -> first offset to apply, for partitions with a target
+    positions: dict[int, int] = field(default_factory=dict)  # partition -> where it resumes
 
 
 def catch_up_targets(
@@ -253,13 +254,14 @@ def catch_up_targets(
     ends = end_offsets(bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     committed = committed_offsets(admin, group, topic, partitions, timeout_s=30)
-    targets, uncommitted, starts = {}, {}, {}
+    targets, uncommitted, starts, positions = {}, {}, {}, {}
     for partition in partitions:
         low, high = ends.get(partition, (0, 0))
         position = committed.get(partition, -1)
         if position < 0:  # nothing committed: the agent must start at the beginning
             position = uncommitted[partition] = low
+        positions[partition] = position
         if position < high:
             targets[partition] = high - 1
             starts[partition] = position
-    return CatchUp(targets, uncommitted, starts)
+    return CatchUp(targets, uncommitted, starts, positions)
