@@ -1,0 +1,269 @@
+"""The dashboard's HTML (pure: data in, a page out). No JavaScript, no CDN: pages
+refresh themselves with a meta tag, charts are inline SVG, actions are plain forms
+(POST, then a redirect back: the same commands as the protocol, eventq/observe/web.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from urllib.parse import quote
+
+REFRESH_S = 5
+PAYLOAD_PREVIEW_BYTES = 2048
+JOB_LIST_KINDS = ("ready", "scheduled", "leased", "failed")
+
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1a202c;background:#f7fafc}
+header{background:#1a365d;color:#fff;padding:8px 16px;display:flex;gap:20px;align-items:center}
+header a{color:#e2e8f0;text-decoration:none}header b{font-size:16px}
+main{padding:12px 16px}table{border-collapse:collapse;background:#fff;margin:8px 0}
+th,td{border:1px solid #e2e8f0;padding:3px 8px;text-align:right}
+th{background:#edf2f7}td.l,th.l{text-align:left}code{font-size:12px}
+.chart{background:#fff;border:1px solid #e2e8f0;margin:4px 8px 4px 0}
+.chart-title{font-weight:600;font-size:12px}.tick,.legend{font-size:11px}
+.chart-empty{fill:#718096;font-size:12px}.axis{stroke:#a0aec0}
+.flash{padding:6px 10px;margin:8px 0;border-radius:4px;background:#c6f6d5}
+.flash.error{background:#fed7d7}.paused{color:#c05621;font-weight:600}
+form.inline{display:inline}button{cursor:pointer}
+pre{background:#fff;border:1px solid #e2e8f0;padding:8px;max-width:100%;overflow:auto}
+nav.tabs a{margin-right:12px}nav.tabs a.on{font-weight:700}
+"""
+
+
+def e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def q(value: str) -> str:
+    return quote(value, safe="")
+
+
+@dataclass
+class Frame:
+    """What every page shows around its body."""
+
+    process: str  # this process's gateway address
+    actions: bool  # --http-actions
+    flash: str | None = None
+    error: str | None = None
+    cluster_note: str | None = None  # set when counts are this process's partitions only
+
+
+def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
+    meta = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
+    flash = ""
+    if frame.flash:
+        flash += f'<div class="flash" id="flash">{e(frame.flash)}</div>'
+    if frame.error:
+        flash += f'<div class="flash error" id="flash-error">{e(frame.error)}</div>'
+    mode = "actions enabled" if frame.actions else "read-only (start with --http-actions to act)"
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
+        f"<title>{e(title)} · eventq</title><style>{STYLE}</style></head><body>"
+        f'<header><b>eventq</b><a href="/">Queues</a><a href="/cluster">Cluster</a>'
+        f'<a href="/metrics">Metrics</a><span style="margin-left:auto">process '
+        f"{e(frame.process)} · {mode}</span></header><main><h1>{e(title)}</h1>{flash}"
+        f"{f'<p><i>{e(frame.cluster_note)}</i></p>' if frame.cluster_note else ''}"
+        f"{body}</main></body></html>"
+    )
+
+
+def table(headers: list[str], rows: list[list[str]], left: int = 1, id_: str = "") -> str:
+    """Cells are already HTML; the first ``left`` columns are left-aligned."""
+    def cls(i: int) -> str:
+        return ' class="l"' if i < left else ""
+
+    head = "".join(f"<th{cls(i)}>{e(h)}</th>" for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f"<td{cls(i)}>{cell}</td>" for i, cell in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    ident = f' id="{e(id_)}"' if id_ else ""
+    return f"<table{ident}><tr>{head}</tr>{body}</table>"
+
+
+def button(action: str, label: str, frame: Frame, name: str = "") -> str:
+    if not frame.actions:
+        return ""
+    ident = f' name="{e(name)}"' if name else ""
+    return (f'<form class="inline" method="post" action="{e(action)}">'
+            f'<button type="submit"{ident}>{e(label)}</button></form>')
+
+
+@dataclass
+class QueueRow:
+    name: str
+    ready: int
+    scheduled: int
+    paused: bool
+    leased: int = 0
+    completed: int = 0
+    failed: int = 0
+    rates: dict[str, float] = field(default_factory=dict)  # per second, last sample
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.1f}" if value else "0"
+
+
+def queues_page(rows: list[QueueRow], charts: list[str], frame: Frame,
+                offset: int, limit: int, more: bool) -> str:
+    cells = [
+        [f'<a href="/queues/{q(r.name)}">{e(r.name)}</a>', f"{r.ready:,}", f"{r.scheduled:,}",
+         f"{r.leased:,}", f"{r.completed:,}", f"{r.failed:,}",
+         '<span class="paused">paused</span>' if r.paused else "",
+         _rate(r.rates.get("added", 0)), _rate(r.rates.get("completed", 0)),
+         _rate(r.rates.get("failed", 0))]
+        for r in rows
+    ]
+    body = "".join(charts) + table(
+        ["queue", "ready", "scheduled", "leased", "completed", "failed", "paused",
+         "added/s", "completed/s", "failed/s"], cells, id_="queues")
+    if not rows:
+        body += "<p>No queues yet: add a job (eventq cli, a client, or Spark).</p>"
+    body += _pager("/", offset, limit, more, "")
+    return layout("Queues", body, frame)
+
+
+def _pager(path: str, offset: int, limit: int, more: bool, extra: str) -> str:
+    links = []
+    if offset > 0:
+        links.append(f'<a id="prev" href="{path}?{extra}offset={max(0, offset - limit)}">'
+                     "&larr; previous</a>")
+    if more:
+        links.append(f'<a id="next" href="{path}?{extra}offset={offset + limit}">next &rarr;</a>')
+    return f'<p class="pager">{" · ".join(links)}</p>' if links else ""
+
+
+@dataclass
+class JobRow:
+    id: str
+    state: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    fails: int
+    created: str
+    time: str | None
+
+
+@dataclass
+class Durations:
+    count: int
+    mean_ms: float | None
+
+
+def queue_page(row: QueueRow, kind: str, jobs: list[JobRow], offset: int, limit: int,
+               more: bool, charts: list[str], durations: dict[str, Durations],
+               frame: Frame) -> str:
+    name = q(row.name)
+    toggle = (button(f"/queues/{name}/resume", "Resume", frame, "resume") if row.paused
+              else button(f"/queues/{name}/pause", "Pause", frame, "pause"))
+    state = '<span class="paused" id="state">paused</span>' if row.paused else (
+        '<span id="state">active</span>')
+    counts = table(["ready", "scheduled", "leased", "completed", "failed"],
+                   [[f"{row.ready:,}", f"{row.scheduled:,}", f"{row.leased:,}",
+                     f"{row.completed:,}", f"{row.failed:,}"]], left=0, id_="counts")
+    times = table(
+        ["", "samples", "mean"],
+        [[metric, f"{d.count:,}", "-" if d.mean_ms is None else f"{d.mean_ms / 1000:.3f} s"]
+         for metric, d in durations.items()], id_="durations")
+    tabs = "".join(
+        f'<a class="{"on" if k == kind else ""}" href="/queues/{name}?kind={k}">{k}</a>'
+        for k in JOB_LIST_KINDS)
+    jobs_table = table(
+        ["id", "state", "priority", "attempts", "fails", "created", "time"],
+        [[f'<a href="/jobs/{e(j.id)}"><code>{e(j.id)}</code></a>', e(j.state),
+          str(j.priority), f"{j.attempts}/{j.max_attempts or '∞'}", str(j.fails),
+          e(j.created), e(j.time or "")] for j in jobs], left=2, id_="jobs")
+    body = (f"<p>Queue is {state} {toggle}</p>{counts}{''.join(charts)}"
+            f"<h2>Wait and run times</h2>{times}"
+            f'<h2>Jobs</h2><nav class="tabs">{tabs}</nav>{jobs_table}'
+            + ("" if jobs else f"<p>No {e(kind)} jobs.</p>")
+            + _pager(f"/queues/{name}", offset, limit, more, f"kind={kind}&"))
+    return layout(f"Queue {row.name}", body, frame)
+
+
+@dataclass
+class HistoryRow:
+    offset: str
+    at: str
+    command: str
+    outcome: str
+    detail: str
+
+
+def payload_preview(payload: bytes) -> str:
+    shown = payload[:PAYLOAD_PREVIEW_BYTES]
+    try:
+        text = shown.decode("utf-8")
+        binary = any(ord(c) < 32 and c not in "\n\r\t" for c in text)
+    except UnicodeDecodeError:  # (or cut inside a character: shown as bytes too)
+        binary = True
+    if binary:
+        text = " ".join(f"{b:02x}" for b in shown)
+    more = (f" (first {PAYLOAD_PREVIEW_BYTES:,} shown)" if len(payload) > len(shown) else "")
+    return f"<p>{len(payload):,} bytes{more}</p><pre id=\"payload\">{e(text)}</pre>"
+
+
+def job_page(fields: list[tuple[str, str]], payload: bytes, result: str | None,
+             history: list[HistoryRow], history_note: str, job_id: str, state: str,
+             frame: Frame) -> str:
+    actions = button(f"/jobs/{job_id}/delete", "Delete", frame, "delete")
+    if state == "failed":
+        actions += " " + button(f"/jobs/{job_id}/retry", "Retry", frame, "retry")
+    body = (
+        f"<p>{actions}</p>"
+        + table(["field", "value"], [[e(k), e(v)] for k, v in fields], left=2, id_="fields")
+        + (f"<h2>Result</h2><pre id=\"result\">{e(result)}</pre>" if result is not None else "")
+        + "<h2>Payload</h2>" + payload_preview(payload)
+        + f"<h2>History</h2><p>{e(history_note)}</p>"
+        + table(["offset", "time", "command", "outcome", "detail"],
+                [[e(h.offset), e(h.at), e(h.command), e(h.outcome), e(h.detail)]
+                 for h in history], left=5, id_="history")
+    )
+    return layout(f"Job {job_id}", body, frame, refresh=False)
+
+
+def gone_page(job_id: str, frame: Frame) -> str:
+    body = (f"<p>No job {e(job_id)} here: it was deleted, it expired, or it never "
+            'existed. <a href="/">Back to the queues</a></p>')
+    return layout("Job not found", body, frame, refresh=False)
+
+
+@dataclass
+class PartitionRow:
+    partition: int
+    owner: str
+    here: bool
+    applied: int | None
+    end: int | None
+    catching_up: int | None  # records left to re-apply before serving
+
+
+def cluster_page(members: list[str], partitions: list[PartitionRow], serving: bool,
+                 frame: Frame) -> str:
+    member_rows = [[e(m), "this process" if m == frame.process else ""] for m in members]
+    part_rows = []
+    for p in partitions:
+        lag = "" if p.applied is None or p.end is None else f"{max(0, p.end - p.applied - 1):,}"
+        part_rows.append([
+            str(p.partition), e(p.owner) + (" (this process)" if p.here else ""),
+            "" if p.applied is None else f"{p.applied:,}",
+            "" if p.end is None else f"{p.end:,}", lag,
+            "" if p.catching_up is None else f"{p.catching_up:,}",
+        ])
+    body = (f"<p id=\"serving\">{'serving' if serving else 'recovering: not serving yet'}</p>"
+            "<h2>Processes</h2>" + table(["gateway address", ""], member_rows, left=2,
+                                         id_="members")
+            + "<h2>Partitions</h2><p>Offsets and lag are known for this process's "
+            "partitions; other processes show theirs on their own dashboards.</p>"
+            + table(["partition", "owner", "applied offset", "log end", "lag",
+                     "left to re-apply"], part_rows, left=2, id_="partitions"))
+    return layout("Cluster", body, frame)
+
+
+def message_page(title: str, text: str, frame: Frame) -> str:
+    return layout(title, f"<p>{e(text)}</p><p><a href=\"/\">Back to the queues</a></p>",
+                  frame, refresh=False)

@@ -1,0 +1,395 @@
+"""The HTTP side (issue 13): ``/metrics`` for Prometheus and the dashboard, on aiohttp
+(faust's own web stack, already installed; faust's web server itself stays off).
+
+The dashboard reads and acts through the gateway, as a client would: each page builds
+the protocol's calls (eventq/client/calls.py), hands the request to ``Gateway.handle``
+in this process and parses the reply. So in a cluster the queue counts, job lists, job
+pages and actions are the whole cluster's, and an action is the same command a client
+would send (pause, resume, delete; a retry is an add of a copy and a delete). What only
+the processor knows (leased and failed job lists, jobs by state, rates, wait and run
+times, offsets and lag) is this process's partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Callable
+
+from aiohttp import web
+
+from eventq.client import calls
+from eventq.client.errors import NotFound
+from eventq.core.events import EventType
+from eventq.core.job import State
+from eventq.errors import EventqError
+from eventq.observe import pages
+from eventq.observe.chart import line_chart
+from eventq.observe.history import SAMPLE_EVERY_S, History
+from eventq.observe.joblog import job_history
+from eventq.observe.metrics import CONTENT_TYPE, exposition, registry_of
+from eventq.protocol import Parser
+
+log = logging.getLogger(__name__)
+
+PAGE_JOBS = 25
+PAGE_QUEUES = 50  # (+1 to know of a next page: the protocol's limit is 100)
+STATE_OF_KIND = {"leased": State.LEASED, "failed": State.FAILED}
+DONE = {  # ?done= after an action: the message shown (never text from the URL)
+    "paused": "Queue paused: it hands out no jobs until resumed.",
+    "resumed": "Queue resumed.",
+    "deleted": "Job deleted.",
+    "retried": "Job retried: this is its copy, and the failed job was deleted.",
+}
+RATE_EVENTS = {  # history.RATES -> the events they count
+    "added": (EventType.ADDED, EventType.IMPORTED),
+    "leased": (EventType.ATTEMPT_STARTED,),
+    "completed": (EventType.COMPLETED,),
+    "failed": (EventType.FAILED, EventType.FAIL_RETRIED),
+}
+
+
+class Dashboard:
+    def __init__(self, *, gateway, sources, process: str, actions: bool, bootstrap: str,
+                 commands_topic: str, partitions: int,
+                 owner_of: Callable[[int], str | None], members: Callable[[], list[str]],
+                 clock_ms: Callable[[], int]) -> None:
+        self.gateway = gateway
+        self.sources = sources
+        self.process = process
+        self.actions = actions
+        self.bootstrap = bootstrap
+        self.commands_topic = commands_topic
+        self.partitions = partitions
+        self.owner_of = owner_of
+        self.members = members
+        self.clock_ms = clock_ms
+        self.history = History()
+        self.registry = registry_of(sources)
+
+    # --- talking to the gateway as a client would -------------------------------------
+
+    async def call(self, call: calls.Call):
+        parser = Parser(now_ms=self.clock_ms)
+        parser.feed(call.data)
+        request = parser.next_event()
+        if isinstance(request, EventqError):
+            raise request
+        reply = await self.gateway.handle(request)
+        if not isinstance(reply, bytes):
+            reply = b"".join(reply)
+        return call.parse(reply)
+
+    # --- sampling for the charts -------------------------------------------------------
+
+    def sample(self) -> None:
+        index, stats = self.sources.index, self.sources.processor.stats
+        now_ms = self.clock_ms()
+        counts = index.state_counts()
+        queues = {}
+        for name in counts.keys() | (stats.queues.keys() if stats else set()):
+            ready, scheduled = index.lengths(name, now_ms)
+            leased = counts.get(name, {}).get(State.LEASED, 0)
+            events = stats.queues[name].events if stats and name in stats.queues else None
+            totals = tuple(sum(events[k] for k in kinds) if events else 0
+                           for kinds in RATE_EVENTS.values())
+            queues[name] = ((ready, scheduled, leased), totals)
+        self.history.record(time.monotonic(), queues)
+
+    async def sample_forever(self) -> None:
+        while True:
+            try:
+                self.sample()
+            except Exception:  # a chart must never take the server down
+                log.exception("sampling the queues for the dashboard failed")
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    # --- pages -----------------------------------------------------------------------------
+
+    def frame(self, request: web.Request) -> pages.Frame:
+        cluster = self.gateway.cluster
+        alone = cluster is None or not cluster.others()
+        return pages.Frame(
+            process=self.process, actions=self.actions,
+            flash=DONE.get(request.query.get("done", "")),
+            cluster_note=None if alone else (
+                "Ready, scheduled and paused are the whole cluster's; leased, completed, "
+                "failed, rates and times are this process's partitions."),
+        )
+
+    def _charts(self, name: str | None) -> list[str]:
+        what = "all queues" if name is None else name
+        return [
+            line_chart(self.history.gauge_series(name), f"jobs ({what})"),
+            line_chart(self.history.rate_series(name), f"events per second ({what})", unit="/s"),
+        ]
+
+    def _row(self, info) -> pages.QueueRow:
+        by_state = self.sources.index.state_counts().get(info.name, {})
+        return pages.QueueRow(
+            info.name, info.ready, info.scheduled, info.paused,
+            leased=by_state.get(State.LEASED, 0), completed=by_state.get(State.COMPLETED, 0),
+            failed=by_state.get(State.FAILED, 0),
+            rates=self.history.latest_rates(info.name),
+        )
+
+    async def queues_page(self, request: web.Request) -> web.Response:
+        offset = _int(request.query.get("offset"), 0)
+        infos = await self.call(calls.inspect_queues(offset, PAGE_QUEUES + 1))
+        rows = [self._row(info) for info in infos[:PAGE_QUEUES]]
+        return _html(pages.queues_page(rows, self._charts(None), self.frame(request),
+                                       offset, PAGE_QUEUES, len(infos) > PAGE_QUEUES))
+
+    async def queue_page(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        kind = request.query.get("kind", "ready")
+        if kind not in pages.JOB_LIST_KINDS:
+            kind = "ready"
+        offset = _int(request.query.get("offset"), 0)
+        try:
+            info = await self.call(calls.inspect_queue(name))
+        except NotFound:
+            return _html(pages.message_page("No such queue", f"No queue named {name!r} is "
+                         "known: nothing was added to it or leased from it.",
+                         self.frame(request)), 404)
+        jobs = await self._jobs(name, kind, offset, PAGE_JOBS + 1)
+        stats = self.sources.processor.stats
+        queue_stats = stats.queues.get(name) if stats else None
+        durations = {}
+        for metric in ("wait", "run"):
+            d = getattr(queue_stats, metric) if queue_stats else None
+            durations[metric] = pages.Durations(
+                d.count if d else 0, (d.sum_ms / d.count) if d and d.count else None)
+        return _html(pages.queue_page(
+            self._row(info), kind, [_job_row(j) for j in jobs[:PAGE_JOBS]], offset, PAGE_JOBS,
+            len(jobs) > PAGE_JOBS, self._charts(name), durations, self.frame(request)))
+
+    async def _jobs(self, name: str, kind: str, offset: int, limit: int) -> list:
+        if kind in ("ready", "scheduled"):
+            try:
+                return await self.call(calls.inspect_jobs(name, offset, limit,
+                                                          scheduled=kind == "scheduled"))
+            except NotFound:
+                return []
+        ids = self.sources.index.jobs_in_state(name, STATE_OF_KIND[kind], offset, limit)
+        found = []
+        for job_id in ids:
+            try:
+                found.append(await self.call(calls.inspect_job(job_id)))
+            except NotFound:  # gone since the index was read
+                pass
+        return found
+
+    async def job_page(self, request: web.Request) -> web.Response:
+        job_id = _uuid(request.match_info["id"])
+        if job_id is None:
+            return _html(pages.gone_page(request.match_info["id"], self.frame(request)), 404)
+        try:
+            info = await self.call(calls.inspect_job(job_id))
+        except NotFound:
+            info = None
+        history = await asyncio.to_thread(
+            job_history, self.bootstrap, self.commands_topic, self.partitions, job_id)
+        if info is None:
+            if not history.rows:
+                return _html(pages.gone_page(str(job_id), self.frame(request)), 404)
+            body = pages.job_page([("id", str(job_id)), ("state", "gone")], b"", None,
+                                  history.rows, history.note, str(job_id), "gone",
+                                  self.frame(request))
+            return _html(body)
+        result = None
+        if info.state in ("completed", "failed"):
+            try:
+                outcome = await self.call(calls.result(job_id, 0))
+                result = outcome.data.decode("utf-8", "replace")
+            except (NotFound, EventqError):
+                result = None
+        fields = [
+            ("id", str(info.id)), ("queue", info.name), ("state", info.state),
+            ("priority", str(info.priority)),
+            ("attempts", f"{info.attempts} of {info.max_attempts or 'unlimited'}"),
+            ("fails", f"{info.fails} of {info.max_fails or 'unlimited'}"),
+            ("ttr", f"{info.ttr_ms:,} ms"), ("ttl", f"{info.ttl_ms:,} ms"),
+            ("created", info.created), ("time", info.time or ""),
+        ]
+        return _html(pages.job_page(fields, info.payload, result, history.rows, history.note,
+                                    str(job_id), info.state, self.frame(request)))
+
+    async def cluster_page(self, request: web.Request) -> web.Response:
+        applied = self.sources.processor.applied_offsets()
+        ends = {p: end for p, (_, end) in self.sources.lag().items()}
+        targets = self.sources.processor.catch_up_targets()
+        behind = self.sources.processor.catching_up()
+        rows = []
+        for partition in range(self.partitions):
+            owner = self.owner_of(partition) or ("this process" if partition in applied else "?")
+            here = partition in applied or owner == self.process
+            rows.append(pages.PartitionRow(
+                partition, owner, here, applied.get(partition), ends.get(partition),
+                targets[partition] - behind[partition] if partition in behind else None))
+        members = sorted(set(self.members()) | {self.process})
+        return _html(pages.cluster_page(members, rows, self.sources.serving(),
+                                        self.frame(request)))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body = exposition(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    async def api_stats(self, request: web.Request) -> web.Response:
+        """This process's live statistics as JSON (the test compares them with Spark's)."""
+        stats = self.sources.processor.stats
+        counts = self.sources.index.state_counts()
+        queue = request.query.get("queue")
+        states = [{"queue": name, "state": state.name.lower(), "count": n}
+                  for name, by_state in sorted(counts.items()) for state, n in by_state.items()
+                  if n and (queue is None or name == queue)]
+        histogram = stats.histogram_rows(queue) if stats else []
+        return web.json_response({"process": self.process, "states": states,
+                                  "histogram": histogram})
+
+    # --- actions -------------------------------------------------------------------------
+
+    def _refuse(self, request: web.Request) -> web.Response | None:
+        if not self.actions:
+            return _html(pages.message_page(
+                "Read-only", "This dashboard is read-only: start eventq with "
+                "--http-actions to pause, resume, delete and retry from it.",
+                self.frame(request)), 403)
+        origin = request.headers.get("Origin")
+        if origin not in (None, "null") and origin != f"{request.scheme}://{request.host}":
+            return _html(pages.message_page(
+                "Refused", f"An action from another site ({origin}) was refused.",
+                self.frame(request)), 403)
+        return None
+
+    async def _act(self, request: web.Request, call: calls.Call, back: str) -> web.Response:
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        try:
+            await self.call(call)
+        except EventqError as error:
+            return _html(pages.message_page("The action failed", str(error) or
+                                            type(error).__name__, self.frame(request)), 409)
+        raise web.HTTPSeeOther(back)
+
+    async def pause(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return await self._act(request, calls.pause(name),
+                               f"/queues/{pages.q(name)}?done=paused")
+
+    async def resume(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return await self._act(request, calls.resume(name),
+                               f"/queues/{pages.q(name)}?done=resumed")
+
+    async def delete(self, request: web.Request) -> web.Response:
+        job_id = _uuid(request.match_info["id"])
+        if job_id is None:
+            raise web.HTTPNotFound()
+        return await self._act(request, calls.delete(job_id), "/?done=deleted")
+
+    async def retry(self, request: web.Request) -> web.Response:
+        """A failed job again, as a copy under a new id (the protocol has no retry): add
+        the copy first, then delete the failed job, so a crash between the two leaves
+        both, never neither. The copy's -backoff is not known here (inspect does not
+        show it) and is not carried over."""
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        job_id = _uuid(request.match_info["id"])
+        if job_id is None:
+            raise web.HTTPNotFound()
+        try:
+            info = await self.call(calls.inspect_job(job_id))
+            if info.state != "failed":
+                return _html(pages.message_page(
+                    "Not retried", f"Only a failed job is retried; this one is {info.state}.",
+                    self.frame(request)), 409)
+            copy = await self.call(calls.add(
+                info.name, info.payload, ttr_ms=info.ttr_ms, ttl_ms=info.ttl_ms,
+                priority=info.priority, max_attempts=info.max_attempts,
+                max_fails=info.max_fails))
+            await self.call(calls.delete(job_id))
+        except EventqError as error:
+            return _html(pages.message_page("The retry failed", str(error) or
+                                            type(error).__name__, self.frame(request)), 409)
+        raise web.HTTPSeeOther(f"/jobs/{copy}?done=retried")
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler):
+        """A request the gateway refuses (not serving yet, an owner unreachable) is a
+        page saying so, not a 500."""
+        try:
+            return await handler(request)
+        except EventqError as error:
+            text = error.reply.decode(errors="replace").strip() or type(error).__name__
+            return _html(pages.message_page("Not available right now", text,
+                                            self.frame(request)), 503)
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors])
+        app.add_routes([
+            web.get("/", self.queues_page),
+            web.get("/queues/{name}", self.queue_page),
+            web.get("/jobs/{id}", self.job_page),
+            web.get("/cluster", self.cluster_page),
+            web.get("/metrics", self.metrics),
+            web.get("/api/stats", self.api_stats),
+            web.post("/queues/{name}/pause", self.pause),
+            web.post("/queues/{name}/resume", self.resume),
+            web.post("/jobs/{id}/delete", self.delete),
+            web.post("/jobs/{id}/retry", self.retry),
+        ])
+        return app
+
+
+class WebServer:
+    """Runs the dashboard's application on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, dashboard: Dashboard, host: str, port: int) -> None:
+        self._dashboard = dashboard
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self._sampler: asyncio.Task | None = None
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._dashboard.application(), access_log=None,
+                                     handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self._sampler = asyncio.ensure_future(self._dashboard.sample_forever())
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+
+
+def _int(raw: str | None, default: int) -> int:
+    try:
+        return max(0, int(raw)) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _uuid(raw: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+def _job_row(info) -> pages.JobRow:
+    return pages.JobRow(str(info.id), info.state, info.priority, info.attempts,
+                        info.max_attempts, info.fails, info.created, info.time)
