@@ -9,7 +9,7 @@ JARS_STAMP := kafka/lib/.installed
 SPARK_JARS_STAMP := kafka/lib/spark/.installed
 PYTEST_ARGS ?=
 
-.PHONY: deps run test bench clean check-java
+.PHONY: deps browser run test bench clean check-java
 
 deps: check-java $(PY_STAMP) $(JARS_STAMP) $(SPARK_JARS_STAMP)
 
@@ -35,10 +35,21 @@ $(SPARK_JARS_STAMP): kafka/spark-pom.xml
 	mvn -q -B -f kafka/spark-pom.xml dependency:copy-dependencies
 	@touch $@
 
+# The dashboard's tests drive a real headless Chromium (Debian's package). Installed
+# when missing if this user may (root, or sudo without a password); otherwise those
+# tests are skipped with this reason, except in CI, where they fail.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "== installing Debian's chromium for the dashboard's browser tests =="; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	  else echo "warning: not root and no sudo: cannot install chromium; browser tests will skip"; exit 0; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null \
+	  || echo "warning: chromium could not be installed; the browser tests will skip (in CI: fail)"; }
+
 run: deps
 	$(BIN)/eventq up
 
-test: deps
+test: deps browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 clean:

@@ -189,6 +189,11 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,16,64,256")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--before", metavar="REF", help="also measure git revision REF first")
+    parser.add_argument("--metrics-off", action="store_true",
+                        help="also measure this checkout with --http-port off (no metrics, "
+                        "no live statistics), alternating with metrics on")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every variant this many times, interleaved")
     parser.add_argument("--profile", metavar="DIR", type=Path,
                         help="py-spy the server during each load; summaries printed at the end")
     parser.add_argument("--native", action="store_true",
@@ -205,13 +210,17 @@ def main() -> int:
         config = test_broker_config(home / "kafka")
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})
         broker_pid = broker.start(config).pid
-        runs = [("this checkout", None, "after")]
+        runs = [("this checkout", None, "after", {})]
+        if args.metrics_off:
+            runs.insert(0, ("metrics off", None, "off", {"http_port": "off"}))
         if args.before:
-            runs.insert(0, (f"git {args.before}", worktree(args.before, home), "before"))
+            runs.insert(0, (f"git {args.before}", worktree(args.before, home), "before", {}))
+        runs = runs * args.rounds
         try:
-            for label, source, prefix in runs:
+            for number, (label, source, prefix, extra) in enumerate(runs):
+                prefix = f"{prefix}{number}"
                 server = ServerProcess(config.bootstrap, prefix, home / prefix,
-                                       partitions=args.partitions, source=source)
+                                       partitions=args.partitions, source=source, **extra)
                 try:
                     server.create_topics()
                     server.start()
@@ -221,7 +230,7 @@ def main() -> int:
                     server.stop()
         finally:
             broker.stop(config)
-            for _, source, _ in runs:
+            for source in {source for _, source, _, _ in runs if source is not None}:
                 if source is not None:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                                     str(source)], capture_output=True)

@@ -49,7 +49,8 @@ def test_compose_file_describes_three_brokers_and_three_eventq_processes():
         assert command[0] == "serve"
         assert command[command.index("--bootstrap") + 1] == bootstrap
         assert command[command.index("--advertise") + 1] == f"eventq-{n}:9922"
-        assert eventq["ports"] == [f"127.0.0.1:{9921 + n}:9922"]
+        assert eventq["ports"] == [f"127.0.0.1:{9921 + n}:9922", f"127.0.0.1:{9979 + n}:9980"]
+        assert command[command.index("--http-port") + 1] == "0.0.0.0:9980"
     assert (ROOT / "Dockerfile").exists()
 
 

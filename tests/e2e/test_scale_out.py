@@ -51,6 +51,36 @@ def test_pause_through_one_process_holds_the_queue_at_every_process(eventq_clust
             client.close()
 
 
+@pytest.mark.timeout(120)
+def test_one_processs_dashboard_shows_the_whole_cluster(eventq_cluster):
+    """Issue 13: the dashboard reads through its gateway, so a queue's counts and jobs
+    are the cluster's, an action reaches every process, and /cluster names every
+    process and each partition's owner."""
+    import re
+    import urllib.request
+
+    from eventq.client import Client as Sync
+
+    name = "dash-" + uuid.uuid4().hex[:12]
+    a, b = eventq_cluster.processes[:2]
+    with Sync(port=b.port) as client:
+        ids = [client.add(name, b"%d" % n) for n in range(12)]  # partitions of all three
+
+    def page(path: str) -> str:
+        with urllib.request.urlopen(a.http_url() + path, timeout=30) as response:
+            return response.read().decode()
+
+    counts = re.sub(r"<[^>]+>", " ", page(f"queues/{name}").split('id="counts"')[1])
+    assert counts.split("failed", 1)[1].split()[:2] == ["12", "0"], counts  # ready, scheduled
+    listed = set(re.findall(r"/jobs/([0-9a-f-]{36})", page(f"queues/{name}")))
+    assert listed == {str(i) for i in ids}
+    cluster = page("cluster")
+    for process in eventq_cluster.processes:
+        assert f"127.0.0.1:{process.port}" in cluster
+    owners = re.findall(r"<tr><td class=\"l\">\d+</td><td class=\"l\">127\.0\.0\.1:(\d+)", cluster)
+    assert len(owners) == 6 and len(set(owners)) == 3, owners
+
+
 @pytest.mark.timeout(180)
 def test_one_worker_on_a_leases_every_job_added_through_b_and_c(eventq_cluster):
     name = "q-" + uuid.uuid4().hex[:12]

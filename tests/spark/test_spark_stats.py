@@ -119,6 +119,30 @@ def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload):
     assert "1s  " in table and "#" in table
 
 
+def test_the_servers_live_statistics_equal_spark_stats(spark, workload):
+    """What the processor counted as it applied the log (issue 13: /api/stats, the
+    source of the dashboard and /metrics) is what Spark finds folding the log again."""
+    import json
+    import urllib.request
+
+    stats = compute_stats(
+        spark, bootstrap=workload.bootstrap,
+        commands_topic=workload.settings["commands-topic"],
+        jobs_topic=workload.settings["jobs-topic"],
+    )
+    with urllib.request.urlopen(workload.http_url() + "api/stats", timeout=30) as response:
+        live = json.load(response)
+
+    def rows(items, keys):
+        return sorted(tuple(r[k] for k in keys) for r in items if r["queue"] is not None)
+
+    histogram_keys = ("queue", "metric", "lower_s", "width_s", "label", "count")
+    assert rows(live["histogram"], histogram_keys) == rows(stats.histogram, histogram_keys)
+    assert rows(live["histogram"], histogram_keys)  # (not two empty lists)
+    state_keys = ("queue", "state", "count")
+    assert rows(live["states"], state_keys) == rows(stats.states, state_keys)
+
+
 def test_stats_cli_prints_the_table_and_writes_the_tables(spark, workload, tmp_path, capsys):
     output = str(tmp_path / "stats")
     code = spark_cli.main(["spark", "stats", "--queue", "timed", "--output", output,
