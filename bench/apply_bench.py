@@ -8,6 +8,7 @@ machine's cores meanwhile (unlike bench/spark_bench.py, where Spark writes while
 server applies).
 
     .venv/bin/python bench/apply_bench.py [--jobs 200000] [--partitions 8] [--profile F]
+        [--metrics-off --rounds 2]
 """
 
 from __future__ import annotations
@@ -54,50 +55,64 @@ async def wait_ready(port: int, queue: str, jobs: int) -> None:
             await asyncio.sleep(0.2)
 
 
+def apply_once(server, config, args, label, start_profile, summarize_profile) -> None:
+    from confluent_kafka import Producer
+
+    server.create_topics()
+    server.start()
+    records = batch_records(args.jobs, args.partitions, "bulk")
+    print(f"{label}: {args.jobs:,} adds in {len(records):,} batch records, "
+          f"{args.partitions} partitions", flush=True)
+    producer = Producer({"bootstrap.servers": config.bootstrap, "linger.ms": 10,
+                         "message.max.bytes": 4 << 20})
+    spy = start_profile(server.process.pid, 8, args.profile) if args.profile else None
+    cpu_before, began = cpu_s(server.process.pid), time.monotonic()
+    for partition, value in records:
+        producer.produce(server.settings["commands-topic"], value=value, partition=partition)
+    producer.flush()
+    asyncio.run(wait_ready(server.port, "bulk", args.jobs))
+    elapsed = time.monotonic() - began
+    cpu_us = (cpu_s(server.process.pid) - cpu_before) * 1e6 / args.jobs
+    print(f"{label}: applied {args.jobs:,} jobs in {elapsed:.1f}s = "
+          f"{args.jobs / elapsed:,.0f} jobs/s; server CPU {cpu_us:.1f} us per command",
+          flush=True)
+    if spy is not None:
+        spy.wait()
+        print(summarize_profile(args.profile))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--profile", type=Path, help="py-spy the server into this file")
+    parser.add_argument("--metrics-off", action="store_true",
+                        help="also apply with --http-port off (no metrics, no live statistics)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every variant this many times, interleaved")
     args = parser.parse_args()
-
-    from confluent_kafka import Producer
 
     from gateway_bench import start_profile, summarize_profile
     from support import ServerProcess, test_broker_config
 
+    variants = [("metrics on", {})]
+    if args.metrics_off:
+        variants.insert(0, ("metrics off", {"http_port": "off"}))
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         config = test_broker_config(home / "kafka")
         broker.start(config)
-        server = ServerProcess(config.bootstrap, "apply", home / "server",
-                               partitions=args.partitions)
         try:
-            server.create_topics()
-            server.start()
-            records = batch_records(args.jobs, args.partitions, "bulk")
-            print(f"{args.jobs:,} adds in {len(records):,} batch records, "
-                  f"{args.partitions} partitions", flush=True)
-            producer = Producer({"bootstrap.servers": config.bootstrap, "linger.ms": 10,
-                                 "message.max.bytes": 4 << 20})
-            spy = start_profile(server.process.pid, 8, args.profile) if args.profile else None
-            cpu_before, began = cpu_s(server.process.pid), time.monotonic()
-            for partition, value in records:
-                producer.produce(server.settings["commands-topic"], value=value,
-                                 partition=partition)
-            producer.flush()
-            asyncio.run(wait_ready(server.port, "bulk", args.jobs))
-            elapsed = time.monotonic() - began
-            cpu_us = (cpu_s(server.process.pid) - cpu_before) * 1e6 / args.jobs
-            print(f"applied: {args.jobs:,} jobs in {elapsed:.1f}s = "
-                  f"{args.jobs / elapsed:,.0f} jobs/s; server CPU {cpu_us:.0f} us per command",
-                  flush=True)
-            if spy is not None:
-                spy.wait()
-                print(summarize_profile(args.profile))
+            for number, (label, extra) in enumerate(variants * args.rounds):
+                server = ServerProcess(config.bootstrap, f"apply{number}",
+                                       home / f"server{number}", partitions=args.partitions,
+                                       **extra)
+                try:
+                    apply_once(server, config, args, label, start_profile, summarize_profile)
+                finally:
+                    server.stop()
         finally:
-            server.stop()
             broker.stop(config)
     return 0
 

@@ -38,10 +38,20 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and never handed out before by this process: the kernel may
+    give a just-closed port again, and two of one test's ports were once the same
+    (test_up: Kafka and the gateway on 38389)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def test_broker_config(home, **overrides) -> broker.BrokerConfig:

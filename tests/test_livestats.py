@@ -100,3 +100,13 @@ def test_remembered_times_are_bounded():
                         (StartAttempt(job, 1), T0 + 5)), stats)
     assert stats.remembered_jobs == 10
     assert stats.queues["q"].wait.count == 50
+
+
+def test_queues_past_the_limit_are_counted_together():
+    from eventq.observe.livestats import OTHER_QUEUES
+
+    stats = LiveStats(max_queues=3)
+    for n in range(10):
+        live(history_of((Add(uuid.uuid4(), f"q{n}", 30_000, 86_400_000, b""), T0)), stats)
+    assert sorted(stats.queues) == sorted([OTHER_QUEUES, "q0", "q1", "q2"])
+    assert stats.queues[OTHER_QUEUES].events[1] == 7  # EventType.ADDED

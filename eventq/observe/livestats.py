@@ -29,6 +29,11 @@ from eventq.spark.histogram import bucket_of, label
 # Jobs whose times are remembered (each ~150 bytes); past this the oldest are forgotten
 # and estimated from their state when they end.
 MAX_REMEMBERED_JOBS = 1_000_000
+# Queues counted by name; the statistics of any further names are summed under
+# OTHER_QUEUES (not a valid queue name), so random names cannot grow the server (or the
+# metrics' label sets) without bound (issue 8's rule for empty queue names).
+MAX_QUEUES = 10_000
+OTHER_QUEUES = "(other queues)"
 EVENT_KINDS = tuple(EventType)
 _KIND_COUNT = max(EVENT_KINDS) + 1
 METRICS = ("wait", "run")
@@ -80,8 +85,10 @@ class QueueStats:
 
 
 class LiveStats:
-    def __init__(self, max_remembered_jobs: int = MAX_REMEMBERED_JOBS) -> None:
+    def __init__(self, max_remembered_jobs: int = MAX_REMEMBERED_JOBS,
+                 max_queues: int = MAX_QUEUES) -> None:
         self.queues: dict[str, QueueStats] = {}
+        self._max_queues = max_queues
         self._requeued: dict[int, int] = {}  # job id int -> when a fail/timeout requeued it
         self._started: dict[int, int] = {}  # job id int -> start of its current attempt
         self._max_remembered = max_remembered_jobs
@@ -89,7 +96,11 @@ class LiveStats:
     def queue(self, name: str) -> QueueStats:
         stats = self.queues.get(name)
         if stats is None:
-            stats = self.queues[name] = QueueStats()
+            if len(self.queues) >= self._max_queues:
+                name = OTHER_QUEUES
+                stats = self.queues.get(name)
+            if stats is None:
+                stats = self.queues[name] = QueueStats()
         return stats
 
     def observe(self, event, before: Job | None, after: Job | None, at_ms: int) -> None:

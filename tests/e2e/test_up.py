@@ -20,7 +20,7 @@ def test_up_serves_and_ctrl_c_stops_everything_it_started(tmp_path):
     port, kafka_port, controller_port = free_port(), free_port(), free_port()
     flags = ["--data-dir", str(tmp_path), "--listen-port", str(port),
              "--kafka-port", str(kafka_port), "--controller-port", str(controller_port),
-             "--kafka-heap-mb", "384", "--partitions", "2"]
+             "--kafka-heap-mb", "384", "--partitions", "2", "--http-port", "127.0.0.1:0"]
     process = subprocess.Popen(
         [sys.executable, "-m", "eventq.cli", "up", *flags],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -58,6 +58,7 @@ def test_up_serves_and_ctrl_c_stops_everything_it_started(tmp_path):
     text = "".join(output)
     assert process.returncode == 0, text
     assert "Kafka stopped" in text
+    assert "eventq dashboard on http://127.0.0.1:" in text  # what `make run` shows
     config = broker.BrokerConfig(home=tmp_path / "kafka", port=kafka_port,
                                  controller_port=controller_port)
     assert broker.running_pid(config) is None
