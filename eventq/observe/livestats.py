@@ -37,6 +37,7 @@ OTHER_QUEUES = "(other queues)"
 EVENT_KINDS = tuple(EventType)
 _KIND_COUNT = max(EVENT_KINDS) + 1
 METRICS = ("wait", "run")
+_ADDED, _NEW = EventType.ADDED, State.NEW
 
 
 class Durations:
@@ -108,10 +109,10 @@ class LiveStats:
         job = after if after is not None else before
         if job is None:
             return
-        stats = self.queue(job.name)
+        stats = self.queues.get(job.name) or self.queue(job.name)
         kind = event.type
         stats.events[kind] += 1
-        if kind is EventType.ADDED and after.state is State.NEW:
+        if kind is _ADDED and after.state is _NEW:
             return  # the bulk of a load: no sample, its ready time is in its state
         key = event.job_id.int
         samples = advance(self._since(key, before), event, before, after, at_ms)

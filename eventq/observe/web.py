@@ -126,8 +126,9 @@ class Dashboard:
             line_chart(self.history.rate_series(name), f"events per second ({what})", unit="/s"),
         ]
 
-    def _row(self, info) -> pages.QueueRow:
-        by_state = self.sources.index.state_counts().get(info.name, {})
+    def _row(self, info, counts: dict | None = None) -> pages.QueueRow:
+        counts = self.sources.index.state_counts() if counts is None else counts
+        by_state = counts.get(info.name, {})
         return pages.QueueRow(
             info.name, info.ready, info.scheduled, info.paused,
             leased=by_state.get(State.LEASED, 0), completed=by_state.get(State.COMPLETED, 0),
@@ -138,7 +139,8 @@ class Dashboard:
     async def queues_page(self, request: web.Request) -> web.Response:
         offset = _int(request.query.get("offset"), 0)
         infos = await self.call(calls.inspect_queues(offset, PAGE_QUEUES + 1))
-        rows = [self._row(info) for info in infos[:PAGE_QUEUES]]
+        counts = self.sources.index.state_counts()  # once per page, not per row
+        rows = [self._row(info, counts) for info in infos[:PAGE_QUEUES]]
         return _html(pages.queues_page(rows, self._charts(None), self.frame(request),
                                        offset, PAGE_QUEUES, len(infos) > PAGE_QUEUES))
 

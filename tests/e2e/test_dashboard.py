@@ -121,6 +121,8 @@ def test_the_pages_render_live_data(server, workload, browser):
     assert re.search(r"mail\s+2\s+0\s+1\s+3\s+0", queues), queues
     assert re.search(r"bills\s+1\s+0\s+0\s+0\s+1", queues), queues
     assert browser.evaluate("document.querySelectorAll('svg.chart').length") == 2
+    # The charts draw once two samples (5 s apart) exist; the page reloads itself.
+    browser.wait_for("document.querySelectorAll('svg.chart polyline').length >= 7", 30)
     shot(browser, "queues")
 
     browser.goto(base + "queues/mail?kind=leased")
