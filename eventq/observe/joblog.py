@@ -24,7 +24,7 @@ MAX_HISTORY_RECORDS = 200_000  # ~1-2 s of reading
 
 
 @dataclass
-class History:
+class JobHistory:
     rows: list[HistoryRow]
     note: str
 
@@ -46,7 +46,7 @@ def _detail(row: dict) -> str:
 
 
 def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
-                max_records: int = MAX_HISTORY_RECORDS) -> History:
+                max_records: int = MAX_HISTORY_RECORDS) -> JobHistory:
     """Blocking (Kafka reads): run it in a thread."""
     from eventq.kafka.logreader import end_offsets, read_batches
 
@@ -81,4 +81,4 @@ def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
             f"{start:,} to {high - 1:,}")
     if start > low:
         note += f" (the {start - low:,} older records were not read)"
-    return History(rows, note + ".")
+    return JobHistory(rows, note + ".")

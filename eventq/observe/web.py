@@ -28,7 +28,7 @@ from eventq.errors import EventqError
 from eventq.observe import pages
 from eventq.observe.chart import line_chart
 from eventq.observe.history import SAMPLE_EVERY_S, History
-from eventq.observe.joblog import job_history
+from eventq.observe.joblog import JobHistory, job_history
 from eventq.observe.metrics import CONTENT_TYPE, exposition, registry_of
 from eventq.protocol import Parser
 
@@ -192,8 +192,12 @@ class Dashboard:
             info = await self.call(calls.inspect_job(job_id))
         except NotFound:
             info = None
-        history = await asyncio.to_thread(
-            job_history, self.bootstrap, self.commands_topic, self.partitions, job_id)
+        try:
+            history = await asyncio.to_thread(
+                job_history, self.bootstrap, self.commands_topic, self.partitions, job_id)
+        except Exception as error:  # Kafka unreachable: the job's state still shows
+            log.warning("reading the history of job %s failed: %s", job_id, error)
+            history = JobHistory([], f"The command log could not be read ({error}).")
         if info is None:
             if not history.rows:
                 return _html(pages.gone_page(str(job_id), self.frame(request)), 404)
