@@ -119,12 +119,10 @@ class Settings:
         listens on the listen host."""
         if self.http_port == HTTP_OFF:
             return None
-        if self.http_port.isdigit():
-            port = int(self.http_port)
-            if port > 65535:
-                raise ValueError(self.http_port)
-            return self.listen_host, port
-        return host_and_port(self.http_port, allow_port_zero=True)
+        address = self.http_port
+        if address.isdigit():
+            address = f"{self.listen_host}:{address}"
+        return host_and_port(address, allow_port_zero=True)
 
     @property
     def uses_local_broker(self) -> bool:

@@ -140,9 +140,10 @@ class Processor:
         """Partitions still behind their catch-up target: the last offset applied."""
         return {p: self._applied_through.get(p, -1) for p in self._catch_up}
 
-    def catch_up_targets(self) -> dict[int, int]:
-        """Partitions still catching up: the offset each must reach."""
-        return dict(self._catch_up)
+    def catch_up_remaining(self) -> dict[int, int]:
+        """Partitions still catching up: how many records each has left to re-apply."""
+        return {p: max(0, target - self._applied_through.get(p, -1))
+                for p, target in self._catch_up.items()}
 
     def resumed_at(self, positions: dict[int, int]) -> None:
         """Recovered partitions resume reading at these offsets (the committed ones)."""

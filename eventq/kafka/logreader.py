@@ -237,8 +237,12 @@ def committed_offsets(
 class CatchUp:
     targets: dict[int, int]  # partition -> last offset to apply before serving
     uncommitted: dict[int, int]  # partition -> first offset, for partitions never committed
-    starts: dict[int, int]  # partition -> first offset to apply, for partitions with a target
-    positions: dict[int, int] = field(default_factory=dict)  # partition -> where it resumes
+    positions: dict[int, int]  # partition -> the offset it resumes reading at
+
+    @property
+    def starts(self) -> dict[int, int]:
+        """Partitions with a target: the first offset to apply."""
+        return {p: self.positions[p] for p in self.targets}
 
 
 def catch_up_targets(
@@ -254,7 +258,7 @@ def catch_up_targets(
     ends = end_offsets(bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     committed = committed_offsets(admin, group, topic, partitions, timeout_s=30)
-    targets, uncommitted, starts, positions = {}, {}, {}, {}
+    targets, uncommitted, positions = {}, {}, {}
     for partition in partitions:
         low, high = ends.get(partition, (0, 0))
         position = committed.get(partition, -1)
@@ -263,5 +267,4 @@ def catch_up_targets(
         positions[partition] = position
         if position < high:
             targets[partition] = high - 1
-            starts[partition] = position
-    return CatchUp(targets, uncommitted, starts, positions)
+    return CatchUp(targets, uncommitted, positions)

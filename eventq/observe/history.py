@@ -53,8 +53,10 @@ class History:
         return {k: (points[-1][1] if points else 0.0) for k, points in series.items()}
 
     def _series(self, name, values_of, keys, rate: bool):
-        chosen = [self.queues[name]] if name is not None and name in self.queues else (
-            [] if name is not None else list(self.queues.values()))
+        if name is None:
+            chosen = list(self.queues.values())
+        else:
+            chosen = [self.queues[name]] if name in self.queues else []
         summed: dict[float, list[float]] = {}
         for samples in chosen:
             previous = None

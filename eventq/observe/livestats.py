@@ -51,6 +51,10 @@ class Durations:
         self.count = 0
         self.sum_ms = 0
 
+    @property
+    def mean_ms(self) -> float | None:
+        return self.sum_ms / self.count if self.count else None
+
     def add(self, ms: int) -> None:
         lower = ms // 1000 if 0 <= ms < 60_000 else bucket_of(ms)[0]  # (the common case)
         buckets = self.buckets
@@ -80,9 +84,6 @@ class QueueStats:
         self.events = [0] * _KIND_COUNT  # applied events, by EventType number
         self.wait = Durations()
         self.run = Durations()
-
-    def event_count(self, kind: EventType) -> int:
-        return self.events[kind]
 
 
 class LiveStats:

@@ -41,6 +41,11 @@ class Sources:
     now_ms: Callable[[], int]
 
 
+def records_behind(applied_through: int, end: int) -> int:
+    """A partition's lag: records before ``end`` (its next offset) not yet applied."""
+    return max(0, end - applied_through - 1)
+
+
 def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
     return HistogramMetricFamily(name, doc, labels=labels)
 
@@ -154,16 +159,15 @@ class EventqCollector:
         for partition, (through, end) in sorted(self._s.lag().items()):
             applied.add_metric([str(partition)], through)
             if end is not None:
-                lag.add_metric([str(partition)], max(0, end - through - 1))
+                lag.add_metric([str(partition)], records_behind(through, end))
         yield lag
         yield applied
         remaining = GaugeMetricFamily(
             "eventq_restore_remaining_records",
             "Records still to re-apply before serving (after a start or a rebalance)",
             labels=["partition"])
-        targets = processor.catch_up_targets()
-        for partition, through in sorted(processor.catching_up().items()):
-            remaining.add_metric([str(partition)], max(0, targets[partition] - through))
+        for partition, left in sorted(processor.catch_up_remaining().items()):
+            remaining.add_metric([str(partition)], left)
         yield remaining
         yield GaugeMetricFamily("eventq_serving",
                                 "1 once state is recovered and requests are served",

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from html import escape
 from urllib.parse import quote
 
+from eventq.client.models import JobInfo
+from eventq.observe.livestats import Durations
+
 REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048
 JOB_LIST_KINDS = ("ready", "scheduled", "leased", "failed")
@@ -46,7 +49,6 @@ class Frame:
     process: str  # this process's gateway address
     actions: bool  # --http-actions
     flash: str | None = None
-    error: str | None = None
     cluster_note: str | None = None  # set when counts are this process's partitions only
 
 
@@ -55,8 +57,6 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
     flash = ""
     if frame.flash:
         flash += f'<div class="flash" id="flash">{e(frame.flash)}</div>'
-    if frame.error:
-        flash += f'<div class="flash error" id="flash-error">{e(frame.error)}</div>'
     mode = "actions enabled" if frame.actions else "read-only (start with --http-actions to act)"
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
@@ -136,25 +136,7 @@ def _pager(path: str, offset: int, limit: int, more: bool, extra: str) -> str:
     return f'<p class="pager">{" · ".join(links)}</p>' if links else ""
 
 
-@dataclass
-class JobRow:
-    id: str
-    state: str
-    priority: int
-    attempts: int
-    max_attempts: int
-    fails: int
-    created: str
-    time: str | None
-
-
-@dataclass
-class Durations:
-    count: int
-    mean_ms: float | None
-
-
-def queue_page(row: QueueRow, kind: str, jobs: list[JobRow], offset: int, limit: int,
+def queue_page(row: QueueRow, kind: str, jobs: list[JobInfo], offset: int, limit: int,
                more: bool, charts: list[str], durations: dict[str, Durations],
                frame: Frame) -> str:
     name = q(row.name)
@@ -239,6 +221,7 @@ class PartitionRow:
     here: bool
     applied: int | None
     end: int | None
+    lag: int | None
     catching_up: int | None  # records left to re-apply before serving
 
 
@@ -247,7 +230,7 @@ def cluster_page(members: list[str], partitions: list[PartitionRow], serving: bo
     member_rows = [[e(m), "this process" if m == frame.process else ""] for m in members]
     part_rows = []
     for p in partitions:
-        lag = "" if p.applied is None or p.end is None else f"{max(0, p.end - p.applied - 1):,}"
+        lag = "" if p.lag is None else f"{p.lag:,}"
         part_rows.append([
             str(p.partition), e(p.owner) + (" (this process)" if p.here else ""),
             "" if p.applied is None else f"{p.applied:,}",

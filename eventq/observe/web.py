@@ -29,7 +29,8 @@ from eventq.observe import pages
 from eventq.observe.chart import line_chart
 from eventq.observe.history import SAMPLE_EVERY_S, History
 from eventq.observe.joblog import JobHistory, job_history
-from eventq.observe.metrics import CONTENT_TYPE, exposition, registry_of
+from eventq.observe.livestats import QueueStats
+from eventq.observe.metrics import CONTENT_TYPE, exposition, records_behind, registry_of
 from eventq.protocol import Parser
 
 log = logging.getLogger(__name__)
@@ -158,14 +159,10 @@ class Dashboard:
                          self.frame(request)), 404)
         jobs = await self._jobs(name, kind, offset, PAGE_JOBS + 1)
         stats = self.sources.processor.stats
-        queue_stats = stats.queues.get(name) if stats else None
-        durations = {}
-        for metric in ("wait", "run"):
-            d = getattr(queue_stats, metric) if queue_stats else None
-            durations[metric] = pages.Durations(
-                d.count if d else 0, (d.sum_ms / d.count) if d and d.count else None)
+        queue_stats = (stats.queues.get(name) if stats else None) or QueueStats()
+        durations = {"wait": queue_stats.wait, "run": queue_stats.run}
         return _html(pages.queue_page(
-            self._row(info), kind, [_job_row(j) for j in jobs[:PAGE_JOBS]], offset, PAGE_JOBS,
+            self._row(info), kind, jobs[:PAGE_JOBS], offset, PAGE_JOBS,
             len(jobs) > PAGE_JOBS, self._charts(name), durations, self.frame(request)))
 
     async def _jobs(self, name: str, kind: str, offset: int, limit: int) -> list:
@@ -224,17 +221,16 @@ class Dashboard:
                                     str(job_id), info.state, self.frame(request)))
 
     async def cluster_page(self, request: web.Request) -> web.Response:
-        applied = self.sources.processor.applied_offsets()
-        ends = {p: end for p, (_, end) in self.sources.lag().items()}
-        targets = self.sources.processor.catch_up_targets()
-        behind = self.sources.processor.catching_up()
+        offsets = self.sources.lag()  # owned partitions: (applied through, log end)
+        remaining = self.sources.processor.catch_up_remaining()
         rows = []
         for partition in range(self.partitions):
-            owner = self.owner_of(partition) or ("this process" if partition in applied else "?")
-            here = partition in applied or owner == self.process
+            owner = self.owner_of(partition) or ("this process" if partition in offsets else "?")
+            through, end = offsets.get(partition, (None, None))
             rows.append(pages.PartitionRow(
-                partition, owner, here, applied.get(partition), ends.get(partition),
-                targets[partition] - behind[partition] if partition in behind else None))
+                partition, owner, partition in offsets or owner == self.process, through, end,
+                None if end is None else records_behind(through, end),
+                remaining.get(partition)))
         members = sorted(set(self.members()) | {self.process})
         return _html(pages.cluster_page(members, rows, self.sources.serving(),
                                         self.frame(request)))
@@ -394,8 +390,3 @@ def _uuid(raw: str) -> uuid.UUID | None:
         return uuid.UUID(raw)
     except ValueError:
         return None
-
-
-def _job_row(info) -> pages.JobRow:
-    return pages.JobRow(str(info.id), info.state, info.priority, info.attempts,
-                        info.max_attempts, info.fails, info.created, info.time)
