@@ -7,12 +7,12 @@ import argparse
 
 import pytest
 
-from eventq.gateway.server import verb_of
 from eventq.observe import pages
 from eventq.observe.buckets import Histogram
 from eventq.observe.chart import line_chart
 from eventq.observe.history import History
 from eventq.protocol import requests
+from eventq.protocol.grammar import GRAMMAR, VERB_OF
 from eventq.settings import Settings, add_arguments, build_settings
 
 
@@ -75,9 +75,12 @@ def test_a_payload_preview_is_text_or_hex_and_says_what_it_cut():
 
 
 def test_request_types_are_named_by_their_protocol_verbs():
-    assert verb_of(requests.Add) == "add"
-    assert verb_of(requests.InspectScheduledJobs) == "inspect scheduled-jobs"
-    assert verb_of(requests.InspectQueues) == "inspect queues"
+    assert VERB_OF[requests.Add] == "add"
+    assert VERB_OF[requests.InspectScheduledJobs] == "inspect scheduled-jobs"
+    assert VERB_OF[requests.InspectQueues] == "inspect queues"
+    # every verb of the grammar, inspect's objects each, names one request type
+    assert len(set(VERB_OF.values())) == len(VERB_OF) == (
+        len(GRAMMAR) - 1 + len(GRAMMAR["inspect"].commands))
 
 
 def settings_of(*argv: str, **env: str) -> Settings:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from time import perf_counter
 from typing import Callable
 
@@ -19,6 +18,7 @@ from eventq.errors import EventqError, ServerError
 from eventq.gateway.handlers import Handover
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer
+from eventq.protocol.grammar import VERB_OF
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +56,11 @@ class GatewayStats:
         """The timings by protocol verb (``add``, ``inspect jobs``)."""
         if self.timings is None:
             return None
-        return {verb_of(kind): histogram for kind, histogram in self.timings.items()}
+        return {VERB_OF[kind]: histogram for kind, histogram in self.timings.items()}
 
     @property
     def evicted_jobs(self) -> int:
         return self._evicted()
-
-
-def verb_of(request_type: type) -> str:
-    """``InspectScheduledJobs`` -> ``inspect scheduled-jobs`` (the protocol's words)."""
-    words = re.findall(r"[A-Z][a-z]*", request_type.__name__)
-    words = [word.lower() for word in words]
-    return " ".join(words[:1] + ["-".join(words[1:])] if len(words) > 1 else words)
 
 
 class GatewayServer:

@@ -288,3 +288,18 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     }),
 }
 # fmt: on
+
+
+def _verbs(grammar: Mapping[str, Command | Subcommands]) -> dict[type, str]:
+    verbs = {}
+    for verb, entry in grammar.items():
+        if isinstance(entry, Subcommands):
+            verbs.update({c.request: f"{verb} {obj}" for obj, c in entry.commands.items()})
+        else:
+            verbs[entry.request] = verb
+    return verbs
+
+
+VERB_OF: Mapping[type, str] = _verbs(GRAMMAR)
+"""Each request type's words in the protocol (``InspectScheduledJobs`` -> ``inspect
+scheduled-jobs``): the metrics' label for its requests."""
