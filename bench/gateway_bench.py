@@ -231,9 +231,8 @@ def main() -> int:
         finally:
             broker.stop(config)
             for source in {source for _, source, _, _ in runs if source is not None}:
-                if source is not None:
-                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                    str(source)], capture_output=True)
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(source)], capture_output=True)
     if args.profile:
         for path in sorted(args.profile.glob("*.txt")):
             if path.stat().st_size:

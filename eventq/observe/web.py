@@ -207,7 +207,7 @@ class Dashboard:
             try:
                 outcome = await self.call(calls.result(job_id, 0))
                 result = outcome.data.decode("utf-8", "replace")
-            except (NotFound, EventqError):
+            except EventqError:  # NotFound too: deleted since it was inspected
                 result = None
         fields = [
             ("id", str(info.id)), ("queue", info.name), ("state", info.state),

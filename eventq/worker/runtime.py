@@ -406,9 +406,7 @@ class Worker:
         stream.flush()
 
 
-async def _attempt_of(lookup: asyncio.Future | None) -> str:
-    if lookup is None:
-        return "?"
+async def _attempt_of(lookup: asyncio.Future) -> str:
     try:
         return str((await lookup).attempts)
     except (EventqError, OSError):
