@@ -19,6 +19,8 @@ f     max_fails                                    add, schedule
 x     result (bin)                                 complete, fail
 k     attempt                                      start-attempt, timeout-attempt,
                                                    release-attempt, touch
+c     claim: the start-attempt's position,         release-attempt
+      optional (absent: by attempt number)
 b     backoff_ms, optional (absent: 0)             add, schedule
 r     ttr_ms, optional (absent: the job's)         touch
 n     queue name                                   pause, resume (which have no ``i``)
@@ -319,6 +321,18 @@ def _dec_touch(m: dict[str, Any]) -> Touch:
     return Touch(_id(m), _int(m, "k"), _int(m, "r") if "r" in m else None)
 
 
+def _enc_release(c: ReleaseAttempt) -> dict[str, Any]:
+    m = {"k": c.attempt, "s": int(c.state)}
+    if c.claim is not None:  # absent: a give-back by attempt number (older records)
+        m["c"] = c.claim
+    return m
+
+
+def _dec_release(m: dict[str, Any]) -> ReleaseAttempt:
+    claim = _int(m, "c") if "c" in m else None
+    return ReleaseAttempt(_id(m), _int(m, "k"), _waiting_state(m), claim)
+
+
 def _enc_import(c: Import) -> dict[str, Any]:
     return {"j": _snapshot_fields(c)}
 
@@ -348,7 +362,7 @@ _COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable
     CommandType.TIMEOUT_ATTEMPT: (TimeoutAttempt, _enc_attempt, lambda m: TimeoutAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
     CommandType.IMPORT: (Import, _enc_import, _dec_import, _COMMON_KEYS | {"j"}),
     CommandType.TOUCH: (Touch, _enc_touch, _dec_touch, _COMMON_KEYS | {"k", "r"}),
-    CommandType.RELEASE_ATTEMPT: (ReleaseAttempt, lambda c: {"k": c.attempt, "s": int(c.state)}, lambda m: ReleaseAttempt(_id(m), _int(m, "k"), _waiting_state(m)), _COMMON_KEYS | {"k", "s"}),  # noqa: E501
+    CommandType.RELEASE_ATTEMPT: (ReleaseAttempt, _enc_release, _dec_release, _COMMON_KEYS | {"k", "s", "c"}),  # noqa: E501
 }
 
 

@@ -29,6 +29,7 @@ from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_FAILS_LIMIT,
+    MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
     MAX_TIME_MS,
@@ -197,12 +198,19 @@ class ReleaseAttempt:
     is current and unfinished; the job is then ``state`` again (what it was before the
     lease: NEW or PENDING), with ``attempt - 1`` attempts and its old place in lease
     order, as if the lease had never happened.
+
+    ``claim`` is the log position of the start-attempt it gives back: then it is applied
+    only while the job is exactly as that claim left it (its ``version`` is the claim's
+    position). Another process's claim of the same attempt number (after the partition
+    moved, ARCHITECTURE.md "Fencing") is then never given back by this one. None: by the
+    attempt number alone (records written before claims were named).
     """
 
     type: ClassVar[CommandType] = CommandType.RELEASE_ATTEMPT
     job_id: uuid.UUID
     attempt: int
     state: State
+    claim: int | None = None
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
@@ -210,6 +218,8 @@ class ReleaseAttempt:
         if self.state not in (State.NEW, State.PENDING) or type(self.state) is bool:
             raise ValueError(f"state must be NEW or PENDING, not {self.state!r}")
         object.__setattr__(self, "state", State(self.state))
+        if self.claim is not None:
+            check_int("claim", self.claim, 0, MAX_OFFSET)
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,7 @@ ALREADY_APPLIED = "already applied"  # offset <= job.version
 NO_SUCH_JOB = "no such job"  # a timer or claim for a job that is gone
 CLAIM_REFUSED = "claim refused"  # start-attempt on a job not ready at that attempt
 STALE_ATTEMPT = "stale attempt"  # timeout-attempt for an attempt that is not current
+OTHER_CLAIM = "other claim"  # a give-back of a claim that did not start this attempt
 NOT_YET_DUE = "not yet due"  # a timer fired before the deadline (by the broker's clock)
 EXPIRED_BEFORE_IMPORT = "expired before import"  # an import whose TTL passed at at_ms
 
@@ -246,6 +247,8 @@ def _release_attempt(job: Job | None, c: ReleaseAttempt, at_ms: int, offset: int
     assert job is not None
     if job.attempts != c.attempt:
         return Ignored(STALE_ATTEMPT)
+    if c.claim is not None and job.version != c.claim:  # not as that claim left it
+        return Ignored(OTHER_CLAIM)
     return Accepted(AttemptReleased(c.job_id, at_ms, offset, c.attempt, c.state))
 
 

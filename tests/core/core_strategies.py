@@ -97,6 +97,7 @@ def commands(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy:
         st.builds(
             ReleaseAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT),
             st.sampled_from([State.NEW, State.PENDING]),
+            st.none() | st.integers(0, 2**63 - 1),
         ),
         st.builds(
             Touch, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT), st.one_of(st.none(), ttrs)

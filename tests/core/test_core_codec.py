@@ -422,6 +422,7 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 # so that records of workq's commands keep their bytes).
 OPTIONAL_COMMAND_KEYS = {
     CommandType.ADD: {"b"}, CommandType.SCHEDULE: {"b"}, CommandType.TOUCH: {"r"},
+    CommandType.RELEASE_ATTEMPT: {"c"},
 }
 
 

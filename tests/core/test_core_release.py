@@ -18,12 +18,14 @@ from eventq.core import (
     ReleaseAttempt,
     StartAttempt,
     State,
+    Touch,
     apply,
     decode_command,
     encode_command,
 )
 from eventq.core.codec import decode_state, encode_state
 from eventq.core.job import lease_order_key
+from eventq.core.machine import OTHER_CLAIM
 
 JOB = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
 AT = 1_700_000_000_000
@@ -84,8 +86,33 @@ def test_a_release_is_applied_once():
     assert isinstance(outcome, Ignored) and again is after
 
 
-def test_release_records_round_trip():
-    command = ReleaseAttempt(JOB, 3, State.PENDING)
+def test_a_release_naming_its_claim_gives_back_that_claim():
+    before, job = leased()  # the claim (start-attempt) is at position 11
+    outcome, after = apply(job, ReleaseAttempt(JOB, 1, State.NEW, claim=11), AT + 2, 12)
+    assert outcome == Accepted(AttemptReleased(JOB, AT + 2, 12, 1, State.NEW))
+    assert after == dataclasses.replace(before, version=12)
+
+
+def test_a_release_of_another_claim_of_the_same_attempt_is_ignored():
+    """After a partition moved, another process's claim of attempt 1 (position 11) may
+    be the one a client holds: a give-back of this process's claim of attempt 1
+    (refused, at position 9 say) must not end it (ARCHITECTURE.md, "Fencing")."""
+    _, job = leased()
+    outcome, after = apply(job, ReleaseAttempt(JOB, 1, State.NEW, claim=9), AT + 2, 12)
+    assert outcome == Ignored(OTHER_CLAIM) and after is job
+
+
+def test_a_release_of_a_claim_is_ignored_once_the_job_changed_since():
+    """A touch, or anything else applied since the claim, means someone holds it."""
+    _, job = leased()
+    _, touched = apply(job, Touch(JOB, 1), AT + 2, 12)
+    outcome, after = apply(touched, ReleaseAttempt(JOB, 1, State.NEW, claim=11), AT + 3, 13)
+    assert outcome == Ignored(OTHER_CLAIM) and after is touched
+
+
+@pytest.mark.parametrize("claim", [None, 0, 11, 2**40])
+def test_release_records_round_trip(claim):
+    command = ReleaseAttempt(JOB, 3, State.PENDING, claim)
     assert decode_command(encode_command(command, node="n", request_id=7)).command == command
     _, job = leased()
     outcome, after = apply(job, ReleaseAttempt(JOB, 1, State.NEW), AT + 2, 12)
@@ -97,3 +124,16 @@ def test_release_records_round_trip():
 def test_a_release_names_a_waiting_state(state):
     with pytest.raises(ValueError):
         ReleaseAttempt(JOB, 1, state)
+
+
+@pytest.mark.parametrize("claim", [-1, 2**63, "11", 1.5])
+def test_a_claim_is_a_log_position(claim):
+    with pytest.raises(ValueError):
+        ReleaseAttempt(JOB, 1, State.NEW, claim)
+
+
+def test_a_release_without_a_claim_keeps_its_record_bytes():
+    """Records written before claims were named decode as they did, and a release
+    without one is encoded without the key."""
+    record = encode_command(ReleaseAttempt(JOB, 1, State.NEW))
+    assert b"\xa1c" not in record
