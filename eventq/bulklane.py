@@ -63,6 +63,31 @@ def admitted_offsets(bootstrap: str, group: str, topic: str, partitions) -> dict
     return {tp.partition: max(tp.offset, 0) for tp in found.topic_partitions}
 
 
+def committed_command_offsets(bootstrap: str, app_id: str, commands_topic: str,
+                              partitions) -> dict[int, int]:
+    """The app's committed offsets on the command log (0 where none): each partition's
+    changelog is committed with it, in one transaction (streams/transactions.py)."""
+    return admitted_offsets(bootstrap, app_id, commands_topic, partitions)
+
+
+def wait_state_logged(bootstrap: str, app_id: str, commands_topic: str,
+                      timeout_s: float = 60.0) -> bool:
+    """Return once every command in the command log now is in `eventq.jobs` as well:
+    the server applies a command at once but commits its changelog with the command
+    log's offset about once a second (streams/transactions.py), and a reader of
+    `eventq.jobs` sees committed records only. False if that took over ``timeout_s``
+    (the server stopped, or is far behind)."""
+    targets = end_offsets(bootstrap, commands_topic)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        committed = committed_command_offsets(bootstrap, app_id, commands_topic, targets)
+        if all(committed.get(p, 0) >= end for p, end in targets.items() if end > 0):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_S)
+
+
 def wait_admitted(
     bootstrap: str,
     topic: str,

@@ -49,7 +49,10 @@ class Undecodable:
 
 def reader_consumer(bootstrap: str, purpose: str = "reader"):
     """A consumer that reads whole topics fast and commits nothing (its group is
-    throwaway: the partitions are assigned, never subscribed)."""
+    throwaway: the partitions are assigned, never subscribed). It reads committed
+    records only: `eventq.jobs` is written in transactions, and an aborted one was
+    written by a process that no longer owned its partition (ARCHITECTURE.md,
+    "Fencing"); its watermarks' high end is then the last stable offset."""
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -62,6 +65,7 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 4 * KAFKA_MESSAGE_BYTES,  # several records of the largest size
             "queued.max.messages.kbytes": 256 * 1024,
+            "isolation.level": "read_committed",  # librdkafka's default, stated
         }
     )
 
@@ -159,6 +163,7 @@ def read_batches(
             if batch:
                 done += len(batch)
                 yield batch
+            _drop_read_to_end(consumer, topic, remaining)
             if progress is not None and time.monotonic() - last_report > 0.2:
                 progress(done, total)
                 last_report = time.monotonic()
@@ -166,6 +171,22 @@ def read_batches(
             progress(done, total)
     finally:
         consumer.close()
+
+
+def _drop_read_to_end(consumer, topic: str, remaining: dict[int, int]) -> None:
+    """Forget the partitions whose read position reached their end. The last offsets of
+    a transactional topic (`eventq.jobs`: streams/transactions.py) are commit and abort
+    markers, and an aborted transaction's records are never delivered (the reader is
+    read_committed), so the end is where the position stands, not the offset of a
+    record delivered."""
+    from confluent_kafka import TopicPartition
+
+    if not remaining:
+        return
+    asked = [TopicPartition(topic, p) for p in remaining]
+    for tp in consumer.position(asked):
+        if tp.offset >= 0 and tp.offset >= remaining.get(tp.partition, tp.offset + 1):
+            del remaining[tp.partition]
 
 
 def read_topic(

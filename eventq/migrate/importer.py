@@ -405,7 +405,7 @@ def wait_applied(
     the bulk lane, so the server's admission of it (its bulk group's committed offsets,
     eventq/bulklane.py) says when; an Imported event at or after the command log's end
     before publishing (``commands_before``) is this run's."""
-    from eventq.bulklane import admitted_offsets, bulk_group_id
+    from eventq.bulklane import admitted_offsets, bulk_group_id, wait_state_logged
     from eventq.migrate.kafka_io import StateLogTail
 
     deliveries = publish_result.deliveries
@@ -441,6 +441,9 @@ def wait_applied(
         if admitted_count == total or now - last_change > timeout_s:
             break
         time.sleep(0.2)
+    # What was applied is in the state log once its changelog transaction commits.
+    wait_state_logged(settings.kafka_bootstrap, settings.app_id, settings.commands_topic,
+                      timeout_s)
     latest: dict[bytes, bytes | None] = {}
     tail = StateLogTail(settings.kafka_bootstrap, settings.jobs_topic, partitions)
     try:

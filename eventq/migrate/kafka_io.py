@@ -212,7 +212,18 @@ class StateLogTail:
                 if key is None or key.startswith(META_KEY_PREFIX) or key not in keys:
                     continue
                 on_record(key, message.value())
+            self._advance_past_markers()
         return True
+
+    def _advance_past_markers(self) -> None:
+        """The consumer's own position: past the transaction markers that end the
+        state log's partitions (streams/transactions.py), which are never delivered."""
+        from confluent_kafka import TopicPartition
+
+        asked = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        for tp in self.consumer.position(asked):
+            if tp.offset > self.position.get(tp.partition, 0):
+                self.position[tp.partition] = tp.offset
 
     def close(self) -> None:
         self.consumer.close()

@@ -142,7 +142,9 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
 
 def _wait_applied(settings, args: argparse.Namespace) -> int:
     """--wait: until the server has admitted and applied every record written."""
-    from eventq.bulklane import BulkWaitError, bulk_group_id, end_offsets, wait_admitted
+    from eventq.bulklane import (
+        BulkWaitError, bulk_group_id, end_offsets, wait_admitted, wait_state_logged,
+    )
     from eventq.progress import Progress
 
     targets = end_offsets(settings.kafka_bootstrap, settings.bulk_topic)
@@ -153,6 +155,10 @@ def _wait_applied(settings, args: argparse.Namespace) -> int:
         )
     except BulkWaitError as error:
         return fail(str(error))
+    if not wait_state_logged(settings.kafka_bootstrap, settings.app_id,
+                             settings.commands_topic, args.wait_timeout):
+        say(f"applied, but {settings.jobs_topic} did not show it all within "
+            f"{args.wait_timeout:g}s (its changelog is committed about once a second)")
     say(f"applied: every row is live (the server admitted {settings.bulk_topic} through "
         f"offsets {dict(sorted(admission.admitted.items()))})")
     return EXIT_OK
