@@ -103,16 +103,18 @@ class EventqService(mode.Service):
         if writer is not None:
             await writer.stop()
             counters = self._streams.processor.counters
-            changelog = self._streams.changelog_writer
+            changelogs = self._streams.changelogs
             log.warning(
                 "wrote %d commands in %d records; applied %d records (%d batches), "
-                "%d changelog records in %d batches; %d leases given back; admitted %d "
-                "bulk records (%d commands) in %d slices, %d second copies skipped; "
-                "%d requests forwarded to other eventq processes",
+                "%d changelog records in %d transactions; %d leases given back; admitted "
+                "%d bulk records (%d commands) in %d slices, %d second copies skipped; "
+                "%d requests forwarded to other eventq processes; partitions given up "
+                "%d times",
                 writer.commands, writer.records, counters.records, counters.batches,
-                changelog.records, changelog.batches, self._stats.released,
+                changelogs.records, changelogs.commits, self._stats.released,
                 self._streams.admitter.records, self._streams.admitter.commands,
                 self._streams.admitter.slices, counters.readmitted, self.peers.forwarded,
+                self._streams.steward.losses,
             )
 
 
@@ -307,7 +309,7 @@ def run_server(settings: Settings) -> int:
         worker.execute_from_commandline()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 0
-    if streams.changelog_buffer.gave_up:
+    if streams.changelog_buffer.gave_up or streams.changelogs.unclean:
         print("eventq: stopped with changelog records unwritten; the next start "
               "rebuilds state from the log", file=sys.stderr)
         code = code or 1

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 import faust
+from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
 from eventq.bulklane import bulk_group_id
@@ -25,16 +26,18 @@ from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
-from streams import durable_flush, faust_patches, fetch_wait
+from streams import durable_flush, faust_patches, fetch_wait, lease as lease_hooks, table_recovery
 from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S
 from streams.catch_up import CatchUpWatch
-from streams.changelog import ChangelogWriter
 from streams.engine import Engine
+from streams.lease import OwnershipLease
+from streams.ownership import Steward
 from streams.processor import Processor, wall_clock_ms
 from streams.store import ROCKSDB_OPTIONS, JobStore
 from streams.timers import DeadlineTimer
+from streams.transactions import Changelogs, commit_loop
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,8 @@ class Streams:
     waiters: Waiters
     timer: DeadlineTimer
     changelog_buffer: durable_flush.DurableProducerBuffer
-    changelog_writer: ChangelogWriter
+    changelogs: Changelogs
+    steward: Steward
     admitter: BulkAdmitter
     owner_of: object  # partition -> gateway address of its active owner, or None
     members: object  # () -> gateway addresses of every process in the group
@@ -81,7 +85,12 @@ class Streams:
 
 def build_streams(settings: Settings) -> Streams:
     faust_patches.install()  # no wait_first per consumed record
-    fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches
+    # eventq commits the command log's offsets in the changelog's transactions
+    # (streams/transactions.py), never through faust's consumer.
+    faust_patches.commit_in_transactions()
+    fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
+    table_recovery.install()  # eventq recovers the tables of its active partitions
+    lease_hooks.install()  # heartbeats renew the lease on the partitions
     app = faust.App(
         settings.app_id,
         broker=faust_broker_url(settings.kafka_bootstrap),
@@ -119,6 +128,9 @@ def build_streams(settings: Settings) -> Streams:
         producer_max_batch_size=KAFKA_MESSAGE_BYTES // 4,
         # Counted in records, not bytes: 1024 records of the largest size are 4 GiB.
         stream_buffer_maxsize=1024,
+        # faust reads no changelog of an active partition (streams/table_recovery.py):
+        # its check of persisted offsets against a changelog's end has nothing to say.
+        recovery_consistency_check=False,
         # The stream's queue fast path (research/faust-levers.md: ~5 us per event).
         cython_optimizations=True,
     )
@@ -158,6 +170,9 @@ def build_streams(settings: Settings) -> Streams:
     waiters = Waiters()
     node = new_node_id()
     store = JobStore(table, settings.partitions)
+    lease = OwnershipLease(settings.session_timeout_ms / 1000)
+    lease_hooks.register(settings.app_id, lease)
+    steward = Steward(app, settings, lease)
     engine = Engine(
         commands_topic=settings.commands_topic,
         partitions=settings.partitions,
@@ -166,13 +181,19 @@ def build_streams(settings: Settings) -> Streams:
         store=store,
         waiters=waiters,
         node=node,
+        holds=steward.holds,
     )
     timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms)
-    changelog_writer = ChangelogWriter(app, table, settings.jobs_topic, changelog_buffer)
+    changelogs = Changelogs(
+        bootstrap=settings.kafka_bootstrap, app_id=settings.app_id,
+        topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,
+        on_lost=steward.changelog_lost,
+    )
     processor = Processor(
-        store, index, waiters, node, timer.consider, changelog_writer.send,
+        store, index, waiters, node, timer.consider, changelogs.persist,
         max_state_record_bytes=settings.max_state_record_bytes,
         stats=LiveStats() if settings.http_address is not None else None,
+        ownership=steward,
     )
 
     admitter = BulkAdmitter(
@@ -192,9 +213,26 @@ def build_streams(settings: Settings) -> Streams:
         async for event in stream.events():
             await processor.handle(event.message, event.value)
 
+    steward.attach(
+        engine=engine, store=store, index=index, processor=processor, changelogs=changelogs,
+        admitter=admitter,
+    )
+
+    @app.on_before_shutdown.connect
+    async def give_partitions_up(app, **kwargs) -> None:
+        """Stopping: the streams are idle and this process is still in the group: commit
+        what was applied (or roll it back), before the consumer leaves the group."""
+        await steward.release_all()
+
+    @app.task
+    async def commit_periodically() -> None:
+        await commit_loop(changelogs, processor.next_offsets, steward.commit_now)()
+
     @table.on_recover
     async def rebuild_indexes() -> None:
-        """Recovery done: rebuild the derived indexes of the actively owned partitions."""
+        """faust's recovery done (of standbys only: streams/table_recovery.py): fence the
+        previous owners of the actively owned partitions, bring their tables up to the
+        changelog, rebuild their derived indexes, and re-apply the uncommitted tail."""
         began = time.monotonic()
         owned = sorted(
             tp.partition
@@ -203,6 +241,8 @@ def build_streams(settings: Settings) -> Streams:
         )
         for partition in index.partitions() - set(owned):
             index.drop_partition(partition)
+        if not await steward.take(owned):
+            return
         total = 0
         now_ms = wall_clock_ms()
         for partition in owned:
@@ -219,10 +259,15 @@ def build_streams(settings: Settings) -> Streams:
         # aiokafka's seek_to_committed leaves a never-committed partition wherever the
         # fetcher stood (after a changelog restore: not at its start), so place it at
         # its first offset, as consumer_auto_offset_reset="earliest" promises.
-        for partition, first in catch_up.uncommitted.items():
-            await app.consumer.seek(TP(settings.commands_topic, partition), first)
+        try:
+            for partition, first in catch_up.uncommitted.items():
+                await app.consumer.seek(TP(settings.commands_topic, partition), first)
+        except IllegalStateError as error:  # a new rebalance took it meanwhile
+            log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
+            return
         targets = catch_up.targets
         processor.resumed_at(catch_up.positions)
+        steward.resumed()
         log.warning(
             "recovered %d partitions, %d live jobs indexed in %.2fs; re-applying the "
             "uncommitted tail up to %s before serving",
@@ -262,13 +307,12 @@ def build_streams(settings: Settings) -> Streams:
 
     @app.on_partitions_revoked.connect
     async def stop_serving(app, revoked, **kwargs) -> None:
-        """Partitions leave this worker: stop reading them until recovery is done."""
+        """Partitions leave this worker (the streams are idle): stop serving them, and
+        commit what was applied to them (or roll it back, if this process may no longer
+        commit), before anyone else may take them."""
         lost = {tp.partition for tp in revoked if tp.topic == settings.commands_topic}
         if lost:
-            engine.revocations += 1
-            engine.ready.clear()
-            store.active = store.active - lost
-            await admitter.stop()
+            await steward.revoked(lost)
 
     def owner_of(partition: int) -> str | None:
         """From faust's last assignment (every member gets every owner's URL)."""
@@ -292,5 +336,5 @@ def build_streams(settings: Settings) -> Streams:
 
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelog_writer, admitter, owner_of, members, lag,
+        changelogs, steward, admitter, owner_of, members, lag,
     )

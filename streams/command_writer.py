@@ -20,7 +20,7 @@ import time
 from collections import deque
 from typing import Awaitable, Callable
 
-from eventq.core.batch import BatchBuilder
+from eventq.core.batch import BatchBuilder, position
 
 
 class _Lane:
@@ -61,9 +61,10 @@ class CommandWriter:
         self.last_write_at = 0.0  # time.monotonic() of the last command queued
 
     def write(self, partition: int, key: bytes, data: bytes) -> asyncio.Future:
-        """Queue one encoded command; the future is done when its record is in the log
-        (or holds the Kafka error). Cancelled before its record leaves, the command is
-        not sent; after that, cancelling does not unsend it."""
+        """Queue one encoded command; the future is done when its record is in the log,
+        with the command's position there (eventq/core/batch.py), or holds the Kafka
+        error. Cancelled before its record leaves, the command is not sent; after that,
+        cancelling does not unsend it."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.last_write_at = time.monotonic()
@@ -120,9 +121,9 @@ class CommandWriter:
                     continue
                 self.records += 1
                 self.commands += count
-                for future in futures:
+                for index, future in enumerate(futures):
                     if not future.done():
-                        future.set_result(None)
+                        future.set_result(position(metadata.offset, index))
                 # The lane stays busy until the record is applied, not only written:
                 # its commands wait for that anyway, and what arrives meanwhile leaves
                 # as one record, so batches grow with the processor's backlog, not just

@@ -27,6 +27,9 @@ from streams.store import JobStore, NotOwned, job_key
 
 log = logging.getLogger(__name__)
 
+NOT_HELD = ("this eventq process may no longer own its partitions (it was paused or cut "
+            "off from Kafka); nothing happened: retry, at another process if this one "
+            "does not answer soon")
 APPEND_DEADLINE_S = 60.0  # a give-back waits this long for Kafka, then the TTR applies
 
 
@@ -42,9 +45,23 @@ def command_word(command: Command) -> str:
     return _COMMAND_WORDS.get(command.type, command.type.name.lower().replace("_", "-"))
 
 
-def _abandoned(on_abandoned: Callable[[], None] | None) -> None:
-    if on_abandoned is not None:
-        on_abandoned()
+HOLD_CHECK_S = 0.5  # a command waited for this long: is its partition still ours?
+
+
+def _abandoned(on_abandoned: Callable[[int], None] | None, written: asyncio.Future) -> None:
+    """Call ``on_abandoned`` with the command's log position once Kafka has taken it
+    (at once if it has; never if it does not take it: then nothing is to be undone)."""
+    if on_abandoned is None:
+        return
+
+    def in_log(future: asyncio.Future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            on_abandoned(future.result())
+
+    if written.done():
+        in_log(written)
+    else:
+        written.add_done_callback(in_log)
 
 
 class Engine:
@@ -58,6 +75,7 @@ class Engine:
         store: JobStore,
         waiters: Waiters,
         node: str,
+        holds: Callable[[], bool] = lambda: True,
     ) -> None:
         self.commands_topic = commands_topic
         self.partitions = partitions
@@ -66,13 +84,13 @@ class Engine:
         self.store = store
         self.waiters = waiters
         self.node = node
+        # Whether this process still holds its partitions (streams/lease.py): nothing is
+        # read from their state, nor a command's outcome awaited, once it may not.
+        self.holds = holds
         self.ready = asyncio.Event()  # set once owned partitions are recovered
         self.writer = None  # a CommandWriter, set by the app on start
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
-        # Partitions left this process this many times (streams/app.py, stop_serving):
-        # a claim sent before one may race another owner's (gateway, give-backs).
-        self.revocations = 0
         self._request_ids = itertools.count(1)
         self._digest = Coalesced(self._compute_digest)  # O(jobs): one at a time
 
@@ -112,7 +130,7 @@ class Engine:
         return in_log()
 
     async def submit(
-        self, command: Command, on_abandoned: Callable[[], None] | None = None
+        self, command: Command, on_abandoned: Callable[[int], None] | None = None
     ) -> Applied:
         """Write a command and wait until this process's processor has applied it: one
         deadline for both (the write and the apply), ``write_timeout_ms``.
@@ -121,35 +139,55 @@ class Engine:
         never left this process (nothing happened: retry), ``MayTakeEffect`` when it is
         or may be in the log (then it will be applied, later). ``on_abandoned`` is called
         when this call ends, by that error or by cancellation, with the command in the
-        log or possibly so (ARCHITECTURE.md, "Abandoned commands"): at once, before
-        anything else runs, so a compensation it queues follows the command in its
-        partition's lane and precedes every command queued after this call ends."""
+        log or possibly so (ARCHITECTURE.md, "Abandoned commands"), with the command's
+        log position, as soon as Kafka has taken it (a compensation it writes then
+        follows the command in the log); not at all if Kafka never takes it."""
         await self.wait_ready()
         request_id = next(self._request_ids)
         applied = self.waiters.expect(request_id)
-        in_log = False
+        at: int | None = None
         partition, written = -1, None
         try:
             partition, written = self._write(
                 command, encode_command(command, node=self.node, request_id=request_id)
             )
             async with asyncio.timeout(self.write_timeout_s):
-                await written
-                in_log = True
-                return await applied
+                # Shielded: a timeout or a cancellation here must not cancel the write
+                # (``withdraw`` takes back one that has not left; one that has resolves
+                # with its position, which a give-back needs: ``_abandoned``).
+                at = await asyncio.shield(written)
+                return await self._outcome(applied)
         except EventqError:
+            if at is not None:
+                _abandoned(on_abandoned, written)  # in the log; its outcome is not known
             raise
         except asyncio.CancelledError:
-            if written is not None and (in_log or not self.writer.withdraw(partition, written)):
-                _abandoned(on_abandoned)  # on its way or in the log: nobody awaits it
+            if written is not None and (at is not None or not self.writer.withdraw(partition, written)):
+                _abandoned(on_abandoned, written)  # on its way or in the log: nobody awaits it
             raise
         except Exception as error:
-            failure = self._not_applied(command, partition, written, error, in_log)
+            failure = self._not_applied(command, partition, written, error, at is not None)
             if isinstance(failure, MayTakeEffect):
-                _abandoned(on_abandoned)
+                _abandoned(on_abandoned, written)
             raise failure from None
         finally:
             self.waiters.forget(request_id)
+
+    async def _outcome(self, applied: asyncio.Future) -> Applied:
+        """The command's outcome, as this process applied it, while it holds the
+        partition: once its lease has expired the outcome may be another process's to
+        decide (streams/lease.py), and the caller learns that it may take effect."""
+        while True:
+            try:
+                async with asyncio.timeout(HOLD_CHECK_S):
+                    return await asyncio.shield(applied)
+            except TimeoutError:
+                if not self.holds():
+                    raise MayTakeEffect(
+                        "this eventq process may have lost the job's partition to another "
+                        "process (it was paused or cut off from Kafka) before it applied "
+                        "the command: it is in the log and will still take effect; check "
+                        "with inspect job before retrying") from None
 
     def _not_applied(
         self, command: Command, partition: int, written, error: Exception, in_log: bool
@@ -215,23 +253,27 @@ class Engine:
             for request_id, _ in expected:
                 self.waiters.forget(request_id)
 
+    def serving(self) -> bool:
+        """Recovered, and still holding its partitions."""
+        return self.ready.is_set() and self.holds()
+
     async def wait_ready(self) -> None:
-        if self.ready.is_set():
-            return
-        try:
-            async with asyncio.timeout(self.write_timeout_s):
-                await self.ready.wait()
-        except TimeoutError:
-            raise NotWritten(
-                "eventq is still recovering its state from Kafka; try again shortly"
-            ) from None
+        if not self.ready.is_set():
+            try:
+                async with asyncio.timeout(self.write_timeout_s):
+                    await self.ready.wait()
+            except TimeoutError:
+                raise NotWritten(
+                    "eventq is still recovering its state from Kafka; try again shortly"
+                ) from None
+        if not self.holds():
+            raise NotWritten(NOT_HELD)
 
     # --- reading -----------------------------------------------------------------
 
     def job(self, job_id: uuid.UUID) -> Job | None:
         """The job's state from the table, if this process owns its partition."""
-        if not self.ready.is_set():
-            raise ServerError("eventq is still recovering its state from Kafka")
+        self._check_serving()
         try:
             return self.store.get(job_id)
         except NotOwned as error:
@@ -242,8 +284,7 @@ class Engine:
 
     def pinned(self, job_ids):
         """The jobs as they are now, for a reply written over many event-loop turns."""
-        if not self.ready.is_set():
-            raise ServerError("eventq is still recovering its state from Kafka")
+        self._check_serving()
         try:
             return self.store.pinned(job_ids)
         except NotOwned as error:
@@ -251,6 +292,12 @@ class Engine:
                 f"partition {error.args[0]} of a job is not served by this process "
                 "right now (it is moving between eventq processes); retry"
             ) from None
+
+    def _check_serving(self) -> None:
+        if not self.ready.is_set():
+            raise ServerError("eventq is still recovering its state from Kafka")
+        if not self.holds():
+            raise ServerError(NOT_HELD)
 
     async def digest(self) -> str:
         """The state digest of every job this process owns (eventq.core.digest),

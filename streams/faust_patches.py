@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import logging
 import textwrap
+import time
 
 log = logging.getLogger(__name__)
 
@@ -115,3 +116,26 @@ def install() -> bool:
     patched.__eventq_original__ = Consumer._drain_messages
     Consumer._drain_messages = patched
     return True
+
+
+def commit_in_transactions() -> None:
+    """faust's consumer commits nothing: eventq commits the command log's offsets in
+    each partition's changelog transaction (streams/transactions.py), so that an offset
+    and the changelog records it covers become visible together. A commit through the
+    group (aiokafka's OffsetCommit) could pass records whose changelog is not committed,
+    and would race the transactional one. faust still thinks it committed, and still
+    notes when (its livelock detector reads that)."""
+    from faust.transport.drivers import aiokafka as driver
+
+    Consumer = driver.AIOKafkaConsumerThread
+    if getattr(Consumer._commit, "__eventq_original__", None) is not None:
+        return
+    original = Consumer._commit
+
+    async def _commit(self, offsets) -> bool:
+        now = time.monotonic()
+        self.tp_last_committed_at.update({tp: now for tp in offsets})
+        return True
+
+    _commit.__eventq_original__ = original
+    Consumer._commit = _commit

@@ -1,4 +1,5 @@
-"""A shorter fetch long-poll for faust's consumer, so rebalances finish in time.
+"""Two settings of faust's worker consumer that faust does not expose: a shorter fetch
+long-poll, so rebalances finish in time, and reading committed records only.
 
 faust-streaming 0.15.3 creates its worker consumer with ``fetch_max_wait_ms=1500``
 (faust/transport/drivers/aiokafka.py, ``_create_worker_consumer``). A broker answers the
@@ -27,6 +28,11 @@ def install() -> None:
     def create_worker_consumer(self, transport):
         consumer = original(self, transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by its Fetcher at start
+        # Standby copies read `eventq.jobs` committed records only: it is written in
+        # transactions, and an aborted one was written by a process that no longer
+        # owned its partition (streams/transactions.py). faust sets read_committed only
+        # in its exactly-once mode, which eventq does not use.
+        consumer._isolation_level = "read_committed"
         return consumer
 
     create_worker_consumer.__eventq_original__ = original

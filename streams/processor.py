@@ -65,8 +65,30 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+READ_AGAIN_S = 10.0  # a partition read again that has not delivered by then: seek again
+
+
+class Ownership:
+    """What the processor asks of the process about its partitions (streams/app.py):
+    whether it still holds them, what to do when it may not, and how to read a
+    partition again. This default holds always and reads nothing (tests)."""
+
+    def holds(self) -> bool:
+        return True
+
+    def lost(self, reason: str) -> None:
+        pass
+
+    async def log_start(self, partition: int) -> int | None:
+        return None
+
+    async def read_again(self, partition: int, offset: int) -> None:
+        pass
+
+
 @dataclass
 class Counters:
+    skipped: int = 0  # records not applied: applied already, out of order, or not held
     records: int = 0  # records of the command log handled
     batches: int = 0  # of which held more than one command
     applied: int = 0
@@ -87,17 +109,24 @@ class Processor:
         waiters: Waiters,
         node: str,
         on_deadline: Callable[[int], None],
-        send_changelog: Callable[[int, list], Awaitable[None]],
+        persist: Callable[[int, list], Awaitable[None]],
         clock_ms: Callable[[], int] = wall_clock_ms,
         max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
         stats: LiveStats | None = None,
+        ownership: "Ownership | None" = None,
     ) -> None:
         self._store = store
         self._index = index
         self._waiters = waiters
         self._node = node
         self._on_deadline = on_deadline
-        self._send_changelog = send_changelog
+        # Stores one applied record's states: the local table, and the changelog in
+        # the partition's open transaction (streams/transactions.py).
+        self._persist = persist
+        self._ownership = ownership or Ownership()
+        self._next: dict[int, int] = {}  # partition -> the offset to apply next
+        self._reading_again: dict[int, tuple[int, float]] = {}  # partition -> (from, at)
+        self.suspended = False  # lost (or may have lost) its partitions: applies nothing
         self._clock_ms = clock_ms
         self._max_state_record_bytes = max_state_record_bytes
         self._watermarks: dict[int, int] = {}
@@ -146,8 +175,37 @@ class Processor:
                 for p, target in self._catch_up.items()}
 
     def resumed_at(self, positions: dict[int, int]) -> None:
-        """Recovered partitions resume reading at these offsets (the committed ones)."""
+        """Recovered partitions resume reading at these offsets (the committed ones):
+        each record is applied in offset order from there, and only while this process
+        holds its partitions."""
         self._resumed_at.update(positions)
+        self._next.update(positions)
+        for partition in positions:
+            self._reading_again.pop(partition, None)
+        self.suspended = False
+
+    def forget(self, partitions) -> None:
+        """``partitions`` left this process: nothing of theirs is applied any more, and
+        whoever waited for one of their offsets is let go (it will never come here)."""
+        for partition in partitions:
+            self._next.pop(partition, None)
+            self._reading_again.pop(partition, None)
+            self._applied_through.pop(partition, None)
+            self._resumed_at.pop(partition, None)
+            self._catch_up.pop(partition, None)
+            for _, future in self._offset_waiters.pop(partition, []):
+                if not future.done():
+                    future.set_result(None)
+
+    def suspend(self) -> None:
+        """Apply nothing until partitions are assigned and recovered again."""
+        self.suspended = True
+
+    def next_offsets(self) -> dict[int, int]:
+        """Owned partitions with records applied: the next offset to apply (what a
+        commit names, streams/transactions.py)."""
+        return {p: through + 1 for p, through in self._applied_through.items()
+                if p in self._next}
 
     def applied_offsets(self) -> dict[int, int]:
         """Owned partitions: the last offset of the command log handled (before the
@@ -188,13 +246,67 @@ class Processor:
         return mark
 
     async def handle(self, message, value: bytes | None) -> None:
-        """Apply one record (``message`` is faust's Message of the event).
+        """Apply one record (``message`` is faust's Message of the event), if it is the
+        next one of its partition and this process still holds the partition.
 
-        Whatever goes wrong with one command is contained here (issue 8): it is
-        rejected, its issuer told why, the event logged and counted, and the processor
-        moves on. Only the store and the changelog may raise (they fail for every
-        command alike: that is not this command's failure), and then nothing of this
-        record was acknowledged to anyone."""
+        A partition's state is the fold of its log, so its records are applied in
+        offset order, each once, without a gap (``_in_order``). And only while this
+        process's lease on its partitions holds (streams/lease.py): a process that was
+        paused past its session must not apply what the partition's new owner is
+        applying; it stops and gives its partitions up (``ownership.lost``)."""
+        if self.suspended:
+            self.counters.skipped += 1
+            return
+        if not await self._in_order(message):
+            return
+        if not self._ownership.holds():
+            self.suspend()
+            self._ownership.lost("its lease on its partitions expired (a pause, or cut off "
+                                 "from the group coordinator) before it applied "
+                                 f"{message.topic}[{message.partition}]@{message.offset}")
+            return
+        await self._apply_record(message, value)
+        self._next[message.partition] = message.offset + 1
+
+    async def _in_order(self, message) -> bool:
+        """Whether ``message`` is its partition's next record. A record before it was
+        applied already (delivered again after a seek); one after it means records
+        were skipped: faust's fetcher can move past records it never hands over around
+        a rebalance (its getmany drops the rest of a fetch when the flow stops, and
+        counts the gap as acknowledged), so the partition is read again from the
+        offset expected. The command log has no gaps (no compaction, no transactions)
+        except below its log start, where retention deleted records: those are gone."""
+        partition, offset = message.partition, message.offset
+        expected = self._next.get(partition)
+        if expected is None or offset < expected:
+            self.counters.skipped += 1  # not resumed here (yet), or applied already
+            return False
+        if offset == expected:
+            self._reading_again.pop(partition, None)
+            return True
+        self.counters.skipped += 1
+        again = self._reading_again.get(partition)
+        now = time.monotonic()
+        if again is not None and again[0] == expected and now - again[1] < READ_AGAIN_S:
+            return False  # records fetched before the seek: already being read again
+        first = await self._ownership.log_start(partition)
+        if first is not None and expected < first:
+            log.error("%s[%d]: offsets %d to %d were deleted by retention before they were "
+                      "applied: their commands are lost", message.topic, partition,
+                      expected, first - 1)
+            self._next[partition] = expected = first
+            if offset == first:
+                return True
+        log.warning("%s[%d]@%d arrived while %d was expected next: reading the partition "
+                    "again from %d", message.topic, partition, offset, expected, expected)
+        self._reading_again[partition] = (expected, now)
+        await self._ownership.read_again(partition, expected)
+        return False
+
+    async def _apply_record(self, message, value: bytes | None) -> None:
+        """Apply one record's commands (see the module docstring). Whatever goes wrong
+        with one command is contained here (issue 8): it is rejected, its issuer told
+        why, the event logged and counted, and the processor moves on."""
         partition, offset = message.partition, message.offset
         self.counters.records += 1
         try:
@@ -220,8 +332,7 @@ class Processor:
             self._apply(message, position(offset, index), at_ms, data, batch)
         if batch.records or batch.admitted is not None:
             records = batch.changelog(self._watermarks.get(partition))
-            self._store.write_batch(partition, records)
-            await self._send_changelog(partition, records)
+            await self._persist(partition, records)
             if batch.admitted is not None:
                 self._admitted[partition] = batch.admitted
         on_applied = self._waiters.on_applied
@@ -282,7 +393,7 @@ class Processor:
         else:
             self.counters.rejected += 1
         if decoded.node == self._node and decoded.request_id is not None:
-            batch.replies.append((decoded.request_id, Applied(outcome, result.job)))
+            batch.replies.append((decoded.request_id, Applied(outcome, result.job, at)))
 
     def _apply_queue_command(self, command, partition: int, decoded, batch: "_Batch") -> None:
         """pause/resume (spec: Extensions): the queue's state in this partition is what

@@ -99,14 +99,15 @@ class JobStore:
     def partition_of(self, job_id: uuid.UUID) -> int:
         return partition_for_key(job_key(job_id), self._partitions)
 
-    def _db(self, partition: int):
+    def db(self, partition: int):
+        """The partition's rocksdict DB, owned or not (recovery and rollback write it)."""
         # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
         return self._table.data._db_for_partition(partition)
 
     # --- the processor's access (inside the agent, for the event's own partition) ---
 
     def read(self, partition: int, key: bytes) -> bytes | None:
-        return self._db(partition).get(key)
+        return self.db(partition).get(key)
 
     def write_batch(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Store the records of one applied batch atomically (a RocksDB write batch;
@@ -120,7 +121,7 @@ class JobStore:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        self._db(partition).write(batch)
+        self.db(partition).write(batch)
 
     # --- the gateway's access -----------------------------------------------------
 
@@ -128,7 +129,7 @@ class JobStore:
         partition = self.partition_of(job_id)
         if partition not in self.active:
             raise NotOwned(partition)
-        raw = self._db(partition).get(job_key(job_id))
+        raw = self.db(partition).get(job_key(job_id))
         return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
 
     def pinned(self, job_ids) -> PinnedJobs:
@@ -137,7 +138,7 @@ class JobStore:
         for partition in partitions:
             if partition not in self.active:
                 raise NotOwned(partition)
-        return PinnedJobs(self, {p: self._db(p).snapshot() for p in partitions})
+        return PinnedJobs(self, {p: self.db(p).snapshot() for p in partitions})
 
     def decode(self, raw: bytes, partition: int, key: bytes) -> Job | None:
         try:
@@ -156,12 +157,12 @@ class JobStore:
     def slims_in(self, partition: int) -> Iterator[Slim]:
         """The slim projection of every live job stored for a partition (to rebuild the
         indexes: eventq/core/slim.py)."""
-        return slims_of(self._db(partition), partition, self._undecodable)
+        return slims_of(self.db(partition), partition, self._undecodable)
 
     def paused_in(self, partition: int) -> list[str]:
         """The queues paused in ``partition`` (its pause records are sorted together)."""
         paused = []
-        for key, value in self._db(partition).items(from_key=PAUSED_KEY_PREFIX):
+        for key, value in self.db(partition).items(from_key=PAUSED_KEY_PREFIX):
             if not key.startswith(PAUSED_KEY_PREFIX):
                 break
             if value == b"1":
@@ -175,7 +176,7 @@ class JobStore:
 
     def jobs_in(self, partition: int) -> Iterator[Job]:
         """Every live job stored for a partition, fully decoded (for the digest)."""
-        for key, raw in self._db(partition).items():
+        for key, raw in self.db(partition).items():
             if not is_job_key(key) or raw is None:
                 continue
             job = self.decode(raw, partition, key)

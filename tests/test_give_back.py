@@ -1,10 +1,12 @@
-"""A lease the gateway gives up on is given back before anyone can claim that attempt
-again (issue 15; ARCHITECTURE.md, "Abandoned commands").
+"""A lease the gateway gives up on is given back, naming its claim (ARCHITECTURE.md,
+"Abandoned commands" and "Fencing").
 
-The give-back (release-attempt) must be queued in the job's partition lane at once,
-while the job is still in ``engine.claimed``: were it queued later, another client's
-claim of the same attempt number could be written before it, and the release would
-then take that client's lease away."""
+The give-back (release-attempt) carries the log position of the start-attempt it undoes,
+and is applied only while the job is exactly as that claim left it (core.ReleaseAttempt):
+another client's claim of the same attempt number, by this process or by the process
+that took the partition over, is never taken back by it, whenever it is written. It is
+written once Kafka has taken the claim (only then is its position known, and only then
+is there anything to undo)."""
 
 from __future__ import annotations
 
@@ -21,34 +23,31 @@ from eventq.gateway.handlers import Gateway
 from eventq.indexes import JobIndex
 from test_indexes import NOW, job
 
+CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
+
 
 class Engine:
-    """The engine's surface the lease path uses: every command it is handed, in the
-    order they would reach the partition's lane."""
+    """The engine's surface the lease path uses: every command it is handed, in order."""
 
     def __init__(self, index: JobIndex, fail_with: BaseException) -> None:
         self.index = index
         self.waiters = None
         self.claimed: set[uuid.UUID] = set()
-        self.lane: list[tuple[object, bool]] = []  # (command, job claimed when queued)
+        self.lane: list[object] = []
         self._fail_with = fail_with
-        self.revocations = 0
-        self.revoke_while_claiming = False
 
     async def wait_ready(self) -> None:
         return None
 
     async def submit(self, command, on_abandoned=None):
-        self.lane.append((command, command.job_id in self.claimed))
+        self.lane.append(command)
         await asyncio.sleep(0)
-        if self.revoke_while_claiming:
-            self.revocations += 1  # a rebalance took partitions meanwhile
         if not isinstance(self._fail_with, NotWritten):  # as streams/engine.py does
-            on_abandoned()
+            on_abandoned(CLAIM_AT)  # Kafka took it: at this position
         raise self._fail_with
 
     def append(self, command):
-        self.lane.append((command, command.job_id in self.claimed))
+        self.lane.append(command)
 
         async def in_log() -> None:
             return None
@@ -64,7 +63,7 @@ class Stats:
     "failure", [MayTakeEffect("not applied in time"), asyncio.CancelledError()],
     ids=["deadline", "client-gone"],
 )
-def test_a_claim_given_up_is_released_while_the_job_is_still_claimed(failure):
+def test_a_claim_given_up_is_given_back_by_its_position(failure):
     index = JobIndex()
     pending = job(state=State.PENDING, attempts=2)
     index.put(pending, 0, NOW)
@@ -78,32 +77,11 @@ def test_a_claim_given_up_is_released_while_the_job_is_still_claimed(failure):
 
     asyncio.run(claim())
     assert engine.lane == [
-        (core.StartAttempt(pending.id, 3), True),
-        (core.ReleaseAttempt(pending.id, 3, State.PENDING), True),  # queued while claimed
+        core.StartAttempt(pending.id, 3),
+        core.ReleaseAttempt(pending.id, 3, State.PENDING, claim=CLAIM_AT),
     ]
-    assert engine.claimed == set()  # and the job may be claimed again after it
+    assert engine.claimed == set()  # and the job may be claimed again
     assert gateway.stats.released == 1
-
-
-def test_a_claim_abandoned_across_a_rebalance_is_not_released():
-    """Partitions left this process while its claim was out (issue 11): another owner
-    may have claimed the same attempt first and handed it to its client, which a
-    release would take back. The TTR times out a claim of ours that took effect."""
-    index = JobIndex()
-    pending = job(state=State.PENDING, attempts=2)
-    index.put(pending, 0, NOW)
-    engine = Engine(index, MayTakeEffect("not applied in time"))
-    engine.revoke_while_claiming = True
-    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
-
-    async def claim() -> None:
-        with pytest.raises(MayTakeEffect):
-            await gateway.claim_one(("q",))
-        await asyncio.sleep(0)
-
-    asyncio.run(claim())
-    assert engine.lane == [(core.StartAttempt(pending.id, 3), True)]
-    assert gateway.stats.released == 0
 
 
 def test_a_claim_never_written_is_not_released():
@@ -118,7 +96,7 @@ def test_a_claim_never_written_is_not_released():
             await gateway.claim_one(("q",))
 
     asyncio.run(claim())
-    assert engine.lane == [(core.StartAttempt(ready.id, 1), True)]
+    assert engine.lane == [core.StartAttempt(ready.id, 1)]
     assert gateway.stats.released == 0
 
 
@@ -153,15 +131,18 @@ def real_engine(write_timeout_ms: int):
 
 
 def test_submit_abandons_a_command_sent_but_not_acknowledged_by_its_deadline():
-    async def main() -> list[str]:
+    """Once Kafka takes it (late), with its position."""
+    async def main() -> list[int]:
         engine, producer = real_engine(write_timeout_ms=50)
-        abandoned: list[str] = []
+        abandoned: list[int] = []
         with pytest.raises(MayTakeEffect, match="may still take effect"):
-            await engine.submit(core.Delete(uuid.uuid4()), lambda: abandoned.append("x"))
-        assert producer.sent == 1
+            await engine.submit(core.Delete(uuid.uuid4()), abandoned.append)
+        assert producer.sent == 1 and abandoned == []  # not acknowledged yet
+        producer.gate.set_result(None)
+        await asyncio.sleep(0.01)
         return abandoned
 
-    assert asyncio.run(main()) == ["x"]
+    assert asyncio.run(main()) == [0]  # record 0, first in it
 
 
 def test_submit_does_not_abandon_a_command_withdrawn_before_it_left():
@@ -171,7 +152,7 @@ def test_submit_does_not_abandon_a_command_withdrawn_before_it_left():
         first = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4())))
         await asyncio.sleep(0.01)  # the first is on its way: the lane is busy
         with pytest.raises(NotWritten, match="retrying is safe"):
-            await engine.submit(core.Delete(uuid.uuid4()), lambda: abandoned.append("x"))
+            await engine.submit(core.Delete(uuid.uuid4()), abandoned.append)
         first.cancel()
         await asyncio.gather(first, return_exceptions=True)
         assert producer.sent == 1  # the second never left
@@ -189,14 +170,17 @@ def test_a_cancelled_submit_abandons_only_what_may_be_in_the_log(sent):
             blocker = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4())))
             await asyncio.sleep(0.01)
         task = asyncio.ensure_future(
-            engine.submit(core.Delete(uuid.uuid4()), lambda: abandoned.append("x")))
+            engine.submit(core.Delete(uuid.uuid4()), abandoned.append))
         await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert producer.sent == 1
-        if not sent:
+        if sent:
+            producer.gate.set_result(None)  # Kafka takes it
+            await asyncio.sleep(0.01)
+        else:
             blocker.cancel()
             await asyncio.gather(blocker, return_exceptions=True)
         return abandoned
 
-    assert asyncio.run(main()) == (["x"] if sent else [])
+    assert asyncio.run(main()) == ([0] if sent else [])

@@ -248,5 +248,5 @@ def handover_from(reply: bytes) -> Handover:
     words, payload = data_reply_fields(reply)
     job_id = uuid.UUID(words[0].decode())
     name, ttr_ms = words[1].decode("latin-1"), int(words[2])
-    release = core.ReleaseAttempt(job_id, int(words[3]), State(int(words[4])))
+    release = core.ReleaseAttempt(job_id, int(words[3]), State(int(words[4])), int(words[5]))
     return Handover(replies.lease_reply(job_id, name, ttr_ms, payload), release)

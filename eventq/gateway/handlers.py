@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Awaitable, Callable, Iterator
 
 from eventq import core
@@ -256,7 +257,7 @@ class Gateway:
         # A run's job has no TTL and lives only as long as the run (spec: it is deleted
         # when run returns, whatever the outcome): an add that may still take effect
         # after the run gave up is followed by its delete, or the job would stay for good.
-        ok_or_error(await self.engine.submit(command, on_abandoned=lambda: self._compensate(
+        ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: self._compensate(
             core.Delete(r.id), "the run's job stays until deleted")))
         try:
             done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
@@ -326,7 +327,8 @@ class Gateway:
         job, release = claim
         if peer_form:
             reply = replies.peer_lease_reply(
-                job.id, job.name, job.ttr_ms, release.attempt, int(release.state), job.payload)
+                job.id, job.name, job.ttr_ms, release.attempt, int(release.state),
+                release.claim, job.payload)
         else:
             reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
         return Handover(reply, release)
@@ -344,8 +346,10 @@ class Gateway:
         """Claim the best ready job with start-attempt; the processor grants it only if
         it is still ready at that attempt, so no attempt is ever handed out twice.
 
-        A claim this gateway gives up on while it may be in the log (deadline passed,
-        connection ended) is given back, so its attempt is not spent on nobody."""
+        A claim this gateway gives up on while it is in the log (deadline passed,
+        connection ended) is given back, so its attempt is not spent on nobody. The
+        give-back names the claim by its log position: it undoes that claim only, never
+        another process's claim of the same attempt (core.ReleaseAttempt)."""
         await self.engine.wait_ready()
         claimed = self.engine.claimed
         for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
@@ -353,43 +357,28 @@ class Gateway:
             if entry is None:
                 continue
             attempt = entry.attempts + 1
-            release = core.ReleaseAttempt(job_id, attempt, entry.state)
             claimed.add(job_id)
-            revocations = self.engine.revocations
             try:
                 applied = await self.engine.submit(
                     core.StartAttempt(job_id, attempt),
                     # while still claimed
-                    on_abandoned=lambda: self._give_back_unless_moved(release, revocations),
+                    on_abandoned=partial(self._give_back_claim, job_id, attempt, entry.state),
                 )
             finally:
                 claimed.discard(job_id)
             outcome = applied.outcome
             if isinstance(outcome, Accepted) and isinstance(outcome.event, AttemptStarted):
-                return applied.job, release
+                return applied.job, core.ReleaseAttempt(job_id, attempt, entry.state, applied.at)
             # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
         return None
 
-    def _give_back_unless_moved(self, release: core.ReleaseAttempt, revocations: int) -> None:
-        """Give back an abandoned claim, unless partitions left this process since it
-        was sent (issue 11). Then another process may own the job's partition and have
-        claimed the same attempt number; if its claim came first, it is the one a
-        release would end, handed to a client that holds it: a job leased twice. While
-        this process owns the partition throughout, its lane orders every claim of the
-        job (see give_back). A moved claim that took effect is timed out by its TTR."""
-        if self.engine.revocations == revocations:
-            self.give_back(release)
-        else:
-            log.warning("not giving back attempt %d of job %s: its partition may have moved "
-                        "while it was claimed; its TTR will time it out if it took effect",
-                        release.attempt, release.job_id)
+    def _give_back_claim(self, job_id: uuid.UUID, attempt: int, state: State, at: int) -> None:
+        """Give back an abandoned claim, the start-attempt at log position ``at``."""
+        self.give_back(core.ReleaseAttempt(job_id, attempt, state, at))
 
     def give_back(self, release: core.ReleaseAttempt) -> None:
-        """Append ``release`` (applied only if that attempt is still current and
-        unfinished). It is queued at once, before any lease this gateway starts after
-        this call: another client's claim of the same attempt number (possible once
-        the job left ``engine.claimed``) is written after it, so it can only ever
-        release the attempt that nobody received. The client's reply does not wait."""
+        """Append ``release`` (applied only while the job is as its claim left it). It
+        is queued at once; the client's reply does not wait."""
         self.stats.released += 1
         self._compensate(release, "its TTR will time the attempt out instead")
 

@@ -24,10 +24,13 @@ from eventq.core.machine import Outcome
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """What became of a command: the outcome, and the job after it (None if gone)."""
+    """What became of a command: the outcome, the job after it (None if gone), and the
+    command's log position (None when it was refused before it had one). A lease's
+    give-back names its claim by that position (core.ReleaseAttempt)."""
 
     outcome: Outcome
     job: Job | None
+    at: int | None = None
 
 
 class Waiters:

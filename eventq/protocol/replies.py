@@ -148,10 +148,11 @@ def ordered_job_blocks(jobs: Sequence[tuple[int, JobView]]) -> bytes:
 
 
 def peer_lease_reply(id: uuid.UUID, name: str, ttr_ms: int, attempt: int, prior_state: int,
-                     payload: bytes) -> bytes:
-    """lease in peer form (issue 11): ``<id> <name> <ttr> <attempt> <prior-state>
-    <size>``, so the asking gateway can give the attempt back if its client is gone."""
-    header = _line(canonical_id(id), name, ttr_ms, attempt, prior_state, len(payload))
+                     claim: int, payload: bytes) -> bytes:
+    """lease in peer form (issue 11): ``<id> <name> <ttr> <attempt> <prior-state> <claim>
+    <size>``, so the asking gateway can give the attempt back if its client is gone
+    (``claim``: the log position of the start-attempt, core.ReleaseAttempt)."""
+    header = _line(canonical_id(id), name, ttr_ms, attempt, prior_state, claim, len(payload))
     return _ok_count(1) + header + payload + _CRLF
 
 

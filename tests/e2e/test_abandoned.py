@@ -6,6 +6,7 @@ command was written."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import time
 import uuid
@@ -14,7 +15,7 @@ import pytest
 
 from eventq.rawclient import RawClient as Client
 from eventq.core import Delete, ReleaseAttempt, StartAttempt, State, decode_command
-from eventq.core.batch import split_record
+from eventq.core.batch import position, split_record
 from eventq.kafka.logreader import read_topic
 from eventq.errors import NotFound, ServerError, Timeout
 from support import ServerProcess
@@ -51,13 +52,21 @@ def waiting_with_no_attempt(fields: dict) -> bool:
 
 
 def commands_for(bootstrap: str, topic: str, job_id) -> list:
-    """Every command of ``job_id`` in the command log, in order (batches split)."""
-    found = []
+    """Every command of ``job_id`` in the command log, in order (batches split). A
+    give-back's claim, the log position of the start-attempt it names, is checked here
+    and left out (tests name the release by attempt and state)."""
+    found, positions = [], {}
     for record in read_topic(bootstrap, topic):
-        for data in split_record(record.value):
+        for index, data in enumerate(split_record(record.value)):
             command = decode_command(data).command
-            if command.job_id == job_id:
-                found.append(command)
+            if command.job_id != job_id:
+                continue
+            if isinstance(command, StartAttempt):
+                positions[command.attempt] = position(record.offset, index)
+            if isinstance(command, ReleaseAttempt):
+                assert command.claim == positions.get(command.attempt), command
+                command = dataclasses.replace(command, claim=None)
+            found.append(command)
     return found
 
 

@@ -1,0 +1,125 @@
+"""Bring an owned partition's local table up to its changelog's committed end, before it
+is served (ARCHITECTURE.md, "Fencing" and "The changelog").
+
+eventq recovers the partitions it owns itself, instead of faust: `eventq.jobs` is
+written in transactions (streams/transactions.py), so its last offsets are commit and
+abort markers that no reader is ever handed, and faust's recovery, which waits for a
+record at the changelog's last offset, would wait forever (faust-streaming 0.15.3 only
+copes in its exactly-once mode, after two 5 s timeouts: tables/recovery.py
+``detect_aborted_tx``). Here the records after the table's persisted offset are read up
+to the last stable offset, committed records only, and written in batches; the
+persisted offset then names the last stable offset's predecessor, so faust finds
+nothing to recover (``install`` makes sure it never tries).
+
+It runs after this process fenced the partition's previous owner, so the last stable
+offset is where the log ends: nobody else can commit to the partition any more.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from rocksdict import WriteBatch
+
+from eventq.kafka.logreader import end_offsets, read_batches
+from streams.store import FAUST_OFFSET_KEY
+
+log = logging.getLogger(__name__)
+
+WRITE_BATCH_RECORDS = 20_000
+
+
+@dataclass(frozen=True)
+class Recovered:
+    partition: int
+    records: int  # changelog records applied to the table
+    end: int  # the changelog's last stable offset
+    wiped: bool  # the table claimed records beyond the log's end: rebuilt from scratch
+    seconds: float
+
+
+def persisted_offset(db) -> int | None:
+    raw = db.get(FAUST_OFFSET_KEY)
+    return None if raw is None else int(raw)
+
+
+def recover_tables(bootstrap: str, topic: str, dbs: dict) -> list[Recovered]:
+    """Apply ``topic``'s committed records after each table's persisted offset, up to
+    the last stable offset ({partition: db}; blocking: run it in a thread)."""
+    began = time.monotonic()
+    ends = end_offsets(bootstrap, topic)
+    starts, wiped = {}, set()
+    for partition, db in dbs.items():
+        low, end = ends.get(partition, (0, 0))
+        persisted = persisted_offset(db)
+        if persisted is not None and persisted >= end:
+            # A table ahead of the log (the topic was recreated, or its tail truncated by
+            # an unclean leader election): what it holds is not a prefix of this log.
+            log.warning("partition %d's table says it holds changelog records up to %d, "
+                        "but the changelog ends at %d: rebuilding it from the changelog",
+                        partition, persisted, end)
+            wipe(db)
+            wiped.add(partition)
+            persisted = None
+        starts[partition] = low if persisted is None else persisted + 1
+    counts = dict.fromkeys(dbs, 0)
+    batches = {p: WriteBatch(raw_mode=True) for p in dbs}
+    pending = dict.fromkeys(dbs, 0)
+
+    def write(partition: int) -> None:
+        dbs[partition].write(batches[partition])
+        counts[partition] += pending[partition]
+        batches[partition], pending[partition] = WriteBatch(raw_mode=True), 0
+
+    behind = [p for p in dbs if starts[p] < ends.get(p, (0, 0))[1]]
+    if behind:
+        for messages in read_batches(bootstrap, topic, start=starts, partitions=behind,
+                                     ends={p: ends[p] for p in behind}):
+            for message in messages:
+                key = message.key()
+                if key is None:
+                    continue  # not a table record
+                partition, value = message.partition(), message.value()
+                if value is None:
+                    batches[partition].delete(key)
+                else:
+                    batches[partition].put(key, value)
+                pending[partition] += 1
+            for partition in behind:
+                if pending[partition] >= WRITE_BATCH_RECORDS:
+                    write(partition)
+    results = []
+    for partition in dbs:
+        end = ends.get(partition, (0, 0))[1]
+        if end > 0:  # faust resumes after this: nothing left to recover
+            batches[partition].put(FAUST_OFFSET_KEY, str(end - 1).encode())
+        write(partition)
+        results.append(Recovered(partition, counts[partition], end, partition in wiped,
+                                 time.monotonic() - began))
+    return results
+
+
+def wipe(db) -> None:
+    """Delete every key of a partition's table (its persisted offset too)."""
+    batch = WriteBatch(raw_mode=True)
+    for key in db.keys():
+        batch.delete(key)
+    db.write(batch)
+
+
+def install() -> None:
+    """faust never recovers an active partition's table (eventq does, above); its
+    standby copies it still keeps warm."""
+    from faust.tables.recovery import Recovery
+
+    if getattr(Recovery.need_recovery, "__eventq_original__", None) is not None:
+        return
+    original = Recovery.need_recovery
+
+    def need_recovery(self) -> bool:
+        return False
+
+    need_recovery.__eventq_original__ = original
+    Recovery.need_recovery = need_recovery

@@ -1,0 +1,477 @@
+"""The changelog of each owned partition, written in Kafka transactions of its own, with
+the command log's consumer offset committed in the same transaction (ARCHITECTURE.md,
+"Fencing" and "The changelog").
+
+Every owned partition ``p`` gets a transactional producer whose id is
+``<app id>.<changelog topic>.<p>``. Starting it fences: the broker bumps the id's epoch,
+aborts whatever the partition's previous owner left open, and refuses every later
+record, offset and commit of the previous owner's producer (``ProducerFenced``). A
+process that was paused or cut off while it owned ``p`` can therefore write nothing
+that a restore, a standby or a replay will ever read: every reader of `eventq.jobs` reads
+committed records only.
+
+A transaction holds the changelog records of the commands applied since the last
+commit, and the commit names the command log's next offset (``send_offsets_to_transaction``):
+the changelog and the consumer offset become visible together or not at all, so a
+committed offset never passes an unwritten changelog record.
+
+RocksDB is written before the changelog (the processor reads its own writes), so a
+transaction that does not commit leaves local writes the log does not have. Each
+partition therefore keeps the value every key had before the first write since the
+last commit (``_Undo``); an aborted or fenced transaction is rolled back from it, with
+faust's persisted offset, and the local table is exactly the committed changelog again:
+a later recovery (streams/table_recovery.py) continues from it, and whoever owns the
+partition next re-applies the uncommitted commands from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from rocksdict import WriteBatch
+
+from eventq.limits import KAFKA_MESSAGE_BYTES
+from streams.store import FAUST_OFFSET_KEY, JobStore
+
+log = logging.getLogger(__name__)
+
+COMMIT_INTERVAL_S = 1.0  # how often each partition's transaction is committed
+COMMIT_TIMEOUT_S = 30.0  # a commit Kafka does not finish by then: the transaction is lost
+# Giving partitions up in a rebalance: the group waits for this process, so a commit
+# that cannot finish soon is rolled back instead (the next owner re-applies the tail).
+RELEASE_COMMIT_TIMEOUT_S = 3.0
+START_TIMEOUT_S = 30.0  # to fence the previous owner and begin (brokers may be moving)
+CLOSE_TIMEOUT_S = 5.0  # a producer given up is closed in the background within this
+TRANSACTION_TIMEOUT_MS = 60_000  # the broker aborts a transaction left open this long
+
+Records = list[tuple[bytes, "bytes | None"]]
+
+
+def describe(error: BaseException) -> str:
+    """An error as a log line can show it (asyncio's TimeoutError says nothing)."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class ChangelogLost(Exception):
+    """A partition's transaction cannot commit (fenced, or Kafka failed it): what was
+    applied since its last commit is rolled back and re-applied by its next owner."""
+
+
+def transactional_id(app_id: str, changelog_topic: str, partition: int) -> str:
+    """One id per changelog partition, the same in every process of the app: whoever
+    starts it fences whoever held it before."""
+    return f"{app_id}.{changelog_topic}.{partition}"
+
+
+@dataclass
+class _Undo:
+    """The value each key had before this partition's uncommitted writes (None: absent),
+    and faust's persisted offset then."""
+
+    before: dict[bytes, bytes | None] = field(default_factory=dict)
+    persisted: bytes | None = None
+
+    def capture(self, db, records: Records) -> None:
+        before = self.before
+        for key, _ in records:
+            if key not in before:
+                before[key] = db.get(key)
+
+    def merged_under(self, older: "_Undo") -> "_Undo":
+        """Both uncommitted spans as one: the older span's before-values win."""
+        return _Undo({**self.before, **older.before}, older.persisted)
+
+    def write_back(self, db) -> int:
+        batch = WriteBatch(raw_mode=True)
+        for key, value in self.before.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        if self.persisted is None:
+            batch.delete(FAUST_OFFSET_KEY)
+        else:
+            batch.put(FAUST_OFFSET_KEY, self.persisted)
+        db.write(batch)
+        return len(self.before)
+
+
+class PartitionChangelog:
+    """One owned partition's changelog transaction."""
+
+    def __init__(self, partition: int, producer, store: JobStore, topic: str,
+                 commands_topic: str, group_id: str) -> None:
+        self.partition = partition
+        self._producer = producer
+        self._store = store
+        self._topic = topic
+        self._commands_tp = TopicPartition(commands_topic, partition)
+        self._group_id = group_id
+        self._undo = _Undo()
+        self._committing_undo: _Undo | None = None
+        self._pending: list[Records] = []  # handed in while a commit was under way
+        self._last_offset: int | None = None  # of the open transaction's records
+        self._committing = False
+        self.open = False  # a transaction was begun: what it holds can be committed
+        # Commits and aborts take turns: an abort that rolled the table back under a
+        # commit that then succeeded would leave it behind its own changelog.
+        self._turn = asyncio.Lock()
+        self.failure: BaseException | None = None
+        self.committed_offset: int | None = None  # the command log's, last committed
+        self.commits = 0
+        self.records = 0
+
+    # --- life ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fence the partition's previous owner (the producer's InitProducerId)."""
+        async with asyncio.timeout(START_TIMEOUT_S):
+            await self._producer.start()
+
+    async def begin(self) -> None:
+        """Open the first transaction, once the table is recovered: what is written from
+        now on is undone back to this. Once only (a second call would forget the undo of
+        what was written since)."""
+        if self.open:
+            return
+        self._undo = _Undo(persisted=self._db().get(FAUST_OFFSET_KEY))
+        await self._producer.begin_transaction()
+        self.open = True
+
+    async def close(self) -> None:
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await self._producer.stop()
+        except BaseException as error:  # fenced or Kafka gone: nothing of ours is pending
+            log.debug("closing the changelog producer of partition %d: %s",
+                      self.partition, error)
+
+    def _db(self):
+        return self._store.db(self.partition)
+
+    # --- writing ---------------------------------------------------------------
+
+    def store(self, records: Records) -> None:
+        """Write ``records`` (key, value or None) to the local table, remembering what
+        they overwrite until the transaction that logs them commits."""
+        db = self._db()
+        self._undo.capture(db, records)
+        self._store.write_batch(self.partition, records)
+
+    async def send(self, records: Records) -> None:
+        """Queue ``records`` in the open transaction, in this order (during a commit,
+        in the next one). Raises ChangelogLost once the transaction cannot commit."""
+        if self.failure is not None:
+            raise ChangelogLost(describe(self.failure))
+        if self._committing:
+            self._pending.append(records)
+            return
+        await self._send(records)
+
+    async def _send(self, records: Records) -> None:
+        producer = self._producer
+        batch = producer.create_batch()
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                await self._send_batch(batch)
+                batch = producer.create_batch()
+                # The first record always fits a new batch, whatever its size.
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    raise RuntimeError(f"a changelog record for {key!r} fits no batch")
+        await self._send_batch(batch)
+
+    async def _send_batch(self, batch) -> None:
+        count = batch.record_count()
+        if not count:
+            return
+        batch.close()
+        try:
+            future = await self._producer.send_batch(batch, self._topic, partition=self.partition)
+        except Exception as error:
+            self._fail(error)
+            raise ChangelogLost(describe(error)) from error
+        self.records += count
+        future.add_done_callback(lambda done: self._acknowledged(done, count))
+
+    def _acknowledged(self, future, count: int) -> None:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() or error is not None:
+            self._fail(error or RuntimeError("cancelled"))
+            return
+        last = future.result().offset + count - 1
+        if self._last_offset is None or last > self._last_offset:
+            self._last_offset = last
+
+    def _fail(self, error: BaseException) -> None:
+        if self.failure is None:
+            self.failure = error
+
+    # --- committing --------------------------------------------------------------
+
+    async def commit(self, next_offset: int, timeout_s: float = COMMIT_TIMEOUT_S) -> bool:
+        """Commit what was sent so far with the command log's ``next_offset``, then open
+        the next transaction (after any commit under way). False if nothing is new.
+        Raises ChangelogLost if the transaction cannot commit within ``timeout_s``."""
+        async with self._turn:
+            return await self._commit(next_offset, timeout_s)
+
+    async def _commit(self, next_offset: int, timeout_s: float) -> bool:
+        if self.failure is not None:
+            raise ChangelogLost(describe(self.failure))
+        if not self.open or next_offset == self.committed_offset:
+            return False
+        # Until the next transaction is open, records handed in wait in _pending: the
+        # producer takes none between a commit and the next begin.
+        self._committing = True
+        self._committing_undo, self._undo = self._undo, _Undo()
+        try:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._producer.send_offsets_to_transaction(
+                        {self._commands_tp: OffsetAndMetadata(next_offset, "")},
+                        self._group_id)
+                    await self._producer.commit_transaction()
+            except Exception as error:
+                self._fail(error)
+                raise ChangelogLost(describe(error)) from error
+            self._committed(next_offset)
+            await self._begin_next()
+        finally:
+            self._committing = False
+        return True
+
+    def _committed(self, next_offset: int) -> None:
+        """What the transaction held is in the log: remember faust's persisted offset
+        (where a later recovery resumes) and forget the undo. Unless the table was rolled
+        back while the commit was under way (the partition was given up meanwhile): then
+        the persisted offset stays before these records, and a later recovery reads
+        them back from the changelog."""
+        if self.failure is not None:
+            raise ChangelogLost(f"given up while committing: {describe(self.failure)}")
+        assert self._committing_undo is not None
+        if self._last_offset is not None:
+            persisted = str(self._last_offset).encode()
+            self._db().put(FAUST_OFFSET_KEY, persisted)
+            self._last_offset = None
+            self._undo.persisted = persisted
+        else:
+            self._undo.persisted = self._committing_undo.persisted
+        self._committing_undo = None
+        self.committed_offset = next_offset
+        self.commits += 1
+
+    async def _begin_next(self) -> None:
+        try:
+            await self._producer.begin_transaction()
+            while self._pending:  # more may come in while these are sent
+                pending, self._pending = self._pending, []
+                for records in pending:
+                    await self._send(records)
+        except ChangelogLost:
+            raise
+        except Exception as error:
+            self._fail(error)
+            raise ChangelogLost(describe(error)) from error
+
+    # --- giving up ---------------------------------------------------------------
+
+    def abort(self) -> int:
+        """Give the open transaction up and roll the local table back to the last
+        commit; returns the keys rolled back. Kafka is not asked to abort it: whoever
+        takes the partition next fences this producer, which aborts it (and so does the
+        broker, after TRANSACTION_TIMEOUT_MS). A commit still under way may yet succeed:
+        then its records are in the changelog and the table reads them back from there
+        (``_committed``)."""
+        self._fail(ChangelogLost("given up"))
+        return self.roll_back()
+
+    def roll_back(self) -> int:
+        undo = self._undo
+        if self._committing_undo is not None:
+            undo = undo.merged_under(self._committing_undo)
+            self._committing_undo = None
+        self._undo = _Undo(persisted=undo.persisted)
+        self._pending.clear()
+        return undo.write_back(self._db())
+
+
+class Changelogs:
+    """The changelog transactions of the partitions this process owns."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        app_id: str,
+        topic: str,
+        commands_topic: str,
+        store: JobStore,
+        on_lost: Callable[[int, BaseException], None],
+        producer_factory: Callable[[str], object] | None = None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._app_id = app_id
+        self._topic = topic
+        self._commands_topic = commands_topic
+        self._store = store
+        self._on_lost = on_lost
+        self._new_producer = producer_factory or self._aiokafka_producer
+        self._logs: dict[int, PartitionChangelog] = {}
+        self.unclean = False  # a rollback failed: the local tables cannot be trusted
+        self._released_records = 0
+        self._released_commits = 0
+        self._closing: set[asyncio.Task] = set()  # producers given up, being closed
+
+    @property
+    def records(self) -> int:
+        """Changelog records sent, over every partition this process owned."""
+        return self._released_records + sum(log_.records for log_ in self._logs.values())
+
+    @property
+    def commits(self) -> int:
+        return self._released_commits + sum(log_.commits for log_ in self._logs.values())
+
+    def _aiokafka_producer(self, txn_id: str):
+        from aiokafka import AIOKafkaProducer
+
+        return AIOKafkaProducer(
+            bootstrap_servers=[s.strip() for s in self._bootstrap.split(",") if s.strip()],
+            client_id=txn_id,
+            transactional_id=txn_id,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+            linger_ms=0,
+            max_request_size=KAFKA_MESSAGE_BYTES,
+            # One batch holds a whole applied record's states; a smaller one makes the
+            # next send wait for the last to drain.
+            max_batch_size=KAFKA_MESSAGE_BYTES // 4,
+        )
+
+    def owned(self) -> frozenset[int]:
+        return frozenset(self._logs)
+
+    def log_of(self, partition: int) -> PartitionChangelog:
+        try:
+            return self._logs[partition]
+        except KeyError:
+            raise ChangelogLost(f"partition {partition} is not owned here") from None
+
+    async def take(self, partitions) -> None:
+        """Start (fence) a transactional producer for each partition not yet taken, in
+        parallel."""
+        new = [p for p in partitions if p not in self._logs]
+        logs = [
+            PartitionChangelog(
+                p, self._new_producer(transactional_id(self._app_id, self._topic, p)),
+                self._store, self._topic, self._commands_topic, self._app_id)
+            for p in new
+        ]
+        results = await asyncio.gather(*(log_.start() for log_ in logs), return_exceptions=True)
+        failed = [(log_, r) for log_, r in zip(logs, results) if isinstance(r, BaseException)]
+        for log_ in logs:
+            self._logs[log_.partition] = log_
+        if failed:
+            log_, error = failed[0]
+            raise ChangelogLost(
+                f"could not start the changelog transaction of partition {log_.partition}: "
+                f"{type(error).__name__}: {error}")
+
+    async def begin(self) -> None:
+        """Open the first transaction of each partition taken and not begun."""
+        await asyncio.gather(*(log_.begin() for log_ in self._logs.values() if not log_.open))
+
+    async def persist(self, partition: int, records: Records) -> None:
+        """Store one applied batch's records: the local table now, the changelog in the
+        partition's open transaction. Never raises: a lost transaction is reported to
+        ``on_lost`` (the local write stays until it is rolled back)."""
+        log_ = self._logs.get(partition)
+        if log_ is None:
+            self._on_lost(partition, ChangelogLost(f"partition {partition} is not owned here"))
+            return
+        log_.store(records)
+        try:
+            await log_.send(records)
+        except ChangelogLost as error:
+            self._on_lost(partition, error)
+
+    async def commit(self, next_offsets: dict[int, int]) -> None:
+        """Commit each partition's transaction with its command log's next offset."""
+        async def one(partition: int, offset: int) -> None:
+            log_ = self._logs.get(partition)
+            if log_ is None:
+                return
+            try:
+                await log_.commit(offset)
+            except ChangelogLost as error:
+                if self._logs.get(partition) is log_:  # not given up meanwhile
+                    self._on_lost(partition, error)
+
+        await asyncio.gather(*(one(p, o) for p, o in next_offsets.items()))
+
+    def failed(self) -> dict[int, BaseException]:
+        return {p: log_.failure for p, log_ in self._logs.items()
+                if log_.failure is not None}
+
+    async def release(self, partitions, next_offsets: dict[int, int] | None) -> None:
+        """Give ``partitions`` up: commit them with ``next_offsets`` (None: this process
+        may no longer commit) or else roll them back, and close their producers."""
+        logs = [self._logs.pop(p) for p in sorted(partitions) if p in self._logs]
+
+        async def one(log_: PartitionChangelog) -> None:
+            committed = False
+            offset = None if next_offsets is None else next_offsets.get(log_.partition)
+            if offset is not None and log_.failure is None:
+                try:
+                    await log_.commit(offset, RELEASE_COMMIT_TIMEOUT_S)
+                    committed = True
+                except ChangelogLost as error:
+                    log.warning("partition %d: the last commit before giving it up "
+                                "failed (%s); rolling back", log_.partition, error)
+            if not committed:
+                self._roll_back(log_, self._aborted(log_))
+            self._released_records += log_.records
+            self._released_commits += log_.commits
+            self._close_in_background(log_)
+
+        await asyncio.gather(*(one(log_) for log_ in logs))
+
+    def _close_in_background(self, log_: PartitionChangelog) -> None:
+        task = asyncio.ensure_future(log_.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _aborted(self, log_: PartitionChangelog) -> int | None:
+        try:
+            return log_.abort()
+        except Exception as error:  # the table could not be written back
+            log.critical("partition %d: rolling back its uncommitted writes failed (%s: %s); "
+                         "the next start rebuilds every table from the log",
+                         log_.partition, type(error).__name__, error)
+            self.unclean = True
+            return None
+
+    @staticmethod
+    def _roll_back(log_: PartitionChangelog, keys: int | None) -> None:
+        if keys:
+            log.info("partition %d: rolled back %d keys written since its last commit "
+                     "(command log offset %s)", log_.partition, keys, log_.committed_offset)
+
+    async def release_all(self, next_offsets: dict[int, int] | None) -> None:
+        await self.release(list(self._logs), next_offsets)
+
+
+def commit_loop(changelogs: Changelogs, next_offsets: Callable[[], dict[int, int]],
+                may_commit: Callable[[], bool],
+                interval_s: float = COMMIT_INTERVAL_S) -> Callable[[], Awaitable[None]]:
+    """The periodic commit: every ``interval_s``, while ``may_commit()`` (the lease
+    holds and nothing was lost), each partition with newly applied commands commits."""
+    async def run() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            if may_commit():
+                await changelogs.commit(next_offsets())
+    return run

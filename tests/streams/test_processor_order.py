@@ -1,0 +1,185 @@
+"""The processor applies a partition's records in offset order, each once, and only
+while this process holds its partitions (streams/processor.py ``handle``): a record
+before the next one was applied already, one after it means records were skipped (the
+partition is read again from the one expected), and an expired lease stops every apply
+and reports the loss."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from eventq.core import Add, decode_state, encode_command
+from eventq.gateway.waiters import Waiters
+from eventq.indexes import JobIndex
+from streams.processor import Ownership, Processor
+
+AT_S = 1_800_000_000.0
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: float = AT_S
+
+
+class MemoryStore:
+    """What the processor reads of the table: a dict per partition."""
+
+    def __init__(self) -> None:
+        self.tables: dict[int, dict[bytes, bytes]] = {}
+        self.active = frozenset({0})
+
+    def read(self, partition: int, key: bytes):
+        return self.tables.get(partition, {}).get(key)
+
+    def decode(self, raw: bytes, partition: int, key: bytes):
+        return decode_state(raw)[1]
+
+    async def persist(self, partition: int, records) -> None:
+        table = self.tables.setdefault(partition, {})
+        for key, value in records:
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
+
+
+class Held(Ownership):
+    def __init__(self) -> None:
+        self.held = True
+        self.losses: list[str] = []
+        self.reads_again: list[tuple[int, int]] = []
+
+    def holds(self) -> bool:
+        return self.held
+
+    def lost(self, reason: str) -> None:
+        self.losses.append(reason)
+
+    async def log_start(self, partition: int) -> int | None:
+        return 0
+
+    async def read_again(self, partition: int, offset: int) -> None:
+        self.reads_again.append((partition, offset))
+
+
+def add_record(n: int) -> bytes:
+    return encode_command(Add(uuid.UUID(int=n, version=4), "q", 1000, 60_000, b"p%d" % n))
+
+
+def processor(store: MemoryStore, ownership: Held) -> Processor:
+    return Processor(store, JobIndex(), Waiters(), "node", lambda deadline: None,
+                     store.persist, ownership=ownership)
+
+
+def jobs(store: MemoryStore) -> int:
+    return sum(1 for key in store.tables.get(0, {}) if len(key) == 36)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_records_apply_in_order_from_where_the_partition_resumed():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        await p.handle(Message("c", 0, 4), add_record(4))  # before any resume: not ours
+        p.resumed_at({0: 5})
+        for offset in (5, 6, 7):
+            await p.handle(Message("c", 0, offset), add_record(offset))
+
+    run(scenario())
+    assert jobs(store) == 3 and p.next_offsets() == {0: 8}
+    assert p.counters.skipped == 1
+
+
+def test_a_record_delivered_again_is_not_applied_again():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        await p.handle(Message("c", 0, 0), add_record(0))
+        before = dict(store.tables[0])
+        await p.handle(Message("c", 0, 0), add_record(0))
+        return before
+
+    before = run(scenario())
+    assert store.tables[0] == before and p.counters.skipped == 1
+
+
+def test_a_gap_is_never_applied_over_the_partition_is_read_again():
+    """faust's fetcher moved past records it never handed over (the catch-up stall of
+    issue 15): the record after the gap waits until the missing ones arrive."""
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        p.resumed_at({0: 10})
+        await p.handle(Message("c", 0, 10), add_record(10))
+        await p.handle(Message("c", 0, 13), add_record(13))  # 11 and 12 were skipped
+        await p.handle(Message("c", 0, 14), add_record(14))  # fetched before the seek
+        for offset in (11, 12, 13, 14):  # read again
+            await p.handle(Message("c", 0, offset), add_record(offset))
+
+    run(scenario())
+    assert held.reads_again == [(0, 11)]  # once, not once per stale record
+    assert jobs(store) == 5 and p.next_offsets() == {0: 15}
+
+
+def test_records_deleted_by_retention_are_passed_over_with_an_error():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def log_start(partition: int) -> int:
+        return 20
+
+    held.log_start = log_start
+
+    async def scenario():
+        p.resumed_at({0: 3})
+        await p.handle(Message("c", 0, 20), add_record(20))
+
+    run(scenario())
+    assert held.reads_again == [] and jobs(store) == 1
+
+
+def test_an_expired_lease_stops_every_apply_until_resumed():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        await p.handle(Message("c", 0, 0), add_record(0))
+        held.held = False  # paused past the session: the partitions may be elsewhere
+        await p.handle(Message("c", 0, 1), add_record(1))
+        held.held = True  # a heartbeat got through: still, nothing until resumed
+        await p.handle(Message("c", 0, 2), add_record(2))
+        assert len(held.losses) == 1 and p.suspended
+        p.resumed_at({0: 1})  # after the rebalance, from the committed offset
+        await p.handle(Message("c", 0, 1), add_record(1))
+
+    run(scenario())
+    assert jobs(store) == 2 and not p.suspended
+
+
+def test_a_forgotten_partition_applies_nothing_and_releases_its_waiters():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        waiting = asyncio.ensure_future(p.applied(0, 5))
+        await asyncio.sleep(0)
+        p.forget([0])
+        await asyncio.wait_for(waiting, 1)
+        await p.handle(Message("c", 0, 0), add_record(0))
+
+    run(scenario())
+    assert jobs(store) == 0 and p.next_offsets() == {}

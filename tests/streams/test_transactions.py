@@ -1,0 +1,201 @@
+"""The changelog in transactions (streams/transactions.py), against a real broker: what
+a commit makes visible, what a fenced owner can no longer write, and the rollback of the
+local table to the last commit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+from rocksdict import Options, Rdict, WriteBatch
+
+from eventq.kafka.logreader import read_topic
+from eventq.kafka.topics import TopicSpec, ensure_topics
+from streams.store import FAUST_OFFSET_KEY
+from streams.transactions import ChangelogLost, Changelogs, _Undo
+
+pytestmark = [pytest.mark.kafka]
+
+
+class Tables:
+    """The two things a PartitionChangelog asks of the store: a partition's DB, and an
+    atomic write of records to it (streams/store.py JobStore.write_batch)."""
+
+    def __init__(self, path) -> None:
+        self._path = path
+        self._dbs: dict[int, Rdict] = {}
+
+    def db(self, partition: int) -> Rdict:
+        if partition not in self._dbs:
+            # raw keys and values, as faust opens its tables (streams/store.py)
+            self._dbs[partition] = Rdict(str(self._path / f"p{partition}"),
+                                         options=Options(raw_mode=True))
+        return self._dbs[partition]
+
+    def write_batch(self, partition: int, records) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for key, value in records:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self.db(partition).write(batch)
+
+    def close(self) -> None:
+        for db in self._dbs.values():
+            db.close()
+
+
+@pytest.fixture
+def tables(tmp_path):
+    made = Tables(tmp_path)
+    yield made
+    made.close()
+
+
+def make_topics(bootstrap: str, prefix: str) -> tuple[str, str]:
+    jobs, commands = f"{prefix}.jobs", f"{prefix}.commands"
+    ensure_topics(bootstrap, [
+        TopicSpec(jobs, 2, 1, {"cleanup.policy": "compact"}),
+        TopicSpec(commands, 2, 1, {}),
+    ])
+    return jobs, commands
+
+
+def changelogs(bootstrap, tables, jobs, commands, app_id, lost) -> Changelogs:
+    return Changelogs(bootstrap=bootstrap, app_id=app_id, topic=jobs, commands_topic=commands,
+                      store=tables, on_lost=lambda p, error: lost.append((p, error)))
+
+
+async def committed_offset(bootstrap: str, group: str, topic: str, partition: int):
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return await consumer.committed(TopicPartition(topic, partition))
+    finally:
+        await consumer.stop()
+
+
+def committed_records(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    return [(r.partition, r.key, r.value) for r in read_topic(bootstrap, topic)]
+
+
+def eventually_committed(bootstrap: str, topic: str, expected, timeout_s: float = 10.0):
+    """The committed records once they are ``expected``: a commit's markers reach the
+    partitions just after the commit returns (the coordinator writes them), and readers
+    of committed records see the records only then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = committed_records(bootstrap, topic)
+        if records == expected or time.monotonic() > deadline:
+            return records
+        time.sleep(0.1)
+
+
+def test_a_commit_makes_records_and_the_offset_visible_together(kafka_bootstrap, topic_prefix, tables):
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    lost = []
+
+    async def scenario():
+        logs = changelogs(kafka_bootstrap, tables, jobs, commands, topic_prefix, lost)
+        await logs.take([0])
+        await logs.begin()
+        await logs.persist(0, [(b"a", b"A1"), (b"b", b"B1")])
+        assert committed_records(kafka_bootstrap, jobs) == []  # not yet committed
+        await logs.commit({0: 7})
+        expected = [(0, b"a", b"A1"), (0, b"b", b"B1")]
+        assert await asyncio.to_thread(eventually_committed, kafka_bootstrap, jobs, expected) == expected
+        assert await committed_offset(kafka_bootstrap, topic_prefix, commands, 0) == 7
+        await logs.persist(0, [(b"a", None)])
+        await logs.release_all({0: 9})
+        return logs
+
+    logs = asyncio.run(scenario())
+    assert lost == []
+    expected = [(0, b"a", b"A1"), (0, b"b", b"B1"), (0, b"a", None)]
+    assert eventually_committed(kafka_bootstrap, jobs, expected) == expected
+    assert tables.db(0).get(b"a") is None and tables.db(0).get(b"b") == b"B1"
+    assert int(tables.db(0)[FAUST_OFFSET_KEY]) >= 2  # the last committed record's offset
+    assert logs.commits == 2 and logs.records == 3
+
+
+def test_a_fenced_owner_writes_nothing_more_and_rolls_its_table_back(kafka_bootstrap, topic_prefix, tmp_path):
+    """Two processes believe they own partition 0 (the first was paused past its session):
+    the second one's start fences the first. Nothing the first wrote after its last
+    commit is ever read, and its table is as its last commit left it."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    old_tables, new_tables = Tables(tmp_path / "old"), Tables(tmp_path / "new")
+    lost_old, lost_new = [], []
+
+    async def scenario():
+        old = changelogs(kafka_bootstrap, old_tables, jobs, commands, topic_prefix, lost_old)
+        await old.take([0])
+        await old.begin()
+        await old.persist(0, [(b"job", b"added")])
+        await old.commit({0: 1})
+        committed_offset_key = old_tables.db(0)[FAUST_OFFSET_KEY]
+        await old.persist(0, [(b"job", b"completed"), (b"other", b"added")])  # not committed
+        new = changelogs(kafka_bootstrap, new_tables, jobs, commands, topic_prefix, lost_new)
+        await new.take([0])  # fences the old owner: its open transaction is aborted
+        await new.begin()
+        await old.persist(0, [(b"job", b"deleted-late")])  # the paused one wakes up
+        await old.commit({0: 3})
+        assert lost_old and {p for p, _ in lost_old} == {0}
+        await old.release_all(None)  # what the steward does once it lost them
+        await new.persist(0, [(b"job", b"leased")])
+        await new.commit({0: 2})
+        await new.release_all({0: 2})
+        return committed_offset_key
+
+    try:
+        persisted = asyncio.run(scenario())
+        expected = [(0, b"job", b"added"), (0, b"job", b"leased")]
+        assert eventually_committed(kafka_bootstrap, jobs, expected) == expected
+        assert asyncio.run(committed_offset(kafka_bootstrap, topic_prefix, commands, 0)) == 2
+        assert old_tables.db(0).get(b"job") == b"added"  # rolled back to its commit
+        assert old_tables.db(0).get(b"other") is None
+        assert old_tables.db(0)[FAUST_OFFSET_KEY] == persisted
+        assert lost_new == []
+    finally:
+        old_tables.close()
+        new_tables.close()
+
+
+def test_a_rollback_during_a_commit_restores_both_uncommitted_spans(tables):
+    """Writes made while a commit is under way belong to the next transaction: if that
+    commit fails too, both spans are undone, the older before-values winning."""
+    db = tables.db(0)
+    db[b"k"] = b"v0"
+    db[FAUST_OFFSET_KEY] = b"41"
+    older = _Undo(persisted=b"41")
+    older.capture(db, [(b"k", b"v1"), (b"new", b"x")])
+    tables.write_batch(0, [(b"k", b"v1"), (b"new", b"x")])
+    newer = _Undo()
+    newer.capture(db, [(b"k", b"v2"), (b"later", b"y")])
+    tables.write_batch(0, [(b"k", b"v2"), (b"later", b"y")])
+    db[FAUST_OFFSET_KEY] = b"50"
+    assert newer.merged_under(older).write_back(db) == 3
+    assert db.get(b"k") == b"v0" and db.get(b"new") is None and db.get(b"later") is None
+    assert db[FAUST_OFFSET_KEY] == b"41"
+
+
+def test_a_commit_while_nothing_was_applied_since_is_skipped(kafka_bootstrap, topic_prefix, tables):
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+
+    async def scenario():
+        logs = changelogs(kafka_bootstrap, tables, jobs, commands, topic_prefix, [])
+        await logs.take([1])
+        await logs.begin()
+        log_ = logs.log_of(1)
+        await logs.persist(1, [(b"x", b"1")])
+        assert await log_.commit(5) is True
+        assert await log_.commit(5) is False  # nothing new
+        await logs.release_all(None)
+        with pytest.raises(ChangelogLost):
+            logs.log_of(1)
+
+    asyncio.run(scenario())
