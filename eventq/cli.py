@@ -28,7 +28,16 @@ def fail(message: str) -> int:
 
 
 def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.kafka.supervise import stop_supervisor
+
     nodes = settings.broker_nodes
+    if any(broker.running_pid(config) is None for config in nodes):
+        # A running supervisor may be restarting a node that is down right now: two
+        # starts of one node would fight over its ports and pid file.
+        paused = stop_supervisor(settings)
+        if paused is not None:
+            say(f"Kafka supervisor (pid {paused}) stopped while the nodes that are down "
+                "start; it is started again once they run")
     try:
         results = broker.start_cluster(nodes)
     except broker.BrokerError as error:
@@ -47,10 +56,33 @@ def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     if len(nodes) > 1:
         say(f"bootstrap servers: {settings.kafka_bootstrap} (pass them to other eventq "
             f"commands with --brokers {len(nodes)} or --bootstrap)")
+    return start_kafka_supervisor(settings)
+
+
+def start_kafka_supervisor(settings: Settings) -> int:
+    from eventq.kafka.supervise import SupervisorError, start_supervisor, supervisor_log_file
+
+    try:
+        pid, already_running = start_supervisor(settings)
+    except SupervisorError as error:
+        return fail(str(error))
+    if already_running:
+        say(f"Kafka supervisor already running (pid {pid}); nothing to do")
+    else:
+        say(f"Kafka supervisor started (pid {pid}): it restarts a node that dies; "
+            f"log in {supervisor_log_file(settings)}")
     return EXIT_OK
 
 
 def cmd_kafka_stop(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.kafka.supervise import stop_supervisor
+
+    # The supervisor first, or it would restart the nodes being stopped.
+    pid = stop_supervisor(settings)
+    if pid is not None:
+        say(f"Kafka supervisor (pid {pid}) stopped")
+    else:
+        say("Kafka supervisor was not running; nothing to do")
     for config in settings.broker_nodes:
         if broker.stop(config):
             say(f"Kafka on {config.bootstrap} stopped")
@@ -60,6 +92,8 @@ def cmd_kafka_stop(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_kafka_status(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.kafka.supervise import supervisor_log_file, supervisor_pid
+
     code = EXIT_OK
     for config in settings.broker_nodes:
         state = broker.status(config)
@@ -69,7 +103,20 @@ def cmd_kafka_status(settings: Settings, args: argparse.Namespace) -> int:
             continue
         answering = "answering" if state.answering else "NOT answering yet"
         say(f"Kafka is running on {state.bootstrap} (pid {state.pid}), {answering}")
+    pid = supervisor_pid(settings)
+    if pid is not None:
+        say(f"Kafka supervisor is running (pid {pid}): it restarts a node that dies; "
+            f"log in {supervisor_log_file(settings)}")
+    else:
+        say("Kafka supervisor is not running: a node that dies stays down "
+            "(eventq kafka start starts it)")
     return code
+
+
+def cmd_kafka_supervise(settings: Settings, args: argparse.Namespace) -> int:
+    from eventq.kafka.supervise import run_supervisor
+
+    return run_supervisor(settings)
 
 
 # --- topics ------------------------------------------------------------------------
@@ -102,34 +149,42 @@ def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
-    """Start Kafka (if local), create the topics, and serve until Ctrl-C: one eventq
-    process, or ``--processes N`` of them on consecutive ports (issue 11)."""
-    started: list[broker.BrokerConfig] = []
-    if settings.uses_local_broker:
-        nodes = settings.broker_nodes
-        try:
-            results = broker.start_cluster(nodes)
-        except broker.BrokerError as error:
-            return fail(str(error))
-        started = [c for c, r in zip(nodes, results) if not r.already_running]
-        say(f"Kafka {'started' if started else 'already running'} on "
-            f"{settings.kafka_bootstrap}")
-    try:
-        if not create_topics(settings):
-            return fail("existing topics differ from what eventq needs")
-        if settings.processes > 1:
-            from eventq.up import serve_processes
+    """Start Kafka (if local), create the topics, and serve until Ctrl-C or SIGTERM: one
+    eventq process, or ``--processes N`` of them on consecutive ports (issue 11), each a
+    supervised child restarted if it dies, as is a Kafka node this command started."""
+    from eventq.supervisor import stop_on_signals
+    from eventq.up import interrupt_on_sigterm, serve_processes
 
-            return serve_processes(settings)
-        return serve(settings)
+    interrupt_on_sigterm()
+    nodes = settings.broker_nodes if settings.uses_local_broker else []
+    # Known before starting them, so that a start cut short by Ctrl-C is stopped too.
+    started = [config for config in nodes if broker.running_pid(config) is None]
+    try:
+        if nodes:
+            try:
+                broker.start_cluster(nodes)
+            except broker.BrokerError as error:
+                started = []  # start_cluster stopped the ones it launched
+                return fail(str(error))
+            say(f"Kafka {'started' if started else 'already running'} on "
+                f"{settings.kafka_bootstrap}")
+        try:
+            topics_fit = create_topics(settings)
+        except Exception as error:  # KafkaException: no broker answers
+            return fail(f"cannot create topics on {settings.kafka_bootstrap}: {error}. "
+                        "Is --bootstrap right, and does Kafka run there?")
+        if not topics_fit:
+            return fail("existing topics differ from what eventq needs")
+        return serve_processes(settings, brokers_started=started, cluster=nodes)
     except KeyboardInterrupt:
         return EXIT_OK
     finally:
         if started:
-            say("stopping the Kafka broker this command started ...")
-            for config in started:
-                broker.stop(config)
-            say("Kafka stopped")
+            with stop_on_signals():  # a second Ctrl-C must not leave a broker half stopped
+                say("stopping the Kafka broker this command started ...")
+                for config in started:
+                    broker.stop(config)
+                say("Kafka stopped")
 
 
 def serve(settings: Settings) -> int:
@@ -266,9 +321,15 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    _subcommand(kafka_commands, "start", cmd_kafka_start, "start the broker (idempotent)")
-    _subcommand(kafka_commands, "stop", cmd_kafka_stop, "stop the broker (idempotent)")
-    _subcommand(kafka_commands, "status", cmd_kafka_status, "tell whether the broker runs")
+    _subcommand(kafka_commands, "start", cmd_kafka_start,
+                "start the broker and a supervisor that restarts it if it dies (idempotent)")
+    _subcommand(kafka_commands, "stop", cmd_kafka_stop,
+                "stop the supervisor, then the broker (idempotent)")
+    _subcommand(kafka_commands, "status", cmd_kafka_status,
+                "tell whether the broker and its supervisor run")
+    _subcommand(kafka_commands, "supervise", cmd_kafka_supervise,
+                "restart the nodes that die until Ctrl-C (what `kafka start` leaves "
+                "running in the background)")
 
     topics = commands.add_parser(
         "topics", help="manage eventq's topics", description="Manage eventq's two topics."

@@ -1,21 +1,40 @@
-"""``eventq up --processes N``: N eventq processes on one machine, to try scaling out
-(issue 11). Each is a plain ``eventq serve`` with its own port (consecutive from
-``--listen-port``) and data dir (``<data-dir>/process-<i>``), in the same consumer
-group: clients may connect to any of them. Ctrl-C stops them all.
+"""``eventq up``: the eventq processes on one machine, supervised. One process by
+default; ``--processes N`` runs N to try scaling out (issue 11). Each is a plain
+``eventq serve`` child with its own port (consecutive from ``--listen-port``) and data dir
+(``<data-dir>/process-<i>``; one process keeps ``<data-dir>`` itself), in the same
+consumer group: clients may connect to any of them.
+
+A child that ends without being asked to (a crash, ``kill -9``, a failed start) is
+restarted after a backoff (eventq/supervisor.py) while the others keep serving, and so
+is a local Kafka node ``eventq up`` started. Ctrl-C or SIGTERM stops them all.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import fields
+from pathlib import Path
+from typing import Sequence
 
+from eventq import die_with_parent
+from eventq.kafka.broker import BrokerConfig
+from eventq.kafka.supervise import BrokerNode
 from eventq.settings import Settings
+from eventq.supervisor import (
+    StartFailed, describe_exit_status, stop_on_signals, supervise,
+)
 
 STOP_TIMEOUT_S = 40.0
 PER_PROCESS = ("listen_port", "data_dir", "advertise", "processes", "http_port")
+# `eventq serve` exits with this status when it cannot start with its configuration,
+# e.g. eventq's topics are missing (eventq/server.py run_server).
+EXIT_CANNOT_START = 2
+EXIT_OK = 0
+EXIT_FAILED = 1
 
 
 def process_settings(settings: Settings, index: int) -> list[str]:
@@ -28,10 +47,9 @@ def process_settings(settings: Settings, index: int) -> list[str]:
         if value != item.default:
             flags += ["--" + item.name.replace("_", "-"), str(value)]
     port = settings.listen_port + index
-    flags += ["--listen-port", str(port), "--data-dir", str(settings.data_dir / f"process-{index + 1}")]
+    flags += ["--listen-port", str(port), "--data-dir", str(process_data_dir(settings, index))]
     if settings.advertise:
-        host = settings.advertise.rpartition(":")[0]
-        flags += ["--advertise", f"{host}:{port}"]
+        flags += ["--advertise", process_advertise(settings, port)]
     http = settings.http_address
     if http is None:
         flags += ["--http-port", settings.http_port]
@@ -43,40 +61,111 @@ def process_settings(settings: Settings, index: int) -> list[str]:
     return flags
 
 
-def serve_processes(settings: Settings) -> int:
-    children = []
-    for index in range(settings.processes):
-        command = [sys.executable, "-m", "eventq.cli", "serve", *process_settings(settings, index)]
-        children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL))
-    ports = ", ".join(str(settings.listen_port + i) for i in range(settings.processes))
-    print(f"eventq: {settings.processes} processes starting on {settings.listen_host} ports "
-          f"{ports}; any of them serves every job. Ctrl-C stops them all.", flush=True)
-    try:
-        while all(child.poll() is None for child in children):
-            time.sleep(0.5)
-        failed = [c for c in children if c.poll() not in (None, 0)]
-        if failed:
-            print(f"eventq: a process exited with status {failed[0].returncode}; stopping "
-                  "the others", file=sys.stderr, flush=True)
-    except KeyboardInterrupt:
-        pass
-    return stop_all(children)
+def process_data_dir(settings: Settings, index: int) -> Path:
+    # One process keeps the layout `eventq serve` always had (`make run`: var/state).
+    if settings.processes == 1:
+        return settings.data_dir
+    return settings.data_dir / f"process-{index + 1}"
 
 
-def stop_all(children: list[subprocess.Popen]) -> int:
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    code = 0
-    for child in children:
+def process_advertise(settings: Settings, port: int) -> str:
+    if settings.processes == 1:
+        return settings.advertise  # as given: it may name a port forwarded to ours
+    host = settings.advertise.rpartition(":")[0]
+    return f"{host}:{port}"
+
+
+class ServeProcess:
+    """One supervised `eventq serve` child."""
+
+    def __init__(self, settings: Settings, index: int) -> None:
+        self.port = settings.listen_port + index
+        self.command = [sys.executable, "-m", "eventq.cli", "serve",
+                        *process_settings(settings, index)]
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def name(self) -> str:
+        pid = f" (pid {self.process.pid})" if self.process is not None else ""
+        return f"eventq process on port {self.port}{pid}"
+
+    def start(self) -> None:
+        try:  # its output goes where ours does; it ends with us even after a kill -9
+            self.process = subprocess.Popen(die_with_parent.command(os.getpid(), self.command),
+                                            stdin=subprocess.DEVNULL)
+        except OSError as error:  # no memory or processes left to fork
+            raise StartFailed(str(error)) from None
+
+    def exit_reason(self) -> str | None:
+        code = self.process.poll()
+        if code is None:
+            return None
+        if code == EXIT_CANNOT_START:
+            return (f"failed at start (status {code}: it cannot start with this "
+                    "configuration; its message above says what to change)")
+        return describe_exit_status(code)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] = (),
+                    cluster: Sequence[BrokerConfig] = ()) -> int:
+    """Run ``settings.processes`` eventq processes until SIGINT or SIGTERM, restarting
+    any that ends, and any of ``brokers_started`` (nodes of ``cluster``) whose JVM dies.
+    Returns 0 if every process then stopped cleanly."""
+    children = [ServeProcess(settings, index) for index in range(settings.processes)]
+    nodes = [BrokerNode(config, list(cluster)) for config in brokers_started]
+    could_not_start = False
+    with stop_on_signals() as stop:  # from here on a signal stops the loop, never a stop
         try:
-            child.wait(max(0.1, deadline - time.monotonic()))
+            for child in children:
+                child.start()
+            if settings.processes > 1:
+                ports = ", ".join(str(child.port) for child in children)
+                print(f"eventq: {settings.processes} processes starting on "
+                      f"{settings.listen_host} ports {ports}; any of them serves every job, "
+                      "one that dies is restarted. Ctrl-C stops them all.", flush=True)
+            supervise([*children, *nodes], stop, say_on_stderr)
+        except StartFailed as error:
+            say_on_stderr(f"cannot start an eventq process: {error}")
+            could_not_start = True
+        finally:
+            code = stop_all(children)
+    return EXIT_FAILED if could_not_start else code
+
+
+def say_on_stderr(message: str) -> None:
+    print(f"eventq: {message}", file=sys.stderr, flush=True)
+
+
+def stop_all(children: Sequence[ServeProcess]) -> int:
+    """SIGTERM each running child, SIGKILL any still running after STOP_TIMEOUT_S.
+    0 if each stopped cleanly, else 1 (its next start rebuilds state from the log)."""
+    running = [child for child in children if child.running()]
+    for child in running:
+        child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    code = EXIT_OK
+    for child in running:
+        try:
+            child.process.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        code = code or (child.returncode if child.returncode not in (None, -signal.SIGTERM) else 0)
+            child.process.kill()
+            child.process.wait()
+        if child.process.returncode not in (0, -signal.SIGTERM):
+            say_on_stderr(f"{child.name} {describe_exit_status(child.process.returncode)} "
+                          "while stopping: not a clean stop, its next start rebuilds its "
+                          "state from the log")
+            code = EXIT_FAILED
     return code
 
 
+def interrupt_on_sigterm() -> None:
+    """Until the processes run, SIGTERM stops `eventq up` as Ctrl-C does (and the
+    brokers it started are stopped too): KeyboardInterrupt."""
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
 
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -42,3 +42,34 @@ def test_each_process_gets_its_own_dashboard_port_from_the_given_one() -> None:
     assert [flag(process_settings(off, i), "--http-port") for i in range(2)] == ["off", "off"]
     any_port = Settings(processes=2, http_port="127.0.0.1:0")
     assert flag(process_settings(any_port, 1), "--http-port") == "127.0.0.1:0"
+
+
+def test_one_process_keeps_the_data_dir_and_the_advertised_address_as_given() -> None:
+    settings = Settings(data_dir=Path("/tmp/eq"), listen_port=9922, advertise="box:7000")
+    flags = process_settings(settings, 0)
+    assert flag(flags, "--data-dir") == "/tmp/eq"  # make run's var/state stays where it was
+    assert flag(flags, "--listen-port") == "9922"
+    assert flag(flags, "--advertise") == "box:7000"
+    assert "--processes" not in flags
+
+
+def test_a_process_that_exits_with_status_2_is_said_to_have_failed_at_start() -> None:
+    import signal
+
+    from eventq.up import ServeProcess
+
+    class Ended:
+        pid = 4242
+
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        def poll(self) -> int:
+            return self.code
+
+    child = ServeProcess(Settings(listen_port=9923), 0)
+    child.process = Ended(2)
+    assert child.exit_reason().startswith("failed at start (status 2")
+    assert child.name == "eventq process on port 9923 (pid 4242)"
+    child.process = Ended(-signal.SIGKILL)
+    assert child.exit_reason() == "was killed by SIGKILL"

@@ -388,6 +388,21 @@ def start_cluster(
     return results  # type: ignore[return-value]
 
 
+def launch(config: BrokerConfig, cluster: list[BrokerConfig]) -> subprocess.Popen:
+    """Start a node that is not running and return at once, without waiting for it to
+    answer: a supervisor restarting a dead node keeps watching the others meanwhile, and
+    sees a start that fails as the node dying again. Its data dir stays; a node whose
+    data is gone is formatted with the id of ``cluster`` (all its nodes). Raises
+    BrokerError (its ports in use, the jars missing, formatting failed)."""
+    return _launch(config, _cluster_id_of(cluster))[0]
+
+
+def stop_process(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM ``pid``, SIGKILL if it has not gone within ``timeout_s`` (the nodes'
+    supervisor is stopped as a node is)."""
+    return _terminate(pid, timeout_s)
+
+
 def _cluster_id_of(configs: list[BrokerConfig]) -> str:
     """The id the cluster's formatted nodes carry (a node whose data was lost joins
     it again), or a new one."""
