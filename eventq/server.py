@@ -244,26 +244,47 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+RESTORE_RETRY_S = 120.0  # a failing restore is tried again for this long, then serve exits
+RESTORE_RETRY_FIRST_S = 1.0
+RESTORE_RETRY_MAX_S = 10.0
+
+
 def restore_missing_tables(settings: Settings) -> bool:
     """Before faust starts: copy the state log into every partition's table that is
     absent (a new machine, or discarded after an unclean stop) at disk speed, so faust
     finds its persisted offsets and restores only what came after them (issue 10).
-    In a child process (eventq/restore.py says why); its lines go to our log. Returns
-    False if it failed (it said why)."""
+    In a child process (eventq/restore.py says why); its lines go to our log. A restore
+    that fails is tried again for RESTORE_RETRY_S. Returns False if it kept failing (it
+    said why)."""
     import os
     import subprocess
 
     from eventq.restore import partitions_to_restore
 
-    missing = partitions_to_restore(settings.state_dir, range(settings.partitions))
-    if not missing:
-        return True
-    command = [
-        sys.executable, "-m", "eventq.restore", "--bootstrap", settings.kafka_bootstrap,
-        "--jobs-topic", settings.jobs_topic, "--state-dir", str(settings.state_dir),
-        "--parent-pid", str(os.getpid()), *map(str, missing),
-    ]
-    return subprocess.run(command, stdin=subprocess.DEVNULL).returncode == 0
+    import time
+
+    give_up_at = time.monotonic() + RESTORE_RETRY_S
+    delay_s = RESTORE_RETRY_FIRST_S
+    while True:
+        # A restore that failed half-way left tables without a persisted offset: they
+        # are discarded and restored whole again.
+        missing = partitions_to_restore(settings.state_dir, range(settings.partitions))
+        if not missing:
+            return True
+        command = [
+            sys.executable, "-m", "eventq.restore", "--bootstrap", settings.kafka_bootstrap,
+            "--jobs-topic", settings.jobs_topic, "--state-dir", str(settings.state_dir),
+            "--parent-pid", str(os.getpid()), *map(str, missing),
+        ]
+        if subprocess.run(command, stdin=subprocess.DEVNULL).returncode == 0:
+            return True
+        if time.monotonic() + delay_s > give_up_at:
+            return False
+        # Kafka moving leaders (a broker just died or came back) fails a restore that
+        # a moment later succeeds.
+        print(f"eventq: trying the restore again in {delay_s:g}s", flush=True)
+        time.sleep(delay_s)
+        delay_s = min(delay_s * 2, RESTORE_RETRY_MAX_S)
 
 
 def run_server(settings: Settings) -> int:

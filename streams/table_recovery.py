@@ -1,5 +1,5 @@
 """Bring an owned partition's local table up to its changelog's committed end, before it
-is served (ARCHITECTURE.md, "Fencing" and "The changelog").
+is served (docs/fencing.md, "Taking a partition").
 
 eventq recovers the partitions it owns itself, instead of faust: `eventq.jobs` is
 written in transactions (streams/transactions.py), so its last offsets are commit and

@@ -51,8 +51,7 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
     """A consumer that reads whole topics fast and commits nothing (its group is
     throwaway: the partitions are assigned, never subscribed). It reads committed
     records only: `eventq.jobs` is written in transactions, and an aborted one was
-    written by a process that no longer owned its partition (ARCHITECTURE.md,
-    "Fencing"); its watermarks' high end is then the last stable offset."""
+    written by a process that no longer owned its partition (docs/fencing.md); its watermarks' high end is then the last stable offset."""
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -100,6 +99,8 @@ def watermarks(consumer, partition) -> tuple[int, int]:
         KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._TRANSPORT,
         KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+        # A broker that died and left the metadata while the request waited on it.
+        KafkaError._DESTROY_BROKER,
     }
     deadline = time.monotonic() + WATERMARK_TIMEOUT_S
     while True:

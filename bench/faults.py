@@ -1,0 +1,84 @@
+"""The fault campaign (issue 26): runs of a proxied 3-broker cluster (replication 3, 2 in
+sync) and 3 eventq processes under a recorded mixed load, with a random schedule of
+faults from each run's seed (kill -9 and restart of an eventq process or a broker;
+SIGSTOP of an eventq process past its session timeout; an eventq process cut off from
+the brokers by blackhole, reset or delay, then healed; a broker cut off from the other
+brokers; sometimes two at once), then every check of tests/faults/checker.py over the
+history, the live digest against a fold of the command log, and the changelog against
+that fold (tests/faults/campaign.py says what each fault and check is).
+
+    .venv/bin/python bench/faults.py --runs 10 --seconds 60 --seed 1 [--out DIR] [--keep]
+
+Per run it prints the faults, the operations and their outcomes, every violation with
+the seed that replays it, and the time to serve again after each fault; at the end a
+table over all runs. Exit status 1 if any run had a violation. Each run's history (one
+JSON line per operation, the read-back and the digests) is kept in DIR/seed-K/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from faults.campaign import SERVE_BOUND_S, RunReport, run_campaign  # noqa: E402
+
+
+def row(report: RunReport) -> str:
+    ops = report.counts
+    total = sum(sum(v.values()) for v in ops.values())
+    outcome = {k: sum(v.get(k, 0) for v in ops.values()) for k in ("ok", "fail", "info")}
+    slowest = report.slowest_serve_s
+    kinds = sorted({f.kind for f in report.faults})
+    return (f"{report.seed:>6} {len(report.faults):>6} {total:>8,} {outcome['ok']:>8,} "
+            f"{outcome['fail']:>7,} {outcome['info']:>6,} {len(report.violations):>10} "
+            f"{'-' if slowest is None else f'{slowest:.1f}':>9}  {','.join(kinds)}")
+
+
+HEADER = (f"{'seed':>6} {'faults':>6} {'ops':>8} {'ok':>8} {'fail':>7} {'info':>6} "
+          f"{'violations':>10} {'serve(s)':>9}  fault kinds")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=1, help="first run's seed (then +1 each)")
+    parser.add_argument("--out", type=Path, default=None, help="keeps each run's files")
+    parser.add_argument("--keep", action="store_true", help="keep brokers' and servers' data")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="eventq-faults-"))
+    print(f"fault campaign: {args.runs} runs of {args.seconds:g}s from seed {args.seed}; "
+          f"files in {out}; serving again is bounded by {SERVE_BOUND_S:g}s", flush=True)
+    reports = []
+    began = time.monotonic()
+    for n in range(args.runs):
+        seed = args.seed + n
+        report = asyncio.run(run_campaign(out / f"seed-{seed}", seed, args.seconds,
+                                          log=lambda line: print(line, flush=True),
+                                          keep=args.keep))
+        reports.append(report)
+        print(report.text(), flush=True)
+        print(f"{HEADER}\n{row(report)}", flush=True)
+    print(f"\n{len(reports)} runs in {time.monotonic() - began:.0f}s")
+    print(HEADER)
+    for report in reports:
+        print(row(report))
+    failed = [r.seed for r in reports if not r.ok]
+    served = [s.seconds for r in reports for s in r.served if s.seconds is not None]
+    print(f"violations in {len(failed)} of {len(reports)} runs{': seeds ' + str(failed) if failed else ''}; "
+          f"served again after each fault within {max(served):.1f}s (median "
+          f"{sorted(served)[len(served) // 2]:.1f}s) over {len(served)} heals" if served else "")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
