@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     for n in range(args.runs):
         seed = args.seed + n
+        # The eventq processes run this checkout's code, whatever the venv points at
+        # (a frozen worktree can run a long campaign while the code moves on).
         report = asyncio.run(run_campaign(out / f"seed-{seed}", seed, args.seconds,
                                           log=lambda line: print(line, flush=True),
-                                          keep=args.keep))
+                                          keep=args.keep, source=ROOT))
         reports.append(report)
         print(report.text(), flush=True)
         print(f"{HEADER}\n{row(report)}", flush=True)

@@ -15,14 +15,12 @@ import uuid
 from dataclasses import dataclass
 
 import faust
-from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
 from eventq.bulklane import bulk_group_id
 from eventq.gateway.cluster import address_of
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
-from eventq.kafka.logreader import catch_up_targets
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
@@ -118,14 +116,12 @@ def build_streams(settings: Settings) -> Streams:
         # instead of waiting for its dead predecessor's session (60 s) to expire.
         consumer_group_instance_id=instance_id(settings),
         broker_commit_interval=1.0,
-        # Sizes from eventq/limits.py: faust's producer writes state records of up to
-        # MAX_STATE_RECORD_BYTES (its default 1,000,000 crashed on a 1 MiB payload,
-        # issue 8), and a fetch must take the largest command record whole.
+        # Sizes from eventq/limits.py: faust's producer writes command records of up to
+        # the largest command (its default 1,000,000 bytes crashed on a 1 MiB payload,
+        # issue 8), and a fetch must take the largest command record whole. (The
+        # changelog has producers of its own: streams/transactions.py.)
         producer_max_request_size=KAFKA_MESSAGE_BYTES,
         consumer_max_fetch_size=KAFKA_MESSAGE_BYTES,
-        # One changelog batch holds a whole applied record's states (streams/
-        # changelog.py); a smaller one makes the next send wait for the last to drain.
-        producer_max_batch_size=KAFKA_MESSAGE_BYTES // 4,
         # Counted in records, not bytes: 1024 records of the largest size are 4 GiB.
         stream_buffer_maxsize=1024,
         # faust reads no changelog of an active partition (streams/table_recovery.py):
@@ -134,7 +130,7 @@ def build_streams(settings: Settings) -> Streams:
         # The stream's queue fast path (research/faust-levers.md: ~5 us per event).
         cython_optimizations=True,
     )
-    # A commit must never pass an unwritten changelog record.
+    # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
     changelog_buffer = durable_flush.install(app)
     # faust's producer also writes the gateway's commands (streams/command_writer.py),
     # which must never be duplicated by a retry (a second `fail` would count twice):
@@ -208,14 +204,15 @@ def build_streams(settings: Settings) -> Streams:
 
     @app.agent(commands)
     async def process(stream):
-        # The changelog of each record is queued (awaited) before its event is acked,
-        # so faust's commit flush covers it (streams/changelog.py).
+        # The changelog of each record is in its partition's open transaction before its
+        # event is acked; the transaction commits with the offset it covers
+        # (streams/transactions.py).
         async for event in stream.events():
             await processor.handle(event.message, event.value)
 
     steward.attach(
         engine=engine, store=store, index=index, processor=processor, changelogs=changelogs,
-        admitter=admitter,
+        admitter=admitter, timer=timer,
     )
 
     @app.on_before_shutdown.connect
@@ -241,43 +238,26 @@ def build_streams(settings: Settings) -> Streams:
         )
         for partition in index.partitions() - set(owned):
             index.drop_partition(partition)
-        if not await steward.take(owned):
+        taken = await steward.take(owned)
+        if taken is None:
             return
-        total = 0
-        now_ms = wall_clock_ms()
-        for partition in owned:
-            total += index.rebuild(
-                partition, store.slims_in(partition), now_ms, store.paused_in(partition))
-            await asyncio.sleep(0)
-        store.active = frozenset(owned)
+        store.active = frozenset(taken)
         processor.forget_watermarks()
-        timer.consider(now_ms)
-        catch_up = await asyncio.to_thread(
-            catch_up_targets,
-            settings.kafka_bootstrap, settings.app_id, settings.commands_topic, owned,
-        )
-        # aiokafka's seek_to_committed leaves a never-committed partition wherever the
-        # fetcher stood (after a changelog restore: not at its start), so place it at
-        # its first offset, as consumer_auto_offset_reset="earliest" promises.
-        try:
-            for partition, first in catch_up.uncommitted.items():
-                await app.consumer.seek(TP(settings.commands_topic, partition), first)
-        except IllegalStateError as error:  # a new rebalance took it meanwhile
-            log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
+        catch_up = await steward.resume(taken)
+        if catch_up is None:
             return
         targets = catch_up.targets
-        processor.resumed_at(catch_up.positions)
         steward.resumed()
         log.warning(
             "recovered %d partitions, %d live jobs indexed in %.2fs; re-applying the "
             "uncommitted tail up to %s before serving",
-            len(owned), total, time.monotonic() - began, targets,
+            len(taken), steward.indexed, time.monotonic() - began, targets,
         )
 
         def caught_up() -> None:
             engine.ready.set()
             # The admitted offsets are the table's now: the bulk lane may go on.
-            admitter.start(owned)
+            admitter.start(taken)
             log.warning("serving: state is up to date with %s", settings.commands_topic)
 
         processor.expect_catch_up(targets, caught_up)

@@ -18,13 +18,14 @@ import asyncio
 import logging
 import time
 
+from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
 from eventq.kafka.logreader import end_offsets
 from eventq.settings import Settings
 from streams.lease import OwnershipLease
 from streams.table_recovery import recover_tables
-from streams.transactions import ChangelogLost
+from streams.transactions import describe, is_fenced
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,11 @@ class Steward:
         self.losses = 0
         self.last_loss: str | None = None
 
-    def attach(self, *, engine, store, index, processor, changelogs, admitter) -> None:
+    def attach(self, *, engine, store, index, processor, changelogs, admitter, timer) -> None:
         self._engine, self._store, self._index = engine, store, index
         self._processor, self._changelogs, self._admitter = processor, changelogs, admitter
+        self._timer = timer
+        self._retaking: dict[int, asyncio.Task] = {}  # partitions being taken again
 
     # --- asked by the processor, the engine and the commit loop ------------------------
 
@@ -75,10 +78,53 @@ class Steward:
         self._engine.ready.clear()
         self._store.active = frozenset()
         self.lease.end()
+        self._stop_retaking(self._retaking)
         self._letting_go = asyncio.ensure_future(self._let_go())
 
     def changelog_lost(self, partition: int, error: BaseException) -> None:
-        self.lost(f"partition {partition}'s changelog transaction cannot commit ({error})")
+        """A partition's transaction cannot commit. Fenced: another process started its
+        transactional id, so this one no longer owns it, and may have lost the rest
+        too. Otherwise Kafka failed it (a broker away, a coordinator moving): only that
+        partition is rolled back and taken again, the others serve on."""
+        reason = f"partition {partition}'s changelog transaction cannot commit ({describe(error)})"
+        if is_fenced(error) or not self.lease.valid():
+            self.lost(reason)
+        else:
+            self.take_again(partition, reason)
+
+    def take_again(self, partition: int, reason: str) -> None:
+        if self._letting_go is not None or partition in self._retaking:
+            return
+        log.warning("%s: rolling it back and taking it again; the other partitions serve on",
+                    reason)
+        self._store.active = self._store.active - {partition}
+        self._processor.forget([partition])
+        self._index.drop_partition(partition)
+        self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
+
+    async def _retake(self, partition: int) -> None:
+        await self._changelogs.release([partition], None)
+        delay_s = RETAKE_FIRST_S
+        while not await self._take([partition]):
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, RETAKE_MAX_S)
+        positions = await self.resume([partition])
+        if positions is None:
+            return
+        target = positions.targets.get(partition, -1)
+
+        def caught_up() -> None:
+            self._retaking.pop(partition, None)
+            self._store.active = self._store.active | {partition}
+            log.warning("partition %d taken again and serving", partition)
+
+        self._processor.expect_partition_caught_up(partition, target, caught_up)
+
+    def _stop_retaking(self, partitions) -> None:
+        for partition in list(partitions):
+            task = self._retaking.pop(partition, None)
+            if task is not None:
+                task.cancel()
 
     async def _let_go(self) -> None:
         try:
@@ -111,35 +157,94 @@ class Steward:
 
     # --- the rebalance -------------------------------------------------------------
 
-    async def take(self, partitions: list[int]) -> bool:
-        """Fence the previous owners of ``partitions``, recover their tables from the
-        changelog and open their transactions. False (and let go) if that failed."""
+    async def take(self, partitions: list[int]) -> list[int] | None:
+        """A new assignment: give up the partitions no longer owned, fence the previous
+        owners of the new ones, recover their tables from the changelog and open their
+        transactions. Returns the partitions taken; one that could not be (Kafka away)
+        is taken again in the background. None if this process lets go meanwhile."""
         if self._letting_go is not None:
             await self._letting_go
             self._letting_go = None
-        began = time.monotonic()
-        changelogs = self._changelogs
-        taken = changelogs.owned()
+        self._stop_retaking(self._retaking)
+        taken = self._changelogs.owned()
+        await self._changelogs.release(taken - set(partitions), None)
         # Partitions taken earlier and begun are being applied: only the new ones are
         # recovered (recovering one that is being applied would put older states back).
         new = [p for p in partitions if p not in taken]
+        failed = set(new) - set(await self._take(new, report=True))
+        if self._letting_go is not None:  # lost meanwhile: the rejoin recovers
+            return None
+        for partition in sorted(failed):
+            self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
+        return [p for p in partitions if p not in failed]
+
+    async def _take(self, partitions: list[int], report: bool = False) -> list[int]:
+        """Fence, recover and begin ``partitions``; the ones done (the others released)."""
+        if not partitions:
+            return []
+        began = time.monotonic()
+        changelogs = self._changelogs
+        failed = await changelogs.take(partitions)
+        started = [p for p in partitions if p not in failed]
+        recovered = []
         try:
-            await changelogs.release(taken - set(partitions), None)
-            await changelogs.take(new)
-            self._drop_stale_changelog_events(new)
-            dbs = {p: self._store.db(p) for p in new}
+            self._drop_stale_changelog_events(started)
+            dbs = {p: self._store.db(p) for p in started}
             recovered = await asyncio.to_thread(
                 recover_tables, self._settings.kafka_bootstrap, self._settings.jobs_topic, dbs)
-            await changelogs.begin()
-        except (ChangelogLost, Exception) as error:
-            self.lost(f"could not take partitions {partitions}: {type(error).__name__}: "
-                      f"{error}")
-            return False
-        log.info("took partitions %s in %.2fs: fenced their previous owners, then read "
-                 "the changelog: %s", partitions, time.monotonic() - began,
-                 ", ".join(f"{r.partition}: {r.records} records to {r.end}"
-                           f"{' (rebuilt)' if r.wiped else ''}" for r in recovered))
-        return True
+            failed |= await changelogs.begin()
+        except Exception as error:  # Kafka away while reading the changelog
+            failed |= dict.fromkeys(started, error)
+        if failed:
+            await changelogs.release(list(failed), None)
+            for partition, error in sorted(failed.items()):
+                log.warning("could not take partition %d (%s); trying again shortly",
+                            partition, describe(error))
+        done = [p for p in partitions if p not in failed]
+        if report or failed:
+            log.info("took partitions %s in %.2fs: fenced their previous owners, then read "
+                     "the changelog: %s", done, time.monotonic() - began,
+                     ", ".join(f"{r.partition}: {r.records} records to {r.end}"
+                               f"{' (rebuilt)' if r.wiped else ''}"
+                               for r in recovered if r.partition in done))
+        return done
+
+    async def resume(self, partitions: list[int]):
+        """Index ``partitions`` from their tables and have their uncommitted tails read
+        again: where each resumes, and the offset it must reach before serving
+        (eventq.kafka.logreader.CatchUp). None if a new rebalance came meanwhile."""
+        from eventq.kafka.logreader import catch_up_targets
+        from streams.processor import wall_clock_ms
+
+        now_ms = wall_clock_ms()
+        self.indexed = 0
+        for partition in partitions:
+            self._processor.forget([partition])
+            self.indexed += self._index.rebuild(
+                partition, self._store.slims_in(partition), now_ms,
+                self._store.paused_in(partition))
+            await asyncio.sleep(0)
+        self._timer.consider(now_ms)
+        catch_up = await asyncio.to_thread(
+            catch_up_targets, self._settings.kafka_bootstrap, self._settings.app_id,
+            self._settings.commands_topic, partitions)
+        try:
+            # aiokafka's seek_to_committed leaves a never-committed partition wherever
+            # the fetcher stood, so place it at its first offset, as
+            # consumer_auto_offset_reset="earliest" promises; a partition taken again on
+            # its own is read again from its committed offset.
+            for partition in partitions:
+                position = catch_up.positions[partition]
+                if partition in catch_up.uncommitted or partition in self._retaking:
+                    await self.read_again(partition, position)
+        except IllegalStateError as error:  # a new rebalance took it meanwhile
+            log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
+            return None
+        if self._letting_go is not None:  # lost meanwhile: the rejoin recovers
+            return None
+        for partition in partitions:
+            self._processor.resume_partition(partition, catch_up.positions[partition])
+        return catch_up
 
     def _drop_stale_changelog_events(self, partitions: list[int]) -> None:
         """faust may still hold changelog records it fetched while these partitions
@@ -152,13 +257,14 @@ class Steward:
 
     def resumed(self) -> None:
         """The partitions' records are applied again from their committed offsets."""
-        self._letting_go = None
+        self._processor.suspended = False
 
     async def revoked(self, partitions) -> None:
         """A rebalance takes ``partitions`` away (faust has stopped the streams): commit
         what was applied to them, unless this process may no longer (then roll back)."""
         self._engine.ready.clear()
         self._store.active = self._store.active - set(partitions)
+        self._stop_retaking(partitions)
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go
@@ -170,9 +276,12 @@ class Steward:
         """Stopping: commit what was applied (or roll it back) and close the producers."""
         offsets = self._processor.next_offsets() if self.may_commit() else None
         self._processor.suspend()
+        self._stop_retaking(self._retaking)
         if self._letting_go is not None:
             await self._letting_go
         await self._changelogs.release_all(offsets)
 
 
 NEVER = 2**62  # a changelog offset faust's recovery never sees a record beyond
+RETAKE_FIRST_S = 1.0  # a partition that could not be taken is tried again after this,
+RETAKE_MAX_S = 30.0  # doubling up to this

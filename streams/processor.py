@@ -6,9 +6,10 @@ For each command of the record, in order (ARCHITECTURE.md, "The processor" and
 else from the table), ``step`` it with the pure core at the broker's LogAppendTime, and
 update the derived indexes. Then the batch's effect is stored once: one RocksDB write
 batch holding only the last state of each job, the same records handed to the
-changelog in bulk (streams/changelog.py), and only then are the issuers answered. It runs
-inside the faust agent's stream, the only place table writes are allowed (it owns the
-event's partition there; writes name that partition explicitly).
+partition's changelog transaction (streams/transactions.py), and only then are the
+issuers answered. It runs inside the faust agent's stream, the only place table writes
+are allowed (it owns the event's partition there; writes name that partition
+explicitly), and only while this process holds its partitions (docs/fencing.md).
 
 At-least-once: after a crash the uncommitted tail of a partition is read again, whole
 records, so a crash in the middle of a batch re-reads all of it. Idempotency is
@@ -132,6 +133,8 @@ class Processor:
         self._watermarks: dict[int, int] = {}
         self._admitted: dict[int, int] = {}  # partition -> next bulk position to admit
         self._catch_up: dict[int, int] = {}  # partition -> last offset to re-apply
+        # One partition taken again on its own: (last offset to re-apply, then what)
+        self._partition_catch_up: dict[int, tuple[int, Callable[[], None]]] = {}
         self._applied_through: dict[int, int] = {}  # partition -> last offset handled
         self._resumed_at: dict[int, int] = {}  # partition -> first offset read after recovery
         self._on_caught_up: Callable[[], None] = lambda: None
@@ -178,11 +181,24 @@ class Processor:
         """Recovered partitions resume reading at these offsets (the committed ones):
         each record is applied in offset order from there, and only while this process
         holds its partitions."""
-        self._resumed_at.update(positions)
-        self._next.update(positions)
-        for partition in positions:
-            self._reading_again.pop(partition, None)
+        for partition, offset in positions.items():
+            self.resume_partition(partition, offset)
         self.suspended = False
+
+    def resume_partition(self, partition: int, offset: int) -> None:
+        """One partition resumes at ``offset`` (taken again on its own after its
+        transaction failed: streams/ownership.py)."""
+        self._resumed_at[partition] = offset
+        self._next[partition] = offset
+        self._reading_again.pop(partition, None)
+
+    def expect_partition_caught_up(self, partition: int, target: int,
+                                   on_caught_up: Callable[[], None]) -> None:
+        """Call ``on_caught_up`` once ``partition`` is applied up to ``target``."""
+        if self._applied_through.get(partition, -1) >= target:
+            on_caught_up()
+        else:
+            self._partition_catch_up[partition] = (target, on_caught_up)
 
     def forget(self, partitions) -> None:
         """``partitions`` left this process: nothing of theirs is applied any more, and
@@ -193,6 +209,9 @@ class Processor:
             self._applied_through.pop(partition, None)
             self._resumed_at.pop(partition, None)
             self._catch_up.pop(partition, None)
+            self._partition_catch_up.pop(partition, None)
+            self._watermarks.pop(partition, None)  # the table's, read again when needed
+            self._admitted.pop(partition, None)
             for _, future in self._offset_waiters.pop(partition, []):
                 if not future.done():
                     future.set_result(None)
@@ -446,6 +465,10 @@ class Processor:
             del self._catch_up[partition]
             if not self._catch_up:
                 self._on_caught_up()
+        alone = self._partition_catch_up.get(partition)
+        if alone is not None and offset >= alone[0]:
+            del self._partition_catch_up[partition]
+            alone[1]()
 
     def _store_job(self, key, partition, at, event, result: Step, job_id, batch) -> None:
         after = result.job

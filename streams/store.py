@@ -112,7 +112,7 @@ class JobStore:
     def write_batch(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Store the records of one applied batch atomically (a RocksDB write batch;
         value None deletes). The processor sends the same records to the changelog
-        (streams/changelog.py): together the two effects of faust's ``table[key] =
+        (streams/transactions.py): together the two effects of faust's ``table[key] =
         value``, per batch instead of per key, with the partition stated instead of
         taken from ``current_event()``."""
         batch = WriteBatch(raw_mode=True)

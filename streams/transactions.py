@@ -51,6 +51,15 @@ TRANSACTION_TIMEOUT_MS = 60_000  # the broker aborts a transaction left open thi
 Records = list[tuple[bytes, "bytes | None"]]
 
 
+def is_fenced(error: BaseException | None) -> bool:
+    """Whether another process started this partition's transactional id since: it owns
+    the partition now (as opposed to Kafka failing a transaction of ours)."""
+    from aiokafka.errors import ProducerFenced
+
+    return isinstance(error, ProducerFenced) or type(error).__name__ in (
+        "InvalidProducerEpoch", "ProducerFencedError")
+
+
 def describe(error: BaseException) -> str:
     """An error as a log line can show it (asyncio's TimeoutError says nothing)."""
     text = str(error)
@@ -360,9 +369,10 @@ class Changelogs:
         except KeyError:
             raise ChangelogLost(f"partition {partition} is not owned here") from None
 
-    async def take(self, partitions) -> None:
+    async def take(self, partitions) -> dict[int, BaseException]:
         """Start (fence) a transactional producer for each partition not yet taken, in
-        parallel."""
+        parallel. Returns the partitions whose producer could not start, with why (they
+        are not taken)."""
         new = [p for p in partitions if p not in self._logs]
         logs = [
             PartitionChangelog(
@@ -371,18 +381,22 @@ class Changelogs:
             for p in new
         ]
         results = await asyncio.gather(*(log_.start() for log_ in logs), return_exceptions=True)
-        failed = [(log_, r) for log_, r in zip(logs, results) if isinstance(r, BaseException)]
-        for log_ in logs:
-            self._logs[log_.partition] = log_
-        if failed:
-            log_, error = failed[0]
-            raise ChangelogLost(
-                f"could not start the changelog transaction of partition {log_.partition}: "
-                f"{type(error).__name__}: {error}")
+        failed = {}
+        for log_, result in zip(logs, results):
+            if isinstance(result, BaseException):
+                failed[log_.partition] = result
+                self._close_in_background(log_)
+            else:
+                self._logs[log_.partition] = log_
+        return failed
 
-    async def begin(self) -> None:
-        """Open the first transaction of each partition taken and not begun."""
-        await asyncio.gather(*(log_.begin() for log_ in self._logs.values() if not log_.open))
+    async def begin(self) -> dict[int, BaseException]:
+        """Open the first transaction of each partition taken and not begun; returns the
+        partitions that could not (still taken: release them)."""
+        logs = [log_ for log_ in self._logs.values() if not log_.open]
+        results = await asyncio.gather(*(log_.begin() for log_ in logs), return_exceptions=True)
+        return {log_.partition: result for log_, result in zip(logs, results)
+                if isinstance(result, BaseException)}
 
     async def persist(self, partition: int, records: Records) -> None:
         """Store one applied batch's records: the local table now, the changelog in the
@@ -396,7 +410,7 @@ class Changelogs:
         try:
             await log_.send(records)
         except ChangelogLost as error:
-            self._on_lost(partition, error)
+            self._on_lost(partition, log_.failure or error)
 
     async def commit(self, next_offsets: dict[int, int]) -> None:
         """Commit each partition's transaction with its command log's next offset."""
@@ -408,7 +422,7 @@ class Changelogs:
                 await log_.commit(offset)
             except ChangelogLost as error:
                 if self._logs.get(partition) is log_:  # not given up meanwhile
-                    self._on_lost(partition, error)
+                    self._on_lost(partition, log_.failure or error)
 
         await asyncio.gather(*(one(p, o) for p, o in next_offsets.items()))
 

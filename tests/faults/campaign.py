@@ -309,15 +309,16 @@ def changelog_violations(bootstrap: str, app_id: str, commands_topic: str,
 
 
 async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
-                       keep: bool = False) -> RunReport:
+                       keep: bool = False, source: Path | None = None) -> RunReport:
     """One run; ``run_dir`` keeps its history, logs and (with ``keep``) the cluster's
-    data. Raises only if the cluster cannot be started."""
+    data; ``source``: run the eventq processes from that checkout. Raises only if the
+    cluster cannot be started."""
     began = time.monotonic()
     run_dir.mkdir(parents=True, exist_ok=True)
     faults = plan_faults(seed, seconds)
     report = RunReport(seed, seconds, faults, history=run_dir / "history.jsonl")
     cluster = await asyncio.to_thread(
-        FaultCluster(run_dir, session_timeout_ms=SESSION_TIMEOUT_MS).start)
+        FaultCluster(run_dir, source=source, session_timeout_ms=SESSION_TIMEOUT_MS).start)
     settings = cluster.settings
     commands, jobs_topic = settings["commands-topic"], settings["jobs-topic"]
     bootstrap = cluster.direct_bootstrap
