@@ -115,13 +115,7 @@ class JobStore:
         (streams/transactions.py): together the two effects of faust's ``table[key] =
         value``, per batch instead of per key, with the partition stated instead of
         taken from ``current_event()``."""
-        batch = WriteBatch(raw_mode=True)
-        for key, value in records:
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self.db(partition).write(batch)
+        write_records(self.db(partition), records)
 
     # --- the gateway's access -----------------------------------------------------
 
@@ -182,6 +176,18 @@ class JobStore:
             job = self.decode(raw, partition, key)
             if job is not None:
                 yield job
+
+
+def write_records(db, records) -> None:
+    """Write (key, value) records to a table's DB atomically (one RocksDB write batch;
+    value None deletes)."""
+    batch = WriteBatch(raw_mode=True)
+    for key, value in records:
+        if value is None:
+            batch.delete(key)
+        else:
+            batch.put(key, value)
+    db.write(batch)
 
 
 def scan_options() -> ReadOptions:

@@ -32,10 +32,9 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from rocksdict import WriteBatch
 
 from eventq.limits import KAFKA_MESSAGE_BYTES
-from streams.store import FAUST_OFFSET_KEY, JobStore
+from streams.store import FAUST_OFFSET_KEY, JobStore, write_records
 
 log = logging.getLogger(__name__)
 
@@ -96,17 +95,7 @@ class _Undo:
         return _Undo({**self.before, **older.before}, older.persisted)
 
     def write_back(self, db) -> int:
-        batch = WriteBatch(raw_mode=True)
-        for key, value in self.before.items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        if self.persisted is None:
-            batch.delete(FAUST_OFFSET_KEY)
-        else:
-            batch.put(FAUST_OFFSET_KEY, self.persisted)
-        db.write(batch)
+        write_records(db, [*self.before.items(), (FAUST_OFFSET_KEY, self.persisted)])
         return len(self.before)
 
 

@@ -10,11 +10,11 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Options, Rdict
 
 from eventq.kafka.logreader import read_topic
 from eventq.kafka.topics import TopicSpec, ensure_topics
-from streams.store import FAUST_OFFSET_KEY
+from streams.store import FAUST_OFFSET_KEY, write_records
 from streams.transactions import ChangelogLost, Changelogs, _Undo
 
 pytestmark = [pytest.mark.kafka]
@@ -36,13 +36,7 @@ class Tables:
         return self._dbs[partition]
 
     def write_batch(self, partition: int, records) -> None:
-        batch = WriteBatch(raw_mode=True)
-        for key, value in records:
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self.db(partition).write(batch)
+        write_records(self.db(partition), records)
 
     def close(self) -> None:
         for db in self._dbs.values():
