@@ -58,19 +58,26 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="eventq-faults-"))
     print(f"fault campaign: {args.runs} runs of {args.seconds:g}s from seed {args.seed}; "
           f"files in {out}; serving again is bounded by {SERVE_BOUND_S:g}s", flush=True)
-    reports = []
+    reports, skipped = [], []
     began = time.monotonic()
     for n in range(args.runs):
         seed = args.seed + n
         # The eventq processes run this checkout's code, whatever the venv points at
         # (a frozen worktree can run a long campaign while the code moves on).
-        report = asyncio.run(run_campaign(out / f"seed-{seed}", seed, args.seconds,
-                                          log=lambda line: print(line, flush=True),
-                                          keep=args.keep, source=ROOT))
+        try:
+            report = asyncio.run(run_campaign(out / f"seed-{seed}", seed, args.seconds,
+                                              log=lambda line: print(line, flush=True),
+                                              keep=args.keep, source=ROOT))
+        except Exception as error:  # the cluster did not start: no run, not a violation
+            print(f"run seed {seed}: the cluster did not start ({type(error).__name__}: "
+                  f"{error}); skipped", flush=True)
+            skipped.append(seed)
+            continue
         reports.append(report)
         print(report.text(), flush=True)
         print(f"{HEADER}\n{row(report)}", flush=True)
-    print(f"\n{len(reports)} runs in {time.monotonic() - began:.0f}s")
+    print(f"\n{len(reports)} runs in {time.monotonic() - began:.0f}s"
+          + (f"; {len(skipped)} did not start: seeds {skipped}" if skipped else ""))
     print(HEADER)
     for report in reports:
         print(row(report))

@@ -116,8 +116,8 @@ class PartitionChangelog:
         self._last_offset: int | None = None  # of the open transaction's records
         self._committing = False
         self.open = False  # a transaction was begun: what it holds can be committed
-        # Commits and aborts take turns: an abort that rolled the table back under a
-        # commit that then succeeded would leave it behind its own changelog.
+        # Commits take turns (the periodic one, a rebalance's last one): each needs the
+        # transaction the one before it opened.
         self._turn = asyncio.Lock()
         self.failure: BaseException | None = None
         self.committed_offset: int | None = None  # the command log's, last committed

@@ -36,3 +36,19 @@ def all_free(ports: range) -> bool:
     finally:
         for sock in sockets:
             sock.close()
+
+
+_HANDED_OUT: set[int] = set()
+
+
+def quiet_free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range, never handed out before
+    by this process: a port another process binds later cannot be one the kernel gives
+    to a socket bound to port 0 meanwhile (a proxy's listener took a broker's port once
+    between free_port() choosing it and the broker binding it)."""
+    for _ in range(ATTEMPTS):
+        port = random.randrange(FIRST_PORT, PAST_LAST_PORT)
+        if port not in _HANDED_OUT and all_free(range(port, port + 1)):
+            _HANDED_OUT.add(port)
+            return port
+    raise AssertionError(f"no free port below the ephemeral range in {ATTEMPTS} tries")

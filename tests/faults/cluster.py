@@ -34,7 +34,8 @@ from pathlib import Path
 
 from eventq.kafka import broker
 from eventq.kafka.topics import TopicNames, bulk_name_for, ensure_topics, eventq_topics
-from support import TEST_BROKER_TUNING, ServerProcess, free_port, raw_exchange
+from ports import quiet_free_port
+from support import TEST_BROKER_TUNING, ServerProcess, raw_exchange
 
 from faults.proxy import BLACKHOLE, DELAY, PASS, RESET, FaultProxy, ModeChange
 from faults.proxy import read_tcp_sockets, socket_inodes_of_pid
@@ -218,8 +219,8 @@ class FaultCluster:
 
     def _start_brokers(self, deadline: float) -> None:
         self.broker_ports = [
-            BrokerPorts(tuple(free_port() for _ in range(self.processes)), free_port(),
-                        free_port(), free_port())
+            BrokerPorts(tuple(quiet_free_port() for _ in range(self.processes)),
+                        quiet_free_port(), quiet_free_port(), quiet_free_port())
             for _ in range(BROKERS)
         ]
         for b, ports in enumerate(self.broker_ports):
