@@ -193,3 +193,22 @@ def test_a_commit_while_nothing_was_applied_since_is_skipped(kafka_bootstrap, to
             logs.log_of(1)
 
     asyncio.run(scenario())
+
+
+def test_a_second_begin_keeps_what_the_first_one_would_undo(kafka_bootstrap, topic_prefix, tables):
+    """Found by the paused-owner test: a recovery run twice for one assignment began a
+    partition's transaction again, which forgot the undo of what had been written
+    since; a later rollback then left those writes in the table, and re-applying their
+    commands was "already applied", so the changelog never got them."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+
+    async def scenario():
+        logs = changelogs(kafka_bootstrap, tables, jobs, commands, topic_prefix, [])
+        await logs.take([0])
+        await logs.begin()
+        await logs.persist(0, [(b"job", b"leased")])
+        await logs.begin()  # again: must change nothing
+        await logs.release_all(None)  # rolled back
+
+    asyncio.run(scenario())
+    assert tables.db(0).get(b"job") is None
