@@ -285,7 +285,11 @@ class Processor:
                                  f"{message.topic}[{message.partition}]@{message.offset}")
             return
         await self._apply_record(message, value)
-        self._next[message.partition] = message.offset + 1
+        if self._next.get(message.partition) == message.offset:
+            # Unless the partition was given up while this record was applied (its
+            # transaction failed: streams/ownership.py): then it resumes where it is
+            # taken again, not here.
+            self._next[message.partition] = message.offset + 1
 
     async def _in_order(self, message) -> bool:
         """Whether ``message`` is its partition's next record. A record before it was
@@ -449,6 +453,8 @@ class Processor:
         )
 
     def _caught_up_to(self, partition: int, offset: int) -> None:
+        if partition not in self._next:
+            return  # given up while the record was applied: nothing of it counts
         self._applied_through[partition] = offset
         waiting = self._offset_waiters.get(partition)
         if waiting:

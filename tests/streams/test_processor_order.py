@@ -183,3 +183,36 @@ def test_a_forgotten_partition_applies_nothing_and_releases_its_waiters():
 
     run(scenario())
     assert jobs(store) == 0 and p.next_offsets() == {}
+
+
+def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_taken_again():
+    """Found by the fault campaign (seed 1011): a partition's transaction failed while
+    a record of it was being stored, so it was given up (``forget``) and taken again
+    from its committed offset; the apply that finished afterwards set the partition's
+    next offset past records the retake had not read, and they were never applied."""
+    store, held = MemoryStore(), Held()
+    storing, proceed = asyncio.Event(), asyncio.Event()
+    persist = store.persist
+
+    async def slow_persist(partition, records):
+        storing.set()
+        await proceed.wait()
+        await persist(partition, records)
+
+    p = Processor(store, JobIndex(), Waiters(), "node", lambda deadline: None,
+                   slow_persist, ownership=held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        applying = asyncio.ensure_future(p.handle(Message("c", 0, 0), add_record(0)))
+        await storing.wait()
+        p.forget([0])  # given up mid-apply ...
+        proceed.set()
+        await applying
+        assert p.next_offsets() == {}  # ... so the finished apply counts for nothing
+        p.resumed_at({0: 0})  # taken again from the committed offset
+        for offset in (0, 1):
+            await p.handle(Message("c", 0, offset), add_record(offset))
+        return p.next_offsets()
+
+    assert run(scenario()) == {0: 2} and jobs(store) == 2
