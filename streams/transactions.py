@@ -39,7 +39,10 @@ from streams.store import FAUST_OFFSET_KEY, JobStore, write_records
 log = logging.getLogger(__name__)
 
 COMMIT_INTERVAL_S = 1.0  # how often each partition's transaction is committed
-COMMIT_TIMEOUT_S = 30.0  # a commit Kafka does not finish by then: the transaction is lost
+# A commit Kafka does not finish by then: the transaction is lost, and the partition is
+# rolled back and taken again (a new producer looks its coordinator up afresh). A commit
+# takes milliseconds; this covers a leader or coordinator election.
+COMMIT_TIMEOUT_S = 10.0
 # Giving partitions up in a rebalance: the group waits for this process, so a commit
 # that cannot finish soon is rolled back instead (the next owner re-applies the tail).
 RELEASE_COMMIT_TIMEOUT_S = 3.0
@@ -115,6 +118,8 @@ class PartitionChangelog:
         self._pending: list[Records] = []  # handed in while a commit was under way
         self._last_offset: int | None = None  # of the open transaction's records
         self._committing = False
+        self._sending = 0  # batches being handed to the producer right now
+        self._sent = asyncio.Event()  # set whenever none is
         self.open = False  # a transaction was begun: what it holds can be committed
         # Commits take turns (the periodic one, a rebalance's last one): each needs the
         # transaction the one before it opened.
@@ -188,11 +193,16 @@ class PartitionChangelog:
         if not count:
             return
         batch.close()
+        self._sending += 1
         try:
             future = await self._producer.send_batch(batch, self._topic, partition=self.partition)
         except Exception as error:
             self._fail(error)
             raise ChangelogLost(describe(error)) from error
+        finally:
+            self._sending -= 1
+            if not self._sending:
+                self._sent.set()
         self.records += count
         future.add_done_callback(lambda done: self._acknowledged(done, count))
 
@@ -224,12 +234,17 @@ class PartitionChangelog:
         if not self.open or next_offset == self.committed_offset:
             return False
         # Until the next transaction is open, records handed in wait in _pending: the
-        # producer takes none between a commit and the next begin.
+        # producer takes none between a commit and the next begin. A send already
+        # handed to the producer (waiting for the batch before it to drain) is let
+        # finish first: appended during the commit it would fail the transaction.
         self._committing = True
         self._committing_undo, self._undo = self._undo, _Undo()
         try:
             try:
                 async with asyncio.timeout(timeout_s):
+                    while self._sending:
+                        self._sent.clear()
+                        await self._sent.wait()
                     await self._producer.send_offsets_to_transaction(
                         {self._commands_tp: OffsetAndMetadata(next_offset, "")},
                         self._group_id)
@@ -392,8 +407,9 @@ class Changelogs:
         partition's open transaction. Never raises: a lost transaction is reported to
         ``on_lost`` (the local write stays until it is rolled back)."""
         log_ = self._logs.get(partition)
-        if log_ is None:
-            self._on_lost(partition, ChangelogLost(f"partition {partition} is not owned here"))
+        if log_ is None or not log_.open:  # nothing is written without a transaction
+            self._on_lost(partition, ChangelogLost(
+                f"partition {partition} has no open transaction here"))
             return
         log_.store(records)
         try:

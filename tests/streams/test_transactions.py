@@ -212,3 +212,86 @@ def test_a_second_begin_keeps_what_the_first_one_would_undo(kafka_bootstrap, top
 
     asyncio.run(scenario())
     assert tables.db(0).get(b"job") is None
+
+
+def test_nothing_is_stored_for_a_partition_whose_transaction_is_not_open(kafka_bootstrap, topic_prefix, tables):
+    """Found by the fault campaign (seed 1012): a record applied to a partition taken
+    again but not yet begun was written to the table outside any transaction, so no
+    rollback could undo it; it must be refused (reported lost) and not written."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    lost = []
+
+    async def scenario():
+        logs = changelogs(kafka_bootstrap, tables, jobs, commands, topic_prefix, lost)
+        await logs.take([0])  # not begun
+        await logs.persist(0, [(b"job", b"leased")])
+        await logs.persist(1, [(b"other", b"leased")])  # not taken at all
+        await logs.release_all(None)
+
+    asyncio.run(scenario())
+    assert [p for p, _ in lost] == [0, 1]
+    assert tables.db(0).get(b"job") is None and tables.db(1).get(b"other") is None
+
+
+class OrderedProducer:
+    """A transactional producer that records the order of its calls and lets a test
+    hold a send_batch: aiokafka fails a transaction whose commit starts while a batch
+    is still being appended (an AssertionError in its transaction manager)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.sending = asyncio.Event()
+        self.release = asyncio.Event()
+        self.in_flight = 0
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def create_batch(self):
+        from aiokafka.producer.message_accumulator import BatchBuilder
+        return BatchBuilder(1 << 20, 0, is_transactional=True)
+
+    async def send_batch(self, batch, topic, partition):
+        self.in_flight += 1
+        self.sending.set()
+        await self.release.wait()
+        self.in_flight -= 1
+        self.calls.append("send")
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(type("Metadata", (), {"offset": 0})())
+        return done
+
+    async def send_offsets_to_transaction(self, offsets, group_id):
+        assert not self.in_flight, "a batch was still being appended"
+        self.calls.append("offsets")
+
+    async def commit_transaction(self) -> None:
+        self.calls.append("commit")
+
+
+def test_a_commit_waits_for_a_batch_still_being_handed_to_the_producer(tables):
+    """Found by the fault campaign (seed 1012)."""
+    producer = OrderedProducer()
+    logs = Changelogs(bootstrap="unused:9", app_id="app", topic="jobs", commands_topic="commands",
+                      store=tables, on_lost=lambda p, error: None,
+                      producer_factory=lambda txn_id: producer)
+
+    async def scenario():
+        await logs.take([0])
+        await logs.begin()
+        storing = asyncio.ensure_future(logs.persist(0, [(b"job", b"leased")]))
+        await producer.sending.wait()
+        committing = asyncio.ensure_future(logs.log_of(0).commit(1))
+        await asyncio.sleep(0.05)
+        assert "offsets" not in producer.calls  # waits for the send ...
+        producer.release.set()
+        await storing
+        assert await committing is True  # ... then commits it
+        return logs.log_of(0).failure
+
+    assert asyncio.run(scenario()) is None
+    assert producer.calls == ["begin", "send", "offsets", "commit", "begin"]
