@@ -453,7 +453,9 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
             return True
         try:
             state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
-            if state == "Z":
+            # A JVM's main thread turns zombie before its other threads are gone, and
+            # its sockets (the broker's listening ports) close only with the last one.
+            if state == "Z" and len(os.listdir(f"/proc/{pid}/task")) <= 1:
                 return True
         except (FileNotFoundError, IndexError):
             return True
@@ -494,8 +496,18 @@ def kill(config: BrokerConfig) -> bool:
         return False
     os.kill(pid, signal.SIGKILL)
     _wait_gone(pid, 10.0)
+    _wait_ports_closed(config, 10.0)
     config.pid_file.unlink(missing_ok=True)
     return True
+
+
+def _wait_ports_closed(config: BrokerConfig, timeout_s: float) -> None:
+    """Until neither of the killed broker's ports answers: a restart right after the
+    kill checks them (_launch) and would take a closing socket for another process."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(
+            port_answers(config.host, port, 0.2) for port in (config.port, config.controller_port)):
+        time.sleep(0.05)
 
 
 def status(config: BrokerConfig) -> BrokerStatus:
