@@ -14,6 +14,7 @@ import pytest
 
 from eventq.kafka.partitioner import partition_for_key
 from faults.cluster import FaultCluster, node_id
+from streams.transactions import transactional_id
 from support import raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -27,7 +28,6 @@ FENCE_TIMEOUT_S = 45.0  # broker.session.timeout.ms is 4 s; a controller electio
 WRITES_TIMEOUT_S = 45.0
 REQUEST_TIMEOUT_S = 10.0
 RETRY_PAUSE_S = 0.2
-ISOLATED_BROKER = 2
 
 
 def job_in_partition(partition: int) -> uuid.UUID:
@@ -176,16 +176,34 @@ def check_a_process_cut_off_from_kafka_loses_its_partitions(
     return timings
 
 
+def partitions_touching_each_broker(cluster: FaultCluster) -> dict[int, set[int]]:
+    """For each broker, the partitions an add needs it for: it leads the partition of
+    the command log or of the changelog, or it coordinates the partition's changelog
+    transaction (streams/transactions.py). A broker cut off from the others keeps
+    naming itself leader and coordinator to whoever asks it, so until the clients ask
+    another broker these partitions stall."""
+    written = [cluster.settings["commands-topic"], cluster.settings["jobs-topic"]]
+    touching: dict[int, set[int]] = {b: set() for b in range(3)}
+    for (_, partition), view in cluster.metadata_seen_by(0, written).items():
+        touching[view.leader - node_id(0)].add(partition)
+    for p in range(PARTITIONS):
+        txn_id = transactional_id(cluster.settings["app-id"], cluster.settings["jobs-topic"], p)
+        node = cluster.coordinator_seen_by(0, txn_id, transactional=True)
+        touching[node - node_id(0)].add(p)
+    return touching
+
+
 def check_a_broker_cut_off_from_the_others_leaves_two_in_sync(
         cluster: FaultCluster) -> dict[str, float]:
-    cut, majority = ISOLATED_BROKER, [0, 1]
-    # The topics an add writes: the command log, and the changelog it is applied to.
-    written = [cluster.settings["commands-topic"], cluster.settings["jobs-topic"]]
-    before = cluster.metadata_seen_by(0, written)
-    touches_cut = {partition for (_, partition), view in before.items()
-                   if view.leader == node_id(cut)}
-    healthy = sorted(set(range(PARTITIONS)) - touches_cut)
+    touching = partitions_touching_each_broker(cluster)
+    # The broker to cut: the one the fewest partitions need (some must stay writable to
+    # show that writes go on), the group coordinator's last.
     coordinator = cluster.coordinator_seen_by(0)  # of eventq's consumer group
+    cut = min(range(3), key=lambda b: (len(touching[b]), node_id(b) == coordinator))
+    majority = [b for b in range(3) if b != cut]
+    touches_cut = touching[cut]
+    healthy = sorted(set(range(PARTITIONS)) - touches_cut)
+    assert healthy, f"every broker leads or coordinates every partition: {touching}"
     cluster.isolate_broker(cut)
     cut_at = time.monotonic()
 
@@ -198,8 +216,8 @@ def check_a_broker_cut_off_from_the_others_leaves_two_in_sync(
         return True
 
     timings = {"broker fenced": until(majority_dropped_the_cut_broker, FENCE_TIMEOUT_S,
-                                      "brokers 0 and 1 drop broker 2 from every ISR")}
-    for view in cluster.metadata_seen_by(0).values():
+                                      f"brokers {majority} drop broker {cut} from every ISR")}
+    for view in cluster.metadata_seen_by(majority[0]).values():
         assert len(view.isr) == 2  # min.insync.replicas: writes go on
 
     # Writes go on through every process's proxies: partitions no eventq topic had on
@@ -214,14 +232,16 @@ def check_a_broker_cut_off_from_the_others_leaves_two_in_sync(
         except AssertionError as error:
             raise AssertionError(
                 f"{error} (broker {cut}, node {node_id(cut)}, cut off; the group "
-                f"coordinator was node {coordinator}; see the processes' logs)") from None
+                f"coordinator was node {coordinator}; partitions per broker {touching}; "
+                f"see the processes' logs)") from None
     timings["writes with broker cut"] = max(seconds for _, seconds in done.values())
     for (i, _), (job, _) in done.items():
         assert inspect_job(cluster.ports[(i + 1) % 3], job).startswith(b"+OK 1\r\n")
     print(f"broker {cut} (node {node_id(cut)}) cut off, the group coordinator on node "
-          f"{coordinator}: brokers 0 and 1 dropped it from every ISR after "
+          f"{coordinator}: brokers {majority} dropped it from every ISR after "
           f"{timings['broker fenced']:.1f}s; adds to partitions {healthy} succeeded through "
-          f"every process; partitions {sorted(touches_cut)} (a topic's leader was on the cut "
+          f"every process; partitions {sorted(touches_cut)} (a topic's leader or the "
+          f"transaction coordinator was on the cut "
           f"broker), one add each: "
           + "; ".join(f"{p}: {f.result()}" for p, f in strays.items()))
     stale = safely(lambda: cluster.metadata_seen_by(cut))
@@ -241,7 +261,7 @@ def check_a_broker_cut_off_from_the_others_leaves_two_in_sync(
         return True
 
     timings["broker back in sync"] = until(every_broker_sees_three_in_sync, REJOIN_TIMEOUT_S,
-                                           "broker 2 back in every ISR")
+                                           f"broker {cut} back in every ISR")
     deadline = healed_at + REJOIN_TIMEOUT_S
     for p in range(PARTITIONS):
         add_until_ok(cluster.ports[p % 3], p, deadline)
