@@ -259,10 +259,13 @@ class EventqCluster:
             process.wait_ready(deadline)
         # The last join's rebalance may still be moving partitions: settled once every
         # partition is served (a digest counts each exactly once).
-        while not raw_exchange(self.processes[0].port, b"inspect digest\r\n",
-                               timeout_s=5.0).startswith(b"+OK"):
+        while not (reply := raw_exchange(self.processes[0].port, b"inspect digest\r\n",
+                                         timeout_s=5.0)).startswith(b"+OK"):
             if time.monotonic() > deadline:
-                raise AssertionError(f"partitions not all served in {timeout_s}s")
+                tails = "\n".join(f"--- process {i + 1}:\n{p.log_tail(40)}"
+                                  for i, p in enumerate(self.processes))
+                raise AssertionError(f"partitions not all served in {timeout_s}s "
+                                     f"(inspect digest: {reply[:200]!r})\n{tails}")
             time.sleep(0.2)
         return self
 
