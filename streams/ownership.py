@@ -36,6 +36,11 @@ class Steward:
         self._settings = settings
         self.lease = lease
         self._letting_go: asyncio.Task | None = None
+        # Assignments and revocations are handled one at a time, in the order they
+        # came: a take still fencing and recovering when the next rebalance arrives
+        # would otherwise finish after it, and hold partitions now someone else's.
+        self._assigning = asyncio.Lock()
+        self._generation = 0  # counts assignments and revocations; a stale take stops
         self.losses = 0
         self.last_loss: str | None = None
 
@@ -103,12 +108,18 @@ class Steward:
         self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
 
     async def _retake(self, partition: int) -> None:
+        generation = self._generation
         await self._changelogs.release([partition], None)
         delay_s = RETAKE_FIRST_S
-        while not await self._take([partition]):
+        while True:
+            async with self._assigning:
+                if generation != self._generation:
+                    return  # a rebalance came: it takes the partition or gives it up
+                if await self._take([partition]):
+                    break
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, RETAKE_MAX_S)
-        positions = await self.resume([partition])
+        positions = await self.resume([partition], generation)
         if positions is None:
             return
         target = positions.targets.get(partition, -1)
@@ -161,19 +172,25 @@ class Steward:
         """A new assignment: give up the partitions no longer owned, fence the previous
         owners of the new ones, recover their tables from the changelog and open their
         transactions. Returns the partitions taken; one that could not be (Kafka away)
-        is taken again in the background. None if this process lets go meanwhile."""
+        is taken again in the background. None if this process lets go meanwhile, or a
+        newer rebalance came (its own take decides)."""
+        self._generation += 1
+        generation = self._generation
         if self._letting_go is not None:
             await self._letting_go
             self._letting_go = None
-        self._stop_retaking(self._retaking)
-        taken = self._changelogs.owned()
-        await self._changelogs.release(taken - set(partitions), None)
-        # Partitions taken earlier and begun are being applied: only the new ones are
-        # recovered (recovering one that is being applied would put older states back).
-        new = [p for p in partitions if p not in taken]
-        failed = set(new) - set(await self._take(new, report=True))
-        if self._letting_go is not None:  # lost meanwhile: the rejoin recovers
-            return None
+        async with self._assigning:
+            if generation != self._generation:
+                return None
+            self._stop_retaking(self._retaking)
+            taken = self._changelogs.owned()
+            await self._changelogs.release(taken - set(partitions), None)
+            # Partitions taken earlier and begun are being applied: only the new ones are
+            # recovered (recovering one being applied would put older states back).
+            new = [p for p in partitions if p not in taken]
+            failed = set(new) - set(await self._take(new, report=True))
+        if self._letting_go is not None or generation != self._generation:
+            return None  # lost meanwhile (the rejoin recovers), or a new rebalance
         for partition in sorted(failed):
             self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
         return [p for p in partitions if p not in failed]
@@ -209,10 +226,13 @@ class Steward:
                                for r in recovered if r.partition in done))
         return done
 
-    async def resume(self, partitions: list[int]):
+    async def resume(self, partitions: list[int], generation: int | None = None):
         """Index ``partitions`` from their tables and have their uncommitted tails read
         again: where each resumes, and the offset it must reach before serving
-        (eventq.kafka.logreader.CatchUp). None if a new rebalance came meanwhile."""
+        (eventq.kafka.logreader.CatchUp). None if a new rebalance came meanwhile (since
+        the take of ``generation``, by default the last one)."""
+        if generation is None:
+            generation = self._generation
         from eventq.kafka.logreader import catch_up_targets
         from streams.processor import wall_clock_ms
 
@@ -240,8 +260,8 @@ class Steward:
         except IllegalStateError as error:  # a new rebalance took it meanwhile
             log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
             return None
-        if self._letting_go is not None:  # lost meanwhile: the rejoin recovers
-            return None
+        if self._letting_go is not None or generation != self._generation:
+            return None  # lost meanwhile (the rejoin recovers), or a new rebalance
         for partition in partitions:
             self._processor.resume_partition(partition, catch_up.positions[partition])
         return catch_up
@@ -262,15 +282,17 @@ class Steward:
     async def revoked(self, partitions) -> None:
         """A rebalance takes ``partitions`` away (faust has stopped the streams): commit
         what was applied to them, unless this process may no longer (then roll back)."""
+        self._generation += 1  # a take or retake under way stops
         self._engine.ready.clear()
         self._store.active = self._store.active - set(partitions)
-        self._stop_retaking(partitions)
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go
-        offsets = self._processor.next_offsets() if self.may_commit() else None
-        await self._changelogs.release(partitions, offsets)
-        self._processor.forget(partitions)
+        async with self._assigning:  # after a take under way: it may hold some of them
+            self._stop_retaking(partitions)
+            offsets = self._processor.next_offsets() if self.may_commit() else None
+            await self._changelogs.release(partitions, offsets)
+            self._processor.forget(partitions)
 
     async def release_all(self) -> None:
         """Stopping: commit what was applied (or roll it back) and close the producers."""

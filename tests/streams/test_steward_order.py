@@ -1,0 +1,122 @@
+"""Rebalances handled one at a time (streams/ownership.py Steward): a take still fencing
+when the next rebalance revokes some of its partitions must not end up holding them.
+
+Seen in CI: a process's first assignment (all six partitions) was still starting its
+transactional producers when a second member joined; the revocation found nothing to
+give up yet, the second assignment took two partitions, and then the first take
+finished and held all six (serving, in the digest, four partitions that two other
+processes served too: "partitions some are moving" for two minutes). Kafka is not the
+subject here, so the changelog transactions are a fake whose producers start when the
+test says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+import streams.ownership as ownership
+from streams.ownership import Steward
+
+
+class GatedChangelogs:
+    """Changelogs (streams/transactions.py) whose producers start when ``gate`` opens."""
+
+    def __init__(self) -> None:
+        self.logs: set[int] = set()
+        self.gate = asyncio.Event()
+        self.starting: list[list[int]] = []
+
+    def owned(self) -> frozenset[int]:
+        return frozenset(self.logs)
+
+    async def take(self, partitions) -> dict:
+        new = [p for p in partitions if p not in self.logs]
+        self.starting.append(new)
+        await self.gate.wait()
+        self.logs |= set(new)
+        return {}
+
+    async def begin(self) -> dict:
+        return {}
+
+    async def release(self, partitions, next_offsets) -> None:
+        self.logs -= set(partitions)
+
+
+class Admitter:
+    async def stop(self) -> None:
+        pass
+
+
+class Processor:
+    suspended = False
+
+    def next_offsets(self) -> dict[int, int]:
+        return {}
+
+    def forget(self, partitions) -> None:
+        pass
+
+
+class Lease:
+    def valid(self) -> bool:
+        return True
+
+
+def steward(changelogs: GatedChangelogs) -> Steward:
+    app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace(
+        flush_buffers=lambda: None, active_offsets={})))
+    settings = SimpleNamespace(kafka_bootstrap="unused", jobs_topic="t.jobs",
+                               commands_topic="t.commands", app_id="t")
+    made = Steward(app, settings, Lease())
+    made.attach(engine=SimpleNamespace(ready=asyncio.Event()),
+                store=SimpleNamespace(active=frozenset(), db=lambda p: None),
+                index=None, processor=Processor(), changelogs=changelogs,
+                admitter=Admitter(), timer=None)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def no_changelog_to_read(monkeypatch):
+    monkeypatch.setattr(ownership, "recover_tables", lambda bootstrap, topic, dbs: [])
+
+
+async def started(changelogs: GatedChangelogs, takes: int) -> None:
+    while len(changelogs.starting) < takes:
+        await asyncio.sleep(0)
+
+
+def test_a_take_overtaken_by_a_rebalance_holds_only_the_new_assignment():
+    async def scenario():
+        changelogs = GatedChangelogs()
+        it = steward(changelogs)
+        first = asyncio.ensure_future(it.take([0, 1, 2, 3, 4, 5]))
+        await started(changelogs, 1)
+        revoked = asyncio.ensure_future(it.revoked({0, 1, 2, 3, 4, 5}))
+        second = asyncio.ensure_future(it.take([4, 5]))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        changelogs.gate.set()
+        return await first, await revoked, await second, changelogs.owned()
+
+    first, _, second, owned = asyncio.run(scenario())
+    assert first is None  # overtaken: the rebalance after it decides
+    assert second == [4, 5]
+    assert owned == {4, 5}
+
+
+def test_takes_in_turn_each_start_only_what_the_one_before_did_not_hold():
+    async def scenario():
+        changelogs = GatedChangelogs()
+        it = steward(changelogs)
+        changelogs.gate.set()
+        assert await it.take([0, 1]) == [0, 1]
+        assert await it.take([1, 2]) == [1, 2]
+        return changelogs
+
+    changelogs = asyncio.run(scenario())
+    assert changelogs.starting == [[0, 1], [2]]
+    assert changelogs.owned() == {1, 2}
