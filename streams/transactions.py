@@ -384,7 +384,13 @@ class Changelogs:
                 self._store, self._topic, self._commands_topic, self._app_id)
             for p in new
         ]
-        results = await asyncio.gather(*(log_.start() for log_ in logs), return_exceptions=True)
+        try:
+            results = await asyncio.gather(*(log_.start() for log_ in logs),
+                                           return_exceptions=True)
+        except asyncio.CancelledError:  # given up meanwhile (a loss): none is taken
+            for log_ in logs:
+                self._close_in_background(log_)
+            raise
         failed = {}
         for log_, result in zip(logs, results):
             if isinstance(result, BaseException):
