@@ -103,7 +103,7 @@ class Steward:
         log.warning("%s: rolling it back and taking it again; the other partitions serve on",
                     reason)
         self._store.active = self._store.active - {partition}
-        self._processor.forget([partition])
+        self._processor.set_aside(partition)
         self._index.drop_partition(partition)
         self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
 

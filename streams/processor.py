@@ -216,6 +216,15 @@ class Processor:
                 if not future.done():
                     future.set_result(None)
 
+    def set_aside(self, partition: int) -> None:
+        """One partition is given up to be taken again on its own (its transaction
+        failed: streams/ownership.py take_again): forgotten as if revoked, and no longer
+        awaited by the catch-up of the others, which serve once they are caught up."""
+        waiting = bool(self._catch_up)
+        self.forget([partition])
+        if waiting and not self._catch_up:
+            self._on_caught_up()
+
     def suspend(self) -> None:
         """Apply nothing until partitions are assigned and recovered again."""
         self.suspended = True

@@ -216,3 +216,41 @@ def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_tak
         return p.next_offsets()
 
     assert run(scenario()) == {0: 2} and jobs(store) == 2
+
+
+def test_a_partition_set_aside_during_the_catch_up_does_not_hold_the_others_back():
+    """Found by the fault campaign (seed 3024): two partitions' transactions failed
+    while the process re-applied their uncommitted tails after an assignment; each was
+    set aside to be taken again on its own and served again, but the catch-up of the
+    assignment still waited for them and the process never served again."""
+    store, held = MemoryStore(), Held()
+    store.active = frozenset({0, 1})
+    p = processor(store, held)
+    serving = []
+
+    async def scenario():
+        p.resumed_at({0: 0, 1: 0})
+        p.expect_catch_up({0: 1, 1: 1}, lambda: serving.append("all"))
+        await p.handle(Message("c", 0, 0), add_record(0))
+        await p.handle(Message("c", 0, 1), add_record(1))
+        assert serving == []  # partition 1 is still behind
+        p.set_aside(1)
+
+    run(scenario())
+    assert serving == ["all"]
+    assert p.catch_up_status() == "done"
+
+
+def test_a_partition_set_aside_after_the_catch_up_calls_nothing_again():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+    serving = []
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        p.expect_catch_up({0: 0}, lambda: serving.append("all"))
+        await p.handle(Message("c", 0, 0), add_record(0))
+        p.set_aside(0)
+
+    run(scenario())
+    assert serving == ["all"]
