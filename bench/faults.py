@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from faults.campaign import SERVE_BOUND_S, RunReport, run_campaign  # noqa: E402
+from faults.campaign import (  # noqa: E402
+    SERVE_BOUND_S, ClusterDidNotStart, RunReport, run_campaign,
+)
 
 
 def row(report: RunReport) -> str:
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="eventq-faults-"))
     print(f"fault campaign: {args.runs} runs of {args.seconds:g}s from seed {args.seed}; "
           f"files in {out}; serving again is bounded by {SERVE_BOUND_S:g}s", flush=True)
-    reports, skipped = [], []
+    reports, skipped, broken = [], [], []
     began = time.monotonic()
     for n in range(args.runs):
         seed = args.seed + n
@@ -68,10 +70,14 @@ def main(argv: list[str] | None = None) -> int:
             report = asyncio.run(run_campaign(out / f"seed-{seed}", seed, args.seconds,
                                               log=lambda line: print(line, flush=True),
                                               keep=args.keep, source=ROOT))
-        except Exception as error:  # the cluster did not start: no run, not a violation
-            print(f"run seed {seed}: the cluster did not start ({type(error).__name__}: "
-                  f"{error}); skipped", flush=True)
+        except ClusterDidNotStart as error:  # no run, not a violation
+            print(f"run seed {seed}: the cluster did not start ({error}); skipped", flush=True)
             skipped.append(seed)
+            continue
+        except Exception as error:  # the run broke off: a failed run, the campaign goes on
+            print(f"run seed {seed} broke off ({type(error).__name__}: {error}): a failed run",
+                  flush=True)
+            broken.append(seed)
             continue
         reports.append(report)
         print(report.text(), flush=True)
@@ -81,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for report in reports:
         print(row(report))
-    failed = [r.seed for r in reports if not r.ok]
+    failed = sorted([r.seed for r in reports if not r.ok] + broken)
     served = [s.seconds for r in reports for s in r.served if s.seconds is not None]
-    print(f"violations in {len(failed)} of {len(reports)} runs{': seeds ' + str(failed) if failed else ''}; "
-          f"served again after each fault within {max(served):.1f}s (median "
-          f"{sorted(served)[len(served) // 2]:.1f}s) over {len(served)} heals" if served else "")
+    print(f"violations in {len(failed)} of {len(reports) + len(broken)} runs"
+          f"{': seeds ' + str(failed) if failed else ''}")
+    if served:
+        print(f"served again after each fault within {max(served):.1f}s (median "
+              f"{sorted(served)[len(served) // 2]:.1f}s) over {len(served)} heals")
     return 1 if failed else 0
 
 

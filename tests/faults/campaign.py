@@ -42,7 +42,7 @@ from eventq.rawclient import RawClient
 from eventq.replay import compare, derive_from_commands
 
 from .checker import Violation, check, summary, violations_text
-from .cluster import FaultCluster
+from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
 from .history import Clock, HistoryWriter, Recorder
 from .load import BulkTarget, LoadConfig, created_job_ids, read_back, run_load, wait_bulk_admitted
@@ -308,17 +308,26 @@ def changelog_violations(bootstrap: str, app_id: str, commands_topic: str,
         time.sleep(2.0)
 
 
+class ClusterDidNotStart(RuntimeError):
+    """No run took place (a port taken, a broker that would not start): not a finding
+    about eventq, unlike anything that goes wrong once the cluster is up."""
+
+
 async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                        keep: bool = False, source: Path | None = None) -> RunReport:
     """One run; ``run_dir`` keeps its history, logs and (with ``keep``) the cluster's
     data; ``source``: run the eventq processes from that checkout. Raises only if the
-    cluster cannot be started."""
+    cluster cannot be started: a cluster that does not serve again after the faults is
+    a violation of the run."""
     began = time.monotonic()
     run_dir.mkdir(parents=True, exist_ok=True)
     faults = plan_faults(seed, seconds)
     report = RunReport(seed, seconds, faults, history=run_dir / "history.jsonl")
-    cluster = await asyncio.to_thread(
-        FaultCluster(run_dir, source=source, session_timeout_ms=SESSION_TIMEOUT_MS).start)
+    try:
+        cluster = await asyncio.to_thread(
+            FaultCluster(run_dir, source=source, session_timeout_ms=SESSION_TIMEOUT_MS).start)
+    except Exception as error:
+        raise ClusterDidNotStart(f"{type(error).__name__}: {error}") from error
     settings = cluster.settings
     commands, jobs_topic = settings["commands-topic"], settings["jobs-topic"]
     bootstrap = cluster.direct_bootstrap
@@ -334,7 +343,15 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             ops, _ = await asyncio.gather(
                 run_load(config, recorder), inject(cluster, faults, recorder.clock, served, log))
             report.served = served
-            await asyncio.to_thread(cluster.wait_settled, SETTLE_TIMEOUT_S)
+            report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}
+            try:
+                await asyncio.to_thread(cluster.wait_settled, SETTLE_TIMEOUT_S)
+            except FaultClusterError as error:
+                report.violations = [Violation(
+                    "not-served-again", None, (),
+                    f"{SETTLE_TIMEOUT_S:g}s after the last fault the partitions were still "
+                    f"not all served: {error}")]
+                return report  # its data is kept for a look (not ok)
             await wait_bulk_admitted(cluster.ports[0])
             reads = await read_back(cluster.ports[0], created_job_ids(ops), clock=recorder.clock)
             for read in reads.values():
@@ -342,7 +359,6 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             live, derived = await settled_digests(cluster.ports[0], bootstrap, commands)
             sink.write_meta({"live_digest": live, "log_digest": derived})
         serve_times = [(s.fault, s.seconds) for s in served if not s.interrupted]
-        report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}
         report.violations = check(ops, reads, live, derived, serve_times, SERVE_BOUND_S)
         report.violations += await asyncio.to_thread(
             changelog_violations, bootstrap, settings["app-id"], commands, jobs_topic)
