@@ -264,6 +264,7 @@ class EventqCluster:
             if time.monotonic() > deadline:
                 tails = "\n".join(f"--- process {i + 1}:\n{p.log_tail(40)}"
                                   for i, p in enumerate(self.processes))
+                self.stop()  # a failed start leaves no process running
                 raise AssertionError(f"partitions not all served in {timeout_s}s "
                                      f"(inspect digest: {reply[:200]!r})\n{tails}")
             time.sleep(0.2)
