@@ -104,7 +104,7 @@ class EventqService(mode.Service):
             await writer.stop()
             counters = self._streams.processor.counters
             changelogs = self._streams.changelogs
-            log.warning(
+            log.info(
                 "wrote %d commands in %d records; applied %d records (%d batches), "
                 "%d changelog records in %d transactions; %d leases given back; admitted "
                 "%d bulk records (%d commands) in %d slices, %d second copies skipped; "
@@ -191,15 +191,28 @@ def start_stop_watchdog(timeout_s: float) -> None:
 LIBRARY_LOGGERS = ("aiokafka", "faust", "mode", "kafka", "rocksdict")
 
 
-def quiet_library_loggers(level_name: str) -> None:
-    """faust's worker leaves library loggers enabled for DEBUG: every aiokafka send
-    then builds a log record (5-9% of the request path). Pin them to our level."""
+def level_of(level_name: str) -> int:
     level = logging.getLevelName(level_name.upper())
-    if not isinstance(level, int):
-        level = logging.WARNING
+    return level if isinstance(level, int) else logging.INFO
+
+
+def library_level(level_name: str) -> int:
+    """The libraries' level: eventq's own, but never below WARNING unless DEBUG is
+    asked for (faust's and mode's INFO lines are their internals, not news to an
+    operator: issue 27)."""
+    level = level_of(level_name)
+    return level if level <= logging.DEBUG else max(level, logging.WARNING)
+
+
+def quiet_library_loggers(level_name: str) -> None:
+    """eventq's and the streams' loggers at the level asked for (INFO by default:
+    normal events are INFO, issue 27); the libraries' at `library_level`. faust's
+    worker leaves library loggers enabled for DEBUG: every aiokafka send then builds a
+    log record (5-9% of the request path), so they are pinned explicitly."""
+    level = level_of(level_name)
     logging.getLogger().setLevel(level)
     for name in LIBRARY_LOGGERS:
-        logging.getLogger(name).setLevel(level)
+        logging.getLogger(name).setLevel(library_level(level_name))
 
 
 def topics_problem(settings: Settings) -> str | None:
@@ -320,7 +333,7 @@ def run_server(settings: Settings) -> int:
     worker = eventq_worker_class(faust.Worker)(
         streams.app,
         service,
-        loglevel=settings.log_level,
+        loglevel=logging.getLevelName(library_level(settings.log_level)),
         quiet=True,
         redirect_stdouts=False,
         loop=loop,

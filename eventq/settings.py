@@ -45,7 +45,7 @@ class Settings:
     app_id: str = "eventq"
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
-    log_level: str = "WARNING"
+    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it (issue 27)
     # Scaling out (issue 11): the address other eventq processes reach this one's
     # gateway at (default: listen host and port), warm copies of each partition's
     # table kept by other processes, and how soon a silent process counts as dead.

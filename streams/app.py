@@ -248,7 +248,7 @@ def build_streams(settings: Settings) -> Streams:
             return
         targets = catch_up.targets
         steward.resumed()
-        log.warning(
+        log.info(
             "recovered %d partitions, %d live jobs indexed in %.2fs; re-applying the "
             "uncommitted tail up to %s before serving",
             len(taken), steward.indexed, time.monotonic() - began, targets,
@@ -258,7 +258,7 @@ def build_streams(settings: Settings) -> Streams:
             engine.ready.set()
             # The admitted offsets are the table's now: the bulk lane may go on.
             admitter.start(taken)
-            log.warning("serving: state is up to date with %s", settings.commands_topic)
+            log.info("serving: state is up to date with %s", settings.commands_topic)
 
         processor.expect_catch_up(targets, caught_up)
         if not engine.ready.is_set():
@@ -282,7 +282,7 @@ def build_streams(settings: Settings) -> Streams:
                 await app.consumer.seek(TP(settings.commands_topic, partition), offset)
             if now - reported >= CATCH_UP_REPORT_S:
                 reported = now
-                log.warning("still re-applying the uncommitted tail: %s",
+                log.info("still re-applying the uncommitted tail: %s",
                             processor.catch_up_status())
 
     @app.on_partitions_revoked.connect

@@ -127,7 +127,7 @@ class Steward:
         def caught_up() -> None:
             self._retaking.pop(partition, None)
             self._store.active = self._store.active | {partition}
-            log.warning("partition %d taken again and serving", partition)
+            log.info("partition %d taken again and serving", partition)
 
         self._processor.expect_partition_caught_up(partition, target, caught_up)
 
