@@ -153,6 +153,13 @@ def build_streams(settings: Settings) -> Streams:
         partitions=settings.partitions,
         compacting=True,
         deleting=False,
+        # No stream reads the changelog: as faust's own changelog topics are
+        # (faust/tables/base.py `_new_changelog_topic`), it is declared without acks.
+        # With acks, faust's stall detector (faust/transport/drivers/aiokafka.py
+        # `verify_event_path`) took every partition whose end moved past the consumer's
+        # position for a stream that never started: after `stream_processing_timeout`
+        # (5 min) it logged a 15-line ERROR per partition every 2.5 s (issue 27).
+        acks=False,
     )
     table = app.Table(
         "jobs",
