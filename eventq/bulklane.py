@@ -4,7 +4,7 @@ offset, once applied, as the offset of the consumer group ``<app id>.bulk``).
 
 Used by `--wait` of the bulk producers (Spark enqueue, a pipeline's own script): after
 writing, take the bulk topic's end offsets as the targets and wait until every
-partition's admission reaches them, with a progress bar of bulk records admitted.
+partition's admission reaches them, with a progress bar of the rows admitted.
 """
 
 from __future__ import annotations
@@ -95,27 +95,57 @@ def wait_admitted(
     targets: dict[int, int],
     progress: Progress,
     stall_timeout_s: float = 60.0,
+    rows: int | None = None,
 ) -> Admission:
     """Return once the server has admitted and applied every bulk record below
-    ``targets``; ``BulkWaitError`` when nothing moves for ``stall_timeout_s``."""
+    ``targets``; ``BulkWaitError`` when nothing moves for ``stall_timeout_s``.
+
+    The bar counts ``rows`` (the rows the caller wrote) when given: a user wrote rows,
+    and a bulk record holds hundreds (issue 27). Admission is known by record, so the
+    rows shown while it runs are the admitted records' share of them."""
     admission = Admission(targets, admitted_offsets(bootstrap, group, topic, targets))
     first_remaining = admission.remaining
-    progress.start(f"applied from {topic}", total=first_remaining, unit="bulk records")
+    count = AdmittedCount(first_remaining, rows)
+    progress.start(f"applied from {topic}", total=count.total, unit=count.unit)
     last_move, last_remaining = time.monotonic(), first_remaining
     while not admission.done:
         time.sleep(POLL_S)
         admission.admitted = admitted_offsets(bootstrap, group, topic, targets)
         remaining = admission.remaining
-        progress.update(first_remaining - remaining)
+        progress.update(count.done(first_remaining - remaining))
         if remaining != last_remaining:
             last_move, last_remaining = time.monotonic(), remaining
         elif time.monotonic() - last_move > stall_timeout_s:
-            behind = {p: end - admission.admitted.get(p, 0)
-                      for p, end in targets.items() if end > admission.admitted.get(p, 0)}
+            behind = ", ".join(
+                f"partition {p}: {end - admission.admitted.get(p, 0):,}"
+                for p, end in sorted(targets.items()) if end > admission.admitted.get(p, 0))
             raise BulkWaitError(
                 f"no bulk record of {topic} was applied for {stall_timeout_s:g}s "
-                f"({remaining:,} still waiting, by partition {behind}): is `eventq serve` "
+                f"({remaining:,} bulk records still waiting; {behind}): is `eventq serve` "
                 f"running against this Kafka with app id matching group {group}?"
             )
-    progress.finish(first_remaining)
+    progress.finish(count.total)
     return admission
+
+
+@dataclass(frozen=True)
+class AdmittedCount:
+    """What the bar counts: rows when the caller knows how many it wrote, else records."""
+
+    records: int
+    rows: int | None
+
+    @property
+    def unit(self) -> str:
+        return "records" if self.rows is None else "rows"
+
+    @property
+    def total(self) -> int:
+        return self.records if self.rows is None else self.rows
+
+    def done(self, records_done: int) -> int:
+        if self.rows is None:
+            return records_done
+        if self.records == 0:
+            return self.rows
+        return self.rows * records_done // self.records
