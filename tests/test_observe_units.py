@@ -4,9 +4,11 @@ verbs and the HTTP settings."""
 from __future__ import annotations
 
 import argparse
+import uuid
 
 import pytest
 
+from eventq.client.models import JobInfo
 from eventq.observe import pages
 from eventq.observe.buckets import Histogram
 from eventq.observe.chart import line_chart
@@ -100,3 +102,52 @@ def test_the_http_port_is_host_port_a_port_or_off_and_actions_a_switch():
     for bad in ("nine", "1:2:x", "70000", "host:"):
         with pytest.raises(ValueError, match="http_port"):
             Settings(http_port=bad)
+
+
+# --- issue 27, item 7: the dashboard's small lies ----------------------------------------
+
+
+def job_info(**overrides) -> JobInfo:
+    fields = dict(id=uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4"), name="bills",
+                  ttr_ms=60_000, ttl_ms=86_400_000, payload=b"x", max_attempts=0,
+                  attempts=1, max_fails=0, fails=1, priority=0, state="failed",
+                  created="2026-11-22T09:30:00Z")
+    return JobInfo(**{**fields, **overrides})
+
+
+def test_a_job_page_shows_the_fail_and_attempt_limits_the_spec_gives():
+    """fail: while fails < max-fails the job is retried, else it is FAILED, so max-fails
+    0 (the default) and 1 both allow one fail; max-attempts 0 is the hard cap of 255."""
+    shown = dict(pages.job_fields(job_info()))
+    assert shown["fails"] == "1 of 1 (no retry)"
+    assert shown["attempts"] == "1 of 255 (max-attempts 0: the hard cap)"
+    assert dict(pages.job_fields(job_info(max_fails=1)))["fails"] == "1 of 1 (no retry)"
+    retried = dict(pages.job_fields(job_info(max_fails=3, max_attempts=5, state="pending")))
+    assert retried["fails"] == "1 of 3" and retried["attempts"] == "1 of 5"
+    listed = pages.queue_page(pages.QueueRow("bills", 0, 0, False), "failed", [job_info()],
+                              0, 25, False, [], {}, frame())
+    assert "unlimited" not in listed and "∞" not in listed and "1/255" in listed
+
+
+def test_a_job_page_shows_time_only_for_a_job_that_has_one():
+    """inspect job has a ``time`` key only for a scheduled job (or one waiting out its
+    backoff): a job without one gets no empty row."""
+    assert "time" not in dict(pages.job_fields(job_info()))
+    scheduled = job_info(state="new", attempts=0, fails=0, time="2026-11-22T10:00:00Z")
+    assert dict(pages.job_fields(scheduled))["time"] == "2026-11-22T10:00:00Z"
+
+
+def test_events_of_a_queue_new_to_the_history_show_in_its_rates():
+    """Jobs added and run between two samples on a queue the earlier sample did not have
+    yet (a new queue, or the first jobs after a start) were counted from the later
+    sample on, so their rates were never drawn: the queue's baseline is zero events at
+    the earlier sample."""
+    history = History()
+    history.record(0.0, {})  # the sampler's first round, before any job
+    history.record(5.0, {"mail": ((0, 0, 0), (5, 5, 5, 0))})
+    assert history.rate_series("mail")["completed"] == [(5.0, 1.0)]
+    assert history.latest_rates("mail")["added"] == 1.0
+    history.record(10.0, {"mail": ((0, 0, 0), (5, 5, 5, 0))})
+    assert history.rate_series(None)["added"] == [(5.0, 1.0), (10.0, 0.0)]
+    chart = line_chart(history.rate_series("mail"), "events per second", unit="/s")
+    assert ">1/s</text>" in chart and 'points="48.0,22.0 ' in chart  # 1/s, at the top

@@ -3,6 +3,12 @@
 Every ``SAMPLE_EVERY_S`` the web server records each queue's counts now (ready,
 scheduled, leased) and its cumulative event counts (livestats); rates are differences
 of consecutive samples. ``KEEP_SAMPLES`` samples: 15 minutes.
+
+A queue new to the history starts from zero at the sample before (issue 27): the
+sampler names every queue the live statistics ever counted, so a queue absent from a
+sample had no jobs and no events then. Without that baseline, jobs added and run
+between two samples on a new queue (the first jobs after a start, say) were in its
+first sample's totals, which has no rate, and the charts stayed flat at zero.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class History:
     def __init__(self, keep: int = KEEP_SAMPLES) -> None:
         self._keep = keep
         self.queues: dict[str, deque[Sample]] = {}
+        self._last_at_s: float | None = None  # the previous record's time
 
     def record(self, at_s: float, queues: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         """``queues``: {name: (gauges, totals)} now. A queue absent from a sample keeps
@@ -34,11 +41,20 @@ class History:
         for name, (gauges, totals) in queues.items():
             samples = self.queues.get(name)
             if samples is None:
-                samples = self.queues[name] = deque(maxlen=self._keep)
+                samples = self.queues[name] = self._new_queue(len(gauges), len(totals))
             samples.append(Sample(at_s, tuple(gauges), tuple(totals)))
+        self._last_at_s = at_s
         oldest = at_s - self._keep * SAMPLE_EVERY_S
         for name in [n for n, s in self.queues.items() if s[-1].at_s < oldest]:
             del self.queues[name]
+
+    def _new_queue(self, gauges: int, totals: int) -> deque[Sample]:
+        """A queue's samples, from zero at the previous record if there was one (see the
+        module's docstring); the first record of all has no time before it to count from."""
+        samples: deque[Sample] = deque(maxlen=self._keep)
+        if self._last_at_s is not None:
+            samples.append(Sample(self._last_at_s, (0,) * gauges, (0,) * totals))
+        return samples
 
     def gauge_series(self, name: str | None) -> dict[str, list[tuple[float, float]]]:
         """{gauge: [(t, value)]} of a queue, or summed over all queues (None)."""

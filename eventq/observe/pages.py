@@ -10,6 +10,7 @@ from html import escape
 from urllib.parse import quote
 
 from eventq.client.models import JobInfo
+from eventq.limits import MAX_ATTEMPTS_LIMIT
 from eventq.observe.livestats import Durations
 
 REFRESH_S = 5
@@ -157,7 +158,8 @@ def queue_page(row: QueueRow, kind: str, jobs: list[JobInfo], offset: int, limit
     jobs_table = table(
         ["id", "state", "priority", "attempts", "fails", "created", "time"],
         [[f'<a href="/jobs/{e(j.id)}"><code>{e(j.id)}</code></a>', e(j.state),
-          str(j.priority), f"{j.attempts}/{j.max_attempts or '∞'}", str(j.fails),
+          str(j.priority), f"{j.attempts}/{attempts_allowed(j.max_attempts)}",
+          f"{j.fails}/{fails_allowed(j.max_fails)}",
           e(j.created), e(j.time or "")] for j in jobs], left=2, id_="jobs")
     body = (f"<p>Queue is {state} {toggle}</p>{counts}{''.join(charts)}"
             f"<h2>Wait and run times</h2>{times}"
@@ -165,6 +167,37 @@ def queue_page(row: QueueRow, kind: str, jobs: list[JobInfo], offset: int, limit
             + ("" if jobs else f"<p>No {e(kind)} jobs.</p>")
             + _pager(f"/queues/{name}", offset, limit, more, f"kind={kind}&"))
     return layout(f"Queue {row.name}", body, frame)
+
+
+def attempts_allowed(max_attempts: int) -> int:
+    """spec, Values: -max-attempts 0 "means unlimited, which is a hard cap of 255"."""
+    return max_attempts or MAX_ATTEMPTS_LIMIT
+
+
+def fails_allowed(max_fails: int) -> int:
+    """spec, fail: "while fails < N the job returns to PENDING", else it is FAILED, so
+    max-fails 0 (the default) and 1 both allow one fail: the first is the last. (Issue
+    27: 0 was shown as "unlimited".)"""
+    return max(max_fails, 1)
+
+
+def job_fields(info: JobInfo) -> list[tuple[str, str]]:
+    """The job page's field table, from ``inspect job``."""
+    allowed = fails_allowed(info.max_fails)
+    cap = "" if info.max_attempts else " (max-attempts 0: the hard cap)"
+    fields = [
+        ("id", str(info.id)), ("queue", info.name), ("state", info.state),
+        ("priority", str(info.priority)),
+        ("attempts", f"{info.attempts} of {attempts_allowed(info.max_attempts)}{cap}"),
+        ("fails", f"{info.fails} of {allowed}" + (" (no retry)" if allowed == 1 else "")),
+        ("ttr", f"{info.ttr_ms:,} ms"), ("ttl", f"{info.ttl_ms:,} ms"),
+        ("created", info.created),
+    ]
+    # spec, inspect: the block has ``time`` for a scheduled job (or one waiting out its
+    # backoff) only; any other job has none, so no row rather than an empty one (issue 27).
+    if info.time is not None:
+        fields.append(("time", info.time))
+    return fields
 
 
 @dataclass

@@ -209,16 +209,9 @@ class Dashboard:
                 result = outcome.data.decode("utf-8", "replace")
             except EventqError:  # NotFound too: deleted since it was inspected
                 result = None
-        fields = [
-            ("id", str(info.id)), ("queue", info.name), ("state", info.state),
-            ("priority", str(info.priority)),
-            ("attempts", f"{info.attempts} of {info.max_attempts or 'unlimited'}"),
-            ("fails", f"{info.fails} of {info.max_fails or 'unlimited'}"),
-            ("ttr", f"{info.ttr_ms:,} ms"), ("ttl", f"{info.ttl_ms:,} ms"),
-            ("created", info.created), ("time", info.time or ""),
-        ]
-        return _html(pages.job_page(fields, info.payload, result, history.rows, history.note,
-                                    str(job_id), info.state, self.frame(request)))
+        return _html(pages.job_page(pages.job_fields(info), info.payload, result,
+                                    history.rows, history.note, str(job_id), info.state,
+                                    self.frame(request)))
 
     async def cluster_page(self, request: web.Request) -> web.Response:
         offsets = self.sources.lag()  # owned partitions: (applied through, log end)
