@@ -17,6 +17,7 @@ from eventq.gateway.cluster import Cluster
 from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
+from eventq.logformat import logging_config
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.settings import Settings
 from streams.command_writer import CommandWriter
@@ -334,10 +335,17 @@ def run_server(settings: Settings) -> int:
         streams.app,
         service,
         loglevel=logging.getLevelName(library_level(settings.log_level)),
+        # Escape codes only on a terminal (eventq/logformat.py says why).
+        # faust's startup at the libraries' level; eventq's lines from on_start on.
+        logging_config=logging_config(level_of(settings.log_level), sys.stderr,
+                                      root_level=library_level(settings.log_level)),
         quiet=True,
         redirect_stdouts=False,
         loop=loop,
     )
+    # faust's startup spinner writes cursor escapes (\e[?25l) even when its output is
+    # a file, and eventq says itself when it serves (issue 27).
+    worker.spinner = None
     code = 0
     try:
         worker.execute_from_commandline()
