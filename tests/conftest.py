@@ -16,6 +16,24 @@ import pytest
 from eventq.kafka import broker
 from support import test_broker_config, test_cluster_configs
 
+
+@pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py) run beside the rest of
+    the suite: their work starts now, in a process of its own, and their test moves to
+    the end, where it collects the outcome (issue 27: a 10-minute soak costs the suite
+    no time of its own)."""
+    beside = [item for item in items if item.get_closest_marker("beside")]
+    if not beside or config.option.collectonly:
+        return
+    for item in beside:
+        items.remove(item)
+        items.append(item)
+    soak_module = beside[0].module
+    directory = config._tmp_path_factory.mktemp("soak-beside")
+    config.stash[soak_module.SOAK_KEY] = soak_module.start_soak(directory)
+
+
 def _docker_engine_answers() -> bool:
     try:
         import docker  # type: ignore[import-not-found]
