@@ -15,6 +15,7 @@ from time import perf_counter
 from typing import Callable
 
 from eventq.errors import EventqError, ServerError
+from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.handlers import Handover
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer
@@ -166,16 +167,11 @@ class GatewayServer:
             if timings is not None:
                 self._stats.timing(type(event)).observe(perf_counter() - started)
             if isinstance(reply, Handover):
-                # A lease hands a job over: if its client is gone (or has closed its
-                # side: it cannot ask for more), the job goes back instead of being
-                # leased to nobody until its TTR (issue 15).
-                if writer.transport.is_closing() or reader.at_eof():
-                    self._gateway.give_back(reply.release)
+                if not await self._hand_over(reply, reader, writer):
                     return
-                reply = reply.reply
-            if writer.transport.is_closing():
+            elif writer.transport.is_closing():
                 return
-            if isinstance(reply, bytes):
+            elif isinstance(reply, bytes):
                 writer.write(reply)
             else:
                 await self._stream(reply, writer)
@@ -184,6 +180,25 @@ class GatewayServer:
             # at most the high-water mark and one reply, however much it pipelined.
             if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
                 await writer.drain()
+
+    async def _hand_over(
+        self, handover: Handover, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Write a lease's reply, or give its job back if no client will read it, so it
+        is not leased to nobody until its TTR (issue 15). False: given back.
+
+        A client that sent EOF may have half-closed (a piped script: it reads every
+        reply, as workq answers it) or be gone; only writing tells (issue 27,
+        eventq/gateway/delivery.py). A client that has not sent EOF is taken to read it
+        (one that dies later leaves the job to its TTR)."""
+        if writer.transport.is_closing():  # reset, or closed by a failed write
+            self._gateway.give_back(handover.release)
+            return False
+        writer.write(handover.reply)
+        if client_sent_eof(reader) and not await reply_reaches_client(writer.transport):
+            self._gateway.give_back(handover.release)
+            return False
+        return True
 
     @staticmethod
     async def _stream(pieces, writer: asyncio.StreamWriter) -> None:

@@ -1,9 +1,12 @@
-"""The README's quickstart session, replayed byte for byte against a real server."""
+"""The README's quickstart session, replayed byte for byte against a real server, and
+piped into `eventq client` as a reader would (issue 27)."""
 
 from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +37,7 @@ def exchanges(block: str):
     return steps
 
 
-def expected_pattern(lines: list[str]) -> re.Pattern:
+def expected_pattern(lines: list[str], line_end: bytes = b"\r\n") -> re.Pattern:
     parts = []
     for line in lines:
         key = line.split(" ", 1)[0]
@@ -42,7 +45,7 @@ def expected_pattern(lines: list[str]) -> re.Pattern:
             parts.append(re.escape(key.encode() + b" ") + VARYING[key])
         else:
             parts.append(re.escape(line.encode()))
-    return re.compile(b"\r\n".join(parts) + b"\r\n", re.S)
+    return re.compile(line_end.join(parts) + line_end, re.S)
 
 
 def read_until(sock: socket.socket, pattern: re.Pattern, timeout_s: float = 10.0) -> bytes:
@@ -71,6 +74,24 @@ def test_readme_session_runs_byte_for_byte(server):
         for sent, expected in exchanges(block):
             sock.sendall(b"".join(line.encode() + b"\r\n" for line in sent))
             read_until(sock, expected_pattern(expected))
+
+
+def test_readme_sessions_piped_into_eventq_client(server):
+    """Every ``>`` line of a session piped into `eventq client` at once: it sends them,
+    closes its side, and prints every ``<`` line (with ``\\n`` line ends) before it
+    exits; the server answers all requests that came before the half-close."""
+    for block in session_blocks():
+        steps = exchanges(block)
+        script = "".join(line + "\n" for sent, _ in steps for line in sent)
+        started = time.monotonic()
+        printed = subprocess.run(
+            [sys.executable, "-m", "eventq.cli", "client", "--listen-port", str(server.port)],
+            input=script.encode(), capture_output=True, timeout=60,
+        )
+        print(f"eventq client ran a README session in {time.monotonic() - started:.2f}s")
+        assert printed.returncode == 0, printed.stderr
+        expected = expected_pattern([line for _, lines in steps for line in lines], b"\n")
+        assert expected.fullmatch(printed.stdout), (printed.stdout, printed.stderr)
 
 
 def python_snippet(marker: str) -> str:
