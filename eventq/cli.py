@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from typing import Callable, Sequence
@@ -19,9 +20,9 @@ def say(message: str) -> None:
     print(message, flush=True)
 
 
-def fail(message: str) -> int:
+def fail(message: str, code: int = EXIT_FAILED) -> int:
     print(f"eventq: {message}", file=sys.stderr, flush=True)
-    return EXIT_FAILED
+    return code
 
 
 # --- kafka -------------------------------------------------------------------------
@@ -129,7 +130,22 @@ def create_topics(settings: Settings) -> bool:
     return all(report.ok for report in reports)
 
 
+def kafka_silence(settings: Settings) -> str | None:
+    """Why Kafka cannot be used now (it does not answer within KAFKA_PROBE_S), or None:
+    said at once instead of after a 30 s timeout (issue 27)."""
+    from eventq.kafka.broker import broker_answers
+    from eventq.server import KAFKA_PROBE_S, kafka_hint
+
+    if broker_answers(settings.kafka_bootstrap, timeout_s=KAFKA_PROBE_S):
+        return None
+    return (f"Kafka at {settings.kafka_bootstrap} does not answer (waited "
+            f"{KAFKA_PROBE_S:g}s): {kafka_hint(settings)}")
+
+
 def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
+    silence = kafka_silence(settings)
+    if silence:
+        return fail(f"cannot create topics: {silence}")
     try:
         ok = create_topics(settings)
     except Exception as error:  # KafkaException: broker unreachable
@@ -152,9 +168,15 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Start Kafka (if local), create the topics, and serve until Ctrl-C or SIGTERM: one
     eventq process, or ``--processes N`` of them on consecutive ports (issue 11), each a
     supervised child restarted if it dies, as is a Kafka node this command started."""
+    from eventq.server import say_on_stderr, wait_for_kafka
     from eventq.supervisor import stop_on_signals
-    from eventq.up import interrupt_on_sigterm, serve_processes
+    from eventq.up import (
+        EXIT_CANNOT_START, interrupt_on_sigterm, ports_problem, serve_processes,
+    )
 
+    problem = ports_problem(settings)  # before anything starts, Kafka included (issue 27)
+    if problem:
+        return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
     nodes = settings.broker_nodes if settings.uses_local_broker else []
     # Known before starting them, so that a start cut short by Ctrl-C is stopped too.
@@ -168,6 +190,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
                 return fail(str(error))
             say(f"Kafka {'started' if started else 'already running'} on "
                 f"{settings.kafka_bootstrap}")
+        else:
+            wait_for_kafka(settings, say_on_stderr)  # --bootstrap: said within seconds
         try:
             topics_fit = create_topics(settings)
         except Exception as error:  # KafkaException: no broker answers
@@ -204,6 +228,11 @@ def serve(settings: Settings) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings)
+
+
+# The settings `eventq client` uses: the server's address (issue 27: its --help listed
+# all 25 server and Kafka flags).
+CLIENT_SETTINGS = ("listen_host", "listen_port")
 
 
 def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
@@ -297,18 +326,60 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
 
 Handler = Callable[[Settings, argparse.Namespace], int]
 
+# Flags people try that eventq spells otherwise: suggested first (issue 27).
+FLAG_ALIASES = {"--port": "--listen-port", "--host": "--listen-host",
+                "--bind": "--listen-host", "--kafka": "--bootstrap",
+                "--bootstrap-servers": "--bootstrap", "--bootstrap-server": "--bootstrap"}
+SUGGESTIONS = 3
+
+
+def did_you_mean(unknown: str, known: Sequence[str]) -> list[str]:
+    """The flags of ``known`` that ``unknown`` may have meant, likeliest first (pure)."""
+    name = unknown.split("=", 1)[0]
+    alias = FLAG_ALIASES.get(name)
+    found = [alias] if alias in known else []
+    for flag in difflib.get_close_matches(name, known, n=SUGGESTIONS, cutoff=0.6):
+        if flag not in found:
+            found.append(flag)
+    return found[:SUGGESTIONS]
+
+
+def unrecognized(extras: Sequence[str], known: Sequence[str], prog: str) -> str:
+    """The error for arguments a command does not take, naming what it may have meant."""
+    flag = next((extra for extra in extras if extra.startswith("-")), None)
+    guesses = did_you_mean(flag, known) if flag else []
+    hint = f"`{prog} --help` lists what it takes"
+    if guesses:
+        either = ", ".join(guesses[:-1]) + " or " if len(guesses) > 1 else ""
+        hint = f"did you mean {either}{guesses[-1]}? {hint}"
+    return f"unrecognized arguments: {' '.join(extras)} ({hint})"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A (sub)command's parser: an argument it does not take is reported with its own
+    usage and the flags it may have meant (issue 27: `eventq serve --port 9999` showed
+    the top-level usage and no hint of --listen-port)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            flags = [flag for action in self._actions for flag in action.option_strings]
+            self.error(unrecognized(extras, flags, self.prog))
+        return parsed, extras
+
 
 def _subcommand(
-    subparsers, name: str, handler: Handler, help_text: str
+    subparsers, name: str, handler: Handler, help_text: str,
+    settings: Sequence[str] | None = None,
 ) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
-    add_arguments(parser)
+    add_arguments(parser, settings)
     parser.set_defaults(handler=handler)
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="eventq",
         description="A workq-compatible job queue whose only source of truth is a Kafka log.",
     )
@@ -347,7 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "client",
         cmd_client,
-        "type workq commands to a server and see its raw replies (lines end in \\r\\n)",
+        "type workq commands to a server and see its raw replies (lines end in \\r\\n); "
+        "the server is at --listen-host:--listen-port, as `eventq serve` was given them",
+        CLIENT_SETTINGS,
     )
     replay_parser = _subcommand(
         commands,

@@ -7,8 +7,12 @@ A run that did not stop cleanly leaves its local RocksDB discarded and rebuilt f
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import sys
+import time
+from dataclasses import dataclass
 
 import mode
 
@@ -24,10 +28,142 @@ from streams.command_writer import CommandWriter
 
 log = logging.getLogger("eventq")
 
+# --- the listening ports (issue 27) --------------------------------------------------
+#
+# A port in use was a 30-line traceback from faust (the gateway's) or a message inside
+# one, printed after "eventq serving" (the dashboard's). Now each port is tried before
+# anything starts, Kafka included: one line and exit status 2 if it cannot be bound.
+# Just before faust starts, the ports are bound and listened on, and each socket is
+# handed to its server, so no other process can take a port between check and start.
+
+GATEWAY_BACKLOG = 4096  # as GatewayServer's own listen
+EXIT_CANNOT_START = 2  # this configuration cannot serve (= eventq/up.py's)
+
+
+class PortUnusable(Exception):
+    """A port this server is to listen on cannot be bound; the message says which and
+    what to give instead."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An address this server listens on, and the flags that change it."""
+
+    serves: str  # "the workq protocol"
+    host: str
+    port: int
+    port_flag: str  # "--listen-port"
+    host_flag: str  # "--listen-host"
+    other_choice: str = ""  # ", or --http-port off"
+
+
+def endpoints(settings: Settings) -> list[Endpoint]:
+    """The gateway's address, then the dashboard's (unless it is off)."""
+    found = [Endpoint("the workq protocol", settings.listen_host, settings.listen_port,
+                      "--listen-port", "--listen-host")]
+    if settings.http_address is not None:
+        host, port = settings.http_address
+        found.append(Endpoint("the dashboard and metrics", host, port, "--http-port",
+                              "--http-port HOST:PORT", ", or --http-port off"))
+    return found
+
+
+def port_problem(endpoint: Endpoint, error: OSError) -> str:
+    """What a failed bind means and what to do, in one line (pure)."""
+    where = f"{endpoint.host}:{endpoint.port}"
+    cannot = f"cannot serve {endpoint.serves} on {where}"
+    other_port = f"give another {endpoint.port_flag}{endpoint.other_choice}"
+    if error.errno == errno.EADDRINUSE:
+        return (f"{cannot}: the port is in use (another eventq serve or `make run`? "
+                f"`ss -ltnp 'sport = :{endpoint.port}'` shows which process): {other_port}")
+    if error.errno == errno.EACCES:
+        return f"{cannot}: not allowed (ports below 1024 need root): {other_port}"
+    reason = error.strerror or str(error)
+    return (f"{cannot}: {reason} (is {endpoint.host} an address of this machine?): give "
+            f"another {endpoint.host_flag}{endpoint.other_choice}")
+
+
+def bind_endpoint(endpoint: Endpoint, listen: bool) -> list[socket.socket]:
+    """A socket bound to each address of the endpoint's host, as asyncio binds them
+    (SO_REUSEADDR; IPv6 sockets IPv6 only), listening if ``listen``. ``PortUnusable``
+    if one cannot be bound."""
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(
+                endpoint.host, endpoint.port, type=socket.SOCK_STREAM,
+                flags=socket.AI_PASSIVE):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            if listen:
+                sock.listen(GATEWAY_BACKLOG)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        raise PortUnusable(port_problem(endpoint, error)) from None
+    return sockets
+
+
+def check_ports(settings: Settings) -> None:
+    """``PortUnusable`` if a port of ``settings`` cannot be bound now (nothing held)."""
+    for endpoint in endpoints(settings):
+        for sock in bind_endpoint(endpoint, listen=False):
+            sock.close()
+
+
+@dataclass
+class Listeners:
+    """The gateway's and the dashboard's sockets, bound and listening before faust
+    starts and handed to their servers. None: the server binds by address itself (off,
+    or a host with several addresses, which asyncio binds one socket each: checked only)."""
+
+    gateway: socket.socket | None = None
+    web: socket.socket | None = None
+
+    @classmethod
+    def bind(cls, settings: Settings) -> "Listeners":
+        held: list[socket.socket | None] = []
+        try:
+            for endpoint in endpoints(settings):
+                sockets = bind_endpoint(endpoint, listen=True)
+                if len(sockets) > 1:
+                    for sock in sockets:
+                        sock.close()
+                held.append(sockets[0] if len(sockets) == 1 else None)
+        except PortUnusable:
+            cls(*held).close()
+            raise
+        return cls(*held)
+
+    def close(self) -> None:
+        for sock in (self.gateway, self.web):
+            if sock is not None:
+                sock.close()
+
+
+class ListeningGatewayServer(GatewayServer):
+    """The gateway on the socket bound before faust started (issue 27)."""
+
+    def __init__(self, *args, listener: socket.socket | None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._listener = listener
+
+    async def start(self) -> None:
+        if self._listener is None:
+            await super().start()
+            return
+        self._server = await asyncio.start_server(
+            self._serve, sock=self._listener, backlog=GATEWAY_BACKLOG)
+
+
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
 
-    def __init__(self, settings: Settings, streams, **kwargs) -> None:
+    def __init__(self, settings: Settings, streams, listeners: Listeners | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
@@ -46,10 +182,13 @@ class EventqService(mode.Service):
         self.gateway = Gateway(
             streams.engine, stats, bulk_status=streams.admitter.status, cluster=cluster
         )
-        self.server = GatewayServer(
-            self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms
+        listeners = listeners or Listeners()
+        self.server = ListeningGatewayServer(
+            self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms,
+            listener=listeners.gateway,
         )
-        self.web = None if http is None else web_server(settings, streams, self.gateway, stats)
+        self.web = None if http is None else web_server(
+            settings, streams, self.gateway, stats, listeners.web)
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
@@ -61,6 +200,14 @@ class EventqService(mode.Service):
             applied=self._streams.processor.applied,
         )
         await self.server.start()
+        if self.web is not None:  # before "serving" is said: it may still fail (issue 27)
+            host, port = self._settings.http_address
+            try:
+                await self.web.start()
+            except OSError as error:  # only where run_server could not hold its socket
+                raise OSError(
+                    f"cannot serve the dashboard and metrics on {host}:{port} ({error}): "
+                    "give another --http-port, or --http-port off") from error
         if self._settings.listen_host in ("0.0.0.0", "::") and not self._settings.advertise:
             log.warning(
                 "listening on %s without --advertise: other eventq processes would try to "
@@ -73,13 +220,7 @@ class EventqService(mode.Service):
             flush=True,
         )
         if self.web is not None:
-            host, port = self._settings.http_address
-            try:
-                await self.web.start()
-            except OSError as error:
-                raise OSError(
-                    f"cannot serve the dashboard and metrics on {host}:{port} ({error}): "
-                    "give another --http-port, or --http-port off") from error
+            host, _ = self._settings.http_address
             print(f"eventq dashboard on http://{host}:{self.web.port}/ and Prometheus "
                   f"metrics on http://{host}:{self.web.port}/metrics", flush=True)
 
@@ -119,10 +260,28 @@ class EventqService(mode.Service):
             )
 
 
-def web_server(settings: Settings, streams, gateway, stats):
-    """The metrics and dashboard server (eventq/observe/web.py) of this process."""
+def web_server(settings: Settings, streams, gateway, stats,
+               listener: socket.socket | None = None):
+    """The metrics and dashboard server (eventq/observe/web.py) of this process, on
+    ``listener`` if run_server bound it (issue 27)."""
+    from aiohttp import web
+
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
+
+    class ListeningWebServer(WebServer):
+        """WebServer.start, on the socket bound before faust started."""
+
+        async def start(self) -> None:
+            if listener is None:
+                await super().start()
+                return
+            self._runner = web.AppRunner(self._dashboard.application(), access_log=None,
+                                         handle_signals=False)
+            await self._runner.setup()
+            await web.SockSite(self._runner, listener).start()
+            self.port = listener.getsockname()[1]
+            self._sampler = asyncio.ensure_future(self._dashboard.sample_forever())
 
     sources = Sources(
         index=streams.index, processor=streams.processor, gateway_stats=stats,
@@ -135,7 +294,7 @@ def web_server(settings: Settings, streams, gateway, stats):
         owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
     )
     host, port = settings.http_address
-    return WebServer(dashboard, host, port)
+    return ListeningWebServer(dashboard, host, port)
 
 
 STOP_TIMEOUT_S = 20.0
@@ -214,6 +373,49 @@ def quiet_library_loggers(level_name: str) -> None:
     logging.getLogger().setLevel(level)
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(library_level(level_name))
+
+
+# --- waiting for Kafka (issue 27) ----------------------------------------------------
+#
+# With Kafka down, serve said so only after the topic check's 30 s timeout. Now a
+# metadata request that gets no answer in KAFKA_PROBE_S is said at once, with what to
+# do, and serve keeps trying, saying so again at growing intervals: Kafka that does not
+# answer when a server starts is most often starting or restarting (a machine booting,
+# a supervisor bringing a broker back), and a server that starts by itself once Kafka
+# answers needs nobody to restart it. Ctrl-C stops it while it waits.
+
+KAFKA_PROBE_S = 2.5  # a metadata request unanswered this long: say so (within 5 s)
+
+
+def kafka_hint(settings: Settings) -> str:
+    if settings.uses_local_broker:
+        return "is it running? Start it with `eventq kafka start` (or run `make run`)."
+    return "is --bootstrap right, and is Kafka running there?"
+
+
+def wait_for_kafka(settings: Settings, say, probe_s: float = KAFKA_PROBE_S) -> None:
+    """Return once Kafka answers a metadata request; ``say`` why it waits meanwhile."""
+    from eventq.client.connecting import Reminder
+    from eventq.kafka.broker import broker_answers
+
+    bootstrap = settings.kafka_bootstrap
+    reminder = Reminder(report_after_s=0.0)
+    while not broker_answers(bootstrap, timeout_s=probe_s):
+        now = time.monotonic()
+        if not reminder.failed(now):
+            continue
+        if reminder.reports == 1:
+            say(f"Kafka at {bootstrap} does not answer (waited {probe_s:g}s): "
+                f"{kafka_hint(settings)} Still trying; Ctrl-C to stop")
+        else:
+            say(f"still waiting for Kafka at {bootstrap} "
+                f"({reminder.failing_for(now) + probe_s:.0f}s); Ctrl-C to stop")
+    if reminder.recovered(time.monotonic()) is not None:
+        say(f"Kafka at {bootstrap} answers; starting")
+
+
+def say_on_stderr(message: str) -> None:
+    print(f"eventq: {message}", file=sys.stderr, flush=True)
 
 
 def topics_problem(settings: Settings) -> str | None:
@@ -301,15 +503,28 @@ def restore_missing_tables(settings: Settings) -> bool:
         delay_s = min(delay_s * 2, RESTORE_RETRY_MAX_S)
 
 
-def run_server(settings: Settings) -> int:
-    import faust
-
-    from streams.app import build_streams
-
+def preflight(settings: Settings) -> int | None:
+    """What is checked before anything starts: the ports (before Kafka is even asked),
+    Kafka answering, and the topics. An exit status if serving cannot start, else None."""
+    try:
+        check_ports(settings)
+        wait_for_kafka(settings, say_on_stderr)
+    except PortUnusable as error:
+        say_on_stderr(str(error))
+        return EXIT_CANNOT_START
+    except KeyboardInterrupt:  # Ctrl-C while waiting for Kafka: nothing was started
+        return 0
     problem = topics_problem(settings)
     if problem:
-        print(f"eventq: {problem}", file=sys.stderr, flush=True)
-        return 2
+        say_on_stderr(problem)
+        return EXIT_CANNOT_START
+    return None
+
+
+def run_server(settings: Settings) -> int:
+    code = preflight(settings)
+    if code is not None:
+        return code
     _install_uvloop()
     tune_garbage_collector()
     patch_closed_connection_writes()
@@ -329,8 +544,31 @@ def run_server(settings: Settings) -> int:
     if not restore_missing_tables(settings):
         statedir.release(settings.state_dir)  # nothing served: tables without an offset
         return 1                              # are restored again by the next start
+    try:
+        # Bound last, so that clients are refused (and retry) rather than left waiting
+        # in a backlog while the tables are restored.
+        listeners = Listeners.bind(settings)
+    except PortUnusable as error:  # taken since check_ports
+        statedir.release(settings.state_dir)
+        say_on_stderr(str(error))
+        return EXIT_CANNOT_START
+    try:
+        code = run_faust(settings, listeners, loop)
+    finally:
+        listeners.close()
+    if code == 0:
+        statedir.release(settings.state_dir)
+    return code
+
+
+def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
+    """The faust worker with eventq's service until it stops; its exit status."""
+    import faust
+
+    from streams.app import build_streams
+
     streams = build_streams(settings)
-    service = EventqService(settings, streams, loop=loop)
+    service = EventqService(settings, streams, listeners, loop=loop)
     worker = eventq_worker_class(faust.Worker)(
         streams.app,
         service,
@@ -355,8 +593,6 @@ def run_server(settings: Settings) -> int:
         print("eventq: stopped with changelog records unwritten; the next start "
               "rebuilds state from the log", file=sys.stderr)
         code = code or 1
-    if code == 0:
-        statedir.release(settings.state_dir)
     return code
 
 

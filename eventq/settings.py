@@ -8,7 +8,7 @@ import argparse
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from eventq.address import host_and_port
 from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
@@ -219,10 +219,14 @@ def env_name(field_name: str) -> str:
     return "EVENTQ_" + field_name.upper()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT)."""
+def add_arguments(parser: argparse.ArgumentParser,
+                  only: Sequence[str] | None = None) -> None:
+    """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT); with ``only``,
+    just those settings' (a command that uses a few lists just those: issue 27)."""
     group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
     for item in fields(Settings):
+        if only is not None and item.name not in only:
+            continue
         flag = "--" + item.name.replace("_", "-")
         # A switch may stand alone (--http-actions) or take a value (--http-actions no).
         switch = {"nargs": "?", "const": "true"} if isinstance(item.default, bool) else {}

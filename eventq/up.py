@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -50,15 +50,35 @@ def process_settings(settings: Settings, index: int) -> list[str]:
     flags += ["--listen-port", str(port), "--data-dir", str(process_data_dir(settings, index))]
     if settings.advertise:
         flags += ["--advertise", process_advertise(settings, port)]
-    http = settings.http_address
-    if http is None:
-        flags += ["--http-port", settings.http_port]
-    else:  # one metrics and dashboard port each, from the given one on
-        host, http_port = http
-        flags += ["--http-port", f"{host}:{http_port + index if http_port else 0}"]
+    flags += ["--http-port", process_http_port(settings, index)]
     if not settings.bootstrap:
         flags += ["--bootstrap", settings.kafka_bootstrap]  # the local broker(s)
     return flags
+
+
+def process_http_port(settings: Settings, index: int) -> str:
+    """One metrics and dashboard port each, from the given one on (or off)."""
+    http = settings.http_address
+    if http is None:
+        return settings.http_port
+    host, http_port = http
+    return f"{host}:{http_port + index if http_port else 0}"
+
+
+def ports_problem(settings: Settings) -> str | None:
+    """Why a process's gateway or dashboard port cannot be listened on (in use, say), or
+    None: said in one line before anything starts (issue 27), not by each process as it
+    fails at start and is restarted."""
+    from eventq.server import PortUnusable, check_ports
+
+    for index in range(settings.processes):
+        own = replace(settings, listen_port=settings.listen_port + index,
+                      http_port=process_http_port(settings, index))
+        try:
+            check_ports(own)
+        except PortUnusable as error:
+            return str(error)
+    return None
 
 
 def process_data_dir(settings: Settings, index: int) -> Path:

@@ -12,7 +12,7 @@ import pytest
 
 from eventq.client.models import Job
 from eventq.limits import MAX_PAYLOAD_BYTES
-from eventq.worker.cli import build_worker, register
+from eventq.worker.cli import UsageError, build_worker, register
 from eventq.worker.program import Finished, JobFailed, Program, result_of
 from eventq.worker.runtime import Worker, as_result, failure_of
 from eventq.worker.status import Tally
@@ -105,17 +105,52 @@ def parse_worker_args(*argv: str) -> argparse.Namespace:
     (("--app", "eventq.limits:MAX_LINE_BYTES"), "is not a Worker but 'int'"),
 ])
 def test_the_command_line_says_what_is_wrong(argv, message):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(UsageError, match=message):
         build_worker(parse_worker_args(*argv))
 
 
 def test_the_command_line_builds_a_program_worker():
     worker = build_worker(parse_worker_args("--server", "10.0.0.1:7000", "--queue", "a",
                                             "--queue", "b", "--concurrency", "3",
-                                            "--timeout-ms", "2500", "--", "./run.sh", "-x"))
+                                            "--timeout-ms", "2500", "--", "cat", "-x"))
     assert (worker.host, worker.port, worker.concurrency) == ("10.0.0.1", 7000, 3)
     assert set(worker.handlers) == {"a", "b"}
-    assert worker.handlers["a"].fn == Program(("./run.sh", "-x"), 2.5)
+    assert worker.handlers["a"].fn == Program(("cat", "-x"), 2.5)
+
+
+def test_a_program_that_cannot_start_fails_its_job_in_one_line(tmp_path):
+    """Issue 27: gone (or no longer executable) after the worker started, it was a
+    20-line Python traceback as every job's result."""
+    with pytest.raises(JobFailed) as caught:
+        run(Program((str(tmp_path / "gone"), "-x")))
+    assert caught.value.result == (
+        f"cannot start {tmp_path / 'gone'}: No such file or directory".encode())
+    assert failure_of(caught.value) == caught.value.result
+
+
+def test_leases_that_keep_failing_are_said_once_then_reminded(caplog):
+    """Issue 27: eight slots failing every 0.1 s were eight identical lines each time;
+    a connection that cannot be made is the client's to say."""
+    from eventq.client.errors import ConnectionLost, Unavailable
+
+    worker = Worker()
+    with caplog.at_level("INFO", logger="eventq.worker"):
+        for _ in range(8):
+            worker._lease_failed(Unavailable("cannot connect"))
+        assert caplog.messages == []
+        for _ in range(8):
+            worker._lease_failed(ConnectionLost("the server closed the connection"))
+        worker._lease_worked()
+    assert caplog.messages == [
+        "lease failed (the server closed the connection); retrying with backoff",
+        "leasing works again, after 0s"]
+
+
+def test_the_status_line_is_off_unless_run_decides():
+    from eventq.worker.runtime import STATUS_AUTO
+
+    worker = Worker()
+    assert worker.status_stream == STATUS_AUTO and worker._status_line_stream() is None
 
 
 def test_a_worker_without_handlers_refuses_to_start():

@@ -11,6 +11,7 @@ from typing import Callable, Iterable
 
 from eventq.client import calls
 from eventq.client.calls import Call
+from eventq.client.connecting import ConnectReporter, cannot_connect
 from eventq.client.errors import ConnectionLost, EventqError, Unavailable
 from eventq.client.models import NewJob
 from eventq.client.sync import (
@@ -83,24 +84,32 @@ class AsyncClient:
         self._idle: list[AsyncConnection] = []
         self._slots = asyncio.Semaphore(pool_size)
         self._closed = False
+        self._reporter = ConnectReporter(host, port)
 
     async def _connect(self) -> AsyncConnection:
+        """A new connection, retried with backoff for ``connect_timeout_s``; the
+        reporter says so soon if it keeps failing (issue 27)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.connect_timeout_s
+        started = loop.time()
         wait_s = FIRST_RETRY_S
         while True:
             try:
                 async with asyncio.timeout(self.timeout_s):
                     reader, writer = await asyncio.open_connection(self.host, self.port)
-                sock = writer.get_extra_info("socket")
-                if sock is not None:
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                return AsyncConnection(reader, writer)
             except (OSError, TimeoutError) as error:
-                if loop.time() + wait_s > deadline:
-                    raise Unavailable(f"cannot connect to {self.host}:{self.port}: {error}") from None
+                self._reporter.failed(error)
+                waited_s = loop.time() - started
+                if waited_s + wait_s > self.connect_timeout_s:
+                    raise Unavailable(cannot_connect(self.host, self.port, error,
+                                                     waited_s)) from None
                 await asyncio.sleep(wait_s)
                 wait_s = min(wait_s * 2, MAX_RETRY_S)
+                continue
+            self._reporter.connected()
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return AsyncConnection(reader, writer)
 
     async def _acquire(self) -> AsyncConnection:
         if self._closed:

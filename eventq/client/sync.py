@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from eventq.client import calls
 from eventq.client.calls import Call
+from eventq.client.connecting import ConnectReporter, cannot_connect
 from eventq.client.errors import ConnectionLost, EventqError, Unavailable
 from eventq.client.models import NewJob
 from eventq.protocol.reply_reader import Shape, reply_end
@@ -59,18 +60,26 @@ class Connection:
             pass
 
 
-def connect_with_backoff(connect: Callable[[], object], timeout_s: float, where: str):
-    """``connect()`` until it works, waiting longer each time, for up to ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+def connect_with_backoff(connect: Callable[[], object], timeout_s: float,
+                         reporter: ConnectReporter):
+    """``connect()`` until it works, waiting longer each time, for up to ``timeout_s``;
+    ``reporter`` says so soon if it keeps failing (issue 27)."""
+    started = time.monotonic()
     wait_s = FIRST_RETRY_S
     while True:
         try:
-            return connect()
+            connection = connect()
         except OSError as error:
-            if time.monotonic() + wait_s > deadline:
-                raise Unavailable(f"cannot connect to {where}: {error}") from None
+            reporter.failed(error)
+            waited_s = time.monotonic() - started
+            if waited_s + wait_s > timeout_s:
+                raise Unavailable(cannot_connect(reporter.host, reporter.port, error,
+                                                 waited_s)) from None
             time.sleep(wait_s)
             wait_s = min(wait_s * 2, MAX_RETRY_S)
+            continue
+        reporter.connected()
+        return connection
 
 
 def _sync(build: Callable[..., Call]):
@@ -108,6 +117,7 @@ class Client:
         self._slots = threading.BoundedSemaphore(pool_size)
         self._lock = threading.Lock()
         self._closed = False
+        self._reporter = ConnectReporter(host, port)
 
     # --- the pool ----------------------------------------------------------------
 
@@ -117,7 +127,7 @@ class Client:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return Connection(sock)
 
-        return connect_with_backoff(attempt, self.connect_timeout_s, f"{self.host}:{self.port}")
+        return connect_with_backoff(attempt, self.connect_timeout_s, self._reporter)
 
     def _acquire(self) -> Connection:
         if self._closed:

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 
 from eventq.address import host_and_port
-from eventq.worker.runtime import Worker, terminal_or_none
+from eventq.worker.output import configure_command_line, terminal_or_none
+from eventq.worker.program import program_problem
+from eventq.worker.runtime import Worker
+
+EXIT_USAGE = 2  # as argparse: the command line cannot work as given
 
 
-class _StatusAwareHandler(logging.StreamHandler):
-    """Log lines on a terminal first clear the status line they would run into."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if terminal_or_none(self.stream) is not None:
-            self.stream.write("\r\x1b[K")
-        super().emit(record)
+class UsageError(Exception):
+    """The arguments describe no worker that can run; the message says why."""
 
 
 def register(commands) -> None:
@@ -52,24 +50,27 @@ def register(commands) -> None:
 
 
 def build_worker(args: argparse.Namespace) -> Worker:
-    """The worker the arguments describe (``SystemExit`` with a message if they do not
-    describe one)."""
+    """The worker the arguments describe (``UsageError`` saying why if they do not
+    describe one that can run)."""
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     try:
         host, port = host_and_port(args.server)
     except ValueError:
-        raise SystemExit(f"eventq worker: --server must be HOST:PORT, not {args.server!r}") from None
+        raise UsageError(f"--server must be HOST:PORT, not {args.server!r}") from None
     if args.app:
         if argv or args.queue:
-            raise SystemExit("eventq worker: give either --app or --queue ... -- PROGRAM")
+            raise UsageError("give either --app or --queue ... -- PROGRAM")
         worker = _load_app(args.app)
         worker.host, worker.port = host, port
         if args.concurrency is not None:
             worker.concurrency = args.concurrency
         return worker
     if not argv or not args.queue:
-        raise SystemExit("eventq worker: give --queue NAME and the program after `--` "
+        raise UsageError("give --queue NAME and the program after `--` "
                          "(e.g. eventq worker --queue resize -- ./resize.sh), or --app")
+    problem = program_problem(argv[0])  # at start, not as every job's result (issue 27)
+    if problem:
+        raise UsageError(problem)
     worker = Worker(host, port, concurrency=args.concurrency or 8)
     for queue in args.queue:
         worker.add_program(queue, argv, timeout_ms=args.timeout_ms)
@@ -79,22 +80,23 @@ def build_worker(args: argparse.Namespace) -> Worker:
 def _load_app(spec: str) -> Worker:
     module_name, _, attribute = spec.partition(":")
     if not attribute:
-        raise SystemExit(f"eventq worker: --app must be MODULE:ATTRIBUTE, not {spec!r}")
+        raise UsageError(f"--app must be MODULE:ATTRIBUTE, not {spec!r}")
     sys.path.insert(0, "")
     try:
         worker = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        raise SystemExit(f"eventq worker: cannot load {spec}: {error}") from None
+        raise UsageError(f"cannot load {spec}: {error}") from None
     if not isinstance(worker, Worker):
-        raise SystemExit(f"eventq worker: {spec} is not a Worker but {type(worker).__name__!r}")
+        raise UsageError(f"{spec} is not a Worker but {type(worker).__name__!r}")
     return worker
 
 
 def main(args: argparse.Namespace) -> int:
-    worker = build_worker(args)
-    handler = _StatusAwareHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    logging.getLogger("eventq.worker").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    try:
+        worker = build_worker(args)
+    except UsageError as error:
+        print(f"eventq worker: {error}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    configure_command_line(sys.stderr, args.quiet)
     worker.status_stream = terminal_or_none(sys.stderr)
     return worker.run()

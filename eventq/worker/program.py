@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 from eventq.client.models import Job
 from eventq.limits import MAX_PAYLOAD_BYTES
@@ -58,6 +60,25 @@ def result_of(finished: Finished, max_result_bytes: int = MAX_PAYLOAD_BYTES) -> 
             f"{max_result_bytes:,} bytes: write large output elsewhere and print where"
         )
     return finished.stdout
+
+
+def program_problem(program: str) -> str | None:
+    """Why ``program`` cannot be run (missing, a directory, not executable), or None.
+    Checked when a worker starts, so a typo is one clear error instead of every job
+    failing (issue 27). A name without a slash is looked up on PATH, as exec does."""
+    if "/" not in program:
+        if shutil.which(program) is None:
+            return (f"no program {program!r} on PATH: give the program's path (e.g. "
+                    f"./{program}) or install it")
+        return None
+    path = Path(program)
+    if not path.exists():
+        return f"no program at {program}: is the path right (relative to {Path.cwd()})?"
+    if path.is_dir():
+        return f"{program} is a directory, not a program"
+    if not os.access(path, os.X_OK):
+        return f"{program} is not executable: chmod +x {program}"
+    return None
 
 
 def _tail_note(tail: bytes) -> str:
@@ -108,10 +129,13 @@ class Program:
     async def run(self, job: Job, limit_s: float) -> Finished:
         env = dict(os.environ, EVENTQ_JOB_ID=str(job.id), EVENTQ_QUEUE=job.name,
                    EVENTQ_TTR_MS=str(job.ttr_ms))
-        process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+            )
+        except OSError as error:  # gone or no longer executable: a line, not a traceback
+            raise JobFailed(f"cannot start {self.argv[0]}: {error.strerror or error}") from None
         feeding = asyncio.ensure_future(_feed(process.stdin, job.payload))
         stdout = asyncio.ensure_future(_read_capped(process.stdout, MAX_PAYLOAD_BYTES + 1))
         stderr = asyncio.ensure_future(_read_tail(process.stderr, STDERR_TAIL_BYTES))

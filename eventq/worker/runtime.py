@@ -28,14 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from eventq.client import AsyncClient
+from eventq.client.connecting import Reminder
 from eventq.client.errors import (
     DuplicateResult,
     EventqError,
     NotFound,
     ServerError,
     TimedOut,
+    Unavailable,
 )
 from eventq.client.models import Job
+from eventq.worker.output import CLEAR_LINE, default_output, terminal_or_none
 from eventq.worker.program import JobFailed, Program
 from eventq.worker.status import Tally
 
@@ -48,6 +51,9 @@ RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between attempts to report a job's 
 STATUS_EVERY_S = 0.5
 DRAIN_MARGIN_S = 0.5  # end a draining job this long before its lease deadline
 TRACEBACK_CHARS = 2_000
+# Worker(status=...): stderr when it is a terminal and the program configured no logging
+# (issue 27: the README's worker promises a status line on a terminal).
+STATUS_AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -120,14 +126,16 @@ class Worker:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, concurrency: int = 8,
                  processes: bool = False, lease_wait_ms: int = LEASE_WAIT_MS,
-                 status: TextIO | None = None) -> None:
+                 status: TextIO | None | str = STATUS_AUTO) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.host, self.port = host, port
         self.concurrency = concurrency
         self.processes = processes
         self.lease_wait_ms = lease_wait_ms
-        self.status_stream = status  # a terminal to draw the live status line on
+        # A terminal to draw the live status line on (None: none; STATUS_AUTO: run()
+        # decides).
+        self.status_stream = status
         self.handlers: dict[str, Handler] = {}
         self.tally = Tally()
         self._running: dict[object, Running] = {}
@@ -137,6 +145,8 @@ class Worker:
         self._client: AsyncClient | None = None
         self._executor: concurrent.futures.Executor | None = None
         self._started_s = time.monotonic()
+        # Leases that keep failing are said once, then at growing intervals (issue 27).
+        self._lease_failures = Reminder(report_after_s=0.0)
 
     # --- configuration --------------------------------------------------------------
 
@@ -164,8 +174,17 @@ class Worker:
     # --- running --------------------------------------------------------------------
 
     def run(self) -> int:
-        """Serve until stopped (SIGTERM, SIGINT); 0 once every job is accounted for."""
-        asyncio.run(self.serve())
+        """Serve until stopped (SIGTERM, SIGINT); 0 once every job is accounted for.
+        In a program that configured no logging, the worker's lines go to stderr (and
+        its status line, on a terminal) as ``eventq worker``'s do (issue 27)."""
+        chosen = self.status_stream
+        with default_output() as ours:
+            if chosen == STATUS_AUTO:
+                self.status_stream = terminal_or_none(sys.stderr) if ours else None
+            try:
+                asyncio.run(self.serve())
+            finally:
+                self.status_stream = chosen
         return 0
 
     def stop(self) -> None:
@@ -195,7 +214,8 @@ class Worker:
         self._client = AsyncClient(self.host, self.port, pool_size=3 * self.concurrency + 2)
         self._executor = self._make_executor()
         slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
-        status = asyncio.create_task(self._show_status()) if self.status_stream else None
+        status = (asyncio.create_task(self._show_status())
+                  if self._status_line_stream() is not None else None)
         try:
             await self._stop.first.wait()
             for task in list(self._leasing):
@@ -281,13 +301,34 @@ class Worker:
             except (ServerError, OSError) as error:  # ConnectionLost, Unavailable too
                 failures += 1
                 wait_s = RETRY_S[min(failures, len(RETRY_S)) - 1]
-                log.warning("lease failed (%s); retrying in %.1fs", error, wait_s)
+                self._lease_failed(error)
                 await self._sleep_unless_stopping(wait_s)
                 continue
             finally:
                 self._leasing.discard(lease)
             failures = 0
+            self._lease_worked()
             await self._handle(job)
+
+    def _lease_failed(self, error: BaseException) -> None:
+        """Said once for all slots, then at growing intervals, not a line per slot and
+        attempt (issue 27). A connection that cannot be made is the client's to say
+        (eventq/client/connecting.py): it says so within seconds, and reminds."""
+        if isinstance(error, Unavailable):
+            return
+        now = time.monotonic()
+        if not self._lease_failures.failed(now):
+            return
+        failing_s = self._lease_failures.failing_for(now)
+        if self._lease_failures.reports == 1:
+            log.warning("lease failed (%s); retrying with backoff", error)
+        else:
+            log.warning("leases still failing after %.0fs (%s); retrying", failing_s, error)
+
+    def _lease_worked(self) -> None:
+        failed_s = self._lease_failures.recovered(time.monotonic())
+        if failed_s is not None:
+            log.warning("leasing works again, after %.0fs", failed_s)
 
     async def _sleep_unless_stopping(self, seconds: float) -> None:
         try:
@@ -396,13 +437,16 @@ class Worker:
             self._draw_status()
             await asyncio.sleep(STATUS_EVERY_S)
 
+    def _status_line_stream(self) -> TextIO | None:
+        return None if self.status_stream == STATUS_AUTO else self.status_stream
+
     def _draw_status(self, final: bool = False) -> None:
-        stream = self.status_stream
+        stream = self._status_line_stream()
         if stream is None:
             return
         line = self.tally.line(time.monotonic(), self._started_s,
                                stopping=self._stop is not None and self._stop.first.is_set())
-        stream.write("\r\x1b[K" + line + ("\n" if final else ""))
+        stream.write(CLEAR_LINE + line + ("\n" if final else ""))
         stream.flush()
 
 
@@ -411,11 +455,3 @@ async def _attempt_of(lookup: asyncio.Future) -> str:
         return str((await lookup).attempts)
     except (EventqError, OSError):
         return "?"
-
-
-def terminal_or_none(stream: TextIO = sys.stderr) -> TextIO | None:
-    """``stream`` when it is a terminal (the status line is for people, not log files)."""
-    try:
-        return stream if stream.isatty() else None
-    except (AttributeError, ValueError):
-        return None
