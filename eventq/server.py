@@ -7,12 +7,10 @@ A run that did not stop cleanly leaves its local RocksDB discarded and rebuilt f
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import socket
 import sys
 import time
-from dataclasses import dataclass
 
 import mode
 
@@ -21,143 +19,13 @@ from eventq.gateway.cluster import Cluster
 from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
+from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
 from eventq.logformat import logging_config
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.settings import Settings
 from streams.command_writer import CommandWriter
 
 log = logging.getLogger("eventq")
-
-# --- the listening ports (issue 27) --------------------------------------------------
-#
-# A port in use was a 30-line traceback from faust (the gateway's) or a message inside
-# one, printed after "eventq serving" (the dashboard's). Now each port is tried before
-# anything starts, Kafka included: one line and exit status 2 if it cannot be bound.
-# Just before faust starts, the ports are bound and listened on, and each socket is
-# handed to its server, so no other process can take a port between check and start.
-
-GATEWAY_BACKLOG = 4096  # as GatewayServer's own listen
-EXIT_CANNOT_START = 2  # this configuration cannot serve (= eventq/up.py's)
-
-
-class PortUnusable(Exception):
-    """A port this server is to listen on cannot be bound; the message says which and
-    what to give instead."""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """An address this server listens on, and the flags that change it."""
-
-    serves: str  # "the workq protocol"
-    host: str
-    port: int
-    port_flag: str  # "--listen-port"
-    host_flag: str  # "--listen-host"
-    other_choice: str = ""  # ", or --http-port off"
-
-
-def endpoints(settings: Settings) -> list[Endpoint]:
-    """The gateway's address, then the dashboard's (unless it is off)."""
-    found = [Endpoint("the workq protocol", settings.listen_host, settings.listen_port,
-                      "--listen-port", "--listen-host")]
-    if settings.http_address is not None:
-        host, port = settings.http_address
-        found.append(Endpoint("the dashboard and metrics", host, port, "--http-port",
-                              "--http-port HOST:PORT", ", or --http-port off"))
-    return found
-
-
-def port_problem(endpoint: Endpoint, error: OSError) -> str:
-    """What a failed bind means and what to do, in one line (pure)."""
-    where = f"{endpoint.host}:{endpoint.port}"
-    cannot = f"cannot serve {endpoint.serves} on {where}"
-    other_port = f"give another {endpoint.port_flag}{endpoint.other_choice}"
-    if error.errno == errno.EADDRINUSE:
-        return (f"{cannot}: the port is in use (another eventq serve or `make run`? "
-                f"`ss -ltnp 'sport = :{endpoint.port}'` shows which process): {other_port}")
-    if error.errno == errno.EACCES:
-        return f"{cannot}: not allowed (ports below 1024 need root): {other_port}"
-    reason = error.strerror or str(error)
-    return (f"{cannot}: {reason} (is {endpoint.host} an address of this machine?): give "
-            f"another {endpoint.host_flag}{endpoint.other_choice}")
-
-
-def bind_endpoint(endpoint: Endpoint, listen: bool) -> list[socket.socket]:
-    """A socket bound to each address of the endpoint's host, as asyncio binds them
-    (SO_REUSEADDR; IPv6 sockets IPv6 only), listening if ``listen``. ``PortUnusable``
-    if one cannot be bound."""
-    sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in socket.getaddrinfo(
-                endpoint.host, endpoint.port, type=socket.SOCK_STREAM,
-                flags=socket.AI_PASSIVE):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            if listen:
-                sock.listen(GATEWAY_BACKLOG)
-    except OSError as error:
-        for sock in sockets:
-            sock.close()
-        raise PortUnusable(port_problem(endpoint, error)) from None
-    return sockets
-
-
-def check_ports(settings: Settings) -> None:
-    """``PortUnusable`` if a port of ``settings`` cannot be bound now (nothing held)."""
-    for endpoint in endpoints(settings):
-        for sock in bind_endpoint(endpoint, listen=False):
-            sock.close()
-
-
-@dataclass
-class Listeners:
-    """The gateway's and the dashboard's sockets, bound and listening before faust
-    starts and handed to their servers. None: the server binds by address itself (off,
-    or a host with several addresses, which asyncio binds one socket each: checked only)."""
-
-    gateway: socket.socket | None = None
-    web: socket.socket | None = None
-
-    @classmethod
-    def bind(cls, settings: Settings) -> "Listeners":
-        held: list[socket.socket | None] = []
-        try:
-            for endpoint in endpoints(settings):
-                sockets = bind_endpoint(endpoint, listen=True)
-                if len(sockets) > 1:
-                    for sock in sockets:
-                        sock.close()
-                held.append(sockets[0] if len(sockets) == 1 else None)
-        except PortUnusable:
-            cls(*held).close()
-            raise
-        return cls(*held)
-
-    def close(self) -> None:
-        for sock in (self.gateway, self.web):
-            if sock is not None:
-                sock.close()
-
-
-class ListeningGatewayServer(GatewayServer):
-    """The gateway on the socket bound before faust started (issue 27)."""
-
-    def __init__(self, *args, listener: socket.socket | None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._listener = listener
-
-    async def start(self) -> None:
-        if self._listener is None:
-            await super().start()
-            return
-        self._server = await asyncio.start_server(
-            self._serve, sock=self._listener, backlog=GATEWAY_BACKLOG)
-
 
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
@@ -183,9 +51,9 @@ class EventqService(mode.Service):
             streams.engine, stats, bulk_status=streams.admitter.status, cluster=cluster
         )
         listeners = listeners or Listeners()
-        self.server = ListeningGatewayServer(
+        self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms,
-            listener=listeners.gateway,
+            sock=listeners.gateway,
         )
         self.web = None if http is None else web_server(
             settings, streams, self.gateway, stats, listeners.web)
@@ -264,24 +132,8 @@ def web_server(settings: Settings, streams, gateway, stats,
                listener: socket.socket | None = None):
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
     ``listener`` if run_server bound it (issue 27)."""
-    from aiohttp import web
-
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
-
-    class ListeningWebServer(WebServer):
-        """WebServer.start, on the socket bound before faust started."""
-
-        async def start(self) -> None:
-            if listener is None:
-                await super().start()
-                return
-            self._runner = web.AppRunner(self._dashboard.application(), access_log=None,
-                                         handle_signals=False)
-            await self._runner.setup()
-            await web.SockSite(self._runner, listener).start()
-            self.port = listener.getsockname()[1]
-            self._sampler = asyncio.ensure_future(self._dashboard.sample_forever())
 
     sources = Sources(
         index=streams.index, processor=streams.processor, gateway_stats=stats,
@@ -294,7 +146,7 @@ def web_server(settings: Settings, streams, gateway, stats,
         owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
     )
     host, port = settings.http_address
-    return ListeningWebServer(dashboard, host, port)
+    return WebServer(dashboard, host, port, sock=listener)
 
 
 STOP_TIMEOUT_S = 20.0

@@ -69,7 +69,7 @@ def ports_problem(settings: Settings) -> str | None:
     """Why a process's gateway or dashboard port cannot be listened on (in use, say), or
     None: said in one line before anything starts (issue 27), not by each process as it
     fails at start and is restarted."""
-    from eventq.server import PortUnusable, check_ports
+    from eventq.listeners import PortUnusable, check_ports
 
     for index in range(settings.processes):
         own = replace(settings, listen_port=settings.listen_port + index,

@@ -15,7 +15,7 @@ from eventq.cli import did_you_mean, unrecognized
 from eventq.client.connecting import (
     REMIND_FIRST_S, REMIND_MAX_S, Reminder, cannot_connect, what_to_do,
 )
-from eventq.server import (
+from eventq.listeners import (
     Endpoint, Listeners, PortUnusable, bind_endpoint, endpoints, port_problem,
 )
 from eventq.settings import Settings

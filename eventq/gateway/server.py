@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from time import perf_counter
 from typing import Callable
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_HIGH_WATER_BYTES = 256 * 1024
 STOP_CANCEL_ROUNDS = 10
+LISTEN_BACKLOG = 4096
 STOP_CANCEL_WAIT_S = 0.5
 
 
@@ -65,8 +67,12 @@ class GatewayStats:
 
 
 class GatewayServer:
-    def __init__(self, gateway, stats: GatewayStats, host: str, port: int, clock_ms) -> None:
+    def __init__(self, gateway, stats: GatewayStats, host: str, port: int, clock_ms,
+                 sock: socket.socket | None = None) -> None:
         self._gateway = gateway
+        # A socket bound and listening before faust started (eventq/listeners.py), or
+        # None: bind host and port at start.
+        self._sock = sock
         self._stats = stats
         self._host = host
         self._port = port
@@ -80,8 +86,11 @@ class GatewayServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
+        if self._sock is not None:
+            self._server = await asyncio.start_server(self._serve, sock=self._sock)
+            return
         self._server = await asyncio.start_server(
-            self._serve, self._host, self._port, backlog=4096, reuse_address=True
+            self._serve, self._host, self._port, backlog=LISTEN_BACKLOG, reuse_address=True
         )
 
     async def stop(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 import uuid
 from typing import Callable
@@ -344,9 +345,11 @@ class Dashboard:
 class WebServer:
     """Runs the dashboard's application on ``host:port`` (port 0: any free port)."""
 
-    def __init__(self, dashboard: Dashboard, host: str, port: int) -> None:
+    def __init__(self, dashboard: Dashboard, host: str, port: int,
+                 sock: socket.socket | None = None) -> None:
         self._dashboard = dashboard
         self._host, self._port = host, port
+        self._sock = sock  # bound before faust started (eventq/listeners.py), or None
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task | None = None
         self.port: int | None = None
@@ -355,7 +358,10 @@ class WebServer:
         self._runner = web.AppRunner(self._dashboard.application(), access_log=None,
                                      handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        if self._sock is not None:
+            site = web.SockSite(self._runner, self._sock)
+        else:
+            site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._sampler = asyncio.ensure_future(self._dashboard.sample_forever())
