@@ -20,7 +20,7 @@ from eventq.gateway.handlers import Gateway, wall_clock_ms
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
-from eventq.logformat import logging_config
+from eventq.logformat import demote_routine_retries, logging_config
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.settings import Settings
 from streams.command_writer import CommandWriter
@@ -420,6 +420,7 @@ def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
     from streams.app import build_streams
 
     streams = build_streams(settings)
+    demote_routine_retries(settings.jobs_topic)
     service = EventqService(settings, streams, listeners, loop=loop)
     worker = eventq_worker_class(faust.Worker)(
         streams.app,
