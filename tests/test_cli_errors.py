@@ -70,34 +70,22 @@ def test_serve_without_kafka_says_so_within_5s_keeps_trying_and_stops_on_ctrl_c(
     assert_plain(watched.output)
 
 
-def test_serve_with_its_port_in_use_says_so_in_one_line(tmp_path, taken_port):
-    took_s, done = run("serve", *serve_flags(tmp_path, **{"listen-port": str(taken_port)}))
+@pytest.mark.parametrize("command, flag, said", [
+    ("serve", "listen-port", ("in use", "--listen-port")),
+    ("serve", "http-port", ("--http-port off",)),
+    ("up", "listen-port", ("--listen-port",)),  # before Kafka, topics or any process
+])
+def test_a_port_in_use_is_said_in_one_line_before_anything_starts(
+        tmp_path, taken_port, command, flag, said):
+    took_s, done = run(command, *serve_flags(tmp_path, **{flag: str(taken_port)}))
     assert done.returncode == 2, done
     assert took_s < FEEDBACK_S
     [line] = done.stderr.splitlines()
-    assert f"127.0.0.1:{taken_port}" in line and "in use" in line and "--listen-port" in line
+    assert f"127.0.0.1:{taken_port}" in line and all(part in line for part in said), line
     assert "serving" not in done.stdout + done.stderr
+    if command == "up":
+        assert done.stdout == ""  # no Kafka, no topics, no process started
     assert_plain(done.stdout + done.stderr)
-
-
-def test_serve_with_its_dashboard_port_in_use_says_so_in_one_line(tmp_path, taken_port):
-    took_s, done = run("serve", *serve_flags(tmp_path, **{"http-port": str(taken_port)}))
-    assert done.returncode == 2, done
-    assert took_s < FEEDBACK_S
-    [line] = done.stderr.splitlines()
-    assert f"127.0.0.1:{taken_port}" in line and "--http-port off" in line, line
-    assert "serving" not in done.stdout + done.stderr
-    assert_plain(done.stdout + done.stderr)
-
-
-def test_up_with_a_port_in_use_says_so_before_starting_anything(tmp_path, taken_port):
-    took_s, done = run("up", *serve_flags(tmp_path, **{"listen-port": str(taken_port)}))
-    assert done.returncode == 2, done
-    assert took_s < FEEDBACK_S
-    [line] = done.stderr.splitlines()
-    assert f"127.0.0.1:{taken_port}" in line and "--listen-port" in line, line
-    assert done.stdout == ""  # no Kafka, no topics, no process started
-    assert_plain(done.stderr)
 
 
 def test_topics_create_without_kafka_fails_within_5s(tmp_path):
