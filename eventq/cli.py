@@ -134,12 +134,11 @@ def kafka_silence(settings: Settings) -> str | None:
     """Why Kafka cannot be used now (it does not answer within KAFKA_PROBE_S), or None:
     said at once instead of after a 30 s timeout (issue 27)."""
     from eventq.kafka.broker import broker_answers
-    from eventq.server import KAFKA_PROBE_S, kafka_hint
+    from eventq.server import KAFKA_PROBE_S, kafka_silent
 
     if broker_answers(settings.kafka_bootstrap, timeout_s=KAFKA_PROBE_S):
         return None
-    return (f"Kafka at {settings.kafka_bootstrap} does not answer (waited "
-            f"{KAFKA_PROBE_S:g}s): {kafka_hint(settings)}")
+    return kafka_silent(settings)
 
 
 def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from eventq.settings import Settings
 
-GATEWAY_BACKLOG = 4096  # as GatewayServer's own listen (LISTEN_BACKLOG)
-EXIT_CANNOT_START = 2  # this configuration cannot serve (= eventq/up.py's)
+LISTEN_BACKLOG = 4096  # connections the kernel queues for the gateway before accept
+EXIT_CANNOT_START = 2  # this configuration cannot serve (eventq serve, eventq up)
 
 
 class PortUnusable(Exception):
@@ -79,7 +79,7 @@ def bind_endpoint(endpoint: Endpoint, listen: bool) -> list[socket.socket]:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
             if listen:
-                sock.listen(GATEWAY_BACKLOG)
+                sock.listen(LISTEN_BACKLOG)
     except OSError as error:
         for sock in sockets:
             sock.close()

@@ -12,16 +12,11 @@ from __future__ import annotations
 import logging
 from typing import IO
 
+from eventq.terminal import is_terminal
+
 # mode's own line layout, so that a log reads the same on a terminal and in a file.
 LOG_FORMAT = "[%(asctime)s] [%(process)s] [%(levelname)s] %(message)s %(extra)s"
 COLOR_LOG_FORMAT = "[%(asctime)s] [%(process)s] [%(levelname)s] %(log_color)s%(message)s %(extra)s"
-
-
-def is_terminal(stream: IO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # no isatty, or closed
-        return False
 
 
 def logging_config(level: int, stream: IO, root_level: int | None = None) -> dict:

@@ -13,6 +13,8 @@ import sys
 import time
 from typing import TextIO
 
+from eventq.terminal import is_terminal
+
 BAR_WIDTH = 24
 
 
@@ -93,10 +95,7 @@ class Progress:
 
     @property
     def tty(self) -> bool:
-        try:
-            return self.stream.isatty()
-        except (AttributeError, ValueError):
-            return False
+        return is_terminal(self.stream)
 
     def start(self, label: str, total: int | None = None, unit: str = "records") -> None:
         self._label, self._total, self._unit = label, total, unit

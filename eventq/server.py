@@ -245,6 +245,13 @@ def kafka_hint(settings: Settings) -> str:
     return "is --bootstrap right, and is Kafka running there?"
 
 
+def kafka_silent(settings: Settings, probe_s: float = KAFKA_PROBE_S) -> str:
+    """Kafka did not answer a metadata request in ``probe_s``: what that means, and
+    what to do (serve's wait and `topics create` say the same)."""
+    return (f"Kafka at {settings.kafka_bootstrap} does not answer (waited {probe_s:g}s): "
+            f"{kafka_hint(settings)}")
+
+
 def wait_for_kafka(settings: Settings, say, probe_s: float = KAFKA_PROBE_S) -> None:
     """Return once Kafka answers a metadata request; ``say`` why it waits meanwhile."""
     from eventq.client.connecting import Reminder
@@ -257,8 +264,7 @@ def wait_for_kafka(settings: Settings, say, probe_s: float = KAFKA_PROBE_S) -> N
         if not reminder.failed(now):
             continue
         if reminder.reports == 1:
-            say(f"Kafka at {bootstrap} does not answer (waited {probe_s:g}s): "
-                f"{kafka_hint(settings)} Still trying; Ctrl-C to stop")
+            say(f"{kafka_silent(settings, probe_s)} Still trying; Ctrl-C to stop")
         else:
             say(f"still waiting for Kafka at {bootstrap} "
                 f"({reminder.failing_for(now) + probe_s:.0f}s); Ctrl-C to stop")

@@ -23,6 +23,9 @@ from typing import Sequence
 from eventq import die_with_parent
 from eventq.kafka.broker import BrokerConfig
 from eventq.kafka.supervise import BrokerNode
+# `eventq serve` exits with EXIT_CANNOT_START when it cannot start with its
+# configuration (a port in use, eventq's topics missing: eventq/server.py preflight).
+from eventq.listeners import EXIT_CANNOT_START
 from eventq.settings import Settings
 from eventq.supervisor import (
     StartFailed, describe_exit_status, stop_on_signals, supervise,
@@ -30,9 +33,6 @@ from eventq.supervisor import (
 
 STOP_TIMEOUT_S = 40.0
 PER_PROCESS = ("listen_port", "data_dir", "advertise", "processes", "http_port")
-# `eventq serve` exits with this status when it cannot start with its configuration,
-# e.g. eventq's topics are missing (eventq/server.py run_server).
-EXIT_CANNOT_START = 2
 EXIT_OK = 0
 EXIT_FAILED = 1
 

@@ -290,7 +290,7 @@ def build_streams(settings: Settings) -> Streams:
             if now - reported >= CATCH_UP_REPORT_S:
                 reported = now
                 log.info("still re-applying the uncommitted tail: %s",
-                            processor.catch_up_status())
+                         processor.catch_up_status())
 
     @app.on_partitions_revoked.connect
     async def stop_serving(app, revoked, **kwargs) -> None:

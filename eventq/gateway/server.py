@@ -18,6 +18,7 @@ from typing import Callable
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.handlers import Handover
+from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer
 from eventq.protocol.grammar import VERB_OF
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_HIGH_WATER_BYTES = 256 * 1024
 STOP_CANCEL_ROUNDS = 10
-LISTEN_BACKLOG = 4096
 STOP_CANCEL_WAIT_S = 0.5
 
 

@@ -13,6 +13,8 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
+from eventq.terminal import is_terminal
+
 LINE_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 # Loggers whose INFO lines a worker shows: a line per job, and the client's
 # "connected again" after it could not connect.
@@ -22,10 +24,7 @@ CLEAR_LINE = "\r\x1b[K"  # back to the line's start and erase it (a terminal's s
 
 def terminal_or_none(stream: TextIO = sys.stderr) -> TextIO | None:
     """``stream`` when it is a terminal (the status line is for people, not log files)."""
-    try:
-        return stream if stream.isatty() else None
-    except (AttributeError, ValueError):
-        return None
+    return stream if is_terminal(stream) else None
 
 
 class StatusAwareHandler(logging.StreamHandler):
