@@ -108,7 +108,7 @@ class Load:
         self.tally.answered += 1
         return value
 
-    async def actor(self, name: str, step, pause_s: float) -> None:
+    async def actor(self, step, pause_s: float) -> None:
         while not self.stopping.is_set():
             try:
                 async with await RawClient.connect(port=self.port) as client:
@@ -186,14 +186,14 @@ class Load:
 
     async def run(self, seconds: float) -> None:
         actors = [
-            self.actor("produce", self.produce, 0.1),
-            self.actor("work", self.work, 0.05),
-            self.actor("work", self.work, 0.05),
-            self.actor("abandon", self.abandon, 10.0),
-            self.actor("expire", self.expire, 2.0),
-            self.actor("schedule", self.schedule, 2.0),
-            self.actor("run", self.run_and_result, 1.0),
-            self.actor("inspect", self.inspect, 3.0),
+            self.actor(self.produce, 0.1),
+            self.actor(self.work, 0.05),
+            self.actor(self.work, 0.05),
+            self.actor(self.abandon, 10.0),
+            self.actor(self.expire, 2.0),
+            self.actor(self.schedule, 2.0),
+            self.actor(self.run_and_result, 1.0),
+            self.actor(self.inspect, 3.0),
             self.web(),
         ]
         tasks = [asyncio.ensure_future(actor) for actor in actors]
