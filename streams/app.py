@@ -186,7 +186,8 @@ def build_streams(settings: Settings) -> Streams:
         node=node,
         holds=steward.holds,
     )
-    timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms)
+    timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms,
+                          unconfirmed=engine.offers.withdraw_attempt)
     changelogs = Changelogs(
         bootstrap=settings.kafka_bootstrap, app_id=settings.app_id,
         topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,

@@ -22,6 +22,7 @@ from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
 from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
+from eventq.offers import Offers
 from eventq.kafka.partitioner import partition_for_key
 from streams.store import JobStore, NotOwned, job_key
 
@@ -91,6 +92,7 @@ class Engine:
         self.writer = None  # a CommandWriter, set by the app on start
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
+        self.offers = Offers()  # claims for other processes' leases, until confirmed
         self._request_ids = itertools.count(1)
         self._digest = Coalesced(self._compute_digest)  # O(jobs): one at a time
 
@@ -103,6 +105,9 @@ class Engine:
         key = job_key(command.job_id)
         partition = partition_for_key(key, self.partitions)
         return partition, self.writer.write(partition, key, data)
+
+    def partition_of(self, command: Command) -> int:
+        return partition_for_key(job_key(command.job_id), self.partitions)
 
     async def send(self, command: Command) -> None:
         """Write a command nobody waits for (timers: one not written in time is taken
@@ -144,7 +149,7 @@ class Engine:
         follows the command in the log); not at all if Kafka never takes it."""
         await self.wait_ready()
         request_id = next(self._request_ids)
-        applied = self.waiters.expect(request_id)
+        applied = self.waiters.expect(request_id, self.partition_of(command))
         at: int | None = None
         partition, written = -1, None
         try:
@@ -214,6 +219,29 @@ class Engine:
             f"the {what} was sent but Kafka did not acknowledge it within {limit}: it may "
             f"still take effect; {check}"
         )
+
+    def let_go(self, partitions) -> None:
+        """``partitions`` left this process (a rebalance). Commands it awaits there are
+        applied by their new owner, never here: their callers hear now that they may
+        take effect (a lease gives its claim back at once, right behind it in the log,
+        before its TTR could count it). Claims offered to peers there are given back
+        too: the new owner never heard of them (eventq/offers.py)."""
+        lost = self.waiters.let_go(partitions, lambda: MayTakeEffect(
+            "this eventq process lost the job's partition to another process (a "
+            "rebalance) before it applied the command: it is in the log and will still "
+            "take effect; check with inspect job before retrying"))
+        releases = self.offers.withdraw_partitions(partitions)
+        if lost or releases:
+            log.info("partitions %s left: %d commands awaited there and %d offered "
+                     "claims handed back", sorted(partitions), lost, len(releases))
+        for release in releases:
+            try:
+                in_log = asyncio.ensure_future(self.append(release))
+            except EventqError as error:  # no producer (stopping)
+                log.warning("could not give back a claim offered to another process "
+                            "(%s): its TTR will time the attempt out instead", error)
+                continue
+            in_log.add_done_callback(_log_failed_release)
 
     async def submit_everywhere(self, command) -> None:
         """Write a queue command (pause, resume) to every partition and wait until it is
@@ -320,3 +348,9 @@ class Engine:
             return StateDigest(jobs), partitions
 
         return await asyncio.to_thread(compute)
+
+
+def _log_failed_release(in_log: asyncio.Future) -> None:
+    if not in_log.cancelled() and in_log.exception() is not None:
+        log.warning("could not give back a claim offered to another process (%s): its "
+                    "TTR will time the attempt out instead", in_log.exception())

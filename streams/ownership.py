@@ -285,6 +285,7 @@ class Steward:
         self._generation += 1  # a take or retake under way stops
         self._engine.ready.clear()
         self._store.active = self._store.active - set(partitions)
+        self._engine.let_go(set(partitions))
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go

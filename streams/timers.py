@@ -1,7 +1,9 @@
 """Timers turn passed deadlines into commands; they never write state.
 
 A passed TTR produces ``timeout-attempt(id, attempt)``, a passed TTL ``expire(id)``
-(ARCHITECTURE.md, "The processor"); the processor re-checks each one when it is applied,
+(ARCHITECTURE.md, "The processor"); an attempt only offered to another process and never
+confirmed is given back instead (``release-attempt``, eventq/offers.py: no worker got it,
+so it is not counted); the processor re-checks each one when it is applied,
 so a complete that came first wins. A scheduled job's wake-up is not a command (spec:
 schedule), but lease waiters of its queue are woken. The timer sleeps until the next
 deadline (no polling) and is woken early when an earlier one appears.
@@ -11,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Awaitable, Callable
 
-from eventq.core import Command, Expire, TimeoutAttempt
+from eventq.core import Command, Expire, ReleaseAttempt, TimeoutAttempt
 from eventq.gateway.waiters import Waiters
 from eventq.indexes import TTR, JobIndex
 
@@ -30,11 +33,13 @@ class DeadlineTimer:
         waiters: Waiters,
         send: Callable[[Command], Awaitable[None]],
         clock_ms: Callable[[], int],
+        unconfirmed: Callable[[uuid.UUID, int], ReleaseAttempt | None] = lambda *_: None,
     ) -> None:
         self._index = index
         self._waiters = waiters
         self._send = send
         self._clock_ms = clock_ms
+        self._unconfirmed = unconfirmed  # Offers.withdraw_attempt
         self._wake = asyncio.Event()
         self._target_ms: int | None = None
         self.sent = 0
@@ -70,11 +75,7 @@ class DeadlineTimer:
         if woken:
             self._waiters.on_ready(woken)
         for due in self._index.due(now_ms):
-            command = (
-                TimeoutAttempt(due.job_id, due.attempt)
-                if due.kind == TTR
-                else Expire(due.job_id)
-            )
+            command = self._command_for(due)
             # If it is not applied (Kafka down, broker clock behind), try again later.
             self._index.rearm(due, now_ms + RETRY_AFTER_MS)
             try:
@@ -82,3 +83,9 @@ class DeadlineTimer:
                 self.sent += 1
             except Exception as error:
                 log.warning("could not send %s: %s (will retry)", type(command).__name__, error)
+
+    def _command_for(self, due) -> Command:
+        if due.kind != TTR:
+            return Expire(due.job_id)
+        return self._unconfirmed(due.job_id, due.attempt) or TimeoutAttempt(
+            due.job_id, due.attempt)

@@ -26,7 +26,7 @@ from eventq.protocol import requests as rq
 
 POLL_S = 0.01
 EXTENSIONS = (rq.Touch, rq.Pause, rq.Resume, rq.InspectDigest, rq.InspectBulk, rq.Peer,
-              rq.Peek)
+              rq.Peek, rq.Confirm)
 
 
 def now_ms() -> int:

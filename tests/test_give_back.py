@@ -21,6 +21,7 @@ from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten
 from eventq.gateway.handlers import Gateway
 from eventq.indexes import JobIndex
+from eventq.offers import Offers
 from test_indexes import NOW, job
 
 CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
@@ -33,6 +34,7 @@ class Engine:
         self.index = index
         self.waiters = None
         self.claimed: set[uuid.UUID] = set()
+        self.offers = Offers()
         self.lane: list[object] = []
         self._fail_with = fail_with
 
@@ -184,3 +186,45 @@ def test_a_cancelled_submit_abandons_only_what_may_be_in_the_log(sent):
         return abandoned
 
     assert asyncio.run(main()) == ([0] if sent else [])
+
+
+def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
+    """A rebalance takes the partition (streams/ownership.py revoked -> Engine.let_go):
+    its new owner applies the claim, never this process, so the lease hears at once
+    that it may take effect and gives the claim back right behind it in the log, before
+    the claim's TTR could count the attempt (the paused-owner test's seed: a give-back
+    5 s late, after the new owner had timed the attempt out)."""
+    async def main() -> tuple[list[int], float]:
+        engine, producer = real_engine(write_timeout_ms=5000)
+        abandoned: list[int] = []
+        claim = core.StartAttempt(uuid.uuid4(), 1)
+        task = asyncio.ensure_future(engine.submit(claim, abandoned.append))
+        await asyncio.sleep(0.01)
+        producer.gate.set_result(None)  # Kafka takes it: record 0
+        await asyncio.sleep(0.01)
+        offered = core.ReleaseAttempt(uuid.uuid4(), 1, State.NEW, claim=0)
+        engine.offers.open(offered, engine.partition_of(claim))  # for a peer, say
+        started = asyncio.get_running_loop().time()
+        engine.let_go({engine.partition_of(claim)})
+        with pytest.raises(MayTakeEffect, match="lost the job's partition"):
+            await task
+        took_s = asyncio.get_running_loop().time() - started
+        await asyncio.sleep(0.01)
+        assert producer.sent == 2 and len(engine.offers) == 0  # the offer given back
+        return abandoned, took_s
+
+    abandoned, took_s = asyncio.run(main())
+    assert abandoned == [0]
+    assert took_s < 1.0  # not the 5 s write deadline
+
+
+def test_a_partition_that_left_lets_go_only_its_own_waiters():
+    from eventq.gateway.waiters import Waiters
+
+    async def main() -> list[bool]:
+        waiters = Waiters()
+        lost, kept = waiters.expect(1, partition=0), waiters.expect(2, partition=1)
+        assert waiters.let_go({0}, lambda: MayTakeEffect("moved")) == 1
+        return [lost.done() and isinstance(lost.exception(), MayTakeEffect), kept.done()]
+
+    assert asyncio.run(main()) == [True, False]

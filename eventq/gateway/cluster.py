@@ -28,6 +28,7 @@ SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
     rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
+    rq.Confirm: Shape.STATUS,
     rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,

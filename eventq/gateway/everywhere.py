@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 import uuid
+from functools import partial
 
 from eventq import core
 from eventq.core import State
@@ -34,6 +35,16 @@ log = logging.getLogger(__name__)
 
 MS = 1000.0
 PEER_RETRY_S = 0.1  # a peer that is recovering or unreachable is asked again this soon
+
+
+class UnconfirmedClaim(ServerError):
+    """A peer claimed a job for this lease and did not answer whether it is still ours
+    (eventq/offers.py): the lease's outcome is unknown, as any request's that times out."""
+
+    def __init__(self, address: str, why: object) -> None:
+        super().__init__(
+            f"the eventq process at {address} claimed a job for this lease and did not "
+            f"confirm it ({why}); lease again (the job goes back at its TTR if it was ours)")
 
 
 class Everywhere:
@@ -93,7 +104,37 @@ class Everywhere:
             return None
         if not reply.startswith(b"+OK"):
             return None
-        return handover_from(reply)
+        return await self._take_offer(address, reply)
+
+    async def _take_offer(self, address: str, reply: bytes) -> Handover | None:
+        """The job a peer claimed for this lease, once it confirms that the claim is
+        still ours (eventq/offers.py): None if it was withdrawn (given back: lease on).
+        A confirm without an answer ends the lease with an error, for the job may be
+        ours with nobody to hand it to: the client must not be told "no job" nor be
+        given another one (its attempt would be counted for nobody)."""
+        handover = handover_from(reply)
+        job_id, claim = handover.release.job_id, handover.release.claim
+        confirming = asyncio.ensure_future(self.cluster.ask(address, rq.Confirm(job_id, claim)))
+        try:
+            answer = await asyncio.shield(confirming)
+        except asyncio.CancelledError:
+            # Not wanted any more (another job came first, the client left): if the
+            # confirm still lands, the job is ours and goes back at once.
+            confirming.add_done_callback(partial(self._give_back_if_confirmed, handover))
+            raise
+        except ServerError as error:
+            raise UnconfirmedClaim(address, error) from None
+        if answer.startswith(b"+OK"):
+            return handover
+        if answer.startswith(b"-NOT-FOUND"):
+            return None
+        raise UnconfirmedClaim(address, answer.decode("latin-1").strip())
+
+    def _give_back_if_confirmed(self, handover: Handover, confirming: asyncio.Future) -> None:
+        if confirming.cancelled() or confirming.exception() is not None:
+            return
+        if confirming.result().startswith(b"+OK"):
+            self.gateway.give_back(handover.release)
 
     async def _wait_at(self, address: str, names, deadline: float):
         loop = asyncio.get_running_loop()
@@ -106,7 +147,10 @@ class Everywhere:
             except ServerError:
                 reply = b"-SERVER-ERROR\r\n"
             if reply.startswith(b"+OK"):
-                return handover_from(reply)
+                handover = await self._take_offer(address, reply)
+                if handover is not None:
+                    return handover
+                continue  # withdrawn before we confirmed it: wait there again
             if reply.startswith(b"-TIMEOUT"):
                 return None
             await asyncio.sleep(PEER_RETRY_S)  # recovering, or gone: ask again
@@ -119,15 +163,22 @@ class Everywhere:
                   for a in self.cluster.others()}
         pending = {local, *remote}
         chosen = None
+        unconfirmed = None
         try:
             while pending and chosen is None:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    if task is not local and task.exception() is None and task.result():
+                    if task is local:
+                        continue
+                    if isinstance(task.exception(), UnconfirmedClaim):
+                        unconfirmed = task.exception()
+                    elif task.exception() is None and task.result():
                         chosen = task.result()
                         break
                 if local in done:
                     break
+            if chosen is None and unconfirmed is not None:
+                raise unconfirmed
             return chosen
         finally:
             for task in pending:

@@ -20,9 +20,10 @@ from eventq import core
 from eventq.core import AttemptStarted, Job, State
 from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
-from eventq.errors import EventqError, NotFound, ServerError, Timeout
+from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.cluster import KEYED
 from eventq.gateway.waiters import Applied
+from eventq.offers import confirm_window_ms
 from eventq.protocol import replies, requests
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Gateway:
             requests.InspectBulk: self.inspect_bulk,
             requests.Peer: self.peer,
             requests.Peek: self.peek,
+            requests.Confirm: self.confirm_for_client,
         }
         # Asked by another eventq process (a `peer` connection): this process's own
         # partitions only, and replies the asker merges carry what it merges by.
@@ -125,6 +127,7 @@ class Gateway:
             requests.InspectJobs: self.ordered_jobs_for_peer,
             requests.InspectScheduledJobs: self.ordered_jobs_for_peer,
             requests.InspectDigest: self.digest_for_peer,
+            requests.Confirm: self.confirm,
         }
         if cluster is not None:
             from eventq.gateway.everywhere import Everywhere  # it builds on this module
@@ -184,6 +187,18 @@ class Gateway:
             return replies.heads_reply({})
         heads = self.index.ready_heads(r.names, self.clock_ms(), self.engine.claimed)
         return replies.heads_reply(heads)
+
+    async def confirm(self, r: requests.Confirm) -> bytes:
+        """A peer takes the job claimed for its lease (eventq/offers.py): +OK while it
+        is still offered, else -NOT-FOUND (withdrawn: the claim was given back)."""
+        if not self.engine.offers.confirm(r.id, r.claim):
+            raise NotFound()
+        return replies.ok()
+
+    async def confirm_for_client(self, r: requests.Confirm) -> bytes:
+        """Only another eventq process may take an offered claim; to a client the verb
+        does not exist."""
+        raise ClientError(UNKNOWN_COMMAND)
 
     # --- writes ------------------------------------------------------------------
 
@@ -326,12 +341,27 @@ class Gateway:
             return None
         job, release = claim
         if peer_form:
+            self._offer(release, job.ttr_ms)
             reply = replies.peer_lease_reply(
                 job.id, job.name, job.ttr_ms, release.attempt, int(release.state),
                 release.claim, job.payload)
         else:
             reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
         return Handover(reply, release)
+
+    def _offer(self, release: core.ReleaseAttempt, ttr_ms: int) -> None:
+        """Hold a claim for a peer's lease until it confirms it; give it back if it
+        does not in time (eventq/offers.py, issue 26)."""
+        entry = self.index.entry(release.job_id)
+        if entry is None:
+            return  # already gone again (deleted, expired): nothing to confirm
+        self.engine.offers.open(release, entry.partition)
+        asyncio.get_running_loop().call_later(
+            confirm_window_ms(ttr_ms) / MS, self._withdraw_offer, release)
+
+    def _withdraw_offer(self, release: core.ReleaseAttempt) -> None:
+        if self.engine.offers.withdraw(release.job_id, release.claim) is not None:
+            self.give_back(release)
 
     async def wait_here(self, names, deadline: float) -> None:
         """Until a job of ``names`` is ready here or the loop-time deadline passes."""
@@ -379,6 +409,7 @@ class Gateway:
     def give_back(self, release: core.ReleaseAttempt) -> None:
         """Append ``release`` (applied only while the job is as its claim left it). It
         is queued at once; the client's reply does not wait."""
+        self.engine.offers.withdraw(release.job_id, release.claim)  # if it was one
         self.stats.released += 1
         self._compensate(release, "its TTR will time the attempt out instead")
 

@@ -36,6 +36,7 @@ class Applied:
 class Waiters:
     def __init__(self) -> None:
         self.pending: dict[int, asyncio.Future[Applied]] = {}
+        self._partition_of: dict[int, int] = {}  # request id -> its command's partition
         self.finals: dict[uuid.UUID, set[asyncio.Future[Job | None]]] = defaultdict(set)
         # name -> waiting futures in arrival order (a dict as an ordered set)
         self.ready: dict[str, dict[asyncio.Future[None], None]] = defaultdict(dict)
@@ -43,6 +44,7 @@ class Waiters:
     # --- processor side ---------------------------------------------------------------
 
     def on_applied(self, request_id: int, applied: Applied) -> None:
+        self._partition_of.pop(request_id, None)
         future = self.pending.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(applied)
@@ -75,13 +77,28 @@ class Waiters:
             if not future.done():
                 future.set_result(None)
 
-    def expect(self, request_id: int) -> asyncio.Future[Applied]:
+    def expect(self, request_id: int, partition: int | None = None) -> asyncio.Future[Applied]:
         future = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
+        if partition is not None:
+            self._partition_of[request_id] = partition
         return future
 
     def forget(self, request_id: int) -> None:
         self.pending.pop(request_id, None)
+        self._partition_of.pop(request_id, None)
+
+    def let_go(self, partitions, error: Callable[[], BaseException]) -> int:
+        """``partitions`` left this process: the commands awaited there are applied by
+        their new owner, never here, so each waiter gets ``error`` now rather than at
+        its deadline. How many there were."""
+        lost = [r for r, p in self._partition_of.items() if p in partitions]
+        for request_id in lost:
+            del self._partition_of[request_id]
+            future = self.pending.pop(request_id, None)
+            if future is not None and not future.done():
+                future.set_exception(error())
+        return len(lost)
 
     async def wait_final(
         self,

@@ -73,6 +73,7 @@ ENCODERS: dict[type, Callable[[object], bytes]] = {
     rq.InspectBulk: lambda r: _line("inspect", "bulk"),
     rq.Peer: lambda r: _line("peer"),
     rq.Peek: lambda r: _line("peek", *r.names),
+    rq.Confirm: lambda r: _line("confirm", canonical_id(r.id), r.claim),
 }
 # fmt: on
 

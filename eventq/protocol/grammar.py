@@ -25,6 +25,7 @@ from eventq.limits import MAX_ADD_FLAGS, MAX_RUN_FLAGS
 from . import requests as rq
 from .values import (
     parse_backoff_ms,
+    parse_claim,
     parse_cursor_offset,
     parse_id,
     parse_limit,
@@ -254,6 +255,10 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "peer": Command(rq.Peer, 0, 0),
     # eventq extension, internal: where each name's best ready job stands (issue 11).
     "peek": Command(rq.Peek, 1, None, fields=(Field("names", Args(0, None), parse_name),)),
+    # eventq extension, internal, peers only: take a claim offered for a lease (issue 26).
+    "confirm": Command(
+        rq.Confirm, 2, 2, fields=(Field("id", Arg(0), _job_id), Field("claim", Arg(1), parse_claim))
+    ),
     "inspect": Subcommands({
         "server": Command(rq.InspectServer, 0, 0),
         "queues": Command(

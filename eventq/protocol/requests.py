@@ -190,6 +190,17 @@ class Peek:
 
 
 @dataclass(frozen=True, slots=True)
+class Confirm:
+    """``confirm <id> <claim>``: eventq extension, internal (issue 26), peer connections
+    only. The asking process takes the job this process claimed for its lease, the
+    start-attempt at log position ``claim`` (eventq/offers.py): ``+OK``, or
+    ``-NOT-FOUND`` if the offer was withdrawn (then the job was given back)."""
+
+    id: uuid.UUID
+    claim: int
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection without a reply (a line ended in a bare ``\\n``)."""
 
@@ -216,4 +227,5 @@ Request = Union[
     InspectBulk,
     Peer,
     Peek,
+    Confirm,
 ]

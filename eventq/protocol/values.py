@@ -21,6 +21,7 @@ import uuid
 
 from eventq.errors import (
     INVALID_BACKOFF,
+    INVALID_COMMAND_ARGS,
     INVALID_CURSOR_OFFSET,
     INVALID_ID,
     INVALID_LIMIT,
@@ -42,6 +43,7 @@ from eventq.limits import (
     MAX_FAILS_LIMIT,
     MAX_LIMIT,
     MAX_NAME_BYTES,
+    MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
     MAX_TIME_MS,
@@ -130,6 +132,11 @@ def parse_max_fails(token: str) -> int:
 def parse_cursor_offset(token: str) -> int:
     """cursor-offset: unsigned 32-bit (``Invalid cursor offset``)."""
     return _parse_unsigned(token, 0, MAX_CURSOR_OFFSET, INVALID_CURSOR_OFFSET)
+
+
+def parse_claim(token: str) -> int:
+    """confirm's claim (internal, eventq/offers.py): a log position, 0 … 2^63-1."""
+    return _parse_unsigned(token, 0, MAX_OFFSET, INVALID_COMMAND_ARGS)
 
 
 def parse_limit(token: str) -> int:

@@ -15,6 +15,7 @@ from eventq.protocol import (
     InspectBulk,
     Peer,
     Peek,
+    Confirm,
     Touch,
     Pause,
     Resume,
@@ -155,6 +156,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
             return ["peer"], {}, None
         case Peek(names):
             return ["peek", *names], {}, None
+        case Confirm(id, claim):
+            return ["confirm", fmt_id(id), str(claim)], {}, None
         case InspectQueues(offset, limit):
             return ["inspect", "queues", str(offset), str(limit)], {}, None
         case InspectQueue(name):

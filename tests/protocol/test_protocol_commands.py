@@ -9,6 +9,7 @@ import pytest
 from eventq.protocol import (
     Add,
     Complete,
+    Confirm,
     Delete,
     Fail,
     InspectBulk,
@@ -92,6 +93,8 @@ CASES = [
     ("inspect bulk\r\n", InspectBulk()),
     ("peer\r\n", Peer()),
     ("peek a b.c\r\n", Peek(("a", "b.c"))),
+    (f"confirm {ID} 458752\r\n", Confirm(V4_ID, 458752)),
+    (f"confirm {ID} 9223372036854775807\r\n", Confirm(V4_ID, 2**63 - 1)),
 ]
 # fmt: on
 
@@ -103,4 +106,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 18
+    assert len(kinds) == 19

@@ -93,6 +93,11 @@ ERRORS = [
     (b"inspect jobs a 0\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect scheduled-jobs a 0 1 2\r\n", C(INVALID_COMMAND_ARGS)),
     (b"inspect job\r\n", C(INVALID_COMMAND_ARGS)),
+    (f"confirm {ID}\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (f"confirm {ID} 1 2\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (f"confirm {ID} -1\r\n".encode(), C(INVALID_COMMAND_ARGS)),  # a claim is a position
+    (f"confirm {ID} 9223372036854775808\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (b"confirm nope 1\r\n", C(INVALID_ID)),
     # too many flags: the block can still be located, so the stream stays in step
     (block_request(f"run {ID} p 1 1 {SIZE} -priority=1 -x=2"), C(INVALID_COMMAND_ARGS)),
     (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-attempts=1 -max-fails=1 -x=1"),

@@ -32,7 +32,7 @@ from eventq.protocol import (
     canonical_id,
 )
 from eventq.protocol.encode import encode_request
-from eventq.protocol.requests import Pause, Peek, Peer, Request, Resume, Touch
+from eventq.protocol.requests import Confirm, Pause, Peek, Peer, Request, Resume, Touch
 
 from .helpers import NOW_MS, closes, events_in_chunks, events_whole, serialize, split_at
 
@@ -132,6 +132,7 @@ requests_ = st.one_of(
     st.just(InspectBulk()),
     st.just(Peer()),
     st.builds(Peek, st.lists(names, min_size=1, max_size=5).map(tuple)),
+    st.builds(Confirm, v4_ids, st.integers(min_value=0, max_value=2**63 - 1)),
     st.builds(Touch, v4_ids, st.none() | ttrs),
     st.builds(Pause, names),
     st.builds(Resume, names),
