@@ -9,7 +9,7 @@ JARS_STAMP := kafka/lib/.installed
 SPARK_JARS_STAMP := kafka/lib/spark/.installed
 PYTEST_ARGS ?=
 
-.PHONY: deps browser run test bench clean check-java
+.PHONY: deps browser run test test-fast bench clean check-java
 
 deps: check-java $(PY_STAMP) $(JARS_STAMP) $(SPARK_JARS_STAMP)
 
@@ -49,8 +49,15 @@ browser:
 run: deps
 	$(BIN)/eventq up
 
+# The whole suite, real Kafka brokers and Spark included; it ends with the 25 slowest
+# tests, so where the time goes is on record in every run.
 test: deps browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+
+# The loop while changing code: everything that needs no broker, no Spark and is not
+# marked slow (about 2 minutes on 2 cores).
+test-fast: deps
+	$(BIN)/pytest -m "not kafka and not spark and not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) kafka/lib var
