@@ -49,6 +49,7 @@ from .load import BulkTarget, LoadConfig, created_job_ids, read_back, run_load, 
 from .proxy import BLACKHOLE, DELAY, RESET
 
 SESSION_TIMEOUT_MS = 6000
+SERVING_KINDS = ("slow-to-serve", "not-served-again")  # a process may be hung: look inside
 SERVE_BOUND_S = 60.0  # after a fault heals, every partition is served again within this
 QUIET_S = 10.0  # the end of a run has no faults
 FIRST_FAULT_S = 4.0
@@ -179,6 +180,14 @@ class Served:
     fault: str
     seconds: float | None
     interrupted: bool = False
+
+
+def dump_stuck_processes(cluster) -> None:
+    """Each process that does not serve now leaves its asyncio tasks and every thread's
+    stack in its log (tests/support.py ``dump_stacks``): a hang is found from its run."""
+    for i, server in enumerate(cluster.servers):
+        if cluster.process_pid(i) is not None and not cluster.serving(i):
+            server.dump_stacks()
 
 
 async def time_to_serve(cluster: FaultCluster, what: str, began: float,
@@ -366,6 +375,8 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             report.explained.append(
                 await asyncio.to_thread(explain, bootstrap, commands, jobs_topic, job_id))
     finally:
+        if any(v.kind in SERVING_KINDS for v in report.violations):
+            await asyncio.to_thread(dump_stuck_processes, cluster)
         report.exit_codes = await asyncio.to_thread(cluster.stop)
         report.wall_s = time.monotonic() - began
     if not keep and report.ok:
