@@ -86,6 +86,7 @@ def build_streams(settings: Settings) -> Streams:
     # eventq commits the command log's offsets in the changelog's transactions
     # (streams/transactions.py), never through faust's consumer.
     faust_patches.commit_in_transactions()
+    faust_patches.check_stalls_only_where_positioned()
     fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
     table_recovery.install()  # eventq recovers the tables of its active partitions
     lease_hooks.install()  # heartbeats renew the lease on the partitions

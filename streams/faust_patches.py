@@ -139,3 +139,40 @@ def commit_in_transactions() -> None:
 
     _commit.__eventq_original__ = original
     Consumer._commit = _commit
+
+
+def check_stalls_only_where_positioned() -> None:
+    """faust's stall check (``verify_event_path``, every few seconds) reads aiokafka's
+    position of every assigned partition, and aiokafka 0.14.0 asserts that it has one:
+    a partition assigned a moment ago, whose position is still being looked up, crashed
+    the consumer and with it the whole process (`AssertionError` in ``position``; the
+    fault campaign, seed 3503, at a start during a rebalance). faust's own code expects
+    "no position yet" (it tests ``committed_offset is not None``), so such a partition
+    is skipped until it has one, as faust meant."""
+    from faust.transport.drivers import aiokafka as driver
+
+    Consumer = driver.AIOKafkaConsumerThread
+    if getattr(Consumer.verify_event_path, "__eventq_original__", None) is not None:
+        return
+    original = Consumer.verify_event_path
+
+    def verify_event_path(self, now: float, tp) -> None:
+        if not _has_position(self, tp):
+            return None
+        return original(self, now, tp)
+
+    verify_event_path.__eventq_original__ = original
+    Consumer.verify_event_path = verify_event_path
+
+
+def _has_position(consumer_thread, tp) -> bool:
+    from aiokafka.structs import TopicPartition
+
+    consumer = consumer_thread._consumer
+    if consumer is None:
+        return False
+    subscription = consumer._fetcher._subscriptions.subscription
+    if subscription is None or subscription.assignment is None:
+        return False
+    state = subscription.assignment.state_value(TopicPartition(tp.topic, tp.partition))
+    return state is not None and state.has_valid_position
