@@ -72,7 +72,7 @@ def steward(changelogs: GatedChangelogs) -> Steward:
     settings = SimpleNamespace(kafka_bootstrap="unused", jobs_topic="t.jobs",
                                commands_topic="t.commands", app_id="t")
     made = Steward(app, settings, Lease())
-    made.attach(engine=SimpleNamespace(ready=asyncio.Event()),
+    made.attach(engine=SimpleNamespace(ready=asyncio.Event(), let_go=lambda partitions: None),
                 store=SimpleNamespace(active=frozenset(), db=lambda p: None),
                 index=None, processor=Processor(), changelogs=changelogs,
                 admitter=Admitter(), timer=None)
