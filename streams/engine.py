@@ -23,8 +23,8 @@ from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
-from eventq.kafka.partitioner import partition_for_key
-from streams.store import JobStore, NotOwned, job_key
+from eventq.kafka.partitioner import job_key, partition_for_key
+from streams.store import JobStore, NotOwned
 
 log = logging.getLogger(__name__)
 

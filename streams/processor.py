@@ -48,6 +48,7 @@ from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
+from eventq.kafka.partitioner import job_key
 from eventq.observe.buckets import BATCH_COMMANDS, Histogram
 from eventq.observe.livestats import LiveStats
 from streams.store import (
@@ -56,7 +57,6 @@ from streams.store import (
     paused_key,
     WATERMARK_KEY,
     JobStore,
-    job_key,
 )
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from rocksdict import ReadOptions, WriteBatch
 from eventq.core import CodecError, Job, decode_state
 from eventq.core.slim import Slim, project_state
 from eventq.kafka.logreader import META_KEY_PREFIX
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,6 @@ ROCKSDB_OPTIONS = {
     "target_file_size_base": 32 * MIB,
     "max_open_files": 512,
 }
-
-
-def job_key(job_id: uuid.UUID) -> bytes:
-    """The Kafka key of a job: its canonical lowercase UUID string (ARCHITECTURE.md)."""
-    return str(job_id).encode()
 
 
 def is_job_key(key: bytes) -> bool:

@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from eventq.errors import EventqError, ServerError
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
 from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
 from eventq.gateway.peers import Peers
-from streams.store import job_key
 
 # How each request's reply is framed (spec/protocol.md).
 SHAPES: dict[type, Shape] = {

@@ -60,7 +60,7 @@ from eventq.core import timing
 from eventq.core.digest import StateDigest
 from eventq.core.machine import Accepted, Ignored, Rejected, apply
 from eventq.errors import EventqError
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_TIME_MS, MIN_TIME_MS
 from eventq.protocol.values import (
     parse_id,
@@ -239,7 +239,7 @@ def encode_row(
     except Reject as reject:
         reject.job_id = job_id
         raise
-    key_bytes = str(job_id).encode()  # streams.store.job_key: canonical lowercase UUID
+    key_bytes = job_key(job_id)
     partition = partition_for_key(key_bytes, spec.partitions)
     return key_bytes, encode_command(command), partition, str(job_id)
 

@@ -24,12 +24,11 @@ from eventq.core import (
 )
 from eventq.core.batch import encode_batch, position, split_record
 from eventq.core.machine import apply
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.protocol.values import parse_time_ms
 from eventq.spark import histogram, rows
 from eventq.spark.ids import DEFAULT_NAMESPACE, canonical_key, derive_job_id, namespace_uuid
-from streams.store import job_key
 
 pytestmark = [pytest.mark.spark]
 
