@@ -15,11 +15,11 @@ import time
 import uuid
 from typing import Awaitable, Callable
 
+from eventq.coalesce import Coalesced
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import CommandType
 from eventq.core.machine import Rejected
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
-from eventq.gateway.coalesce import Coalesced
 from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
