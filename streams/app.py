@@ -19,11 +19,11 @@ from faust.types import TP
 
 from eventq.bulklane import bulk_group_id
 from eventq.gateway.cluster import address_of
-from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
+from eventq.waiters import Waiters
 from streams import durable_flush, faust_patches, fetch_wait, lease as lease_hooks, table_recovery
 from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S

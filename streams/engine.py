@@ -20,10 +20,10 @@ from eventq.core import Command, Job, encode_command
 from eventq.core.commands import CommandType
 from eventq.core.machine import Rejected
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
-from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
 from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.waiters import Applied, Waiters
 from streams.store import JobStore, NotOwned
 
 log = logging.getLogger(__name__)
