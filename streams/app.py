@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import faust
 from faust.types import TP
 
+from eventq.address import address_of
 from eventq.bulklane import bulk_group_id
-from eventq.gateway.cluster import address_of
 from eventq.indexes import JobIndex
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats

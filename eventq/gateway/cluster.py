@@ -43,11 +43,6 @@ MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page
 
 
-def address_of(url: str) -> str:
-    """faust's canonical URL ("http://host:port") as the gateway's host:port."""
-    return url.split("://", 1)[-1].rstrip("/")
-
-
 def wait_s(request: object) -> float:
     """How long the owner may legitimately hold the request (blocking ones)."""
     if isinstance(request, (rq.Lease, rq.Result)):
