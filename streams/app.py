@@ -20,6 +20,7 @@ from faust.types import TP
 from eventq.address import address_of
 from eventq.bulklane import bulk_group_id
 from eventq.indexes import JobIndex
+from eventq.jobs_table import ROCKSDB_OPTIONS
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
@@ -33,7 +34,7 @@ from streams.engine import Engine
 from streams.lease import OwnershipLease
 from streams.ownership import Steward
 from streams.processor import Processor, wall_clock_ms
-from streams.store import ROCKSDB_OPTIONS, JobStore
+from streams.store import JobStore
 from streams.timers import DeadlineTimer
 from streams.transactions import Changelogs, commit_loop
 
