@@ -99,8 +99,7 @@ async def blocked_lease_ms(ports: list[int], samples: int) -> list[float]:
 async def direct_and_forwarded_ms(cluster: EventqCluster, samples: int):
     """One client, one add at a time: p50 ms of adds sent to the job's owner and of adds
     sent to another process (forwarded: one extra hop)."""
-    from eventq.kafka.partitioner import partition_for_key
-    from streams.store import job_key
+    from eventq.kafka.partitioner import job_key, partition_for_key
 
     first = cluster[0]
     owned = {int(p) for p in (await owned_partitions(first.port))}

@@ -39,7 +39,7 @@ from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import encode_batch  # noqa: E402
 from eventq.errors import EventqError, NotFound  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
-from eventq.kafka.partitioner import partition_for_key  # noqa: E402
+from eventq.kafka.partitioner import job_key, partition_for_key  # noqa: E402
 from support import ServerProcess, cpu_s, test_broker_config  # noqa: E402
 from gateway_bench import start_profile, summarize_profile  # noqa: E402
 
@@ -74,7 +74,7 @@ def encoded_load(name: str, jobs: int, per_record: int) -> list[tuple[int, bytes
     by_partition: dict[int, list[bytes]] = {}
     for _ in range(jobs):
         job_id = uuid.uuid4()
-        key = str(job_id).encode()
+        key = job_key(job_id)
         by_partition.setdefault(partition_for_key(key, PARTITIONS), []).append(
             encode_command(Add(job_id, name, 60_000, 3_600_000, b"bulk-payload")))
     return [(p, encode_batch(commands[i:i + per_record]))

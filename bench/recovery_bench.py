@@ -37,7 +37,7 @@ from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.core import Delete, Job, State, encode_command  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
-from streams.store import job_key  # noqa: E402
+from eventq.kafka.partitioner import job_key  # noqa: E402
 from support import (  # noqa: E402
     ServerProcess, produce_state_records, rss_mib, test_broker_config,
 )

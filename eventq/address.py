@@ -1,4 +1,5 @@
-"""``host:port`` addresses (``--advertise``, a peer's gateway, ``eventq worker --server``)."""
+"""``host:port`` addresses (``--advertise``, a peer's gateway, ``eventq worker --server``,
+faust's URL of a process)."""
 
 from __future__ import annotations
 
@@ -14,3 +15,8 @@ def host_and_port(text: str, allow_port_zero: bool = False) -> tuple[str, int]:
     if not host or not port.isdigit() or not lowest <= int(port) <= MAX_PORT:
         raise ValueError(f"expected HOST:PORT, not {text!r}")
     return host.strip("[]"), int(port)
+
+
+def address_of(url: str) -> str:
+    """faust's canonical URL ("http://host:port") as the gateway's host:port."""
+    return url.split("://", 1)[-1].rstrip("/")

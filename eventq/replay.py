@@ -22,9 +22,9 @@ from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq import statedir
+from eventq.jobs_table import slims_of
 from eventq.kafka.logreader import Progress, Record, Undecodable, end_offsets, read_topic
 from eventq.restore import open_table, restore_tables, table_path
-from streams.store import slims_of
 
 
 

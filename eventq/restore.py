@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from eventq.jobs_table import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS
 from eventq.kafka.logreader import Progress, end_offsets, read_batches
-from streams.store import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS
 
 WRITE_BATCH_RECORDS = 20_000  # per partition: ~5 MB of 225-byte records per write
 

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import faust
 from faust.types import TP
 
+from eventq.address import address_of
 from eventq.bulklane import bulk_group_id
-from eventq.gateway.cluster import address_of
-from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
+from eventq.jobs_table import ROCKSDB_OPTIONS
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
+from eventq.waiters import Waiters
 from streams import durable_flush, faust_patches, fetch_wait, lease as lease_hooks, table_recovery
 from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
@@ -33,7 +34,7 @@ from streams.engine import Engine
 from streams.lease import OwnershipLease
 from streams.ownership import Steward
 from streams.processor import Processor, wall_clock_ms
-from streams.store import ROCKSDB_OPTIONS, JobStore
+from streams.store import JobStore
 from streams.timers import DeadlineTimer
 from streams.transactions import Changelogs, commit_loop
 

@@ -15,16 +15,16 @@ import time
 import uuid
 from typing import Awaitable, Callable
 
+from eventq.coalesce import Coalesced
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import CommandType
 from eventq.core.machine import Rejected
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
-from eventq.gateway.coalesce import Coalesced
-from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
-from eventq.kafka.partitioner import partition_for_key
-from streams.store import JobStore, NotOwned, job_key
+from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.waiters import Applied, Waiters
+from streams.store import JobStore, NotOwned
 
 log = logging.getLogger(__name__)
 

@@ -46,18 +46,18 @@ from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
 from eventq.limits import MAX_STATE_RECORD_BYTES
-from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
-from eventq.observe.buckets import BATCH_COMMANDS, Histogram
-from eventq.observe.livestats import LiveStats
-from streams.store import (
+from eventq.jobs_table import (
     BULK_ADMITTED_KEY,
     LEGACY_WATERMARK_KEY,
-    paused_key,
     WATERMARK_KEY,
-    JobStore,
-    job_key,
+    paused_key,
 )
+from eventq.kafka.partitioner import job_key
+from eventq.observe.buckets import BATCH_COMMANDS, Histogram
+from eventq.observe.livestats import LiveStats
+from eventq.waiters import Applied, Waiters
+from streams.store import JobStore
 
 log = logging.getLogger(__name__)
 

@@ -12,50 +12,14 @@ import logging
 import uuid
 from typing import Iterator
 
-from rocksdict import ReadOptions, WriteBatch
+from rocksdict import WriteBatch
 
 from eventq.core import CodecError, Job, decode_state
-from eventq.core.slim import Slim, project_state
-from eventq.kafka.logreader import META_KEY_PREFIX
-from eventq.kafka.partitioner import partition_for_key
+from eventq.core.slim import Slim
+from eventq.jobs_table import PAUSED_KEY_PREFIX, is_job_key, slims_of
+from eventq.kafka.partitioner import job_key, partition_for_key
 
 log = logging.getLogger(__name__)
-
-# Keys of the table that are not jobs. faust keeps its changelog offset in every
-# partition's RocksDB; eventq keeps its tombstone watermark (streams/processor.py).
-FAUST_OFFSET_KEY = b"__faust\x00offset__"
-WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
-LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
-# The bulk lane's admission: the next bulk position to admit (eventq/core/batch.py).
-BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
-# A queue's pause state, as this partition's log left it: b"1" paused, b"0" resumed.
-PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
-
-
-def paused_key(name: str) -> bytes:
-    return PAUSED_KEY_PREFIX + name.encode()
-
-
-MIB = 1024 * 1024
-# RocksDB memory per partition DB, sized for a 2-core, 24 GiB machine running 8
-# partitions: at most 8 x (64 MiB cache + 2 x 16 MiB memtables) = 768 MiB. faust's
-# defaults (2 GiB cache and 3 x 64 MiB memtables per partition) would allow 17 GiB.
-ROCKSDB_OPTIONS = {
-    "block_cache_size": 64 * MIB,
-    "write_buffer_size": 16 * MIB,
-    "max_write_buffer_number": 2,
-    "target_file_size_base": 32 * MIB,
-    "max_open_files": 512,
-}
-
-
-def job_key(job_id: uuid.UUID) -> bytes:
-    """The Kafka key of a job: its canonical lowercase UUID string (ARCHITECTURE.md)."""
-    return str(job_id).encode()
-
-
-def is_job_key(key: bytes) -> bool:
-    return len(key) == 36 and not key.startswith(META_KEY_PREFIX)
 
 
 class NotOwned(Exception):
@@ -188,26 +152,3 @@ def write_records(db, records) -> None:
         else:
             batch.put(key, value)
     db.write(batch)
-
-
-def scan_options() -> ReadOptions:
-    """Reads that pass over a whole table once do not fill the block cache: a full scan
-    would otherwise keep every block of 1,000,000 jobs resident (up to 64 MiB per
-    partition, ROCKSDB_OPTIONS) for nothing."""
-    options = ReadOptions()
-    options.fill_cache(False)
-    options.set_readahead_size(2 * MIB)
-    return options
-
-
-def slims_of(db, partition: int, on_undecodable) -> Iterator[Slim]:
-    for key, raw in db.items(read_opt=scan_options()):
-        if not is_job_key(key) or raw is None:
-            continue
-        try:
-            slim = project_state(raw)
-        except CodecError as error:
-            on_undecodable(partition, key, error)
-            continue
-        if slim is not None:
-            yield slim

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from rocksdict import WriteBatch
 
+from eventq.jobs_table import FAUST_OFFSET_KEY
 from eventq.kafka.logreader import end_offsets, read_batches
-from streams.store import FAUST_OFFSET_KEY
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import uuid
 from typing import Awaitable, Callable
 
 from eventq.core import Command, Expire, ReleaseAttempt, TimeoutAttempt
-from eventq.gateway.waiters import Waiters
 from eventq.indexes import TTR, JobIndex
+from eventq.waiters import Waiters
 
 log = logging.getLogger(__name__)
 

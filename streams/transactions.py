@@ -33,8 +33,9 @@ from typing import Awaitable, Callable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from eventq.jobs_table import FAUST_OFFSET_KEY
 from eventq.limits import KAFKA_MESSAGE_BYTES
-from streams.store import FAUST_OFFSET_KEY, JobStore, write_records
+from streams.store import JobStore, write_records
 
 log = logging.getLogger(__name__)
 

@@ -318,8 +318,7 @@ def produce_state_records(bootstrap: str, topic: str, jobs, partitions: int) -> 
     from confluent_kafka import Producer
 
     from eventq.core import Added, encode_state
-    from eventq.kafka.partitioner import partition_for_key
-    from streams.store import job_key
+    from eventq.kafka.partitioner import job_key, partition_for_key
 
     producer = Producer({
         "bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eventq.gateway.coalesce import Coalesced
+from eventq.coalesce import Coalesced
 
 
 def test_many_callers_share_runs_that_began_after_they_asked():

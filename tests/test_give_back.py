@@ -120,7 +120,7 @@ class HeldProducer:
 
 
 def real_engine(write_timeout_ms: int):
-    from eventq.gateway.waiters import Waiters
+    from eventq.waiters import Waiters
     from streams.command_writer import CommandWriter
     from streams.engine import Engine
 
@@ -219,7 +219,7 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
 
 
 def test_a_partition_that_left_lets_go_only_its_own_waiters():
-    from eventq.gateway.waiters import Waiters
+    from eventq.waiters import Waiters
 
     async def main() -> list[bool]:
         waiters = Waiters()

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 
 from core.core_strategies import histories
 from eventq.core import Accepted, Add, Complete, StartAttempt, apply
+from eventq.core.fold import JobFold
 from eventq.observe.livestats import LiveStats
-from eventq.spark.rows import JobFold
 
 T0 = 1_700_000_000_000
 

@@ -18,11 +18,11 @@ from eventq import core
 from eventq.core import AttemptStarted, State
 from eventq.core.machine import Accepted
 from eventq.gateway.handlers import Gateway
-from eventq.gateway.waiters import Applied, Waiters
 from eventq.indexes import JobIndex
 from eventq.offers import CONFIRM_WINDOW_MAX_MS, Offers, confirm_window_ms
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
+from eventq.waiters import Applied, Waiters
 from streams.timers import DeadlineTimer
 from test_indexes import NOW, job
 

@@ -4,8 +4,8 @@ the tombstones."""
 
 from __future__ import annotations
 
+from eventq.jobs_table import WATERMARK_KEY
 from streams.processor import _Batch
-from streams.store import WATERMARK_KEY
 
 
 def test_live_states_then_the_watermark_then_tombstones():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eventq.gateway.waiters import Waiters
+from eventq.waiters import Waiters
 
 
 def test_one_ready_job_wakes_exactly_the_longest_waiting_lease():

@@ -1,6 +1,6 @@
 """When a job waited and ran: the one rule for wait and run times (pure).
 
-Both ``eventq spark stats`` (folding the command log, eventq/spark/rows.py) and the
+Both ``eventq spark stats`` (folding the command log, eventq/core/fold.py) and the
 processor's live statistics (eventq/observe/livestats.py) measure with this rule, so
 their histograms agree:
 

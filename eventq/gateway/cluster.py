@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from eventq.errors import EventqError, ServerError
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
 from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
 from eventq.gateway.peers import Peers
-from streams.store import job_key
 
 # How each request's reply is framed (spec/protocol.md).
 SHAPES: dict[type, Shape] = {
@@ -42,11 +41,6 @@ KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete
 
 MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page
-
-
-def address_of(url: str) -> str:
-    """faust's canonical URL ("http://host:port") as the gateway's host:port."""
-    return url.split("://", 1)[-1].rstrip("/")
 
 
 def wait_s(request: object) -> float:

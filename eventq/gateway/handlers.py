@@ -22,9 +22,9 @@ from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.cluster import KEYED
-from eventq.gateway.waiters import Applied
 from eventq.offers import confirm_window_ms
 from eventq.protocol import replies, requests
+from eventq.waiters import Applied
 
 log = logging.getLogger(__name__)
 

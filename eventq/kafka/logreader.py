@@ -205,7 +205,7 @@ def read_topic(
             )
 
 
-META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (streams/store.py)
+META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (eventq/jobs_table.py)
 
 
 def latest_jobs(

@@ -1,12 +1,16 @@
-"""Kafka's default key partitioner (Java's murmur2), as a pure function.
+"""A job's Kafka key, and Kafka's default key partitioner (Java's murmur2), as pure
+functions.
 
-Every producer of eventq must put a job id in the same partition: faust/aiokafka and
-Spark use this function; confluent-kafka must be configured with
-``partitioner=murmur2_random`` (its default, CRC32, disagrees). The gateway uses it to
-know which partition owns a job; tests prove all producers agree with it.
+Every producer of eventq must put a job id in the same partition: each keys a job's
+records with ``job_key``; faust/aiokafka and Spark use ``partition_for_key``;
+confluent-kafka must be configured with ``partitioner=murmur2_random`` (its default,
+CRC32, disagrees). The gateway uses it to know which partition owns a job; tests prove
+all producers agree with it.
 """
 
 from __future__ import annotations
+
+import uuid
 
 MURMUR2_SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -39,6 +43,11 @@ def murmur2(data: bytes) -> int:
     h = (h * _M) & _MASK32
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def job_key(job_id: uuid.UUID) -> bytes:
+    """The Kafka key of a job: its canonical lowercase UUID string (ARCHITECTURE.md)."""
+    return str(job_id).encode()
 
 
 def partition_for_key(key: bytes, partitions: int) -> int:

@@ -39,7 +39,7 @@ import uuid
 from eventq.cmdlog import WorkqJob, WorkqState
 from eventq.core import Import, Job, State
 from eventq.core.job import deadline_after
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 
 NS_PER_MS = 1_000_000
 
@@ -108,11 +108,6 @@ def import_command(job: WorkqJob) -> Import:
         )
     except ValueError as error:
         raise Unimportable(job.id, str(error)) from None
-
-
-def job_key(job_id: uuid.UUID) -> bytes:
-    """The Kafka key of a job: its canonical lowercase UUID string (as streams.store)."""
-    return str(job_id).encode()
 
 
 def placement(job_id: uuid.UUID, partitions: int) -> tuple[bytes, int]:

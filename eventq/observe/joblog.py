@@ -1,10 +1,10 @@
 """A job's history from the command log (the dashboard's job page).
 
 Every command of a job is in one partition of the command log, the one its key hashes
-to (streams/store.py ``job_key``), so its history is one partition read: the last
-``MAX_HISTORY_RECORDS`` records of it at most (a person waits for this page), folded
-with the core exactly as ``eventq spark stats`` folds it (eventq/spark/rows.py), so
-each command shows whether it was accepted and what it did.
+to (eventq/kafka/partitioner.py ``job_key``), so its history is one partition read:
+the last ``MAX_HISTORY_RECORDS`` records of it at most (a person waits for this page),
+folded with the core exactly as ``eventq spark stats`` folds it (eventq/core/fold.py),
+so each command shows whether it was accepted and what it did.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from eventq.core import CodecError, decode_command
 from eventq.core.batch import position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
-from eventq.kafka.partitioner import partition_for_key
+from eventq.core.fold import JobFold
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.observe.pages import HistoryRow
-from eventq.spark.rows import JobFold
 
 MAX_HISTORY_RECORDS = 200_000  # ~1-2 s of reading
 
@@ -50,7 +50,7 @@ def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
     """Blocking (Kafka reads): run it in a thread."""
     from eventq.kafka.logreader import end_offsets, read_batches
 
-    key = str(job_id).encode()
+    key = job_key(job_id)
     partition = partition_for_key(key, partitions)
     low, high = end_offsets(bootstrap, topic)[partition]
     start = max(low, high - max_records)

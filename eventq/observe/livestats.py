@@ -2,7 +2,7 @@
 
 Per queue: how many events of each kind were applied, and the wait and run time
 distributions in qless's buckets, the same buckets as ``eventq spark stats``
-(eventq/spark/histogram.py) measured by the same rule (eventq/core/timing.py), so a
+(eventq/core/histogram.py) measured by the same rule (eventq/core/timing.py), so a
 test compares the two. Jobs by state come from the index (eventq/indexes.py), which
 holds every live job of the owned partitions.
 
@@ -22,9 +22,9 @@ job reads the whole log.
 from __future__ import annotations
 
 from eventq.core.events import EventType
+from eventq.core.histogram import bucket_of, label
 from eventq.core.job import FINAL_STATES, Job, State
 from eventq.core.timing import Since, advance, ready_from_state
-from eventq.spark.histogram import bucket_of, label
 
 # Jobs whose times are remembered (each ~150 bytes); past this the oldest are forgotten
 # and estimated from their state when they end.

@@ -35,8 +35,6 @@ import msgpack
 
 from eventq.core import (
     Add,
-    CommandType,
-    EventType,
     Job,
     Schedule,
     State,
@@ -56,11 +54,10 @@ from eventq.core.batch import (
     position,
     read_record,
 )
-from eventq.core import timing
 from eventq.core.digest import StateDigest
-from eventq.core.machine import Accepted, Ignored, Rejected, apply
+from eventq.core.fold import JobFold
 from eventq.errors import EventqError
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_TIME_MS, MIN_TIME_MS
 from eventq.protocol.values import (
     parse_id,
@@ -239,7 +236,7 @@ def encode_row(
     except Reject as reject:
         reject.job_id = job_id
         raise
-    key_bytes = str(job_id).encode()  # streams.store.job_key: canonical lowercase UUID
+    key_bytes = job_key(job_id)
     partition = partition_for_key(key_bytes, spec.partitions)
     return key_bytes, encode_command(command), partition, str(job_id)
 
@@ -398,57 +395,6 @@ OUTCOME_DDL = (
     "queue string, job_id string, command string, outcome string, event string, "
     "detail string, at_ms bigint, attempt int, wait_ms bigint, run_ms bigint"
 )
-
-
-def _kebab(enum_member) -> str:
-    return enum_member.name.lower().replace("_", "-")
-
-
-COMMAND_NAMES = {int(t): _kebab(t) for t in CommandType}
-EVENT_NAMES = {int(t): _kebab(t) for t in EventType}
-
-
-class JobFold:
-    """The fold of one job's commands, with the times the stats need (the rule of
-    eventq/core/timing.py, shared with the processor's live statistics)."""
-
-    __slots__ = ("job", "queue", "since")
-
-    def __init__(self) -> None:
-        self.job: Job | None = None
-        self.queue: str | None = None
-        self.since = timing.NOTHING
-
-    def step(self, command, at_ms: int, offset: int) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "job_id": str(command.job_id), "command": COMMAND_NAMES.get(int(command.type)),
-            "at_ms": at_ms,
-        }  # fmt: skip
-        before = self.job
-        try:
-            outcome, after = apply(before, command, at_ms, offset)
-        except ValueError as error:  # a command the core cannot apply to this state
-            row.update(queue=self.queue, outcome="invalid", detail=str(error))
-            return row
-        if isinstance(outcome, Rejected):
-            row.update(outcome="rejected", detail=outcome.error.text or outcome.error.code)
-        elif isinstance(outcome, Ignored):
-            row.update(outcome="ignored", detail=outcome.reason)
-        else:
-            assert isinstance(outcome, Accepted)
-            event = outcome.event
-            row.update(outcome="accepted", event=EVENT_NAMES.get(int(event.type)))
-            samples = timing.advance(self.since, event, before, after, at_ms)
-            self.since = samples.since
-            for column in ("wait_ms", "run_ms", "attempt"):
-                value = getattr(samples, column)
-                if value is not None:
-                    row[column] = value
-        self.job = after
-        if after is not None:
-            self.queue = after.name
-        row["queue"] = self.queue
-        return row
 
 
 COMMAND_DDL = "job_id string, partition int, position bigint, at_ms bigint, value binary"

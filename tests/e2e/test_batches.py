@@ -25,9 +25,8 @@ from eventq.core import (
 from eventq.core.batch import MAX_BATCH_COMMANDS, encode_batch
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.replay import compare, derive_from_commands
-from streams.store import job_key
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]

@@ -16,10 +16,9 @@ from eventq.core import Add, encode_command, state_digest
 from eventq.core.batch import encode_batch, read_record
 from eventq.errors import EventqError, NotFound
 from eventq.kafka.logreader import end_offsets, read_topic
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.kafka.topics import bulk_name_for
 from eventq.replay import derive_from_commands
-from streams.store import job_key
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]

@@ -13,8 +13,7 @@ from confluent_kafka import Producer
 from eventq import core
 from eventq.rawclient import RawClient as Client
 from eventq.errors import NotFound
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
-from streams.store import job_key
+from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER, job_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

@@ -20,9 +20,9 @@ import pytest
 
 from eventq.rawclient import RawClient as Client
 from eventq.core import Job, State, decode_state, state_digest
+from eventq.jobs_table import is_job_key
 from eventq.replay import derive_from_commands
 from eventq.restore import open_table, table_path
-from streams.store import is_job_key
 from support import ServerProcess, produce_state_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]

@@ -1,4 +1,5 @@
-"""The row functions Spark runs (eventq.spark.rows, ids, histogram), without Spark."""
+"""The row functions Spark runs (eventq.spark.rows, ids) and the histogram buckets
+(eventq.core.histogram), without Spark."""
 
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ from eventq.core import (
     encode_command,
     state_digest,
 )
+from eventq.core import histogram
 from eventq.core.batch import encode_batch, position, split_record
 from eventq.core.machine import apply
-from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.protocol.values import parse_time_ms
-from eventq.spark import histogram, rows
+from eventq.spark import rows
 from eventq.spark.ids import DEFAULT_NAMESPACE, canonical_key, derive_job_id, namespace_uuid
-from streams.store import job_key
 
 pytestmark = [pytest.mark.spark]
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from eventq.rawclient import RawClient as Client
+from eventq.core import histogram as core_histogram
 from eventq.core import state_digest
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs
@@ -167,7 +168,7 @@ def test_spark_histogram_buckets_equal_the_python_rule(spark):
     got = df.select("ms", lower.alias("lower"), width.alias("width"),
                     text.alias("label")).collect()
     for r in got:
-        expected = histogram.bucket_of(r["ms"])
+        expected = core_histogram.bucket_of(r["ms"])
         assert (r["lower"], r["width"]) == expected, r
-        assert r["label"] == histogram.label(*expected), r
+        assert r["label"] == core_histogram.label(*expected), r
     assert F is not None

@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass
 
 from eventq.core import Add, decode_state, encode_command
-from eventq.gateway.waiters import Waiters
 from eventq.indexes import JobIndex
+from eventq.waiters import Waiters
 from streams.processor import Ownership, Processor
 
 AT_S = 1_800_000_000.0

@@ -12,9 +12,10 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from rocksdict import Options, Rdict
 
+from eventq.jobs_table import FAUST_OFFSET_KEY
 from eventq.kafka.logreader import read_topic
 from eventq.kafka.topics import TopicSpec, ensure_topics
-from streams.store import FAUST_OFFSET_KEY, write_records
+from streams.store import write_records
 from streams.transactions import ChangelogLost, Changelogs, _Undo
 
 pytestmark = [pytest.mark.kafka]

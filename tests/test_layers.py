@@ -1,0 +1,195 @@
+"""Layers that point one way (issue 29): which part of eventq may import which.
+
+Every module of ``eventq/`` and ``streams/`` is parsed with ``ast`` and every import
+in it is checked, at module level or inside a function alike (a lazy import is still
+a dependency). The rules:
+
+1. The pure modules (``PURE``: eventq.core, eventq.protocol, eventq.errors,
+   eventq.limits) import no I/O or framework (``IO``) and, from eventq, only each
+   other.
+2. ``streams`` (the faust processors) never imports ``eventq.gateway`` (the protocol
+   server).
+3. ``eventq.gateway`` never imports ``streams``.
+4. Nothing in ``eventq`` imports ``streams`` but the wiring (``WIRING``).
+5. Only the wiring imports both ``streams`` and ``eventq.gateway``.
+6. Nothing of the live server (``LIVE_SERVER``: eventq.server, eventq.observe,
+   eventq.gateway, streams) imports ``eventq.spark`` (pyspark and the batch jobs).
+7. Neither layer imports the wiring (``streams`` and ``eventq.gateway`` never import
+   ``eventq.server``).
+
+A broken rule fails naming the module, the line and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("eventq", "streams")
+
+PURE = ("eventq.core", "eventq.protocol", "eventq.errors", "eventq.limits")
+IO = (
+    "asyncio", "socket", "selectors", "select", "ssl", "subprocess", "threading",
+    "multiprocessing", "os", "http", "urllib", "uvloop", "faust", "mode", "aiokafka",
+    "kafka", "confluent_kafka", "pyspark", "rocksdict",
+)  # fmt: skip
+WIRING = ("eventq.server",)  # builds the processors (streams) and the gateway together
+LIVE_SERVER = ("eventq.server", "eventq.observe", "eventq.gateway", "streams")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    path: str  # its file, relative to the repository
+    line: int
+    target: str  # the module imported (for ``from m import n``: m.n if n is a module)
+
+    def __str__(self) -> str:
+        return f"{self.module} ({self.path}:{self.line}) imports {self.target}"
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``PACKAGES``."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def is_under(name: str, prefixes) -> bool:
+    if isinstance(prefixes, str):
+        prefixes = (prefixes,)
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def imports_of(module: str, path: Path, known: set[str], root: Path = ROOT) -> list[Import]:
+    """Every import of a module, wherever it is in the file (each module once a line)."""
+    is_package = path.name == "__init__.py"
+    shown = str(path.relative_to(root))
+    found: dict[tuple[int, str], Import] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[node.lineno, alias.name] = Import(module, shown, node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the importing module's package
+                package = module.split(".")
+                if not is_package:
+                    package.pop()
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join(package + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                target = submodule if submodule in known else base
+                found[node.lineno, target] = Import(module, shown, node.lineno, target)
+    return list(found.values())
+
+
+def all_imports(root: Path = ROOT) -> list[Import]:
+    files = module_files(root)
+    known = set(files)
+    return [i for module, path in files.items() for i in imports_of(module, path, known, root)]
+
+
+def broken_rules(imports: list[Import]) -> list[str]:
+    """One line per import that breaks a rule (empty: every rule holds)."""
+    broken = []
+
+    def breaks(rule: str, which) -> None:
+        broken.extend(f"{i}: {rule}" for i in imports if which(i))
+
+    breaks(
+        "the pure modules (" + ", ".join(PURE) + ") import no I/O or framework",
+        lambda i: is_under(i.module, PURE) and is_under(i.target, IO),
+    )
+    breaks(
+        "the pure modules import, from eventq, only each other",
+        lambda i: is_under(i.module, PURE) and is_under(i.target, PACKAGES)
+        and not is_under(i.target, PURE) and i.target != "eventq",
+    )
+    breaks(
+        "streams (the processors) never imports eventq.gateway (the protocol server)",
+        lambda i: is_under(i.module, "streams") and is_under(i.target, "eventq.gateway"),
+    )
+    breaks(
+        "eventq.gateway never imports streams",
+        lambda i: is_under(i.module, "eventq.gateway") and is_under(i.target, "streams"),
+    )
+    breaks(
+        "nothing in eventq imports streams but the wiring (" + ", ".join(WIRING) + ")",
+        lambda i: is_under(i.module, "eventq") and is_under(i.target, "streams")
+        and i.module not in WIRING,
+    )
+    outside = [i for i in imports if not is_under(i.module, ("streams", "eventq.gateway"))]
+    both = {(i.module, i.path) for i in outside if is_under(i.target, "streams")} & {
+        (i.module, i.path) for i in outside if is_under(i.target, "eventq.gateway")
+    }
+    broken.extend(
+        f"{module} ({path}) imports both streams and eventq.gateway: only the wiring "
+        f"({', '.join(WIRING)}) may"
+        for module, path in sorted(both) if module not in WIRING
+    )
+    breaks(
+        "the live server (" + ", ".join(LIVE_SERVER) + ") never imports eventq.spark",
+        lambda i: is_under(i.module, LIVE_SERVER) and is_under(i.target, "eventq.spark"),
+    )
+    breaks(
+        "the layers never import the wiring (" + ", ".join(WIRING) + ")",
+        lambda i: is_under(i.module, ("streams", "eventq.gateway"))
+        and is_under(i.target, WIRING),
+    )
+    return broken
+
+
+def test_every_layer_imports_only_what_its_rules_allow():
+    broken = broken_rules(all_imports())
+    assert not broken, "imports that break the layering rules:\n  " + "\n  ".join(broken)
+
+
+def test_the_wiring_exists_and_wires_both_layers():
+    """The rules name real modules, and the wiring is where the two layers meet."""
+    files = module_files()
+    for name in (*PURE, *WIRING, *LIVE_SERVER, "eventq.gateway", "eventq.spark"):
+        assert name in files, f"the rules name {name}, which is not a module"
+    targets = {i.target for i in all_imports() if i.module in WIRING}
+    assert any(is_under(t, "streams") for t in targets)
+    assert any(is_under(t, "eventq.gateway") for t in targets)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("eventq.core.fake", "def f():\n    import asyncio\n", "import no I/O"),
+        ("eventq.protocol.fake", "from eventq.gateway import handlers\n",
+         "only each other"),
+        ("streams.fake", "from eventq.gateway.cluster import Cluster\n",
+         "never imports eventq.gateway"),
+        ("eventq.gateway.fake", "def f():\n    from streams import store\n",
+         "eventq.gateway never imports streams"),
+        ("eventq.replay2", "from streams.store import slims_of\n", "but the wiring"),
+        ("eventq.wiring2", "import streams.app\nfrom eventq.gateway import cluster\n",
+         "imports both streams and eventq.gateway"),
+        ("eventq.observe.fake", "from ..spark.rows import JobFold\n",
+         "never imports eventq.spark"),
+        ("streams.fake", "from eventq import server\n", "never import the wiring"),
+    ],
+)
+def test_a_broken_rule_names_the_module_and_its_import(tmp_path, module, source, expected):
+    """The checker itself: a module that breaks a rule (in a function, relatively,
+    as ``from package import module``) is reported by name and line."""
+    known = set(module_files()) | {"eventq.server", "streams.store", "eventq.spark.rows"}
+    path = tmp_path / (module.replace(".", "/") + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    broken = broken_rules(imports_of(module, path, known, tmp_path))
+    assert any(expected in line for line in broken), broken
+    assert all(line.startswith(f"{module} ({path.relative_to(tmp_path)}") for line in broken)
