@@ -19,12 +19,12 @@ the core accepts any UUID.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bytes, check_int, check_name, check_uuid
-from eventq.core.job import Job, State
+from eventq.core.job import JOB_FIELD_NAMES, Job, State, make_job
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
@@ -327,22 +327,19 @@ class Import:
 
     def to_job(self, version: int) -> Job:
         """The job this snapshot describes, at ``version`` (the applying offset)."""
-        return Job(
-            self.job_id, self.name, self.ttr_ms, self.ttl_ms, self.payload, self.priority,
-            self.max_attempts, self.max_fails, self.attempts, self.fails, self.state,
-            self.created_ms, self.scheduled_ms, self.expires_ms, self.lease_deadline_ms,
-            self.result, self.result_ok, version, self.backoff_ms, self.returns, self.retry_ms,
-        )  # fmt: skip
+        fields = {name: getattr(self, name) for name in SNAPSHOT_FIELD_NAMES}
+        return make_job({"id": self.job_id, **fields, "version": version})
 
     @classmethod
     def from_job(cls, job: Job) -> Import:
         """The snapshot of ``job`` (every field but ``version``)."""
-        return cls(
-            job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
-            job.max_attempts, job.max_fails, job.attempts, job.fails, job.state,
-            job.created_ms, job.scheduled_ms, job.expires_ms, job.lease_deadline_ms,
-            job.result, job.result_ok, job.backoff_ms, job.returns, job.retry_ms,
-        )  # fmt: skip
+        return cls(job_id=job.id, **{name: getattr(job, name) for name in SNAPSHOT_FIELD_NAMES})
+
+
+# An import's snapshot: every Job field but its id (the command's ``job_id``) and its
+# version (the applying offset). Import must declare them all, in Job's order.
+SNAPSHOT_FIELD_NAMES = tuple(name for name in JOB_FIELD_NAMES if name not in ("id", "version"))
+assert tuple(f.name for f in dataclass_fields(Import)) == ("job_id", *SNAPSHOT_FIELD_NAMES)
 
 
 Command: TypeAlias = (
