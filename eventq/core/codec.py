@@ -29,6 +29,7 @@ record that is inconsistent (a job whose id or version differs from its event).
 
 from __future__ import annotations
 
+import builtins
 import textwrap
 import uuid
 from collections.abc import Callable, Iterable
@@ -132,14 +133,15 @@ BOOL = Kind("bool", _typed(bool, "a bool"), plain=bool)
 
 
 def _read_uuid(key: str, value: Any) -> uuid.UUID:
-    raw = BIN.read(key, value)
+    raw = value if type(value) is bytes else BIN.read(key, value)
     if len(raw) != 16:
         raise CodecError(f"field {key!r} must be 16 bytes of UUID, got {len(raw)}")
     return uuid.UUID(bytes=raw)
 
 
 def _read_state(key: str, value: Any) -> State:
-    return State(INT.read(key, value))  # not a state: ValueError, which _guarded wraps
+    # Not a state: ValueError, which _guarded makes a CodecError.
+    return State(value if type(value) is int else INT.read(key, value))
 
 
 def _read_waiting_state(key: str, value: Any) -> State:
@@ -331,9 +333,8 @@ EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
 # Events whose ``job`` is the record's job (stored once, with its payload).
 JOB_OF_THE_RECORD = frozenset({EventType.ADDED, EventType.IMPORTED})
 
-# ------------------------------------------------------------------- map readers
+# ------------------------------------------------------------------- map helpers
 
-_Gather: TypeAlias = Callable[[dict[str, Any], Job | None, dict[str, Any]], None]
 _NOT_THERE = object()  # what ``dict.get`` gives for a missing key (nil is None)
 
 
@@ -366,121 +367,167 @@ def _holders(f: Field) -> str:
     return " or ".join(EVENT_CLASSES[t].__name__ for t, table in EVENT_FIELDS.items() if f in table)
 
 
-def _field_reader(f: Field) -> _Gather:
-    """What gathers field ``f`` of a map into the attributes being read."""
-    key, attr, read, plain, absent = f.key, f.attr, f.kind.read, f.kind.plain, f.absent
-    nil = f.nil
-    if absent is Absent.REQUIRED:
+def _slow_read(f: Field) -> Callable[[Any, Job | None], Any]:
+    """Field ``f``'s value when its msgpack value ``v`` is not simply of the kind's
+    ``plain`` type: absent (``_NOT_THERE``), nil, or one that ``read`` checks (and
+    converts, or refuses)."""
+    key, attr, read, absent, nil = f.key, f.attr, f.kind.read, f.absent, f.nil
+    lacking = f"a {_holders(f)} event needs its {attr} or the record's job"
 
-        def required(m: dict[str, Any], job: Job | None, into: dict[str, Any]) -> None:
-            try:
-                v = m[key]
-            except KeyError:
-                raise _missing(key) from None
-            into[attr] = v if type(v) is plain or (nil and v is None) else read(key, v)
-
-        return required
-    if absent is Absent.IN_JOB:
-        lacking = f"a {_holders(f)} event needs its {attr} or the record's job"
-
-        def in_job(m: dict[str, Any], job: Job | None, into: dict[str, Any]) -> None:
-            # Present: a record without a job, or one written before the job held it.
-            if key in m:
-                v = m[key]
-                into[attr] = v if type(v) is plain else read(key, v)
-            elif job is None or getattr(job, attr) is None:
-                raise CodecError(lacking)
-            else:
-                into[attr] = getattr(job, attr)
-
-        return in_job
-
-    def optional(m: dict[str, Any], job: Job | None, into: dict[str, Any]) -> None:
-        v = m.get(key, _NOT_THERE)
+    def slow_read(v: Any, job: Job | None) -> Any:  # job: the record's, for an event
         if v is _NOT_THERE:
-            into[attr] = absent
-        else:
-            into[attr] = v if type(v) is plain or (nil and v is None) else read(key, v)
+            if absent is Absent.REQUIRED:
+                raise _missing(key)
+            if absent is not Absent.IN_JOB:
+                return absent
+            # Not in a record with a job, nor in one written before the job held it.
+            if job is None or getattr(job, attr) is None:
+                raise CodecError(lacking)
+            return getattr(job, attr)
+        return None if v is None and nil else read(key, v)
 
-    return optional
+    return slow_read
 
 
-def _nested_reader(n: Nested) -> _Gather:
+def _inner_map(n: Nested) -> Callable[[Any], dict[str, Any]]:
     key, what, allowed = n.key, n.what, _keys(n.fields)
-    readers = tuple(_field_reader(f) for f in n.fields)
 
-    def nested(m: dict[str, Any], job: Job | None, into: dict[str, Any]) -> None:
-        try:
-            v = m[key]
-        except KeyError:
-            raise _missing(key) from None
+    def inner_map(v: Any) -> dict[str, Any]:
+        if v is _NOT_THERE:
+            raise _missing(key)
         inner = _map(v, what)
         _check_keys(inner, allowed, what)
-        for gather in readers:
-            gather(inner, job, into)
+        return inner
 
-    return nested
-
-
-def _reader(table: Table) -> Callable[[dict[str, Any], Job | None], dict[str, Any]]:
-    """The attributes (by name) a map holds, read in the table's order: the first
-    malformed field is the one reported."""
-    readers = tuple(_nested_reader(f) if isinstance(f, Nested) else _field_reader(f) for f in table)
-
-    def read(m: dict[str, Any], job: Job | None) -> dict[str, Any]:
-        into: dict[str, Any] = {}
-        for gather in readers:
-            gather(m, job, into)
-        return into
-
-    return read
+    return inner_map
 
 
-# ------------------------------------------------------------------- map writers
+# ------------------------------------------------------------ compiled tables
+# Each table is compiled once, when the module loads, into a reader and a writer made as
+# Python source (as ``dataclasses`` makes ``__init__``; a function's ``__source__`` shows
+# it). A field then costs what a hand-written line did, a dict lookup and a type test: a
+# loop over the table's fields cost a call per field, 20% more per record, and the codec
+# is on the processor's hot path.
 
+_Read: TypeAlias = Callable[[dict[str, Any], Any], Any]
 _Write: TypeAlias = Callable[[Any, Job | None, dict[str, Any]], None]
 
 
-def _values_of(attrs: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """The values of ``attrs`` of an object, in one call (attrgetter gives a bare value
-    for one name)."""
-    if len(attrs) == 1:
-        one = attrgetter(attrs[0])
-        return lambda obj: (one(obj),)
-    return attrgetter(*attrs) if attrs else lambda obj: ()
+class _Source:
+    """The lines of one generated function, and the objects they name."""
+
+    def __init__(self, name: str, params: str) -> None:
+        self.function_name = name
+        self.lines = [f"def {name}({params}):"]
+        self.names: dict[str, object] = {"_NOT_THERE": _NOT_THERE}
+        self.locals = 0
+
+    def name(self, obj: object) -> str:
+        """A name the source can use for ``obj``."""
+        name = f"_{len(self.names)}"
+        self.names[name] = obj
+        return name
+
+    def local(self, prefix: str) -> str:
+        self.locals += 1
+        return f"{prefix}{self.locals}"
+
+    def add(self, *lines: str, indent: int = 1) -> None:
+        self.lines += ["    " * indent + line for line in lines]
+
+    def function(self, label: str) -> Callable[..., Any]:
+        """The function the lines define (``label`` is its file name in tracebacks)."""
+        text = "\n".join(self.lines)
+        namespace = dict(self.names)
+        exec(compile(text, f"<eventq.core.codec: {label}>", "exec"), namespace)
+        function = namespace[self.function_name]
+        function.__source__ = text  # for whoever debugs a table
+        return function  # type: ignore[no-any-return]
 
 
-def _writer(table: Table) -> _Write:
-    """What writes an object's fields into a map, in the table's order.
+def _plain_name(src: _Source, plain: type) -> str:
+    """How the source names a kind's plain type (a builtin by its name: readable)."""
+    return plain.__name__ if getattr(builtins, plain.__name__, None) is plain else src.name(plain)
 
-    Every field is put in its place at once (one attrgetter and one dict update, as fast
-    as a dict display); then the ones left out are taken out, and the ones with another
-    msgpack value converted, in place. A nested map comes last.
-    """
-    fields = tuple(f for f in table if isinstance(f, Field))
-    nested = tuple((n.key, _writer(n.fields)) for n in table if isinstance(n, Nested))
-    assert table[len(fields):] == tuple(n for n in table if isinstance(n, Nested)), table
-    keys, values = tuple(f.key for f in fields), _values_of(tuple(f.attr for f in fields))
-    omitted = tuple((f.key, f.absent) for f in fields if f.absent is not Absent.REQUIRED)
-    converted = tuple((f.key, f.kind.write) for f in fields if f.kind.write is not None)
 
-    def write(obj: Any, job: Job | None, m: dict[str, Any]) -> None:
-        m.update(zip(keys, values(obj)))
-        for key, absent in omitted:
-            if absent is Absent.IN_JOB:
-                if job is not None:
-                    del m[key]
-            elif m[key] == absent:
-                del m[key]
-        for key, convert in converted:
-            v = m.get(key)
-            if v is not None:
-                m[key] = convert(v)
-        for key, write_nested in nested:
-            m[key] = inner = {}
-            write_nested(obj, job, inner)
+def _read_fields(src: _Source, table: Table, m: str, into: list[tuple[str, str]]) -> None:
+    """Lines reading ``table``'s fields from map ``m`` in order: the first malformed
+    field is the one reported. ``into`` collects (attribute, local variable)."""
+    for f in table:
+        if isinstance(f, Nested):
+            inner = src.local("m")
+            src.add(f"{inner} = {src.name(_inner_map(f))}({m}.get({f.key!r}, _NOT_THERE))")
+            _read_fields(src, f.fields, inner, into)
+            continue
+        value, slow = src.local("a"), f"{src.name(_slow_read(f))}(v, given)"
+        # The common case is one test: a value of the kind's plain type (or nil, when
+        # nil is None) is the attribute's value as it is. A kind without a plain type
+        # reads every value that is there.
+        if f.kind.plain is _Unchecked:
+            read = f"{src.name(f.kind.read)}({f.key!r}, v)"
+            tests, otherwise = [], f"{read} if v is not _NOT_THERE else {slow}"
+        else:
+            tests, otherwise = [f"type(v) is {_plain_name(src, f.kind.plain)}"], slow
+        tests += ["v is None"] if f.nil else []
+        src.add(
+            f"v = {m}.get({f.key!r}, _NOT_THERE)",
+            f"{value} = " + (f"v if {' or '.join(tests)} else {otherwise}" if tests else otherwise),
+        )
+        into.append((f.attr, value))
 
-    return write
+
+def _reader(table: Table, build: Callable[..., Any], given: str | None, label: str) -> _Read:
+    """What builds the object a map holds: ``build`` called with its attributes by name
+    (``make_job``: with one mapping of them), the attribute ``given`` (if any) being
+    what the reader is given besides the map (an event's job: the record's)."""
+    src, values = _Source("read", "m, given"), []  # type: ignore[var-annotated]
+    _read_fields(src, table, "m", values)
+    values += [(given, "given")] if given is not None else []
+    if build is make_job:
+        arguments = "{" + ", ".join(f"{a!r}: {v}" for a, v in values) + "}"
+    else:
+        arguments = ", ".join(f"{a}={v}" for a, v in values)
+    src.add(f"return {src.name(build)}({arguments})")
+    return src.function(label)
+
+
+def _msgpack_value(src: _Source, f: Field, v: str) -> str:
+    """The expression of field ``f``'s msgpack value, its attribute's value being ``v``."""
+    if f.kind.write is None:
+        return v
+    written = f"{src.name(f.kind.write)}({v})"
+    return f"None if {v} is None else {written}" if f.nil and f.absent is not None else written
+
+
+def _write_fields(src: _Source, table: Table, m: str) -> None:
+    """Lines writing ``table``'s fields of object ``o`` into map ``m``, in order."""
+    for f in table:
+        if isinstance(f, Nested):
+            inner = src.local("m")
+            src.add(f"{m}[{f.key!r}] = {inner} = {{}}")
+            _write_fields(src, f.fields, inner)
+            continue
+        assert f.attr.isidentifier(), f
+        store = f"{m}[{f.key!r}] = "
+        if f.absent is Absent.REQUIRED:
+            src.add(store + _msgpack_value(src, f, f"o.{f.attr}"))
+        elif f.absent is Absent.IN_JOB:  # the record's job holds it
+            src.add("if job is None:", "    " + store + _msgpack_value(src, f, f"o.{f.attr}"))
+        else:  # left out when it is the default: the bytes records had before the field
+            literal = type(f.absent) in (int, str, bytes, bool)  # readable in the source
+            default = repr(f.absent) if literal else src.name(f.absent)
+            src.add(
+                f"v = o.{f.attr}",
+                "if v is not None:" if f.absent is None else f"if v != {default}:",
+                "    " + store + _msgpack_value(src, f, "v"),
+            )
+
+
+def _writer(table: Table, label: str) -> _Write:
+    """What writes ``table``'s fields of an object into a map (after what it holds)."""
+    src = _Source("write", "o, job, m")
+    _write_fields(src, table, "m")
+    return src.function(label)
 
 
 # -------------------------------------------------------------------- record codecs
@@ -489,45 +536,51 @@ def _writer(table: Table) -> _Write:
 @dataclass(frozen=True, slots=True)
 class _Codec:
     """A record type's table, compiled once: its dataclass, the keys its map may have,
-    and what writes and reads its fields."""
+    what writes an object's fields into a map, and what reads a map into an object."""
 
     cls: type
     keys: frozenset[str]
     write: _Write
-    read: Callable[[dict[str, Any], Job | None], dict[str, Any]]
+    read: _Read
 
 
 def _attrs(table: Iterable[Field | Nested]) -> set[str]:
     return {a for f in table for a in (_attrs(f.fields) if isinstance(f, Nested) else [f.attr])}
 
 
-def _compiled(cls: type, table: Table, around: frozenset[str], not_in_map: set[str]) -> _Codec:
-    """``around``: the other keys of the map (a record's header and trailer);
-    ``not_in_map``: the attributes of ``cls`` that the map does not hold."""
+def _compiled(
+    cls: type, table: Table, around: frozenset[str], given: str | None = None,
+    build: Callable[..., Any] | None = None,
+) -> _Codec:
+    """``around``: the other keys of the map (a record's header and trailer); ``given``:
+    the attribute of ``cls`` that the map does not hold, given to the reader."""
     # An attribute without a field, or a field of no attribute: the table is wrong.
-    if _attrs(table) | not_in_map != {f.name for f in dataclass_fields(cls)}:
+    if _attrs(table) | ({given} - {None}) != {f.name for f in dataclass_fields(cls)}:
         raise AssertionError(f"the fields of {cls.__name__} and its table differ")
-    return _Codec(cls, around | _keys(table), _writer(table), _reader(table))
+    return _Codec(
+        cls, around | _keys(table), _writer(table, cls.__name__),
+        _reader(table, build or cls, given, cls.__name__),
+    )  # fmt: skip
 
 
 def _command_codec(t: CommandType) -> _Codec:
     cls = COMMAND_CLASSES.get(t) or QUEUE_COMMAND_CLASSES[t]
-    return _compiled(cls, COMMAND_FIELDS[t], _COMMAND_AROUND, set())
+    return _compiled(cls, COMMAND_FIELDS[t], _COMMAND_AROUND)
 
 
 def _event_codec(t: EventType) -> _Codec:
     table = EVENT_COMMON_FIELDS + EVENT_FIELDS[t]
-    job = {"job"} if t in JOB_OF_THE_RECORD else set()
+    job = "job" if t in JOB_OF_THE_RECORD else None
     return _compiled(EVENT_CLASSES[t], table, frozenset({"t"}), job)
 
 
 _COMMAND_AROUND = frozenset({"v", "t"}) | _keys(CORRELATION_FIELDS)
 _COMMAND_CODECS: dict[int, _Codec] = {t: _command_codec(t) for t in CommandType}
 _COMMAND_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _COMMAND_CODECS.values()}
-_CORRELATION = _compiled(DecodedCommand, CORRELATION_FIELDS, frozenset(), {"command"})
+_CORRELATION = _compiled(DecodedCommand, CORRELATION_FIELDS, frozenset(), "command")
 _EVENT_CODECS: dict[int, _Codec] = {t: _event_codec(t) for t in EventType}
 _EVENT_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _EVENT_CODECS.values()}
-_JOB = _compiled(Job, JOB_FIELDS, frozenset(), set())
+_JOB = _compiled(Job, JOB_FIELDS, frozenset(), build=make_job)  # by name, as all of core
 
 # ------------------------------------------------------------------------ records
 
@@ -597,8 +650,7 @@ def _decode_command(data: object) -> DecodedCommand:
     if codec is None:
         raise CodecError(f"unknown command type {t}")
     _check_keys(m, codec.keys, f"command type {t}")
-    command = codec.cls(**codec.read(m, None))
-    return DecodedCommand(command, **_CORRELATION.read(m, None))
+    return _CORRELATION.read(m, codec.read(m, None))  # type: ignore[no-any-return]
 
 
 def decode_command(data: bytes) -> DecodedCommand:
@@ -686,7 +738,7 @@ def _enc_job(job: Job) -> dict[str, Any]:
 def _dec_job(v: object) -> Job:
     m = _map(v, "job")
     _check_keys(m, _JOB.keys, "job")
-    return make_job(_JOB.read(m, None))
+    return _JOB.read(m, None)  # type: ignore[no-any-return]
 
 
 def encode_state(event: Event, job: Job | None) -> bytes:
@@ -715,10 +767,7 @@ def _decode_event(v: object, job: Job | None) -> Event:
     _check_keys(em, codec.keys, f"event type {t}")
     if t in JOB_OF_THE_RECORD and job is None:
         raise CodecError(f"an {codec.cls.__name__} event needs the record's job")
-    fields = codec.read(em, job)
-    if t in JOB_OF_THE_RECORD:
-        fields["job"] = job
-    return codec.cls(**fields)  # type: ignore[no-any-return]
+    return codec.read(em, job)  # type: ignore[no-any-return]
 
 
 def _decode_state(data: object) -> tuple[Event, Job | None]:

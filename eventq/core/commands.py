@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields as dataclass_fields
 from enum import IntEnum
+from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bytes, check_int, check_name, check_uuid
@@ -327,18 +328,19 @@ class Import:
 
     def to_job(self, version: int) -> Job:
         """The job this snapshot describes, at ``version`` (the applying offset)."""
-        fields = {name: getattr(self, name) for name in SNAPSHOT_FIELD_NAMES}
+        fields = dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(self)))
         return make_job({"id": self.job_id, **fields, "version": version})
 
     @classmethod
     def from_job(cls, job: Job) -> Import:
         """The snapshot of ``job`` (every field but ``version``)."""
-        return cls(job_id=job.id, **{name: getattr(job, name) for name in SNAPSHOT_FIELD_NAMES})
+        return cls(job_id=job.id, **dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(job))))
 
 
 # An import's snapshot: every Job field but its id (the command's ``job_id``) and its
 # version (the applying offset). Import must declare them all, in Job's order.
 SNAPSHOT_FIELD_NAMES = tuple(name for name in JOB_FIELD_NAMES if name not in ("id", "version"))
+_snapshot_values = attrgetter(*SNAPSHOT_FIELD_NAMES)  # of a Job or an Import, in that order
 assert tuple(f.name for f in dataclass_fields(Import)) == ("job_id", *SNAPSHOT_FIELD_NAMES)
 
 

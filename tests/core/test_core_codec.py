@@ -553,10 +553,10 @@ def test_a_table_that_misses_an_attribute_does_not_compile():
     when the module loads, not when a record is lost."""
     add = codec.COMMAND_FIELDS[CommandType.ADD]
     with pytest.raises(AssertionError):
-        codec._compiled(Add, add[:-1], frozenset(), set())  # no backoff_ms
+        codec._compiled(Add, add[:-1], frozenset())  # no backoff_ms
     with pytest.raises(AssertionError):
-        codec._compiled(Add, add + (codec.Field("z", "zeal", codec.INT),), frozenset(), set())
-    codec._compiled(Add, add, frozenset(), set())
+        codec._compiled(Add, add + (codec.Field("z", "zeal", codec.INT),), frozenset())
+    codec._compiled(Add, add, frozenset())
 
 
 def test_the_snapshot_is_the_job_map_without_id_and_version():
@@ -571,3 +571,29 @@ def test_queue_command_round_trip(command, node, request_id):
     data = encode_command(command, node=node, request_id=request_id)
     assert decode_command(data) == DecodedCommand(command, node, request_id)
     assert "i" not in msgpack.unpackb(data)
+
+
+def test_a_field_added_later_is_one_row_and_keeps_old_records_bytes():
+    """What adding a field takes: its attribute, and its row (here, optional)."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged:
+        job_id: uuid.UUID
+        attempt: int
+        tag: str = ""
+
+    table = (
+        codec.Field("i", "job_id", codec.UUID_BYTES),
+        codec.Field("k", "attempt", codec.INT),
+        codec.Field("g", "tag", codec.STR, absent=""),  # the new row
+    )
+    tagged = codec._compiled(Tagged, table, frozenset())
+    before, after = {}, {}
+    tagged.write(Tagged(JID, 1), None, before)
+    tagged.write(Tagged(JID, 1, "x"), None, after)
+    assert before == {"i": JID.bytes, "k": 1} and after == {**before, "g": "x"}
+    assert tagged.read(before, None) == Tagged(JID, 1)
+    assert tagged.read(after, None) == Tagged(JID, 1, "x")
+    with pytest.raises(CodecError, match="field 'g' must be a str, got int"):
+        tagged.read({**before, "g": 5}, None)
+    assert tagged.keys == {"i", "k", "g"}
