@@ -297,8 +297,11 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         # Absent: a give-back by attempt number (records written before claims).
         Field("c", "claim", INT, absent=None, note="the start-attempt's position"),
     ),
-    CommandType.TOUCH: (_JOB_ID, _ATTEMPT, Field("r", "ttr_ms", INT, absent=None,
-                                                 note="None: the job's TTR")),  # fmt: skip
+    CommandType.TOUCH: (
+        _JOB_ID,
+        _ATTEMPT,
+        Field("r", "ttr_ms", INT, absent=None, note="None: the job's TTR"),
+    ),
     CommandType.PAUSE: (_QUEUE_NAME,),  # a queue's command: no job, no ``i``
     CommandType.RESUME: (_QUEUE_NAME,),
 }
@@ -555,7 +558,8 @@ def _compiled(
     """``around``: the other keys of the map (a record's header and trailer); ``given``:
     the attribute of ``cls`` that the map does not hold, given to the reader."""
     # An attribute without a field, or a field of no attribute: the table is wrong.
-    if _attrs(table) | ({given} - {None}) != {f.name for f in dataclass_fields(cls)}:
+    not_in_map = {given} if given is not None else set()
+    if _attrs(table) | not_in_map != {f.name for f in dataclass_fields(cls)}:
         raise AssertionError(f"the fields of {cls.__name__} and its table differ")
     return _Codec(
         cls, around | _keys(table), _writer(table, cls.__name__),
