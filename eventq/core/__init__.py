@@ -1,6 +1,7 @@
 """The pure event-sourced job model of eventq (no I/O, no clock).
 
-- ``job``: ``State``, ``Job`` and helpers (readiness, attempt limit, lease order).
+- ``job``: ``State``, ``Job`` and helpers (readiness, attempt limit, lease order; ``make_job``
+  and ``job_with`` build jobs by field name).
 - ``commands``: what the command log asks (``Add`` … ``TimeoutAttempt``, and eventq's
   ``Import`` of a job snapshot).
 - ``events``: what happened when a command was applied (``Added`` … ``Expired``,
@@ -68,7 +69,9 @@ from eventq.core.job import (
     is_final,
     is_ready,
     is_scheduled_waiting,
+    job_with,
     lease_order_key,
+    make_job,
 )
 from eventq.core.machine import (
     ALREADY_APPLIED,
@@ -158,7 +161,9 @@ __all__ = [
     "is_scheduled_waiting",
     "job_digest_bytes",
     "job_hash",
+    "job_with",
     "lease_order_key",
+    "make_job",
     "next_deadline",
     "state_digest",
 ]

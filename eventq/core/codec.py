@@ -1,52 +1,26 @@
 """msgpack codecs for the two topics.
 
-Command record (``eventq.commands`` value), a msgpack map with short keys:
-
-====  ===========================================  =================================
-key   meaning                                      present in
-====  ===========================================  =================================
-v     schema version, 1                            all
-t     command type (``CommandType``)               all
-i     job id, the 16 raw UUID bytes                all
-n     name (str)                                   add, schedule
-r     ttr_ms                                       add, schedule
-l     ttl_ms                                       add, schedule
-s     time_ms                                      schedule
-d     payload (bin)                                add, schedule
-p     priority                                     add, schedule
-a     max_attempts                                 add, schedule
-f     max_fails                                    add, schedule
-x     result (bin)                                 complete, fail
-k     attempt                                      start-attempt, timeout-attempt,
-                                                   release-attempt, touch
-c     claim: the start-attempt's position,         release-attempt
-      optional (absent: by attempt number)
-b     backoff_ms, optional (absent: 0)             add, schedule
-r     ttr_ms, optional (absent: the job's)         touch
-n     queue name                                   pause, resume (which have no ``i``)
-j     job snapshot (map, below)                    import
-o     issuing node (str), optional                 any
-q     request id (uint64), optional                any
-====  ===========================================  =================================
-
-The import snapshot ``j`` is the job map below without ``i`` (the command's own) and
-``ver`` (the applying offset): ``n r l d p ma mf at fa s c w e ld x ok``, all required.
+Command record (``eventq.commands`` value): a msgpack map with short keys, ``v`` the
+schema version (1), ``t`` the command type (``CommandType``), then the command's fields,
+then the issuer's optional correlation fields ``o`` and ``q``. A job's command names
+the job by ``i``; a queue's (pause, resume) has the queue's name ``n`` and no ``i``.
 
 State record (``eventq.jobs`` value): ``{"v": 2, "e": event, "j": job or nil}``. Its
 offsets (the event's ``o``, the job's ``ver``) are positions (eventq/core/batch.py);
 a version 1 record, written when a record held one command, counted them in record
-offsets and is read as position ``offset * POSITIONS_PER_OFFSET``.
-The event map has ``t`` (``EventType``), ``i``, ``a`` (at_ms), ``o`` (offset) and its
-fields: ``x`` result (Completed, Failed; only when the record has no job, since the
-job holds the result and a state record must fit a payload and a result once), ``k`` attempt and ``dl`` deadline_ms
-(AttemptStarted), ``k`` and ``rq`` requeued (AttemptTimedOut), ``ev`` evicted (Expired),
-nothing more for Added and Imported (the job is the record's job, so the payload is
-stored once).
-The job map has every
-``Job`` field (nil for None): ``i n r l d p ma mf at fa s c w e ld x ok ver``, and the
-backoff fields only when set: ``b`` backoff_ms, ``rn`` returns, ``rt`` retry_ms (a job
-without a backoff has the record it had before backoffs existed). Touched has ``k``
-and ``dl`` like AttemptStarted.
+offsets and is read as position ``offset * POSITIONS_PER_OFFSET``. The event map has
+``t`` (``EventType``) and the event's fields. A state record must fit a payload and a
+result of 1 MiB each once (eventq/limits.py), so each is stored once, in the job: the
+job of Added and Imported is the record's job, and the result of Completed and Failed
+is the job's (``x`` only in a record without a job). ``encode_job`` writes a job on its
+own: ``{"v": 2, "j": job}``.
+
+The fields of every map are data, in the order they are written: ``COMMAND_FIELDS``
+(then ``CORRELATION_FIELDS``), ``EVENT_FIELDS`` (after ``EVENT_COMMON_FIELDS``),
+``JOB_FIELDS`` and ``SNAPSHOT_FIELDS`` (an import's job) give each field's key, the
+attribute it holds, its kind, and what its absence means. The encoders, the decoders,
+the keys each map allows and the tables below are all derived from them: a new field
+is one row (and its dataclass attribute; the module does not load if either is missing).
 
 Decoding never raises anything but ``CodecError`` (a ``ValueError``): not msgpack, a
 wrong schema version, a missing, unknown or mistyped field, an out-of-range value, or a
@@ -55,49 +29,40 @@ record that is inconsistent (a job whose id or version differs from its event).
 
 from __future__ import annotations
 
+import builtins
+import textwrap
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields as dataclass_fields
+from enum import Enum
+from operator import attrgetter
+from typing import Any, TypeAlias
 
 import msgpack
 
 from eventq.core.commands import (
-    Add,
+    COMMAND_CLASSES,
+    QUEUE_COMMAND_CLASSES,
+    SNAPSHOT_FIELD_NAMES,
     Command,
     CommandType,
-    Complete,
-    Delete,
-    Expire,
-    Fail,
-    Import,
-    QUEUE_COMMAND_CLASSES,
-    QUEUE_COMMANDS,
     QueueCommand,
-    Schedule,
-    ReleaseAttempt,
-    StartAttempt,
-    TimeoutAttempt,
-    Touch,
 )
 from eventq.core.events import (
+    EVENT_CLASSES,
     REMOVING_EVENTS,
     Added,
-    AttemptsExhausted,
     AttemptReleased,
     AttemptStarted,
     AttemptTimedOut,
     Completed,
-    Deleted,
     Event,
     EventType,
-    Expired,
     Failed,
-    FailRetried,
     Imported,
     Touched,
 )
-from eventq.core.job import Job, State
+from eventq.core.job import Job, State, make_job
 from eventq.limits import MAX_NODE_BYTES, MAX_REQUEST_ID
 
 SCHEMA_VERSION = 1  # of command records
@@ -124,88 +89,256 @@ class DecodedCommand:
     request_id: int | None = None
 
 
-# ------------------------------------------------------------------ field readers
+# -------------------------------------------------------------------- field kinds
 
 
 def _missing(key: str) -> CodecError:
     return CodecError(f"missing field {key!r}")
 
 
-def _int(m: dict[str, Any], key: str) -> int:
-    try:
-        v = m[key]
-    except KeyError:
-        raise _missing(key) from None
-    if type(v) is not int:
-        raise CodecError(f"field {key!r} must be an int, got {type(v).__name__}")
-    return v
+class _Unchecked:
+    """The type of no msgpack value: a kind with it as ``plain`` reads every value."""
 
 
-def _waiting_state(m: dict[str, Any]) -> State:
-    value = _int(m, "s")
-    if value not in (State.NEW, State.PENDING):
-        raise CodecError(f"field 's' must be NEW (0) or PENDING (3), not {value}")
-    return State(value)
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How a field's value is held in msgpack.
+
+    ``read(key, value)`` returns the attribute's value of a msgpack value, or raises
+    ``CodecError`` if it is none of this kind; ``write`` turns an attribute's value into
+    its msgpack value (None: as it is) and may refuse it. A value of type ``plain`` is
+    the attribute's value as it is, and ``read`` is not called: for most fields reading
+    is one type test (the decoders are on the processor's hot path).
+    """
+
+    name: str  # in the docstring's tables
+    read: Callable[[str, Any], Any]
+    write: Callable[[Any], Any] | None = None
+    plain: type = _Unchecked
 
 
-def _opt_int(m: dict[str, Any], key: str) -> int | None:
-    if key not in m:
-        raise _missing(key)
-    return None if m[key] is None else _int(m, key)
+def _typed(plain: type, what: str) -> Callable[[str, Any], Any]:
+    def read(key: str, value: Any) -> Any:
+        if type(value) is not plain:
+            raise CodecError(f"field {key!r} must be {what}, got {type(value).__name__}")
+        return value
+
+    return read
 
 
-def _bool(m: dict[str, Any], key: str) -> bool:
-    try:
-        v = m[key]
-    except KeyError:
-        raise _missing(key) from None
-    if type(v) is not bool:
-        raise CodecError(f"field {key!r} must be a bool, got {type(v).__name__}")
-    return v
+INT = Kind("int", _typed(int, "an int"), plain=int)
+STR = Kind("str", _typed(str, "a str"), plain=str)
+BIN = Kind("bin", _typed(bytes, "bin"), plain=bytes)
+BOOL = Kind("bool", _typed(bool, "a bool"), plain=bool)
 
 
-def _int_or(m: dict[str, Any], key: str, default: int) -> int:
-    """An optional int field (absent: ``default``)."""
-    return _int(m, key) if key in m else default
-
-
-def _opt_bool(m: dict[str, Any], key: str) -> bool | None:
-    if key not in m:
-        raise _missing(key)
-    return None if m[key] is None else _bool(m, key)
-
-
-def _bin(m: dict[str, Any], key: str) -> bytes:
-    try:
-        v = m[key]
-    except KeyError:
-        raise _missing(key) from None
-    if type(v) is not bytes:
-        raise CodecError(f"field {key!r} must be bin, got {type(v).__name__}")
-    return v
-
-
-def _opt_bin(m: dict[str, Any], key: str) -> bytes | None:
-    if key not in m:
-        raise _missing(key)
-    return None if m[key] is None else _bin(m, key)
-
-
-def _str(m: dict[str, Any], key: str) -> str:
-    try:
-        v = m[key]
-    except KeyError:
-        raise _missing(key) from None
-    if type(v) is not str:
-        raise CodecError(f"field {key!r} must be a str, got {type(v).__name__}")
-    return v
-
-
-def _id(m: dict[str, Any], key: str = "i") -> uuid.UUID:
-    raw = _bin(m, key)
+def _read_uuid(key: str, value: Any) -> uuid.UUID:
+    raw = value if type(value) is bytes else BIN.read(key, value)
     if len(raw) != 16:
         raise CodecError(f"field {key!r} must be 16 bytes of UUID, got {len(raw)}")
     return uuid.UUID(bytes=raw)
+
+
+def _read_state(key: str, value: Any) -> State:
+    # Not a state: ValueError, which _guarded makes a CodecError.
+    return State(value if type(value) is int else INT.read(key, value))
+
+
+def _read_waiting_state(key: str, value: Any) -> State:
+    value = INT.read(key, value)
+    if value not in (State.NEW, State.PENDING):
+        raise CodecError(f"field {key!r} must be NEW (0) or PENDING (3), not {value}")
+    return State(value)
+
+
+_NODE_RULE = f"a str of at most {MAX_NODE_BYTES} bytes"
+_REQUEST_ID_RULE = f"an int in 0..{MAX_REQUEST_ID}"
+
+
+def _is_node(value: Any) -> bool:
+    return type(value) is str and len(value.encode()) <= MAX_NODE_BYTES
+
+
+def _read_node(key: str, value: Any) -> str:
+    if not _is_node(value):
+        raise CodecError(f"field {key!r} (node) must be {_NODE_RULE}")
+    return value  # type: ignore[no-any-return]
+
+
+def _write_node(node: Any) -> str:
+    if not _is_node(node):
+        raise CodecError(f"node must be {_NODE_RULE}")
+    return node  # type: ignore[no-any-return]
+
+
+def _is_request_id(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_REQUEST_ID
+
+
+def _read_request_id(key: str, value: Any) -> int:
+    if not _is_request_id(value):
+        raise CodecError(f"field {key!r} (request id) must be {_REQUEST_ID_RULE}")
+    return value  # type: ignore[no-any-return]
+
+
+def _write_request_id(request_id: Any) -> int:
+    if not _is_request_id(request_id):
+        raise CodecError(f"request_id must be {_REQUEST_ID_RULE}")
+    return request_id  # type: ignore[no-any-return]
+
+
+UUID_BYTES = Kind("UUID: 16 bytes", _read_uuid, write=attrgetter("bytes"))
+STATE = Kind("State", _read_state, write=int)
+WAITING_STATE = Kind("State: NEW or PENDING", _read_waiting_state, write=int)
+NODE = Kind(_NODE_RULE.removeprefix("a "), _read_node, write=_write_node)
+REQUEST_ID = Kind(_REQUEST_ID_RULE.removeprefix("an "), _read_request_id, write=_write_request_id)
+
+
+# ------------------------------------------------------------------------- fields
+
+
+class Absent(Enum):
+    """What a missing key means, when it is not a default value (``Field.absent``)."""
+
+    REQUIRED = "required"  # a map without it is malformed
+    IN_JOB = "in the job"  # the record's job holds the value: written only without one
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a map: ``key`` holds attribute ``attr`` of the record's dataclass.
+
+    ``absent`` is what a missing key means: ``Absent.REQUIRED``, ``Absent.IN_JOB`` (the
+    record's job's ``attr``), or a default value. A value equal to the default is not
+    written, so that the records of commands and jobs that do not use a field added
+    later keep the bytes they had (and older records read as what they meant). ``nil``:
+    nil stands for None (and is written).
+    """
+
+    key: str
+    attr: str
+    kind: Kind
+    absent: object = Absent.REQUIRED
+    nil: bool = False
+    note: str = ""  # more for the docstring's tables
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """A map under ``key`` whose ``fields`` are attributes of the record's own dataclass
+    (an import's job snapshot); ``what`` names it in messages."""
+
+    key: str
+    what: str
+    fields: tuple[Field, ...]
+
+
+Table: TypeAlias = tuple[Field | Nested, ...]
+
+# ------------------------------------------------------------------------- tables
+
+JOB_FIELDS: tuple[Field, ...] = (
+    Field("i", "id", UUID_BYTES),
+    Field("n", "name", STR),
+    Field("r", "ttr_ms", INT),
+    Field("l", "ttl_ms", INT),
+    Field("d", "payload", BIN),
+    Field("p", "priority", INT),
+    Field("ma", "max_attempts", INT),
+    Field("mf", "max_fails", INT),
+    Field("at", "attempts", INT),
+    Field("fa", "fails", INT),
+    Field("s", "state", STATE),
+    Field("c", "created_ms", INT),
+    Field("w", "scheduled_ms", INT, nil=True),
+    Field("e", "expires_ms", INT, nil=True),
+    Field("ld", "lease_deadline_ms", INT, nil=True),
+    Field("x", "result", BIN, nil=True),
+    Field("ok", "result_ok", BOOL, nil=True),
+    # -backoff's, only when set: a job without a backoff has the record it had before
+    # backoffs existed.
+    Field("b", "backoff_ms", INT, absent=0),
+    Field("rn", "returns", INT, absent=0),
+    Field("rt", "retry_ms", INT, absent=None),
+    Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
+)
+# An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
+# applying offset).
+SNAPSHOT_FIELDS = tuple(f for f in JOB_FIELDS if f.attr in SNAPSHOT_FIELD_NAMES)
+
+_JOB_ID = Field("i", "job_id", UUID_BYTES)
+_ATTEMPT = Field("k", "attempt", INT)
+_RESULT = Field("x", "result", BIN)
+_QUEUE_NAME = Field("n", "name", STR)
+# A new job's settings (add, schedule): schedule's time goes between these two parts.
+_NEW_JOB = (_JOB_ID, _QUEUE_NAME, Field("r", "ttr_ms", INT), Field("l", "ttl_ms", INT))
+_NEW_JOB_REST = (
+    Field("d", "payload", BIN),
+    Field("p", "priority", INT),
+    Field("a", "max_attempts", INT),
+    Field("f", "max_fails", INT),
+    Field("b", "backoff_ms", INT, absent=0),  # absent when 0: workq's commands' bytes
+)
+
+COMMAND_FIELDS: dict[CommandType, Table] = {
+    CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
+    CommandType.SCHEDULE: _NEW_JOB + (Field("s", "time_ms", INT),) + _NEW_JOB_REST,
+    CommandType.COMPLETE: (_JOB_ID, _RESULT),
+    CommandType.FAIL: (_JOB_ID, _RESULT),
+    CommandType.DELETE: (_JOB_ID,),
+    CommandType.EXPIRE: (_JOB_ID,),
+    CommandType.START_ATTEMPT: (_JOB_ID, _ATTEMPT),
+    CommandType.TIMEOUT_ATTEMPT: (_JOB_ID, _ATTEMPT),
+    CommandType.IMPORT: (_JOB_ID, Nested("j", "import snapshot", SNAPSHOT_FIELDS)),
+    CommandType.RELEASE_ATTEMPT: (
+        _JOB_ID,
+        _ATTEMPT,
+        Field("s", "state", WAITING_STATE),
+        # Absent: a give-back by attempt number (records written before claims).
+        Field("c", "claim", INT, absent=None, note="the start-attempt's position"),
+    ),
+    CommandType.TOUCH: (
+        _JOB_ID,
+        _ATTEMPT,
+        Field("r", "ttr_ms", INT, absent=None, note="None: the job's TTR"),
+    ),
+    CommandType.PAUSE: (_QUEUE_NAME,),  # a queue's command: no job, no ``i``
+    CommandType.RESUME: (_QUEUE_NAME,),
+}
+# Last in every command record: its issuer, when known (absent or nil: unknown).
+CORRELATION_FIELDS: tuple[Field, ...] = (
+    Field("o", "node", NODE, absent=None, nil=True),
+    Field("q", "request_id", REQUEST_ID, absent=None, nil=True),
+)
+
+# First in every event map, after ``t``.
+EVENT_COMMON_FIELDS: tuple[Field, ...] = (
+    Field("i", "job_id", UUID_BYTES),
+    Field("a", "at_ms", INT),
+    Field("o", "offset", INT),
+)
+_RESULT_IN_JOB = Field("x", "result", BIN, absent=Absent.IN_JOB)
+_DEADLINE = Field("dl", "deadline_ms", INT)
+EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
+    EventType.ADDED: (),
+    EventType.COMPLETED: (_RESULT_IN_JOB,),
+    EventType.FAILED: (_RESULT_IN_JOB,),
+    EventType.FAIL_RETRIED: (),
+    EventType.ATTEMPT_STARTED: (_ATTEMPT, _DEADLINE),
+    EventType.ATTEMPTS_EXHAUSTED: (),
+    EventType.ATTEMPT_TIMED_OUT: (_ATTEMPT, Field("rq", "requeued", BOOL)),
+    EventType.DELETED: (),
+    EventType.EXPIRED: (Field("ev", "evicted", BOOL),),
+    EventType.IMPORTED: (),
+    EventType.ATTEMPT_RELEASED: (_ATTEMPT, Field("s", "state", WAITING_STATE)),
+    EventType.TOUCHED: (_ATTEMPT, _DEADLINE),
+}
+# Events whose ``job`` is the record's job (stored once, with its payload).
+JOB_OF_THE_RECORD = frozenset({EventType.ADDED, EventType.IMPORTED})
+
+# ------------------------------------------------------------------- map helpers
+
+_NOT_THERE = object()  # what ``dict.get`` gives for a missing key (nil is None)
 
 
 def _map(v: object, what: str) -> dict[str, Any]:
@@ -218,6 +351,242 @@ def _check_keys(m: dict[str, Any], allowed: frozenset[str], what: str) -> None:
     if not m.keys() <= allowed:
         extra = sorted(map(str, m.keys() - allowed))
         raise CodecError(f"unknown field(s) in {what}: {', '.join(extra)}")
+
+
+def _int(m: dict[str, Any], key: str) -> int:
+    try:
+        v = m[key]
+    except KeyError:
+        raise _missing(key) from None
+    return INT.read(key, v) if type(v) is not int else v  # type: ignore[no-any-return]
+
+
+def _keys(table: Table) -> frozenset[str]:
+    return frozenset(f.key for f in table)
+
+
+def _holders(f: Field) -> str:
+    """The events that have field ``f`` ("Completed or Failed"), for a message."""
+    return " or ".join(EVENT_CLASSES[t].__name__ for t, table in EVENT_FIELDS.items() if f in table)
+
+
+def _slow_read(f: Field) -> Callable[[Any, Job | None], Any]:
+    """Field ``f``'s value when its msgpack value ``v`` is not simply of the kind's
+    ``plain`` type: absent (``_NOT_THERE``), nil, or one that ``read`` checks (and
+    converts, or refuses)."""
+    key, attr, read, absent, nil = f.key, f.attr, f.kind.read, f.absent, f.nil
+    lacking = f"a {_holders(f)} event needs its {attr} or the record's job"
+
+    def slow_read(v: Any, job: Job | None) -> Any:  # job: the record's, for an event
+        if v is _NOT_THERE:
+            if absent is Absent.REQUIRED:
+                raise _missing(key)
+            if absent is not Absent.IN_JOB:
+                return absent
+            # Not in a record with a job, nor in one written before the job held it.
+            if job is None or getattr(job, attr) is None:
+                raise CodecError(lacking)
+            return getattr(job, attr)
+        return None if v is None and nil else read(key, v)
+
+    return slow_read
+
+
+def _inner_map(n: Nested) -> Callable[[Any], dict[str, Any]]:
+    key, what, allowed = n.key, n.what, _keys(n.fields)
+
+    def inner_map(v: Any) -> dict[str, Any]:
+        if v is _NOT_THERE:
+            raise _missing(key)
+        inner = _map(v, what)
+        _check_keys(inner, allowed, what)
+        return inner
+
+    return inner_map
+
+
+# ------------------------------------------------------------ compiled tables
+# Each table is compiled once, when the module loads, into a reader and a writer made as
+# Python source (as ``dataclasses`` makes ``__init__``; a function's ``__source__`` shows
+# it). A field then costs what a hand-written line did, a dict lookup and a type test: a
+# loop over the table's fields cost a call per field, 20% more per record, and the codec
+# is on the processor's hot path.
+
+_Read: TypeAlias = Callable[[dict[str, Any], Any], Any]
+_Write: TypeAlias = Callable[[Any, Job | None, dict[str, Any]], None]
+
+
+class _Source:
+    """The lines of one generated function, and the objects they name."""
+
+    def __init__(self, name: str, params: str) -> None:
+        self.function_name = name
+        self.lines = [f"def {name}({params}):"]
+        self.names: dict[str, object] = {"_NOT_THERE": _NOT_THERE}
+        self.locals = 0
+
+    def name(self, obj: object) -> str:
+        """A name the source can use for ``obj``."""
+        name = f"_{len(self.names)}"
+        self.names[name] = obj
+        return name
+
+    def local(self, prefix: str) -> str:
+        self.locals += 1
+        return f"{prefix}{self.locals}"
+
+    def add(self, *lines: str, indent: int = 1) -> None:
+        self.lines += ["    " * indent + line for line in lines]
+
+    def function(self, label: str) -> Callable[..., Any]:
+        """The function the lines define (``label`` is its file name in tracebacks)."""
+        text = "\n".join(self.lines)
+        namespace = dict(self.names)
+        exec(compile(text, f"<eventq.core.codec: {label}>", "exec"), namespace)
+        function = namespace[self.function_name]
+        function.__source__ = text  # for whoever debugs a table
+        return function  # type: ignore[no-any-return]
+
+
+def _plain_name(src: _Source, plain: type) -> str:
+    """How the source names a kind's plain type (a builtin by its name: readable)."""
+    return plain.__name__ if getattr(builtins, plain.__name__, None) is plain else src.name(plain)
+
+
+def _read_fields(src: _Source, table: Table, m: str, into: list[tuple[str, str]]) -> None:
+    """Lines reading ``table``'s fields from map ``m`` in order: the first malformed
+    field is the one reported. ``into`` collects (attribute, local variable)."""
+    for f in table:
+        if isinstance(f, Nested):
+            inner = src.local("m")
+            src.add(f"{inner} = {src.name(_inner_map(f))}({m}.get({f.key!r}, _NOT_THERE))")
+            _read_fields(src, f.fields, inner, into)
+            continue
+        value, slow = src.local("a"), f"{src.name(_slow_read(f))}(v, given)"
+        # The common case is one test: a value of the kind's plain type (or nil, when
+        # nil is None) is the attribute's value as it is. A kind without a plain type
+        # reads every value that is there.
+        if f.kind.plain is _Unchecked:
+            read = f"{src.name(f.kind.read)}({f.key!r}, v)"
+            tests, otherwise = [], f"{read} if v is not _NOT_THERE else {slow}"
+        else:
+            tests, otherwise = [f"type(v) is {_plain_name(src, f.kind.plain)}"], slow
+        tests += ["v is None"] if f.nil else []
+        src.add(
+            f"v = {m}.get({f.key!r}, _NOT_THERE)",
+            f"{value} = " + (f"v if {' or '.join(tests)} else {otherwise}" if tests else otherwise),
+        )
+        into.append((f.attr, value))
+
+
+def _reader(table: Table, build: Callable[..., Any], given: str | None, label: str) -> _Read:
+    """What builds the object a map holds: ``build`` called with its attributes by name
+    (``make_job``: with one mapping of them), the attribute ``given`` (if any) being
+    what the reader is given besides the map (an event's job: the record's)."""
+    src, values = _Source("read", "m, given"), []  # type: ignore[var-annotated]
+    _read_fields(src, table, "m", values)
+    values += [(given, "given")] if given is not None else []
+    if build is make_job:
+        arguments = "{" + ", ".join(f"{a!r}: {v}" for a, v in values) + "}"
+    else:
+        arguments = ", ".join(f"{a}={v}" for a, v in values)
+    src.add(f"return {src.name(build)}({arguments})")
+    return src.function(label)
+
+
+def _msgpack_value(src: _Source, f: Field, v: str) -> str:
+    """The expression of field ``f``'s msgpack value, its attribute's value being ``v``."""
+    if f.kind.write is None:
+        return v
+    written = f"{src.name(f.kind.write)}({v})"
+    return f"None if {v} is None else {written}" if f.nil and f.absent is not None else written
+
+
+def _write_fields(src: _Source, table: Table, m: str) -> None:
+    """Lines writing ``table``'s fields of object ``o`` into map ``m``, in order."""
+    for f in table:
+        if isinstance(f, Nested):
+            inner = src.local("m")
+            src.add(f"{m}[{f.key!r}] = {inner} = {{}}")
+            _write_fields(src, f.fields, inner)
+            continue
+        assert f.attr.isidentifier(), f
+        store = f"{m}[{f.key!r}] = "
+        if f.absent is Absent.REQUIRED:
+            src.add(store + _msgpack_value(src, f, f"o.{f.attr}"))
+        elif f.absent is Absent.IN_JOB:  # the record's job holds it
+            src.add("if job is None:", "    " + store + _msgpack_value(src, f, f"o.{f.attr}"))
+        else:  # left out when it is the default: the bytes records had before the field
+            literal = type(f.absent) in (int, str, bytes, bool)  # readable in the source
+            default = repr(f.absent) if literal else src.name(f.absent)
+            src.add(
+                f"v = o.{f.attr}",
+                "if v is not None:" if f.absent is None else f"if v != {default}:",
+                "    " + store + _msgpack_value(src, f, "v"),
+            )
+
+
+def _writer(table: Table, label: str) -> _Write:
+    """What writes ``table``'s fields of an object into a map (after what it holds)."""
+    src = _Source("write", "o, job, m")
+    _write_fields(src, table, "m")
+    return src.function(label)
+
+
+# -------------------------------------------------------------------- record codecs
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """A record type's table, compiled once: its dataclass, the keys its map may have,
+    what writes an object's fields into a map, and what reads a map into an object."""
+
+    cls: type
+    keys: frozenset[str]
+    write: _Write
+    read: _Read
+
+
+def _attrs(table: Iterable[Field | Nested]) -> set[str]:
+    return {a for f in table for a in (_attrs(f.fields) if isinstance(f, Nested) else [f.attr])}
+
+
+def _compiled(
+    cls: type, table: Table, around: frozenset[str], given: str | None = None,
+    build: Callable[..., Any] | None = None,
+) -> _Codec:
+    """``around``: the other keys of the map (a record's header and trailer); ``given``:
+    the attribute of ``cls`` that the map does not hold, given to the reader."""
+    # An attribute without a field, or a field of no attribute: the table is wrong.
+    not_in_map = {given} if given is not None else set()
+    if _attrs(table) | not_in_map != {f.name for f in dataclass_fields(cls)}:
+        raise AssertionError(f"the fields of {cls.__name__} and its table differ")
+    return _Codec(
+        cls, around | _keys(table), _writer(table, cls.__name__),
+        _reader(table, build or cls, given, cls.__name__),
+    )  # fmt: skip
+
+
+def _command_codec(t: CommandType) -> _Codec:
+    cls = COMMAND_CLASSES.get(t) or QUEUE_COMMAND_CLASSES[t]
+    return _compiled(cls, COMMAND_FIELDS[t], _COMMAND_AROUND)
+
+
+def _event_codec(t: EventType) -> _Codec:
+    table = EVENT_COMMON_FIELDS + EVENT_FIELDS[t]
+    job = "job" if t in JOB_OF_THE_RECORD else None
+    return _compiled(EVENT_CLASSES[t], table, frozenset({"t"}), job)
+
+
+_COMMAND_AROUND = frozenset({"v", "t"}) | _keys(CORRELATION_FIELDS)
+_COMMAND_CODECS: dict[int, _Codec] = {t: _command_codec(t) for t in CommandType}
+_COMMAND_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _COMMAND_CODECS.values()}
+_CORRELATION = _compiled(DecodedCommand, CORRELATION_FIELDS, frozenset(), "command")
+_EVENT_CODECS: dict[int, _Codec] = {t: _event_codec(t) for t in EventType}
+_EVENT_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _EVENT_CODECS.values()}
+_JOB = _compiled(Job, JOB_FIELDS, frozenset(), build=make_job)  # by name, as all of core
+
+# ------------------------------------------------------------------------ records
 
 
 def _unpack(data: object, versions: frozenset[int] = frozenset({SCHEMA_VERSION})) -> dict[str, Any]:
@@ -263,159 +632,29 @@ def _guarded(what: str, fn: Callable[[Any], Any], data: object) -> Any:
 
 # ----------------------------------------------------------------------- commands
 
-_COMMON_KEYS = frozenset({"v", "t", "i", "o", "q"})
-_JOB_FIELD_KEYS = frozenset({"n", "r", "l", "d", "p", "a", "f", "b"})
-
-
-def _with_backoff(m: dict[str, Any], backoff_ms: int) -> dict[str, Any]:
-    if backoff_ms:  # absent when 0: records of workq's commands keep their bytes
-        m["b"] = backoff_ms
-    return m
-
-
-def _enc_add(c: Add) -> dict[str, Any]:
-    return _with_backoff({
-        "n": c.name, "r": c.ttr_ms, "l": c.ttl_ms, "d": c.payload,
-        "p": c.priority, "a": c.max_attempts, "f": c.max_fails,
-    }, c.backoff_ms)  # fmt: skip
-
-
-def _enc_schedule(c: Schedule) -> dict[str, Any]:
-    return _with_backoff({
-        "n": c.name, "r": c.ttr_ms, "l": c.ttl_ms, "s": c.time_ms, "d": c.payload,
-        "p": c.priority, "a": c.max_attempts, "f": c.max_fails,
-    }, c.backoff_ms)  # fmt: skip
-
-
-def _enc_result(c: Complete | Fail) -> dict[str, Any]:
-    return {"x": c.result}
-
-
-def _enc_nothing(c: Command) -> dict[str, Any]:
-    return {}
-
-
-def _enc_attempt(c: StartAttempt | TimeoutAttempt) -> dict[str, Any]:
-    return {"k": c.attempt}
-
-
-def _dec_add(m: dict[str, Any]) -> Add:
-    return Add(
-        _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _bin(m, "d"),
-        _int(m, "p"), _int(m, "a"), _int(m, "f"), _int_or(m, "b", 0),
-    )  # fmt: skip
-
-
-def _dec_schedule(m: dict[str, Any]) -> Schedule:
-    return Schedule(
-        _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _int(m, "s"), _bin(m, "d"),
-        _int(m, "p"), _int(m, "a"), _int(m, "f"), _int_or(m, "b", 0),
-    )  # fmt: skip
-
-
-def _enc_touch(c: Touch) -> dict[str, Any]:
-    return {"k": c.attempt} if c.ttr_ms is None else {"k": c.attempt, "r": c.ttr_ms}
-
-
-def _dec_touch(m: dict[str, Any]) -> Touch:
-    return Touch(_id(m), _int(m, "k"), _int(m, "r") if "r" in m else None)
-
-
-def _enc_release(c: ReleaseAttempt) -> dict[str, Any]:
-    m = {"k": c.attempt, "s": int(c.state)}
-    if c.claim is not None:  # absent: a give-back by attempt number (older records)
-        m["c"] = c.claim
-    return m
-
-
-def _dec_release(m: dict[str, Any]) -> ReleaseAttempt:
-    claim = _int(m, "c") if "c" in m else None
-    return ReleaseAttempt(_id(m), _int(m, "k"), _waiting_state(m), claim)
-
-
-def _enc_import(c: Import) -> dict[str, Any]:
-    return {"j": _snapshot_fields(c)}
-
-
-def _dec_import(m: dict[str, Any]) -> Import:
-    if "j" not in m:
-        raise _missing("j")
-    j = _map(m["j"], "import snapshot")
-    _check_keys(j, _SNAPSHOT_KEYS, "import snapshot")
-    return Import(
-        _id(m), _str(j, "n"), _int(j, "r"), _int(j, "l"), _bin(j, "d"), _int(j, "p"),
-        _int(j, "ma"), _int(j, "mf"), _int(j, "at"), _int(j, "fa"), State(_int(j, "s")),
-        _int(j, "c"), _opt_int(j, "w"), _opt_int(j, "e"), _opt_int(j, "ld"),
-        _opt_bin(j, "x"), _opt_bool(j, "ok"), *_backoff_fields(j),
-    )  # fmt: skip
-
-
-# command type → (class, encoder of its fields, decoder, keys allowed in its map)
-_COMMAND_CODECS: dict[int, tuple[type, Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any], frozenset[str]]] = {  # noqa: E501
-    CommandType.ADD: (Add, _enc_add, _dec_add, _COMMON_KEYS | _JOB_FIELD_KEYS),
-    CommandType.SCHEDULE: (Schedule, _enc_schedule, _dec_schedule, _COMMON_KEYS | _JOB_FIELD_KEYS | {"s"}),  # noqa: E501
-    CommandType.COMPLETE: (Complete, _enc_result, lambda m: Complete(_id(m), _bin(m, "x")), _COMMON_KEYS | {"x"}),  # noqa: E501
-    CommandType.FAIL: (Fail, _enc_result, lambda m: Fail(_id(m), _bin(m, "x")), _COMMON_KEYS | {"x"}),  # noqa: E501
-    CommandType.DELETE: (Delete, _enc_nothing, lambda m: Delete(_id(m)), _COMMON_KEYS),
-    CommandType.EXPIRE: (Expire, _enc_nothing, lambda m: Expire(_id(m)), _COMMON_KEYS),
-    CommandType.START_ATTEMPT: (StartAttempt, _enc_attempt, lambda m: StartAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
-    CommandType.TIMEOUT_ATTEMPT: (TimeoutAttempt, _enc_attempt, lambda m: TimeoutAttempt(_id(m), _int(m, "k")), _COMMON_KEYS | {"k"}),  # noqa: E501
-    CommandType.IMPORT: (Import, _enc_import, _dec_import, _COMMON_KEYS | {"j"}),
-    CommandType.TOUCH: (Touch, _enc_touch, _dec_touch, _COMMON_KEYS | {"k", "r"}),
-    CommandType.RELEASE_ATTEMPT: (ReleaseAttempt, _enc_release, _dec_release, _COMMON_KEYS | {"k", "s", "c"}),  # noqa: E501
-}
-
-
-_COMMAND_CLASSES = tuple(c[0] for c in _COMMAND_CODECS.values())
-# Queue commands name a queue, not a job: no ``i``, and ``n`` the name.
-_QUEUE_KEYS = frozenset({"v", "t", "n", "o", "q"})
-
 
 def encode_command(
     command: Command | QueueCommand, *, node: str | None = None, request_id: int | None = None
 ) -> bytes:
     """The command record of ``command``, with the issuer's optional correlation fields."""
-    if isinstance(command, QUEUE_COMMANDS):
-        m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type), "n": command.name}
-    else:
-        codec = _COMMAND_CODECS[command.type] if isinstance(command, _COMMAND_CLASSES) else None
-        if codec is None or type(command) is not codec[0]:
-            raise CodecError(f"not a command: {command!r:.100}")
-        m = {"v": SCHEMA_VERSION, "t": int(command.type), "i": command.job_id.bytes}
-        m.update(codec[1](command))
-    if node is not None:
-        if type(node) is not str or len(node.encode()) > MAX_NODE_BYTES:
-            raise CodecError(f"node must be a str of at most {MAX_NODE_BYTES} bytes")
-        m["o"] = node
-    if request_id is not None:
-        if type(request_id) is not int or not 0 <= request_id <= MAX_REQUEST_ID:
-            raise CodecError(f"request_id must be an int in 0..{MAX_REQUEST_ID}")
-        m["q"] = request_id
+    codec = _COMMAND_CODEC_OF.get(type(command))
+    if codec is None:
+        raise CodecError(f"not a command: {command!r:.100}")
+    m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type)}
+    codec.write(command, None, m)
+    if node is not None or request_id is not None:
+        _CORRELATION.write(DecodedCommand(command, node, request_id), None, m)
     return _pack(m)
 
 
 def _decode_command(data: object) -> DecodedCommand:
     m = _unpack(data)
     t = _int(m, "t")
-    queue_class = QUEUE_COMMAND_CLASSES.get(t)  # type: ignore[call-overload]
     codec = _COMMAND_CODECS.get(t)
-    if queue_class is not None:
-        _check_keys(m, _QUEUE_KEYS, f"command type {t}")
-        command = queue_class(_str(m, "n"))
-    elif codec is None:
+    if codec is None:
         raise CodecError(f"unknown command type {t}")
-    else:
-        _check_keys(m, codec[3], f"command type {t}")
-        command = codec[2](m)
-    node = m.get("o")
-    if node is not None and (type(node) is not str or len(node.encode()) > MAX_NODE_BYTES):
-        raise CodecError(f"field 'o' (node) must be a str of at most {MAX_NODE_BYTES} bytes")
-    request_id = m.get("q")
-    if request_id is not None and (
-        type(request_id) is not int or not 0 <= request_id <= MAX_REQUEST_ID
-    ):
-        raise CodecError(f"field 'q' (request id) must be an int in 0..{MAX_REQUEST_ID}")
-    return DecodedCommand(command, node, request_id)
+    _check_keys(m, codec.keys, f"command type {t}")
+    return _CORRELATION.read(m, codec.read(m, None))  # type: ignore[no-any-return]
 
 
 def decode_command(data: bytes) -> DecodedCommand:
@@ -439,110 +678,7 @@ def correlation_of(data: object) -> tuple[str | None, int | None]:
     return node, request_id
 
 
-# ---------------------------------------------------------------------------- jobs
-
-_JOB_KEYS = frozenset(
-    {"i", "n", "r", "l", "d", "p", "ma", "mf", "at", "fa", "s", "c", "w", "e", "ld", "x", "ok", "ver"}  # noqa: E501
-)
-
-
-_BACKOFF_KEYS = frozenset({"b", "rn", "rt"})  # present only when set (module docstring)
-_JOB_KEYS = _JOB_KEYS | _BACKOFF_KEYS
-_SNAPSHOT_KEYS = _JOB_KEYS - {"i", "ver"}  # an import's snapshot: the job map minus these
-
-
-def _snapshot_fields(j: Job | Import) -> dict[str, Any]:
-    """The job map without id and version (shared by jobs and import snapshots)."""
-    m = {
-        "n": j.name, "r": j.ttr_ms, "l": j.ttl_ms, "d": j.payload,
-        "p": j.priority, "ma": j.max_attempts, "mf": j.max_fails, "at": j.attempts,
-        "fa": j.fails, "s": int(j.state), "c": j.created_ms, "w": j.scheduled_ms,
-        "e": j.expires_ms, "ld": j.lease_deadline_ms, "x": j.result, "ok": j.result_ok,
-    }  # fmt: skip
-    if j.backoff_ms:
-        m["b"] = j.backoff_ms
-    if j.returns:
-        m["rn"] = j.returns
-    if j.retry_ms is not None:
-        m["rt"] = j.retry_ms
-    return m
-
-
-def _backoff_fields(m: dict[str, Any]) -> tuple[int, int, int | None]:
-    """(backoff_ms, returns, retry_ms) of a job map (absent: 0, 0, None)."""
-    return _int_or(m, "b", 0), _int_or(m, "rn", 0), _int(m, "rt") if "rt" in m else None
-
-
-def _enc_job(j: Job) -> dict[str, Any]:
-    m = {"i": j.id.bytes}
-    m.update(_snapshot_fields(j))
-    m["ver"] = j.version
-    return m
-
-
-def _dec_job(v: object) -> Job:
-    m = _map(v, "job")
-    _check_keys(m, _JOB_KEYS, "job")
-    return Job(
-        _id(m), _str(m, "n"), _int(m, "r"), _int(m, "l"), _bin(m, "d"), _int(m, "p"),
-        _int(m, "ma"), _int(m, "mf"), _int(m, "at"), _int(m, "fa"), State(_int(m, "s")),
-        _int(m, "c"), _opt_int(m, "w"), _opt_int(m, "e"), _opt_int(m, "ld"),
-        _opt_bin(m, "x"), _opt_bool(m, "ok"), _int(m, "ver"), *_backoff_fields(m),
-    )  # fmt: skip
-
-
-# -------------------------------------------------------------------------- events
-
-_EVENT_COMMON = frozenset({"t", "i", "a", "o"})
-
-
-def _dec_added(m: dict[str, Any], job: Job | None) -> Added:
-    if job is None:
-        raise CodecError("an Added event needs the record's job")
-    return Added(_id(m), _int(m, "a"), _int(m, "o"), job)
-
-
-def _dec_imported(m: dict[str, Any], job: Job | None) -> Imported:
-    if job is None:
-        raise CodecError("an Imported event needs the record's job")
-    return Imported(_id(m), _int(m, "a"), _int(m, "o"), job)
-
-
-def _enc_result_event(e: Completed | Failed, job: Job | None) -> dict[str, Any]:
-    """The result is stored once, in the job (a state record must hold a payload and a
-    result of 1 MiB each: eventq/limits.py); only a record without a job carries it."""
-    return {} if job is not None else {"x": e.result}
-
-
-def _event_result(m: dict[str, Any], job: Job | None) -> bytes:
-    if "x" in m:  # records written before the result was stored once, or without a job
-        return _bin(m, "x")
-    if job is None or job.result is None:
-        raise CodecError("a Completed or Failed event needs its result or the record's job")
-    return job.result
-
-
-def _common(m: dict[str, Any]) -> tuple[uuid.UUID, int, int]:
-    return _id(m), _int(m, "a"), _int(m, "o")
-
-
-# event type → (class, encoder of its fields, decoder, keys allowed in its map)
-_EVENT_CODECS: dict[int, tuple[type, Callable[[Any, Job | None], dict[str, Any]], Callable[[dict[str, Any], Job | None], Any], frozenset[str]]] = {  # noqa: E501
-    EventType.ADDED: (Added, lambda e, j: {}, _dec_added, _EVENT_COMMON),
-    EventType.COMPLETED: (Completed, _enc_result_event, lambda m, j: Completed(*_common(m), _event_result(m, j)), _EVENT_COMMON | {"x"}),  # noqa: E501
-    EventType.FAILED: (Failed, _enc_result_event, lambda m, j: Failed(*_common(m), _event_result(m, j)), _EVENT_COMMON | {"x"}),  # noqa: E501
-    EventType.FAIL_RETRIED: (FailRetried, lambda e, j: {}, lambda m, j: FailRetried(*_common(m)), _EVENT_COMMON),  # noqa: E501
-    EventType.ATTEMPT_STARTED: (AttemptStarted, lambda e, j: {"k": e.attempt, "dl": e.deadline_ms}, lambda m, j: AttemptStarted(*_common(m), _int(m, "k"), _int(m, "dl")), _EVENT_COMMON | {"k", "dl"}),  # noqa: E501
-    EventType.ATTEMPTS_EXHAUSTED: (AttemptsExhausted, lambda e, j: {}, lambda m, j: AttemptsExhausted(*_common(m)), _EVENT_COMMON),  # noqa: E501
-    EventType.ATTEMPT_TIMED_OUT: (AttemptTimedOut, lambda e, j: {"k": e.attempt, "rq": e.requeued}, lambda m, j: AttemptTimedOut(*_common(m), _int(m, "k"), _bool(m, "rq")), _EVENT_COMMON | {"k", "rq"}),  # noqa: E501
-    EventType.DELETED: (Deleted, lambda e, j: {}, lambda m, j: Deleted(*_common(m)), _EVENT_COMMON),  # noqa: E501
-    EventType.EXPIRED: (Expired, lambda e, j: {"ev": e.evicted}, lambda m, j: Expired(*_common(m), _bool(m, "ev")), _EVENT_COMMON | {"ev"}),  # noqa: E501
-    EventType.IMPORTED: (Imported, lambda e, j: {}, _dec_imported, _EVENT_COMMON),
-    EventType.TOUCHED: (Touched, lambda e, j: {"k": e.attempt, "dl": e.deadline_ms}, lambda m, j: Touched(*_common(m), _int(m, "k"), _int(m, "dl")), _EVENT_COMMON | {"k", "dl"}),  # noqa: E501
-    EventType.ATTEMPT_RELEASED: (AttemptReleased, lambda e, j: {"k": e.attempt, "s": int(e.state)}, lambda m, j: AttemptReleased(*_common(m), _int(m, "k"), _waiting_state(m)), _EVENT_COMMON | {"k", "s"}),  # noqa: E501
-}
-
-_EVENT_CLASSES = tuple(c[0] for c in _EVENT_CODECS.values())
+# ------------------------------------------------------------------- state records
 
 # The state a job is in right after an event of each type (None: gone).
 _STATES_AFTER: dict[int, frozenset[State] | None] = {
@@ -559,7 +695,7 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.ATTEMPT_RELEASED: frozenset({State.NEW, State.PENDING}),
     EventType.TOUCHED: frozenset({State.LEASED}),
 }
-assert set(_STATES_AFTER) == set(EventType) and set(_EVENT_CODECS) == set(EventType)
+assert set(_STATES_AFTER) == set(EventType) and set(EVENT_FIELDS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
 
 
@@ -597,23 +733,45 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
     return None
 
 
+def _enc_job(job: Job) -> dict[str, Any]:
+    m: dict[str, Any] = {}
+    _JOB.write(job, None, m)
+    return m
+
+
+def _dec_job(v: object) -> Job:
+    m = _map(v, "job")
+    _check_keys(m, _JOB.keys, "job")
+    return _JOB.read(m, None)  # type: ignore[no-any-return]
+
+
 def encode_state(event: Event, job: Job | None) -> bytes:
     """The state record: ``event`` (the last change) and the job's state after it."""
-    codec = _EVENT_CODECS[event.type] if isinstance(event, _EVENT_CLASSES) else None
-    if codec is None or type(event) is not codec[0]:
+    codec = _EVENT_CODEC_OF.get(type(event))
+    if codec is None:
         raise CodecError(f"not an event: {event!r:.100}")
     if job is not None and not isinstance(job, Job):
         raise CodecError(f"not a job: {job!r:.100}")
     problem = _inconsistency(event, job)
     if problem is not None:
         raise CodecError(problem)
-    e: dict[str, Any] = {
-        "t": int(event.type), "i": event.job_id.bytes, "a": event.at_ms, "o": event.offset,
-    }  # fmt: skip
-    e.update(codec[1](event, job))
+    e: dict[str, Any] = {"t": int(event.type)}
+    codec.write(event, job, e)
     return _pack(
         {"v": STATE_SCHEMA_VERSION, "e": e, "j": None if job is None else _enc_job(job)}
     )
+
+
+def _decode_event(v: object, job: Job | None) -> Event:
+    em = _map(v, "event")
+    t = _int(em, "t")
+    codec = _EVENT_CODECS.get(t)
+    if codec is None:
+        raise CodecError(f"unknown event type {t}")
+    _check_keys(em, codec.keys, f"event type {t}")
+    if t in JOB_OF_THE_RECORD and job is None:
+        raise CodecError(f"an {codec.cls.__name__} event needs the record's job")
+    return codec.read(em, job)  # type: ignore[no-any-return]
 
 
 def _decode_state(data: object) -> tuple[Event, Job | None]:
@@ -624,13 +782,7 @@ def _decode_state(data: object) -> tuple[Event, Job | None]:
     if "j" not in m:
         raise _missing("j")
     job = None if m["j"] is None else _dec_job(m["j"])
-    em = _map(m["e"], "event")
-    t = _int(em, "t")
-    codec = _EVENT_CODECS.get(t)
-    if codec is None:
-        raise CodecError(f"unknown event type {t}")
-    _check_keys(em, codec[3], f"event type {t}")
-    event = codec[2](em, job)
+    event = _decode_event(m["e"], job)
     problem = _inconsistency(event, job)
     if problem is not None:
         raise CodecError(problem)
@@ -660,3 +812,94 @@ def _decode_job(data: object) -> Job:
 def decode_job(data: bytes) -> Job:
     """The job of an ``encode_job`` record; ``CodecError`` if it is malformed."""
     return _guarded("job record", _decode_job, data)  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------ the tables, as text
+# The docstring's tables are made of the field tables, so they cannot disagree.
+
+_TABLE_WIDTH = 88
+
+
+def _describe(f: Field | Nested) -> str:
+    """A field as the docstring's tables show it: attribute (kind), and its absence."""
+    if isinstance(f, Nested):
+        return f"{f.what} (map, below)"
+    text = f"{f.attr} ({f.kind.name})" + (f", {f.note}" if f.note else "")
+    if f.absent is Absent.IN_JOB:
+        return text + ", only in a record without a job (absent: the job's)"
+    if f.absent is Absent.REQUIRED:
+        return text + (", nil for None" if f.nil else "")
+    return text + f", optional (absent{' or nil' if f.nil else ''}: {f.absent!r})"
+
+
+def _type_name(t: Enum) -> str:
+    return t.name.lower().replace("_", "-")
+
+
+def _where(present: list[str], every: list[str]) -> str:
+    """Which record types have a row: the short way of saying it."""
+    missing = [name for name in every if name not in present]
+    if not missing:
+        return "all"
+    return f"all but {', '.join(missing)}" if len(missing) < len(present) else ", ".join(present)
+
+
+def _rows(tables: dict[Any, Table], head: Table, tail: Table) -> list[tuple[str, str, str]]:
+    """(key, field, where) of the fields of every table, ``head`` and ``tail`` those of
+    all: in the order they are first written, a field written alike by several record
+    types in one row."""
+    every = [_type_name(t) for t in tables]
+    seen: dict[tuple[str, str], list[str]] = {}
+    for part in (lambda table: head, lambda table: table, lambda table: tail):
+        for t, table in tables.items():
+            for f in part(table):
+                seen.setdefault((f.key, _describe(f)), []).append(_type_name(t))
+    return [(key, text, _where(present, every)) for (key, text), present in seen.items()]
+
+
+def _text_table(heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """An RST simple table; the last two columns wrap (their lines continue the row)."""
+    widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(len(heads))]
+    room = _TABLE_WIDTH - sum(widths[:-2]) - 2 * (len(heads) - 1)
+    if len(heads) > 1:
+        widths[-2] = min(widths[-2], room * 3 // 5)
+    widths[-1] = min(widths[-1], _TABLE_WIDTH - sum(widths[:-1]) - 2 * (len(heads) - 1))
+    rule = "  ".join("=" * w for w in widths)
+    lines = [rule, "  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip(), rule]
+    for row in rows:
+        cells = [textwrap.wrap(c, w) or [""] for c, w in zip(row, widths)]
+        for n in range(max(map(len, cells))):
+            parts = [c[n] if n < len(c) else "" for c in cells]
+            lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip())
+    return "\n".join([*lines, rule])
+
+
+def _tables_text() -> str:
+    """The docstring's tables of every record's fields, made of the field tables."""
+    version = Field("v", "schema version", Kind(str(SCHEMA_VERSION), INT.read))
+    command_type = Field("t", "type", Kind("CommandType", INT.read))
+    event_type = Field("t", "type", Kind("EventType", INT.read))
+    left_out = [f.key for f in JOB_FIELDS if f not in SNAPSHOT_FIELDS]
+    commands = _rows(COMMAND_FIELDS, (version, command_type), CORRELATION_FIELDS)
+    events = _rows(EVENT_FIELDS, (event_type,) + EVENT_COMMON_FIELDS, ())
+    jobs = [(f.key, _describe(f)) for f in JOB_FIELDS]
+    job_events = " and ".join(EVENT_CLASSES[t].__name__ for t in sorted(JOB_OF_THE_RECORD))
+    return "\n\n".join([
+        "Command record fields (``COMMAND_FIELDS``, ``CORRELATION_FIELDS``):",
+        _text_table(("key", "field", "in"), commands),
+        textwrap.fill(
+            "Event map fields (``EVENT_COMMON_FIELDS``, ``EVENT_FIELDS``); the event's "
+            f"job, of {job_events}, is the record's job:", _TABLE_WIDTH,
+        ),
+        _text_table(("key", "field", "in"), events),
+        textwrap.fill(
+            "Job map fields (``JOB_FIELDS``); an import's snapshot (``SNAPSHOT_FIELDS``) "
+            f"is the job map without {' and '.join(f'``{k}``' for k in left_out)}:",
+            _TABLE_WIDTH,
+        ),
+        _text_table(("key", "field"), jobs),
+    ])  # fmt: skip
+
+
+if __doc__ is not None:  # None under python -OO
+    __doc__ += "\n" + _tables_text() + "\n"

@@ -19,12 +19,13 @@ the core accepts any UUID.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from enum import IntEnum
+from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bytes, check_int, check_name, check_uuid
-from eventq.core.job import Job, State
+from eventq.core.job import JOB_FIELD_NAMES, Job, State, make_job
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
@@ -327,22 +328,20 @@ class Import:
 
     def to_job(self, version: int) -> Job:
         """The job this snapshot describes, at ``version`` (the applying offset)."""
-        return Job(
-            self.job_id, self.name, self.ttr_ms, self.ttl_ms, self.payload, self.priority,
-            self.max_attempts, self.max_fails, self.attempts, self.fails, self.state,
-            self.created_ms, self.scheduled_ms, self.expires_ms, self.lease_deadline_ms,
-            self.result, self.result_ok, version, self.backoff_ms, self.returns, self.retry_ms,
-        )  # fmt: skip
+        fields = dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(self)))
+        return make_job({"id": self.job_id, **fields, "version": version})
 
     @classmethod
     def from_job(cls, job: Job) -> Import:
         """The snapshot of ``job`` (every field but ``version``)."""
-        return cls(
-            job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
-            job.max_attempts, job.max_fails, job.attempts, job.fails, job.state,
-            job.created_ms, job.scheduled_ms, job.expires_ms, job.lease_deadline_ms,
-            job.result, job.result_ok, job.backoff_ms, job.returns, job.retry_ms,
-        )  # fmt: skip
+        return cls(job_id=job.id, **dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(job))))
+
+
+# An import's snapshot: every Job field but its id (the command's ``job_id``) and its
+# version (the applying offset). Import must declare them all, in Job's order.
+SNAPSHOT_FIELD_NAMES = tuple(name for name in JOB_FIELD_NAMES if name not in ("id", "version"))
+_snapshot_values = attrgetter(*SNAPSHOT_FIELD_NAMES)  # of a Job or an Import, in that order
+assert tuple(f.name for f in dataclass_fields(Import)) == ("job_id", *SNAPSHOT_FIELD_NAMES)
 
 
 Command: TypeAlias = (

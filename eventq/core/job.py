@@ -8,8 +8,11 @@ since the Unix epoch (UTC), taken from the broker's clock of the command that se
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields as dataclass_fields
 from enum import IntEnum
+from operator import attrgetter
+from typing import Any
 
 from eventq.core._check import (
     check_bool,
@@ -192,6 +195,26 @@ class Job:
             check_int("retry_ms", self.retry_ms, MIN_TIME_MS, MAX_TIME_MS)
             if not self.backoff_ms or not self.returns:
                 raise ValueError("retry_ms is set only after a return with a backoff")
+
+
+JOB_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclass_fields(Job))
+_field_values = attrgetter(*JOB_FIELD_NAMES)  # a job's values, in that order
+
+
+def make_job(fields: Mapping[str, Any]) -> Job:
+    """The one place eventq/core builds a ``Job``: from its fields by name, never by
+    position (a field added to ``Job`` would shift every positional argument after it;
+    a field left out here takes its default)."""
+    return Job(**fields)
+
+
+def job_with(job: Job, **changes: Any) -> Job:
+    """``job`` with ``changes``, every other field as it was (a new, validated ``Job``).
+    A transition names only what it changes, so a field added to ``Job`` is carried
+    through all of them."""
+    fields = dict(zip(JOB_FIELD_NAMES, _field_values(job)))
+    fields.update(changes)
+    return make_job(fields)
 
 
 def is_final(job: Job) -> bool:

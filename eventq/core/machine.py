@@ -77,6 +77,8 @@ from eventq.core.job import (
     deadline_after,
     is_final,
     is_ready,
+    job_with,
+    make_job,
     retry_wait_ms,
 )
 from eventq.errors import (
@@ -150,26 +152,28 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
     else:
         start = at_ms if scheduled_ms is None else scheduled_ms
         expires_ms = deadline_after(start, c.ttl_ms)
-    return Job(
-        id=c.job_id,
-        name=c.name,
-        ttr_ms=c.ttr_ms,
-        ttl_ms=c.ttl_ms,
-        payload=c.payload,
-        priority=c.priority,
-        max_attempts=c.max_attempts,
-        max_fails=c.max_fails,
-        attempts=0,
-        fails=0,
-        state=State.NEW,
-        created_ms=at_ms,
-        scheduled_ms=scheduled_ms,
-        expires_ms=expires_ms,
-        lease_deadline_ms=None,
-        result=None,
-        result_ok=None,
-        version=offset,
-        backoff_ms=c.backoff_ms,
+    return make_job(
+        dict(
+            id=c.job_id,
+            name=c.name,
+            ttr_ms=c.ttr_ms,
+            ttl_ms=c.ttl_ms,
+            payload=c.payload,
+            priority=c.priority,
+            max_attempts=c.max_attempts,
+            max_fails=c.max_fails,
+            attempts=0,
+            fails=0,
+            state=State.NEW,
+            created_ms=at_ms,
+            scheduled_ms=scheduled_ms,
+            expires_ms=expires_ms,
+            lease_deadline_ms=None,
+            result=None,
+            result_ok=None,
+            version=offset,
+            backoff_ms=c.backoff_ms,
+        )
     )
 
 
@@ -365,11 +369,9 @@ def _next(
 ) -> Job:
     """``job`` with the fields an event may change (the rest is fixed at creation,
     but for a return to PENDING: see ``_returned``)."""
-    return Job(
-        job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
-        job.max_attempts, job.max_fails, attempts, fails, state, job.created_ms,
-        job.scheduled_ms, job.expires_ms, lease_deadline_ms, result, result_ok,
-        event.offset, job.backoff_ms, job.returns, job.retry_ms,
+    return job_with(
+        job, attempts=attempts, fails=fails, state=state, lease_deadline_ms=lease_deadline_ms,
+        result=result, result_ok=result_ok, version=event.offset,
     )  # fmt: skip
 
 
@@ -381,11 +383,9 @@ def _returned(job: Job, event: Event, fails: int) -> Job:
         return _next(job, event, State.PENDING, job.attempts, fails, None, None, None)
     returns = job.returns + 1
     retry_ms = min(event.at_ms + retry_wait_ms(job.backoff_ms, returns), MAX_TIME_MS)
-    return Job(
-        job.id, job.name, job.ttr_ms, job.ttl_ms, job.payload, job.priority,
-        job.max_attempts, job.max_fails, job.attempts, fails, State.PENDING, job.created_ms,
-        job.scheduled_ms, job.expires_ms, None, None, None, event.offset, job.backoff_ms,
-        returns, retry_ms,
+    return job_with(
+        job, fails=fails, state=State.PENDING, lease_deadline_ms=None, result=None,
+        result_ok=None, version=event.offset, returns=returns, retry_ms=retry_ms,
     )  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 
 import msgpack
@@ -24,6 +25,8 @@ from eventq.core import (
     Expire,
     Expired,
     Fail,
+    Pause,
+    Resume,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -35,16 +38,19 @@ from eventq.core import (
     encode_job,
     encode_state,
 )
+from eventq.core import codec
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_REQUEST_ID
 from eventq.core.batch import position
 
-from core.core_strategies import commands, live_jobs, state_records
+from core.core_strategies import commands, live_jobs, names, state_records
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 T0 = 1_700_000_000_000
 
 nodes = st.none() | st.text(max_size=40)
 request_ids = st.none() | st.integers(0, MAX_REQUEST_ID)
+queue_commands = st.builds(Pause, names) | st.builds(Resume, names)
+any_commands = commands() | queue_commands  # a job's or a queue's
 
 # Anything msgpack can carry, and maps that look like our records.
 leaves = (
@@ -78,7 +84,7 @@ def assert_decodes_or_codec_error(decode, data):
 # ------------------------------------------------------------------------ round trips
 
 
-@given(commands(), nodes, request_ids)
+@given(any_commands, nodes, request_ids)
 def test_command_round_trip(command, node, request_id):
     data = encode_command(command, node=node, request_id=request_id)
     assert decode_command(data) == DecodedCommand(command, node, request_id)
@@ -390,7 +396,7 @@ def byte_mutations(draw, data: bytes) -> bytes:
     return bytes(buf)
 
 
-@given(st.data(), commands(), nodes, request_ids)
+@given(st.data(), any_commands, nodes, request_ids)
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_mutated_command_records_decode_validly_or_raise_codec_error(
     data, command, node, request_id
@@ -426,7 +432,7 @@ OPTIONAL_COMMAND_KEYS = {
 }
 
 
-@given(st.data(), commands(), msgpack_values)
+@given(st.data(), any_commands, msgpack_values)
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_structurally_mutated_command_maps(data, command, value):
     m = msgpack.unpackb(encode_command(command))
@@ -489,3 +495,105 @@ def test_structurally_mutated_state_maps(data, record, value):
         except CodecError:
             return
         assert decode_state(encode_state(event, job)) == (event, job)
+
+
+# --------------------------------------------------------------- the field tables
+
+
+def table_fields(table):
+    for f in table:
+        yield from table_fields(f.fields) if isinstance(f, codec.Nested) else [f]
+
+
+ALL_TABLES = {
+    **{f"command {t.name}": table for t, table in codec.COMMAND_FIELDS.items()},
+    "correlation": codec.CORRELATION_FIELDS,
+    **{f"event {t.name}": codec.EVENT_COMMON_FIELDS + table
+       for t, table in codec.EVENT_FIELDS.items()},
+    "job": codec.JOB_FIELDS,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TABLES))
+def test_the_docstring_shows_every_field_of_every_table(name):
+    """The module docstring's tables are made of the field tables (help() shows them)."""
+    doc = codec.__doc__
+    for f in ALL_TABLES[name]:
+        shown = f.what if isinstance(f, codec.Nested) else f"{f.attr} ({f.kind.name})"
+        assert re.search(rf"^{re.escape(f.key)} +{re.escape(shown)}", doc, re.M), (name, f)
+    assert max(map(len, doc.splitlines())) <= 88
+
+
+def test_the_docstring_says_what_absence_means():
+    rows: dict[str, str] = {}  # each key's first row: commands, events, then jobs
+    for line in codec.__doc__.splitlines():
+        if line[:1].isalpha():
+            rows.setdefault(line.split()[0], line)
+    assert "optional (absent: 0)" in rows["b"]
+    assert "all but pause, resume" in rows["i"]
+    assert "nil for None" in rows["w"]
+    assert rows["o"].startswith("o    node (") and "(absent or nil: None)" in codec.__doc__
+
+
+def test_optional_command_keys_are_the_tables():
+    """The tables say which keys a command may leave out; this test's list says it again
+    (the map's own keys: an import's snapshot is the job map)."""
+    derived = {
+        t: {f.key for f in table
+            if isinstance(f, codec.Field) and f.absent is not codec.Absent.REQUIRED}
+        for t, table in codec.COMMAND_FIELDS.items()
+    }  # fmt: skip
+    assert {t: keys for t, keys in derived.items() if keys} == OPTIONAL_COMMAND_KEYS
+    job = {f.key for f in codec.JOB_FIELDS if f.absent is not codec.Absent.REQUIRED}
+    assert job == OPTIONAL_JOB_KEYS
+
+
+def test_a_table_that_misses_an_attribute_does_not_compile():
+    """A dataclass attribute added without its row (or a row of no attribute) is found
+    when the module loads, not when a record is lost."""
+    add = codec.COMMAND_FIELDS[CommandType.ADD]
+    with pytest.raises(AssertionError):
+        codec._compiled(Add, add[:-1], frozenset())  # no backoff_ms
+    with pytest.raises(AssertionError):
+        codec._compiled(Add, add + (codec.Field("z", "zeal", codec.INT),), frozenset())
+    codec._compiled(Add, add, frozenset())
+
+
+def test_the_snapshot_is_the_job_map_without_id_and_version():
+    assert [f for f in codec.JOB_FIELDS if f not in codec.SNAPSHOT_FIELDS] == [
+        codec.JOB_FIELDS[0], codec.JOB_FIELDS[-1]
+    ]  # fmt: skip
+    assert (codec.JOB_FIELDS[0].attr, codec.JOB_FIELDS[-1].attr) == ("id", "version")
+
+
+@given(queue_commands, nodes, request_ids)
+def test_queue_command_round_trip(command, node, request_id):
+    data = encode_command(command, node=node, request_id=request_id)
+    assert decode_command(data) == DecodedCommand(command, node, request_id)
+    assert "i" not in msgpack.unpackb(data)
+
+
+def test_a_field_added_later_is_one_row_and_keeps_old_records_bytes():
+    """What adding a field takes: its attribute, and its row (here, optional)."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged:
+        job_id: uuid.UUID
+        attempt: int
+        tag: str = ""
+
+    table = (
+        codec.Field("i", "job_id", codec.UUID_BYTES),
+        codec.Field("k", "attempt", codec.INT),
+        codec.Field("g", "tag", codec.STR, absent=""),  # the new row
+    )
+    tagged = codec._compiled(Tagged, table, frozenset())
+    before, after = {}, {}
+    tagged.write(Tagged(JID, 1), None, before)
+    tagged.write(Tagged(JID, 1, "x"), None, after)
+    assert before == {"i": JID.bytes, "k": 1} and after == {**before, "g": "x"}
+    assert tagged.read(before, None) == Tagged(JID, 1)
+    assert tagged.read(after, None) == Tagged(JID, 1, "x")
+    with pytest.raises(CodecError, match="field 'g' must be a str, got int"):
+        tagged.read({**before, "g": 5}, None)
+    assert tagged.keys == {"i", "k", "g"}

@@ -69,9 +69,11 @@ def reference(job: Job | None, cmd, at: int, off: int):
         sched = cmd.time_ms if isinstance(cmd, Schedule) else None
         base = at if sched is None else sched
         expires = None if cmd.ttl_ms == 0 else min(base + cmd.ttl_ms, 2**64 - 1)
-        new = Job(cmd.job_id, cmd.name, cmd.ttr_ms, cmd.ttl_ms, cmd.payload, cmd.priority,
-                  cmd.max_attempts, cmd.max_fails, 0, 0, State.NEW, at, sched, expires,
-                  None, None, None, off, cmd.backoff_ms)  # fmt: skip
+        new = Job(id=cmd.job_id, name=cmd.name, ttr_ms=cmd.ttr_ms, ttl_ms=cmd.ttl_ms,
+                  payload=cmd.payload, priority=cmd.priority, max_attempts=cmd.max_attempts,
+                  max_fails=cmd.max_fails, attempts=0, fails=0, state=State.NEW, created_ms=at,
+                  scheduled_ms=sched, expires_ms=expires, lease_deadline_ms=None, result=None,
+                  result_ok=None, version=off, backoff_ms=cmd.backoff_ms)  # fmt: skip
         return ("accepted", ("Added", {}), new)
     if job is None:
         if isinstance(cmd, (Complete, Fail, Delete, Touch)):

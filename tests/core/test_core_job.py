@@ -16,8 +16,11 @@ from eventq.core import (
     is_final,
     is_ready,
     is_scheduled_waiting,
+    job_with,
     lease_order_key,
 )
+from eventq.core import make_job as core_make_job
+from eventq.core.job import JOB_FIELD_NAMES
 from eventq.limits import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_MS, MAX_PAYLOAD_BYTES, MAX_TTL_MS
 
 from core.core_strategies import live_jobs
@@ -205,3 +208,26 @@ def test_lease_order_keys_are_comparable(jobs):
     ordered = sorted(jobs, key=lease_order_key)
     for a, b in zip(ordered, ordered[1:]):
         assert -a.priority <= -b.priority
+
+
+# ------------------------------------------------------------ building jobs by name
+
+
+def test_job_field_names_are_the_dataclass_fields_in_order():
+    assert JOB_FIELD_NAMES == tuple(f.name for f in dataclasses.fields(Job))
+
+
+@given(live_jobs())
+def test_job_with_changes_only_what_it_names(job):
+    assert job_with(job) == job
+    changed = job_with(job, version=job.version + 1)
+    assert changed == dataclasses.replace(job, version=job.version + 1)
+    assert core_make_job({name: getattr(job, name) for name in JOB_FIELD_NAMES}) == job
+
+
+def test_job_with_validates_and_refuses_unknown_fields():
+    job = make_job()
+    with pytest.raises(ValueError):
+        job_with(job, state=State.LEASED)  # no lease deadline
+    with pytest.raises(TypeError):
+        job_with(job, atempts=1)
