@@ -199,6 +199,7 @@ class Job:
 
 JOB_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclass_fields(Job))
 _field_values = attrgetter(*JOB_FIELD_NAMES)  # a job's values, in that order
+_FIELD_INDEX = {name: index for index, name in enumerate(JOB_FIELD_NAMES)}
 
 
 def make_job(fields: Mapping[str, Any]) -> Job:
@@ -212,9 +213,15 @@ def job_with(job: Job, **changes: Any) -> Job:
     """``job`` with ``changes``, every other field as it was (a new, validated ``Job``).
     A transition names only what it changes, so a field added to ``Job`` is carried
     through all of them."""
-    fields = dict(zip(JOB_FIELD_NAMES, _field_values(job)))
-    fields.update(changes)
-    return make_job(fields)
+    # Positionally, in the order JOB_FIELD_NAMES derives from the dataclass itself (so
+    # still no hand-written order): keywords cost ~1 us more per transition.
+    values = list(_field_values(job))
+    for name, value in changes.items():
+        index = _FIELD_INDEX.get(name)
+        if index is None:
+            raise TypeError(f"a Job has no field {name!r}")
+        values[index] = value
+    return Job(*values)
 
 
 def is_final(job: Job) -> bool:
