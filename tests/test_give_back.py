@@ -22,7 +22,7 @@ from eventq.errors import MayTakeEffect, NotWritten
 from eventq.gateway.handlers import Gateway
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
-from test_indexes import NOW, job
+from jobs import NOW, job
 
 CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
 
