@@ -1,0 +1,131 @@
+"""Which endings of a submit are abandoned commands (streams/engine.py): a command that
+may be in the log (sent and not acknowledged by its deadline, cancelled on its way, or
+awaited in a partition that left) is handed to ``on_abandoned`` with its log position
+once Kafka has taken it, so the lease path can give the claim back by that position
+(tests/gateway/test_handlers.py); one that never left is not."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from eventq import core
+from eventq.core import State
+from eventq.errors import MayTakeEffect, NotWritten
+from eventq.indexes import JobIndex
+
+
+class HeldProducer:
+    """Takes each write and holds it until the test releases it (Kafka's round trip)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.gate: asyncio.Future | None = None
+
+    async def send_and_wait(self, topic, *, value, key, partition):
+        self.sent += 1
+        self.gate = asyncio.get_running_loop().create_future()
+        await self.gate
+        return SimpleNamespace(offset=self.sent - 1)
+
+
+def real_engine(write_timeout_ms: int):
+    from eventq.waiters import Waiters
+    from streams.command_writer import CommandWriter
+    from streams.engine import Engine
+
+    engine = Engine(commands_topic="t", partitions=1, write_timeout_ms=write_timeout_ms,
+                    index=JobIndex(), store=None, waiters=Waiters(), node="n")
+    engine.ready.set()
+    producer = HeldProducer()
+    engine.writer = CommandWriter(lambda: producer, "t", partitions=1)
+    return engine, producer
+
+
+def test_submit_abandons_a_command_sent_but_not_acknowledged_by_its_deadline():
+    """Once Kafka takes it (late), with its position."""
+    async def main() -> list[int]:
+        engine, producer = real_engine(write_timeout_ms=50)
+        abandoned: list[int] = []
+        with pytest.raises(MayTakeEffect, match="may still take effect"):
+            await engine.submit(core.Delete(uuid.uuid4()), abandoned.append)
+        assert producer.sent == 1 and abandoned == []  # not acknowledged yet
+        producer.gate.set_result(None)
+        await asyncio.sleep(0.01)
+        return abandoned
+
+    assert asyncio.run(main()) == [0]  # record 0, first in it
+
+
+def test_submit_does_not_abandon_a_command_withdrawn_before_it_left():
+    async def main() -> list[str]:
+        engine, producer = real_engine(write_timeout_ms=50)
+        abandoned: list[str] = []
+        first = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4())))
+        await asyncio.sleep(0.01)  # the first is on its way: the lane is busy
+        with pytest.raises(NotWritten, match="retrying is safe"):
+            await engine.submit(core.Delete(uuid.uuid4()), abandoned.append)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert producer.sent == 1  # the second never left
+        return abandoned
+
+    assert asyncio.run(main()) == []
+
+
+@pytest.mark.parametrize("sent", [True, False], ids=["on-its-way", "still-queued"])
+def test_a_cancelled_submit_abandons_only_what_may_be_in_the_log(sent):
+    async def main() -> list[str]:
+        engine, producer = real_engine(write_timeout_ms=5000)
+        abandoned: list[str] = []
+        if not sent:  # a first command keeps the lane busy
+            blocker = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4())))
+            await asyncio.sleep(0.01)
+        task = asyncio.ensure_future(
+            engine.submit(core.Delete(uuid.uuid4()), abandoned.append))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert producer.sent == 1
+        if sent:
+            producer.gate.set_result(None)  # Kafka takes it
+            await asyncio.sleep(0.01)
+        else:
+            blocker.cancel()
+            await asyncio.gather(blocker, return_exceptions=True)
+        return abandoned
+
+    assert asyncio.run(main()) == ([0] if sent else [])
+
+
+def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
+    """A rebalance takes the partition (streams/ownership.py revoked -> Engine.let_go):
+    its new owner applies the claim, never this process, so the lease hears at once
+    that it may take effect and gives the claim back right behind it in the log, before
+    the claim's TTR could count the attempt (the paused-owner test's seed: a give-back
+    5 s late, after the new owner had timed the attempt out)."""
+    async def main() -> tuple[list[int], float]:
+        engine, producer = real_engine(write_timeout_ms=5000)
+        abandoned: list[int] = []
+        claim = core.StartAttempt(uuid.uuid4(), 1)
+        task = asyncio.ensure_future(engine.submit(claim, abandoned.append))
+        await asyncio.sleep(0.01)
+        producer.gate.set_result(None)  # Kafka takes it: record 0
+        await asyncio.sleep(0.01)
+        offered = core.ReleaseAttempt(uuid.uuid4(), 1, State.NEW, claim=0)
+        engine.offers.open(offered, engine.partition_of(claim))  # for a peer, say
+        started = asyncio.get_running_loop().time()
+        engine.let_go({engine.partition_of(claim)})
+        with pytest.raises(MayTakeEffect, match="lost the job's partition"):
+            await task
+        took_s = asyncio.get_running_loop().time() - started
+        await asyncio.sleep(0.01)
+        assert producer.sent == 2 and len(engine.offers) == 0  # the offer given back
+        return abandoned, took_s
+
+    abandoned, took_s = asyncio.run(main())
+    assert abandoned == [0]
+    assert took_s < 1.0  # not the 5 s write deadline
