@@ -1,5 +1,6 @@
-"""A program as a worker's handler (eventq/worker/program.py): how it ended decides the
-result, it reads the payload and sees the job, and it is killed at its limit."""
+"""A program as a worker's handler (eventq/worker/program.py): the programs a worker
+refuses, how a program's end decides the result, it reads the payload and sees the job,
+and it is killed at its limit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from eventq.client.models import Job
 from eventq.limits import MAX_PAYLOAD_BYTES
-from eventq.worker.program import Finished, JobFailed, Program, result_of
+from eventq.worker.program import Finished, JobFailed, Program, program_problem, result_of
 from eventq.worker.runtime import failure_of
 
 JOB = Job(uuid.uuid4(), "q", 2_000, b"payload")
@@ -68,3 +69,16 @@ def test_a_program_that_cannot_start_fails_its_job_in_one_line(tmp_path):
     assert caught.value.result == (
         f"cannot start {tmp_path / 'gone'}: No such file or directory".encode())
     assert failure_of(caught.value) == caught.value.result
+
+
+def test_programs_a_worker_refuses(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain").write_text("echo\n")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    assert "no program at ./nope" in program_problem("./nope")
+    assert "not executable: chmod +x ./plain" in program_problem("./plain")
+    assert "is a directory" in program_problem(str(tmp_path))
+    assert "on PATH" in program_problem("no-such-program-27")
+    assert program_problem("./run.sh") is None
+    assert program_problem("cat") is None
