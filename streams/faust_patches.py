@@ -21,7 +21,8 @@ read offset to the seek.
 
 The patch is applied to exactly the source it was written for: ``PINNED_SOURCE_SHA256``
 is the hash of 0.15.3's method, and ``install`` refuses any other (a faust upgrade then
-runs unpatched, slower and correct, and tests/test_faust_patches.py fails to say so).
+runs unpatched, slower and correct, and tests/streams/test_faust_patches.py fails to say
+so).
 """
 
 from __future__ import annotations

@@ -135,6 +135,7 @@ def test_the_python_client_says_within_5s_that_it_cannot_connect():
     assert "Connection refused" in watched.output and "eventq serve" in watched.output
 
 
+@pytest.mark.slow  # watches the worker for 36 s: past the connect timeout, to a reminder
 def test_a_worker_says_within_5s_that_it_cannot_connect_and_then_only_reminds():
     """Past the client's 30 s connect timeout too: no line per slot and retry."""
     port = nobody_listens()

@@ -12,22 +12,7 @@ from core.core_strategies import histories
 from eventq.core import Accepted, Job, State, encode_state, lease_order_key
 from eventq.core.slim import project_state, slim_of
 from eventq.indexes import TTL, TTR, JobIndex
-
-NOW = 1_800_000_000_000
-
-
-def job(name="q", priority=0, created=NOW, scheduled=None, state=State.NEW, attempts=0,
-        version=1, lease_deadline=None, ttl=60_000, job_id=None) -> Job:
-    start = scheduled if scheduled is not None else created
-    final = state in (State.COMPLETED, State.FAILED)
-    return Job(
-        id=job_id or uuid.uuid4(), name=name, ttr_ms=1000, ttl_ms=ttl, payload=b"",
-        priority=priority, max_attempts=0, max_fails=0, attempts=attempts, fails=0,
-        state=state, created_ms=created, scheduled_ms=scheduled,
-        expires_ms=start + ttl, lease_deadline_ms=lease_deadline,
-        result=b"" if final else None, result_ok=(state is State.COMPLETED) if final else None,
-        version=version,
-    )
+from jobs import NOW, job
 
 
 def test_ready_jobs_come_out_in_lease_order():

@@ -23,8 +23,8 @@ from eventq.offers import CONFIRM_WINDOW_MAX_MS, Offers, confirm_window_ms
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.waiters import Applied, Waiters
+from jobs import NOW, job
 from streams.timers import DeadlineTimer
-from test_indexes import NOW, job
 
 JOB = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
 CLAIM_AT = 7 << 16

@@ -1,10 +1,12 @@
 """Lease waiters: one job becoming ready wakes one waiter, the longest waiting (issue 8:
-waking all of them made each add cost O(waiters))."""
+waking all of them made each add cost O(waiters)); a partition that leaves fails only
+the waiters of its own commands."""
 
 from __future__ import annotations
 
 import asyncio
 
+from eventq.errors import MayTakeEffect
 from eventq.waiters import Waiters
 
 
@@ -56,3 +58,13 @@ def test_a_waiter_of_several_names_is_woken_once():
         assert await both is True and await second is True
 
     asyncio.run(scenario())
+
+
+def test_a_partition_that_left_lets_go_only_its_own_waiters():
+    async def main() -> list[bool]:
+        waiters = Waiters()
+        lost, kept = waiters.expect(1, partition=0), waiters.expect(2, partition=1)
+        assert waiters.let_go({0}, lambda: MayTakeEffect("moved")) == 1
+        return [lost.done() and isinstance(lost.exception(), MayTakeEffect), kept.done()]
+
+    assert asyncio.run(main()) == [True, False]

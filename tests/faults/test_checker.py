@@ -920,6 +920,7 @@ class Simulation:
         return reads
 
 
+@pytest.mark.slow  # 200 simulated histories: 7 s of CPU
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_histories_of_a_correct_queue_have_no_violations(data):

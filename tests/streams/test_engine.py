@@ -1,12 +1,8 @@
-"""A lease the gateway gives up on is given back, naming its claim (ARCHITECTURE.md,
-"Abandoned commands"; docs/fencing.md).
-
-The give-back (release-attempt) carries the log position of the start-attempt it undoes,
-and is applied only while the job is exactly as that claim left it (core.ReleaseAttempt):
-another client's claim of the same attempt number, by this process or by the process
-that took the partition over, is never taken back by it, whenever it is written. It is
-written once Kafka has taken the claim (only then is its position known, and only then
-is there anything to undo)."""
+"""Which endings of a submit are abandoned commands (streams/engine.py): a command that
+may be in the log (sent and not acknowledged by its deadline, cancelled on its way, or
+awaited in a partition that left) is handed to ``on_abandoned`` with its log position
+once Kafka has taken it, so the lease path can give the claim back by that position
+(tests/gateway/test_handlers.py); one that never left is not."""
 
 from __future__ import annotations
 
@@ -19,90 +15,7 @@ import pytest
 from eventq import core
 from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten
-from eventq.gateway.handlers import Gateway
 from eventq.indexes import JobIndex
-from eventq.offers import Offers
-from test_indexes import NOW, job
-
-CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
-
-
-class Engine:
-    """The engine's surface the lease path uses: every command it is handed, in order."""
-
-    def __init__(self, index: JobIndex, fail_with: BaseException) -> None:
-        self.index = index
-        self.waiters = None
-        self.claimed: set[uuid.UUID] = set()
-        self.offers = Offers()
-        self.lane: list[object] = []
-        self._fail_with = fail_with
-
-    async def wait_ready(self) -> None:
-        return None
-
-    async def submit(self, command, on_abandoned=None):
-        self.lane.append(command)
-        await asyncio.sleep(0)
-        if not isinstance(self._fail_with, NotWritten):  # as streams/engine.py does
-            on_abandoned(CLAIM_AT)  # Kafka took it: at this position
-        raise self._fail_with
-
-    def append(self, command):
-        self.lane.append(command)
-
-        async def in_log() -> None:
-            return None
-
-        return in_log()
-
-
-class Stats:
-    released = 0
-
-
-@pytest.mark.parametrize(
-    "failure", [MayTakeEffect("not applied in time"), asyncio.CancelledError()],
-    ids=["deadline", "client-gone"],
-)
-def test_a_claim_given_up_is_given_back_by_its_position(failure):
-    index = JobIndex()
-    pending = job(state=State.PENDING, attempts=2)
-    index.put(pending, 0, NOW)
-    engine = Engine(index, failure)
-    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
-
-    async def claim() -> None:
-        with pytest.raises(type(failure)):
-            await gateway.claim_one(("q",))
-        await asyncio.sleep(0)  # the background wait for the release's write
-
-    asyncio.run(claim())
-    assert engine.lane == [
-        core.StartAttempt(pending.id, 3),
-        core.ReleaseAttempt(pending.id, 3, State.PENDING, claim=CLAIM_AT),
-    ]
-    assert engine.claimed == set()  # and the job may be claimed again
-    assert gateway.stats.released == 1
-
-
-def test_a_claim_never_written_is_not_released():
-    index = JobIndex()
-    ready = job()
-    index.put(ready, 0, NOW)
-    engine = Engine(index, NotWritten("Kafka did not take it"))
-    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
-
-    async def claim() -> None:
-        with pytest.raises(NotWritten):
-            await gateway.claim_one(("q",))
-
-    asyncio.run(claim())
-    assert engine.lane == [core.StartAttempt(ready.id, 1)]
-    assert gateway.stats.released == 0
-
-
-# --- the real engine: which endings of a submit are abandoned commands -------------
 
 
 class HeldProducer:
@@ -216,15 +129,3 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
     abandoned, took_s = asyncio.run(main())
     assert abandoned == [0]
     assert took_s < 1.0  # not the 5 s write deadline
-
-
-def test_a_partition_that_left_lets_go_only_its_own_waiters():
-    from eventq.waiters import Waiters
-
-    async def main() -> list[bool]:
-        waiters = Waiters()
-        lost, kept = waiters.expect(1, partition=0), waiters.expect(2, partition=1)
-        assert waiters.let_go({0}, lambda: MayTakeEffect("moved")) == 1
-        return [lost.done() and isinstance(lost.exception(), MayTakeEffect), kept.done()]
-
-    assert asyncio.run(main()) == [True, False]

@@ -1,9 +1,8 @@
-"""The pure parts of serving from several processes (eventq/gateway/cluster.py and
-everywhere.py): merging figures and pages, combining digests, choosing where to lease."""
+"""The pure parts of serving from several processes (eventq/gateway/cluster.py): merging
+figures and pages, combining digests (choosing where to lease: test_everywhere.py)."""
 
 from __future__ import annotations
 
-import random
 import uuid
 
 import pytest
@@ -16,7 +15,6 @@ from eventq.errors import ServerError
 from eventq.gateway.cluster import (
     DigestPart, check_covers, digest_part_of, merge_job_pages, merge_queues,
 )
-from eventq.gateway.everywhere import choose_lease, heads_of
 from eventq.protocol import replies
 from eventq.protocol.reply_reader import parse_blocks
 
@@ -72,19 +70,3 @@ def test_a_digest_missing_or_doubling_a_partition_says_retry() -> None:
         check_covers([part(0), part(2)], 3)
     with pytest.raises(ServerError, match="retry"):
         check_covers([part(0, 1), part(1, 2)], 3)
-
-
-def test_peek_replies_parse_back() -> None:
-    heads = {"a": 5, "b.c": 2**200}
-    assert heads_of(replies.heads_reply(heads)) == heads
-    assert heads_of(replies.heads_reply({})) == {}
-
-
-def test_a_lease_goes_where_the_names_best_job_is_here_on_a_tie() -> None:
-    random.seed(1)
-    assert choose_lease({None: {}, "b:1": {}}) is None
-    assert choose_lease({None: {"q": 7}, "b:1": {"q": 3}}) == ("q", "b:1")
-    assert choose_lease({None: {"q": 3}, "b:1": {"q": 3}}) == ("q", None)
-    assert choose_lease({"c:1": {"q": 2}, "b:1": {"q": 3}}) == ("q", "c:1")
-    names = {choose_lease({None: {"a": 9}, "b:1": {"b": 1}})[0] for _ in range(50)}
-    assert names == {"a", "b"}  # a uniformly random name among those ready anywhere

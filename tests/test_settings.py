@@ -1,0 +1,28 @@
+"""The server's settings (eventq/settings.py): flags and environment variables."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from eventq.settings import Settings, add_arguments, build_settings
+
+
+def settings_of(*argv: str, **env: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return build_settings(parser.parse_args(list(argv)), env)
+
+
+def test_the_http_port_is_host_port_a_port_or_off_and_actions_a_switch():
+    assert Settings().http_address == ("127.0.0.1", 9980)
+    assert settings_of("--http-port", "9999").http_address == ("127.0.0.1", 9999)
+    assert settings_of("--http-port", "0.0.0.0:0").http_address == ("0.0.0.0", 0)
+    assert settings_of("--http-port", "off").http_address is None
+    assert settings_of("--http-actions").http_actions is True
+    assert settings_of("--http-actions", "no").http_actions is False
+    assert settings_of(EVENTQ_HTTP_ACTIONS="1").http_actions is True
+    for bad in ("nine", "1:2:x", "70000", "host:"):
+        with pytest.raises(ValueError, match="http_port"):
+            Settings(http_port=bad)
