@@ -1,5 +1,5 @@
 """Where a bulk load stands: the bulk topic's end against what the server has admitted
-(ARCHITECTURE.md, "Lanes"; streams/admission.py commits each partition's admitted
+(docs/architecture.md, "Lanes"; streams/admission.py commits each partition's admitted
 offset, once applied, as the offset of the consumer group ``<app id>.bulk``).
 
 Used by `--wait` of the bulk producers (Spark enqueue, a pipeline's own script): after

@@ -80,7 +80,7 @@ class NotWritten(ServerError):
 
 class MayTakeEffect(ServerError):
     """The command reached (or may have reached) the log but was not applied in time:
-    it may still take effect (ARCHITECTURE.md, "Abandoned commands")."""
+    it may still take effect (docs/architecture.md, "Abandoned commands")."""
 
 
 # The exact client error texts of the spec, named once so no code spells them twice.

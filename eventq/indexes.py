@@ -1,6 +1,6 @@
 """Derived in-memory indexes over the live jobs of the partitions this process owns.
 
-ARCHITECTURE.md, "The processor": ready jobs per queue name in lease order, scheduled
+docs/architecture.md, "The processor": ready jobs per queue name in lease order, scheduled
 jobs per name, and deadline heaps. They are pure derived data: rebuilt from the jobs
 table when a partition is assigned, updated by the processor after every applied
 command, and read by the gateway. No I/O and no clock here: ``now_ms`` is passed in.

@@ -33,7 +33,7 @@ MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
 MAX_REQUEST_ID = 2**64 - 1  # correlation id carried by a command, unsigned 64-bit
 MAX_NODE_BYTES = 255  # name of the node that issued a command (UTF-8)
 
-# --- Record sizes, from the protocol up (ARCHITECTURE.md, "Limits") -----------------
+# --- Record sizes, from the protocol up (docs/architecture.md, "Limits") -----------------
 # Every layer is derived from these: the processor's state-record check, every
 # producer's max_request_size, consumer fetch sizes, the broker's message.max.bytes and
 # each topic's max.message.bytes (and what `eventq serve` demands of existing topics).

@@ -16,7 +16,8 @@ hands the job to its client:
 Both are decided here, by the owner alone, so exactly one of them happens. An owner
 that loses the job's partition in a rebalance gives its offers there back at once (the
 new owner never heard of them); one that dies or is stopped forgets them, and its
-successor times the attempt out (docs/fencing.md, "A claim made for another process").
+successor times the attempt out (docs/fencing.md, "A claim made for another process:
+offered, then confirmed").
 
 Pure bookkeeping: no clock, no I/O; the gateway arms the window's timer and the deadline
 timer (streams/timers.py) asks at a TTR.

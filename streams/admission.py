@@ -1,6 +1,6 @@
 """The bulk lane: admit records of `eventq.bulk` into `eventq.commands` a slice at a time.
 
-ARCHITECTURE.md, "Lanes". A Kafka partition is FIFO, so a worker's command written
+docs/architecture.md, "Lanes". A Kafka partition is FIFO, so a worker's command written
 behind 100,000 bulk adds waits for all of them (issue 15: a lease failed after 5 s with
 99,900 jobs ready). Bulk producers therefore write to the staging topic; this process
 reads the bulk partitions it owns and copies their commands into the command log in

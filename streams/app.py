@@ -60,7 +60,7 @@ def instance_id(settings: Settings) -> str:
 
 
 def new_node_id() -> str:
-    """Identifies this process in the commands it issues (correlation, ARCHITECTURE.md)."""
+    """Identifies this process in the commands it issues (correlation, docs/architecture.md)."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 

@@ -1,7 +1,7 @@
 """A catch-up that stops moving is read again (a restart must never wait forever).
 
 After a recovery the processor re-applies the uncommitted tail of the command log
-before the gateway serves (ARCHITECTURE.md, "The changelog"). Once, in CI, a restart's
+before the gateway serves (docs/architecture.md, "The changelog"). Once, in CI, a restart's
 catch-up stopped for good: both partitions applied through offset 150 of 170 and 174,
 and no further record was delivered (faust's fetcher had moved past records it never
 handed over, at the boundary between recovery and the seek of never-committed

@@ -1,6 +1,6 @@
 """Group commit: commands leave for `eventq.commands` together, per partition.
 
-ARCHITECTURE.md, "Batches": the gateway keeps one lane per partition. The first command
+docs/architecture.md, "Batches": the gateway keeps one lane per partition. The first command
 after an idle moment is sent at once, as a plain record; commands that arrive while a
 write to that partition is in flight wait for it and leave together as the next record,
 a batch (eventq/core/batch.py: at most ``MAX_BATCH_COMMANDS`` and about

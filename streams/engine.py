@@ -1,7 +1,7 @@
 """What the gateway asks of the event-sourced core: write a command to the log and wait
 until the processor of this process has applied it.
 
-``+OK`` therefore means "in the replicated log and applied" (ARCHITECTURE.md, "The
+``+OK`` therefore means "in the replicated log and applied" (docs/architecture.md, "The
 gateway"). A write Kafka does not acknowledge within ``write_timeout_ms``, or a command
 not applied within it, is a ``ServerError``: never a false ``+OK``.
 """
@@ -144,7 +144,7 @@ class Engine:
         never left this process (nothing happened: retry), ``MayTakeEffect`` when it is
         or may be in the log (then it will be applied, later). ``on_abandoned`` is called
         when this call ends, by that error or by cancellation, with the command in the
-        log or possibly so (ARCHITECTURE.md, "Abandoned commands"), with the command's
+        log or possibly so (docs/architecture.md, "Abandoned commands"), with the command's
         log position, as soon as Kafka has taken it (a compensation it writes then
         follows the command in the log); not at all if Kafka never takes it."""
         await self.wait_ready()

@@ -1,7 +1,7 @@
 """The agent's body: apply one record of `eventq.commands` (one command or a batch of
 them) to the `jobs` table.
 
-For each command of the record, in order (ARCHITECTURE.md, "The processor" and
+For each command of the record, in order (docs/architecture.md, "The processor" and
 "Batches"): decode it, take the job (from this batch if an earlier command changed it,
 else from the table), ``step`` it with the pure core at the broker's LogAppendTime, and
 update the derived indexes. Then the batch's effect is stored once: one RocksDB write
@@ -24,7 +24,7 @@ watermark, then the tombstones. A prefix without the watermark has no tombstone 
 this batch; with it, every state written before any removal in the batch is there, and
 a job whose tombstone is missing is still present and gets its removal again.
 
-Slices (ARCHITECTURE.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
+Slices (docs/architecture.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
 range (eventq/core/batch.py). The partition's admitted-through offset is kept like the
 watermark, in the table and written last in the changelog (a prefix without it re-reads
 the slice from the command log, where positions make that harmless); a slice at or

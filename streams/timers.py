@@ -1,7 +1,7 @@
 """Timers turn passed deadlines into commands; they never write state.
 
 A passed TTR produces ``timeout-attempt(id, attempt)``, a passed TTL ``expire(id)``
-(ARCHITECTURE.md, "The processor"); an attempt only offered to another process and never
+(docs/architecture.md, "The processor"); an attempt only offered to another process and never
 confirmed is given back instead (``release-attempt``, eventq/offers.py: no worker got it,
 so it is not counted); the processor re-checks each one when it is applied,
 so a complete that came first wins. A scheduled job's wake-up is not a command (spec:

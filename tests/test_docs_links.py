@@ -62,3 +62,31 @@ def test_the_checker_sees_links_and_refuses_ones_that_leave_the_repository(tmp_p
     assert not (ROOT / "../shared/spec/protocol.md").resolve().is_relative_to(ROOT)
     assert slug("inspect digest and `inspect bulk`") == "inspect-digest-and-inspect-bulk"
     assert slug("-backoff") == "-backoff"
+
+
+# A citation in code: docs/<name>.md, "<Section>" (the section's words may wrap onto the
+# next line of a comment or docstring).
+CITATION = re.compile(r'docs/([\w-]+\.md),\s*(?:#\s*)?"([^"]+)"')
+SOURCES = sorted(p for folder in ("eventq", "streams", "tests", "bench")
+                 for p in (ROOT / folder).rglob("*.py"))
+
+
+def cited_sections() -> list[tuple[str, str, str]]:
+    found = []
+    for path in SOURCES:
+        for doc, section in CITATION.findall(path.read_text(encoding="utf-8")):
+            words = re.sub(r"\s*\n\s*#?\s*", " ", section).strip()
+            found.append((str(path.relative_to(ROOT)), doc, words))
+    return found
+
+
+def test_every_section_code_cites_is_a_heading_of_its_document():
+    """Comments cite the design by document and section (docs/architecture.md,
+    "Lanes"); a section renamed or removed must not leave them pointing nowhere."""
+    citations = cited_sections()
+    assert len(citations) > 20  # the pattern still finds them
+    headings = {path.name: {h.strip() for h in HEADING.findall(path.read_text(encoding="utf-8"))}
+                for path in DOCS}
+    broken = [f"{source}: {doc}, \"{section}\"" for source, doc, section in citations
+              if section not in headings.get(doc, set())]
+    assert not broken, "citations of sections that do not exist:\n" + "\n".join(broken)

@@ -1,4 +1,4 @@
-"""Batch records of `eventq.commands` and command positions (ARCHITECTURE.md, "Batches").
+"""Batch records of `eventq.commands` and command positions (docs/architecture.md, "Batches").
 
 A record of the command log holds one command (a msgpack map, ``codec.encode_command``)
 or a batch of commands of one partition: a msgpack array whose elements are the
@@ -109,7 +109,7 @@ def read_record(value: bytes | None) -> tuple["SliceSource | None", list[bytes]]
 
 
 # ----------------------------------------------------------------------------- slices
-# ARCHITECTURE.md, "Lanes": bulk producers write to `eventq.bulk`; the processor admits
+# docs/architecture.md, "Lanes": bulk producers write to `eventq.bulk`; the processor admits
 # their commands into `eventq.commands` a slice at a time. A slice record is a batch
 # whose first element is an ext (type SLICE_EXT_TYPE) naming the bulk range it holds, so
 # the command log alone tells a slice admitted twice (a crash between admitting it and

@@ -194,7 +194,7 @@ class TimeoutAttempt:
 @dataclass(frozen=True, slots=True)
 class ReleaseAttempt:
     """Give back attempt ``attempt`` of a leased job whose lease never reached a client
-    (ARCHITECTURE.md, "Abandoned commands"): the gateway gave up waiting for its
+    (docs/architecture.md, "Abandoned commands"): the gateway gave up waiting for its
     start-attempt, or the client left before the reply. Applied only while that attempt
     is current and unfinished; the job is then ``state`` again (what it was before the
     lease: NEW or PENDING), with ``attempt - 1`` attempts and its old place in lease

@@ -70,7 +70,7 @@ def ok_or_error(applied: Applied) -> bytes:
 @dataclass(frozen=True)
 class Handover:
     """A reply that hands a job to its client (a lease). If the client is gone before
-    it can be written, the attempt is given back with ``release`` instead (ARCHITECTURE.md,
+    it can be written, the attempt is given back with ``release`` instead (docs/architecture.md,
     "Abandoned commands"): a job is never leased to nobody."""
 
     reply: bytes

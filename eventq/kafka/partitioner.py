@@ -46,7 +46,7 @@ def murmur2(data: bytes) -> int:
 
 
 def job_key(job_id: uuid.UUID) -> bytes:
-    """The Kafka key of a job: its canonical lowercase UUID string (ARCHITECTURE.md)."""
+    """The Kafka key of a job: its canonical lowercase UUID string (docs/architecture.md)."""
     return str(job_id).encode()
 
 

@@ -1,4 +1,4 @@
-"""eventq's topics, created up front with exact configs (ARCHITECTURE.md, "The two
+"""eventq's topics, created up front with exact configs (docs/architecture.md, "The
 topics"). faust never alters an existing topic, so eventq owns their creation, and an
 existing topic that differs from what eventq needs is reported, never silently used.
 """
@@ -81,7 +81,7 @@ BULK_HEADROOM_BYTES = 64 * 1024
 def bulk_topic(
     name: str, partitions: int, replication_factor: int = 1, retention_ms: int = ONE_WEEK_MS
 ) -> TopicSpec:
-    """The staging topic of bulk producers (ARCHITECTURE.md, "Lanes"): the same partitions
+    """The staging topic of bulk producers (docs/architecture.md, "Lanes"): the same partitions
     as the command log (a job's bulk records and commands meet in one partition), kept
     for a time like it; the processor admits its records into the command log."""
     return TopicSpec(

@@ -10,7 +10,7 @@
    snapshot, ms times, LEASED -> PENDING). A dry run stops here and reports.
 3. Publish the commands to the bulk topic (``kafka_io.Publisher``), keyed and
    partitioned as every eventq producer does: the server admits them into the command
-   log a slice at a time (ARCHITECTURE.md, "Lanes"), so workers are never stalled.
+   log a slice at a time (docs/architecture.md, "Lanes"), so workers are never stalled.
 4. Optionally wait until the running server has applied them: until its admission of
    the bulk topic has passed each command, then the state log shows the result.
    Each job is then *imported*, *already present* (the id was live in eventq: the
@@ -349,7 +349,7 @@ def publish_imports(
 ):
     from eventq.migrate.kafka_io import Publisher
 
-    # The bulk lane (ARCHITECTURE.md, "Lanes"): a large import never stalls workers.
+    # The bulk lane (docs/architecture.md, "Lanes"): a large import never stalls workers.
     publisher = Publisher(settings.kafka_bootstrap, settings.bulk_topic)
     total = len(imports)
 

@@ -288,7 +288,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         "job": Command(rq.InspectJob, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
         # eventq extension: a digest of the whole job state.
         "digest": Command(rq.InspectDigest, 0, 0),
-        # eventq extension: where the bulk lane stands (ARCHITECTURE.md, "Lanes").
+        # eventq extension: where the bulk lane stands (docs/architecture.md, "Lanes").
         "bulk": Command(rq.InspectBulk, 0, 0),
     }),
 }

@@ -1,4 +1,4 @@
-"""eventq for PySpark pipelines (ARCHITECTURE.md, "Spark"). Needs the ``spark`` extra.
+"""eventq for PySpark pipelines (docs/architecture.md, "Spark"). Needs the ``spark`` extra.
 
 - ``enqueue(df, name=..., key_columns=[...], ttr_ms=..., ttl_ms=..., ...)``: every row
   becomes an add (or schedule) command in ``eventq.commands``, exactly as the gateway

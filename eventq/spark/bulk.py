@@ -1,5 +1,5 @@
 """Bulk enqueue: every row of a DataFrame becomes an add (or schedule) command in the
-bulk lane (`eventq.bulk`, ARCHITECTURE.md "Lanes"), encoded, validated and partitioned
+bulk lane (`eventq.bulk`, docs/architecture.md "Lanes"), encoded, validated and partitioned
 exactly as the gateway would; the server admits them into the command log a slice at a
 time, so a load of millions never stalls the workers' commands.
 
@@ -289,7 +289,7 @@ def enqueue(
                 F.col(f"{ENCODED}.partition").alias("partition"),
             )
             # Batch records per Kafka partition, so the processor applies the jobs a
-            # batch at a time (ARCHITECTURE.md, "Batches").
+            # batch at a time (docs/architecture.md, "Batches").
             records = accepted.mapInArrow(rows.batch_records, rows.BATCH_RECORD_DDL)
             kafkaio.write_records(records, bootstrap, topic)
     finally:

@@ -1,4 +1,4 @@
-"""The core is pure: no I/O, no clocks, no frameworks (ARCHITECTURE.md, "The core")."""
+"""The core is pure: no I/O, no clocks, no frameworks (docs/architecture.md, "The core")."""
 
 from __future__ import annotations
 

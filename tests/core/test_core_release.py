@@ -1,4 +1,4 @@
-"""release-attempt (ARCHITECTURE.md, "Abandoned commands"): a lease that never reached a
+"""release-attempt (docs/architecture.md, "Abandoned commands"): a lease that never reached a
 client is given back, as if it had never happened."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A lease the gateway gives up on is given back, naming its claim (ARCHITECTURE.md,
+"""A lease the gateway gives up on is given back, naming its claim (docs/architecture.md,
 "Abandoned commands"; docs/fencing.md).
 
 The give-back (release-attempt) carries the log position of the start-attempt it undoes,

@@ -1,4 +1,4 @@
-"""Every producer puts a job id in the same partition (ARCHITECTURE.md: murmur2).
+"""Every producer puts a job id in the same partition (docs/architecture.md, "The topics": murmur2).
 
 Records are really produced to a real broker and the partition each landed in is read
 back from the delivery report, for thousands of random job ids.

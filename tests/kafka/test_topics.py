@@ -1,4 +1,4 @@
-"""eventq creates its two topics with exactly the configs of ARCHITECTURE.md."""
+"""eventq creates its two topics with exactly the configs of docs/architecture.md, "The topics"."""
 
 from __future__ import annotations
 
