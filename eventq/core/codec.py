@@ -715,7 +715,7 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
     if job.state not in states:
         return f"a {job.state.name} job cannot follow {type(event).__name__}"
     if isinstance(event, (Added, Imported)) and event.job != job:
-        return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"  # noqa: E501
+        return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"
     if isinstance(event, (AttemptStarted, Touched)) and (
         job.attempts != event.attempt or job.lease_deadline_ms != event.deadline_ms
     ):

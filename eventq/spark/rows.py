@@ -377,15 +377,15 @@ def hash_jobs(batches: Iterator) -> Iterator:
 def _digest_parts(digest: StateDigest) -> tuple[int, int]:
     # StateDigest keeps (sum mod 2^256, count) in two slots and offers no public way to
     # read or merge them; these two helpers are the only places that reach inside.
-    return digest._sum, digest._count  # noqa: SLF001
+    return digest._sum, digest._count
 
 
 def combine_digest(parts: list[tuple[bytes, int]]) -> str:
     """The core's hex state digest of jobs whose partial (sum, count) are ``parts``."""
     digest = StateDigest()
     total = sum(int.from_bytes(bytes(s), "big") for s, _ in parts)
-    digest._sum = total % (1 << 256)  # noqa: SLF001
-    digest._count = sum(int(c) for _, c in parts)  # noqa: SLF001
+    digest._sum = total % (1 << 256)
+    digest._count = sum(int(c) for _, c in parts)
     return digest.hexdigest()
 
 
