@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from eventq.core._check import check_int
 from eventq.core.commands import (
@@ -144,7 +144,9 @@ EXPIRED_BEFORE_IMPORT = "expired before import"  # an import whose TTL passed at
 
 # ------------------------------------------------------------------- decide handlers
 
-Handler: TypeAlias = Callable[[Job | None, Command, int, int], Outcome]
+# The command is Any: each handler takes the command type of its row of TRANSITIONS, a
+# pairing the table makes and the type system cannot state.
+Handler: TypeAlias = Callable[[Job | None, Any, int, int], Outcome]
 
 
 def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: int) -> Job:
@@ -355,7 +357,8 @@ def decide(job: Job | None, command: Command, at_ms: int, offset: int) -> Outcom
 
 # -------------------------------------------------------------------- evolve functions
 
-Evolution: TypeAlias = Callable[[Job, Event], Job | None]
+# The event is Any: each evolution takes the event type of its key in EVOLUTIONS.
+Evolution: TypeAlias = Callable[[Job, Any], Job | None]
 
 
 def _next(
