@@ -226,9 +226,9 @@ def latest_jobs(
     bad = Undecodable()
     for message in newest.values():
         try:
-            _, job = decode_state(message.value())  # type: ignore[attr-defined]
+            _, job = decode_state(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
         except CodecError as error:
-            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore
+            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore[attr-defined]  # newest holds Messages, typed object
                             message.timestamp()[1], message.key(), message.value()), error)
             continue
         if job is not None:
