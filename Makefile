@@ -9,7 +9,7 @@ JARS_STAMP := kafka/lib/.installed
 SPARK_JARS_STAMP := kafka/lib/spark/.installed
 PYTEST_ARGS ?=
 
-.PHONY: deps browser run test test-fast bench clean check-java
+.PHONY: deps browser run lint test test-fast bench clean check-java
 
 deps: check-java $(PY_STAMP) $(JARS_STAMP) $(SPARK_JARS_STAMP)
 
@@ -49,14 +49,20 @@ browser:
 run: deps
 	$(BIN)/eventq up
 
+# ruff (the whole tree but .venv, kafka/, test-output) and mypy (the files pyproject's
+# [tool.mypy] names); both silent when clean. `make test` and `make test-fast` run it first.
+lint: $(PY_STAMP)
+	@$(BIN)/ruff check --quiet .
+	@$(BIN)/mypy --no-error-summary
+
 # The whole suite, real Kafka brokers and Spark included; it ends with the 25 slowest
 # tests, so where the time goes is on record in every run.
-test: deps browser
+test: deps browser lint
 	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # The loop while changing code: everything that needs no broker, no Spark and is not
 # marked slow (about 2 minutes on 2 cores).
-test-fast: deps
+test-fast: deps lint
 	$(BIN)/pytest -m "not kafka and not spark and not slow" $(PYTEST_ARGS)
 
 clean:

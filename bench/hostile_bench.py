@@ -78,7 +78,8 @@ async def inspect_100_max_jobs(port: int, pid: int) -> str:
             jobs = await c.inspect_jobs("rss", 0, 100)
         seconds = time.monotonic() - began
     assert len(jobs) == 100 and all(v["payload"] == BIG for _, v in jobs)
-    return f"inspect jobs over 100 jobs of 1 MiB (a {100 * MAX_PAYLOAD_BYTES / 2**20:.0f} MiB reply) in {seconds:.2f}s: {peak.describe()}"
+    return (f"inspect jobs over 100 jobs of 1 MiB (a {100 * MAX_PAYLOAD_BYTES / 2**20:.0f} MiB reply)"
+            f" in {seconds:.2f}s: {peak.describe()}")
 
 
 async def never_reads(port: int, pid: int) -> str:
@@ -153,7 +154,8 @@ async def blocked_leases(port: int, pid: int, waiters: int, adds: int) -> str:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return f"{adds} adds with {waiters:,} leases blocked on the queue: {seconds:.2f}s, server CPU {cpu:.2f}s, leased {got}"
+    return (f"{adds} adds with {waiters:,} leases blocked on the queue: {seconds:.2f}s,"
+            f" server CPU {cpu:.2f}s, leased {got}")
 
 
 def main() -> int:

@@ -34,7 +34,7 @@ class EventqError(Exception):
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and other.text == self.text  # type: ignore[attr-defined]
+            and other.text == self.text
         )
 
     def __hash__(self) -> int:

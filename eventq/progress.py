@@ -167,5 +167,5 @@ def reporter(progress: Progress, label: str, unit: str = "records"):
         state["done"] = done
         progress.update(done, total=total)
 
-    report.finish = lambda extra="": progress.finish(state["done"], extra)  # type: ignore[attr-defined]
+    report.finish = lambda extra="": progress.finish(state["done"], extra)  # type: ignore[attr-defined]  # a function attribute
     return report

@@ -126,7 +126,7 @@ class Derived:
                 self.jobs.pop(command.job_id, None)
                 self.watermarks[record.partition] = at
             else:
-                self.jobs[command.job_id] = result.job  # type: ignore[assignment]
+                self.jobs[command.job_id] = result.job  # type: ignore[assignment]  # not None: an accepted step that keeps the job
 
 
 def derive_from_commands(

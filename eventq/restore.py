@@ -190,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     what = (f"restoring {len(args.partitions)} partitions of state from "
             f"{args.jobs_topic}")
-    say = lambda line: print(f"eventq: {line}", flush=True)  # noqa: E731
+
+    def say(line: str) -> None:
+        print(f"eventq: {line}", flush=True)
+
     try:
         report = restore_tables(args.bootstrap, args.jobs_topic, args.state_dir,
                                 args.partitions, ProgressLine(what, say))

@@ -250,7 +250,7 @@ def decode_payload(data: bytes) -> Command:
             max_fails=r.uvarint("max-fails"),
             payload=r.blob("payload"),
             time_ns=r.time("time", zero_is_none=True),
-            created_ns=r.time("created", zero_is_none=False),  # type: ignore[arg-type]
+            created_ns=r.time("created", zero_is_none=False),  # type: ignore[arg-type]  # never None
         )
     elif cls is WqComplete or cls is WqFail:
         cmd = cls(id=r.id(), result=r.blob("result"))

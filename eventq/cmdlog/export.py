@@ -123,7 +123,7 @@ def _describe_difference(want: WorkqJob, got: WorkqJob | None) -> str:
         return "not live after replay (its TTL has passed or its records were refused)"
     diffs = [
         f"{name}: {getattr(want, name)!r} -> {getattr(got, name)!r}"
-        for name in WorkqJob.__slots__  # type: ignore[attr-defined]
+        for name in WorkqJob.__slots__
         if getattr(want, name) != getattr(got, name)
     ]
     return "; ".join(diffs)

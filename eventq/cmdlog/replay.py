@@ -112,7 +112,7 @@ class ReplaySummary:
 
 def _command_of(item: object) -> Command:
     # Accept bare commands or tuples ending with one, as yielded by iter_commands.
-    return item[-1] if isinstance(item, tuple) else item  # type: ignore[return-value]
+    return item[-1] if isinstance(item, tuple) else item  # type: ignore[return-value]  # a Command or a tuple ending in one
 
 
 class Replayer:

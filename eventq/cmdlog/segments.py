@@ -98,7 +98,7 @@ def iter_segment_records(
     for _path, offset, time_ns, payload in _iter_file(
         os.fspath(path), on_corrupt, report, max_payload_bytes, decode=False
     ):
-        yield offset, time_ns, payload  # type: ignore[misc]
+        yield offset, time_ns, payload  # type: ignore[misc]  # decode=False: bytes
 
 
 def iter_commands(
@@ -116,7 +116,7 @@ def iter_commands(
     """
     _check_policy(on_corrupt, report)
     for _seq, path in list_segments(dirpath):
-        yield from _iter_file(path, on_corrupt, report, max_payload_bytes, decode=True)  # type: ignore[misc]
+        yield from _iter_file(path, on_corrupt, report, max_payload_bytes, decode=True)  # type: ignore[misc]  # decode=True: commands
 
 
 def _iter_file(
@@ -132,7 +132,7 @@ def _iter_file(
     def handle(err: CorruptRecord) -> None:
         if on_corrupt == STOP:
             raise err
-        report(err)  # type: ignore[misc]
+        report(err)  # type: ignore[misc]  # set: _check_policy requires it unless STOP
 
     with open(path, "rb") as f:
         data = f.read()
@@ -245,7 +245,7 @@ class SegmentWriter:
         ):
             self._open_next()
         offset = self._size
-        self._file.write(rec)  # type: ignore[union-attr]
+        self._file.write(rec)
         self._size += len(rec)
         self.records_written += 1
         return self.paths[-1], offset

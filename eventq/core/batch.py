@@ -74,7 +74,7 @@ def encode_batch(commands: Sequence[bytes]) -> bytes:
 
 
 def is_batch(value: bytes | None) -> bool:
-    return bool(value) and value[0] in _ARRAY_FIRST_BYTES  # type: ignore[index]
+    return bool(value) and value[0] in _ARRAY_FIRST_BYTES  # type: ignore[index]  # not None: bool(value)
 
 
 def split_record(value: bytes | None) -> list[bytes]:
@@ -90,7 +90,7 @@ def read_record(value: bytes | None) -> tuple["SliceSource | None", list[bytes]]
 
     Raises ``CodecError`` when a record that is a batch or slice is not a valid one."""
     if not is_batch(value):
-        return None, [value]  # type: ignore[list-item]
+        return None, [value]  # type: ignore[list-item]  # None (no value) is passed on as is
     try:
         items = msgpack.unpackb(value, use_list=True, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types

@@ -32,7 +32,7 @@ from __future__ import annotations
 import builtins
 import textwrap
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields as dataclass_fields
 from enum import Enum
 from operator import attrgetter
@@ -162,13 +162,13 @@ def _is_node(value: Any) -> bool:
 def _read_node(key: str, value: Any) -> str:
     if not _is_node(value):
         raise CodecError(f"field {key!r} (node) must be {_NODE_RULE}")
-    return value  # type: ignore[no-any-return]
+    return value  # type: ignore[no-any-return]  # an unpacked value: Any, checked a str
 
 
 def _write_node(node: Any) -> str:
     if not _is_node(node):
         raise CodecError(f"node must be {_NODE_RULE}")
-    return node  # type: ignore[no-any-return]
+    return node  # type: ignore[no-any-return]  # Any, checked a str just above
 
 
 def _is_request_id(value: Any) -> bool:
@@ -178,13 +178,13 @@ def _is_request_id(value: Any) -> bool:
 def _read_request_id(key: str, value: Any) -> int:
     if not _is_request_id(value):
         raise CodecError(f"field {key!r} (request id) must be {_REQUEST_ID_RULE}")
-    return value  # type: ignore[no-any-return]
+    return value  # type: ignore[no-any-return]  # an unpacked value: Any, checked an int
 
 
 def _write_request_id(request_id: Any) -> int:
     if not _is_request_id(request_id):
         raise CodecError(f"request_id must be {_REQUEST_ID_RULE}")
-    return request_id  # type: ignore[no-any-return]
+    return request_id  # type: ignore[no-any-return]  # Any, checked an int just above
 
 
 UUID_BYTES = Kind("UUID: 16 bytes", _read_uuid, write=attrgetter("bytes"))
@@ -358,7 +358,7 @@ def _int(m: dict[str, Any], key: str) -> int:
         v = m[key]
     except KeyError:
         raise _missing(key) from None
-    return INT.read(key, v) if type(v) is not int else v  # type: ignore[no-any-return]
+    return INT.read(key, v) if type(v) is not int else v
 
 
 def _keys(table: Table) -> frozenset[str]:
@@ -441,11 +441,11 @@ class _Source:
     def function(self, label: str) -> Callable[..., Any]:
         """The function the lines define (``label`` is its file name in tracebacks)."""
         text = "\n".join(self.lines)
-        namespace = dict(self.names)
+        namespace: dict[str, Any] = dict(self.names)
         exec(compile(text, f"<eventq.core.codec: {label}>", "exec"), namespace)
         function = namespace[self.function_name]
         function.__source__ = text  # for whoever debugs a table
-        return function  # type: ignore[no-any-return]
+        return function  # type: ignore[no-any-return]  # exec's namespace holds Any
 
 
 def _plain_name(src: _Source, plain: type) -> str:
@@ -483,7 +483,7 @@ def _reader(table: Table, build: Callable[..., Any], given: str | None, label: s
     """What builds the object a map holds: ``build`` called with its attributes by name
     (``make_job``: with one mapping of them), the attribute ``given`` (if any) being
     what the reader is given besides the map (an event's job: the record's)."""
-    src, values = _Source("read", "m, given"), []  # type: ignore[var-annotated]
+    src, values = _Source("read", "m, given"), []  # type: ignore[var-annotated]  # (value, name) pairs
     _read_fields(src, table, "m", values)
     values += [(given, "given")] if given is not None else []
     if build is make_job:
@@ -617,7 +617,7 @@ def _positions_from_offsets(m: dict[str, Any], *fields: tuple[str, str]) -> dict
 
 
 def _pack(m: dict[str, Any]) -> bytes:
-    return msgpack.packb(m, use_bin_type=True)
+    return msgpack.packb(m, use_bin_type=True)  # type: ignore[no-any-return]  # msgpack is untyped
 
 
 def _guarded(what: str, fn: Callable[[Any], Any], data: object) -> Any:
@@ -654,12 +654,12 @@ def _decode_command(data: object) -> DecodedCommand:
     if codec is None:
         raise CodecError(f"unknown command type {t}")
     _check_keys(m, codec.keys, f"command type {t}")
-    return _CORRELATION.read(m, codec.read(m, None))  # type: ignore[no-any-return]
+    return _CORRELATION.read(m, codec.read(m, None))  # type: ignore[no-any-return]  # exec-built reader
 
 
 def decode_command(data: bytes) -> DecodedCommand:
     """The command (and correlation fields) of a command record; ``CodecError`` if bad."""
-    return _guarded("command", _decode_command, data)  # type: ignore[no-any-return]
+    return _guarded("command", _decode_command, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
 def correlation_of(data: object) -> tuple[str | None, int | None]:
@@ -667,7 +667,7 @@ def correlation_of(data: object) -> tuple[str | None, int | None]:
     that whoever waits for it can be told it was rejected; (None, None) if unknown.
     Never raises."""
     try:
-        m = msgpack.unpackb(data, raw=False, strict_map_key=False)  # type: ignore[arg-type]
+        m = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception:
         return None, None
     if type(m) is not dict:
@@ -715,7 +715,7 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
     if job.state not in states:
         return f"a {job.state.name} job cannot follow {type(event).__name__}"
     if isinstance(event, (Added, Imported)) and event.job != job:
-        return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"  # noqa: E501
+        return f"the {'added' if isinstance(event, Added) else 'imported'} job differs from the record's job"
     if isinstance(event, (AttemptStarted, Touched)) and (
         job.attempts != event.attempt or job.lease_deadline_ms != event.deadline_ms
     ):
@@ -742,7 +742,7 @@ def _enc_job(job: Job) -> dict[str, Any]:
 def _dec_job(v: object) -> Job:
     m = _map(v, "job")
     _check_keys(m, _JOB.keys, "job")
-    return _JOB.read(m, None)  # type: ignore[no-any-return]
+    return _JOB.read(m, None)  # type: ignore[no-any-return]  # exec-built reader
 
 
 def encode_state(event: Event, job: Job | None) -> bytes:
@@ -771,7 +771,7 @@ def _decode_event(v: object, job: Job | None) -> Event:
     _check_keys(em, codec.keys, f"event type {t}")
     if t in JOB_OF_THE_RECORD and job is None:
         raise CodecError(f"an {codec.cls.__name__} event needs the record's job")
-    return codec.read(em, job)  # type: ignore[no-any-return]
+    return codec.read(em, job)  # type: ignore[no-any-return]  # exec-built reader
 
 
 def _decode_state(data: object) -> tuple[Event, Job | None]:
@@ -791,7 +791,7 @@ def _decode_state(data: object) -> tuple[Event, Job | None]:
 
 def decode_state(data: bytes) -> tuple[Event, Job | None]:
     """The (event, job) of a state record; ``CodecError`` if it is malformed."""
-    return _guarded("state record", _decode_state, data)  # type: ignore[no-any-return]
+    return _guarded("state record", _decode_state, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
 def encode_job(job: Job) -> bytes:
@@ -811,7 +811,7 @@ def _decode_job(data: object) -> Job:
 
 def decode_job(data: bytes) -> Job:
     """The job of an ``encode_job`` record; ``CodecError`` if it is malformed."""
-    return _guarded("job record", _decode_job, data)  # type: ignore[no-any-return]
+    return _guarded("job record", _decode_job, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
 # ------------------------------------------------------------ the tables, as text
@@ -844,7 +844,7 @@ def _where(present: list[str], every: list[str]) -> str:
     return f"all but {', '.join(missing)}" if len(missing) < len(present) else ", ".join(present)
 
 
-def _rows(tables: dict[Any, Table], head: Table, tail: Table) -> list[tuple[str, str, str]]:
+def _rows(tables: Mapping[Any, Table], head: Table, tail: Table) -> list[tuple[str, str, str]]:
     """(key, field, where) of the fields of every table, ``head`` and ``tail`` those of
     all: in the order they are first written, a field written alike by several record
     types in one row."""
@@ -857,7 +857,7 @@ def _rows(tables: dict[Any, Table], head: Table, tail: Table) -> list[tuple[str,
     return [(key, text, _where(present, every)) for (key, text), present in seen.items()]
 
 
-def _text_table(heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _text_table(heads: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """An RST simple table; the last two columns wrap (their lines continue the row)."""
     widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(len(heads))]
     room = _TABLE_WIDTH - sum(widths[:-2]) - 2 * (len(heads) - 1)

@@ -25,7 +25,7 @@ _DOMAIN = b"eventq.state-digest.v%d" % DIGEST_VERSION
 
 def job_digest_bytes(job: Job) -> bytes:
     """The canonical bytes of a job's observable state (every field but ``version``)."""
-    return msgpack.packb(
+    return msgpack.packb(  # type: ignore[no-any-return]  # msgpack is untyped
         (
             DIGEST_VERSION,
             job.id.bytes,

@@ -8,16 +8,17 @@ times by the rule of eventq/core/timing.py.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from eventq.core import timing
-from eventq.core.commands import CommandType
+from eventq.core.commands import Command, CommandType
 from eventq.core.events import EventType
 from eventq.core.job import Job
 from eventq.core.machine import Accepted, Ignored, Rejected, apply
 
 
-def _kebab(enum_member) -> str:
+def _kebab(enum_member: Enum) -> str:
     return enum_member.name.lower().replace("_", "-")
 
 
@@ -36,7 +37,7 @@ class JobFold:
         self.queue: str | None = None
         self.since = timing.NOTHING
 
-    def step(self, command, at_ms: int, offset: int) -> dict[str, Any]:
+    def step(self, command: Command, at_ms: int, offset: int) -> dict[str, Any]:
         row: dict[str, Any] = {
             "job_id": str(command.job_id), "command": COMMAND_NAMES.get(int(command.type)),
             "at_ms": at_ms,

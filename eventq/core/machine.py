@@ -2,8 +2,9 @@
 
 Both are pure: the broker time of the command (``at_ms``) and its log ``offset`` are
 passed in. ``offset`` is the command's *position* (eventq/core/batch.py): record offset
-and index within a batch record as one growing integer; "offset" below means it. The rules are data: ``TRANSITIONS`` maps (command type, job state) to the
-handler that decides, and ``EVOLUTIONS`` maps an event type to the states it may apply
+and index within a batch record as one growing integer; "offset" below means it. The
+rules are data: ``TRANSITIONS`` maps (command type, job state) to the handler that
+decides, and ``EVOLUTIONS`` maps an event type to the states it may apply
 to and the function that applies it. Nothing else branches on states.
 
 Idempotency. Commands are applied at least once (after a crash the uncommitted tail of
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from eventq.core._check import check_int
 from eventq.core.commands import (
@@ -143,7 +144,9 @@ EXPIRED_BEFORE_IMPORT = "expired before import"  # an import whose TTL passed at
 
 # ------------------------------------------------------------------- decide handlers
 
-Handler: TypeAlias = Callable[[Job | None, Command, int, int], Outcome]
+# The command is Any: each handler takes the command type of its row of TRANSITIONS, a
+# pairing the table makes and the type system cannot state.
+Handler: TypeAlias = Callable[[Job | None, Any, int, int], Outcome]
 
 
 def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: int) -> Job:
@@ -304,18 +307,18 @@ _stale = _ignore(STALE_ATTEMPT)
 
 # fmt: off
 _GRID: dict[CommandType, tuple[Handler, ...]] = {
-    # command                    absent       NEW                 PENDING             LEASED              COMPLETED           FAILED  # noqa: E501
-    CommandType.ADD:             (_add,       _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
-    CommandType.SCHEDULE:        (_schedule,  _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing),  # noqa: E501
-    CommandType.START_ATTEMPT:   (_no_job,    _start_attempt,     _start_attempt,     _refused,           _refused,           _refused),            # noqa: E501
-    CommandType.TIMEOUT_ATTEMPT: (_no_job,    _stale,             _stale,             _timeout_attempt,   _stale,             _stale),              # noqa: E501
-    CommandType.COMPLETE:        (_not_found, _complete,          _complete,          _complete,          _duplicate_result,  _duplicate_result),   # noqa: E501
-    CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,  _duplicate_result),   # noqa: E501
-    CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501
-    CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501
-    CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501
-    CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,             _stale),              # noqa: E501
-    CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,         _not_found),          # noqa: E501
+    # command                    absent       NEW                 PENDING             LEASED              COMPLETED           FAILED  # noqa: E501 (a row of the grid)
+    CommandType.ADD:             (_add,       _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501 (a row of the grid)
+    CommandType.SCHEDULE:        (_schedule,  _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing),  # noqa: E501 (a row of the grid)
+    CommandType.START_ATTEMPT:   (_no_job,    _start_attempt,     _start_attempt,     _refused,           _refused,           _refused),            # noqa: E501 (a row of the grid)
+    CommandType.TIMEOUT_ATTEMPT: (_no_job,    _stale,             _stale,             _timeout_attempt,   _stale,             _stale),              # noqa: E501 (a row of the grid)
+    CommandType.COMPLETE:        (_not_found, _complete,          _complete,          _complete,          _duplicate_result,  _duplicate_result),   # noqa: E501 (a row of the grid)
+    CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,  _duplicate_result),   # noqa: E501 (a row of the grid)
+    CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501 (a row of the grid)
+    CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501 (a row of the grid)
+    CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501 (a row of the grid)
+    CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,             _stale),              # noqa: E501 (a row of the grid)
+    CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,         _not_found),          # noqa: E501 (a row of the grid)
 }
 # fmt: on
 
@@ -354,7 +357,8 @@ def decide(job: Job | None, command: Command, at_ms: int, offset: int) -> Outcom
 
 # -------------------------------------------------------------------- evolve functions
 
-Evolution: TypeAlias = Callable[[Job, Event], Job | None]
+# The event is Any: each evolution takes the event type of its key in EVOLUTIONS.
+Evolution: TypeAlias = Callable[[Job, Any], Job | None]
 
 
 def _next(

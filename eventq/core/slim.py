@@ -92,6 +92,7 @@ def project_state(data: bytes) -> Slim | None:
     retry_ms = _opt_int(job, "rt")  # a backoff's retry time is the job's time
     return Slim(
         int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, "p"),
-        _int(job, "c"), _opt_int(job, "w") if retry_ms is None else retry_ms, _opt_int(job, "e"), _opt_int(job, "ld"),
+        _int(job, "c"), _opt_int(job, "w") if retry_ms is None else retry_ms, _opt_int(job, "e"),
+        _opt_int(job, "ld"),
         _int(job, "at"), position,
     )

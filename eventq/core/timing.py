@@ -15,7 +15,7 @@ the samples an accepted event yields. All times are broker times (LogAppendTime)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from eventq.core.events import EventType
 from eventq.core.job import Job, State
@@ -42,8 +42,11 @@ def ready_from_state(job: Job) -> int:
     return max(job.created_ms, job.scheduled_ms or job.created_ms)
 
 
-def advance(since: Since, event, before: Job | None, after: Job | None, at_ms: int) -> Samples:
-    """The job's times after the accepted ``event`` (at ``at_ms``), and its samples."""
+def advance(since: Since, event: Any, before: Job | None, after: Job | None, at_ms: int) -> Samples:
+    """The job's times after the accepted ``event`` (at ``at_ms``), and its samples.
+
+    ``event`` is an ``Event``, typed Any: this branches on ``event.type``, by which
+    mypy does not narrow the union."""
     kind = event.type
     if kind is EventType.ADDED or kind is EventType.IMPORTED:
         assert after is not None

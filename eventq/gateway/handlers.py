@@ -468,7 +468,7 @@ class Gateway:
         pinned = self.engine.pinned(ids)
         present = [job_id for job_id in ids if pinned.has(job_id)]  # decoded once, below
         views = (view_of(pinned.get(job_id)) for job_id in present)
-        return replies.job_blocks_stream(len(present), views)  # type: ignore[arg-type]
+        return replies.job_blocks_stream(len(present), views)
 
     async def inspect_jobs(self, r: requests.InspectJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()

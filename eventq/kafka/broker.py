@@ -385,7 +385,7 @@ def start_cluster(
             f"Kafka did not answer on {config.bootstrap} within {timeout_s:.0f}s. "
             f"From {config.log_file}:\n{log_tail(config)}"
         )
-    return results  # type: ignore[return-value]
+    return results  # type: ignore[return-value]  # every slot filled: none is waiting
 
 
 def launch(config: BrokerConfig, cluster: list[BrokerConfig]) -> subprocess.Popen:

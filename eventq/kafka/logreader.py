@@ -51,7 +51,8 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
     """A consumer that reads whole topics fast and commits nothing (its group is
     throwaway: the partitions are assigned, never subscribed). It reads committed
     records only: `eventq.jobs` is written in transactions, and an aborted one was
-    written by a process that no longer owned its partition (docs/fencing.md); its watermarks' high end is then the last stable offset."""
+    written by a process that no longer owned its partition (docs/fencing.md); its
+    watermarks' high end is then the last stable offset."""
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -226,9 +227,9 @@ def latest_jobs(
     bad = Undecodable()
     for message in newest.values():
         try:
-            _, job = decode_state(message.value())  # type: ignore[attr-defined]
+            _, job = decode_state(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
         except CodecError as error:
-            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore
+            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore[attr-defined]  # newest holds Messages, typed object
                             message.timestamp()[1], message.key(), message.value()), error)
             continue
         if job is not None:

@@ -187,7 +187,7 @@ def _differences(spec: TopicSpec, partitions: int, configs: dict[str, str]) -> l
     for key, wanted in spec.configs.items():
         actual = configs.get(key)
         if key in AT_LEAST and _int_or_none(actual) is not None:
-            if int(actual) < AT_LEAST[key]:  # type: ignore[arg-type]
+            if int(actual) < AT_LEAST[key]:  # type: ignore[arg-type]  # an int, checked above
                 problems.append(
                     f"{key}={actual} cannot hold eventq's largest record "
                     f"({AT_LEAST[key]:,} bytes with its batch header); eventq needs {wanted}"
@@ -199,7 +199,7 @@ def _differences(spec: TopicSpec, partitions: int, configs: dict[str, str]) -> l
 
 def _int_or_none(value: str | None) -> int | None:
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type]  # None: TypeError, caught below
     except (TypeError, ValueError):
         return None
 

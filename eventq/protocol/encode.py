@@ -5,7 +5,7 @@ way (issue 11), so what reaches the owner is exactly what a client would have se
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from . import requests as rq
 from .values import canonical_id, format_time_ms
@@ -51,7 +51,7 @@ def _run(r: rq.Run) -> bytes:
 
 
 # fmt: off
-ENCODERS: dict[type, Callable[[object], bytes]] = {
+ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its key
     rq.Add: _add,
     rq.Schedule: _schedule,
     rq.Run: _run,

@@ -112,7 +112,7 @@ class Command:
     data: DataBlock | None = None
     extra_flag: str | None = None  # a flag that, when given, allows one flag more
 
-    def accepts_flag_count(self, flags) -> bool:
+    def accepts_flag_count(self, flags: Mapping[str, str]) -> bool:
         """At most ``max_flags`` flags, one more when ``extra_flag`` is among them."""
         return len(flags) <= self.max_flags + (self.extra_flag in flags)
 

@@ -141,8 +141,8 @@ def parse_blocks(reply: bytes) -> list[Block]:
             raise MalformedReply("incomplete reply")
         header_end = _line_end(reply, position)
         head = reply[position:header_end].rsplit(b" ", 1)[0]
-        lines = []
-        cursor = header_end + 2
+        lines: list[tuple[bytes, bytes]] = []
+        cursor = header_end + 2  # type: ignore[operator]  # not None: _block_end read this line
         while cursor < end:
             if reply.startswith(b"payload ", cursor) and lines and lines[-1][0] == b"payload-size":
                 size = int(lines[-1][1])
@@ -153,7 +153,7 @@ def parse_blocks(reply: bytes) -> list[Block]:
             line_end = _line_end(reply, cursor)
             name, _, value = reply[cursor:line_end].partition(b" ")
             lines.append((name, value))
-            cursor = line_end + 2
+            cursor = line_end + 2  # type: ignore[operator]  # not None: cursor < end, a line's end
         blocks.append(Block(head, tuple(lines)))
         position = end
     return blocks
@@ -166,7 +166,7 @@ def blocks_reply(blocks: list[Block]) -> bytes:
 def data_reply_fields(reply: bytes) -> tuple[list[bytes], bytes]:
     """The header words and the data of a complete ``Shape.DATA`` reply."""
     first = _line_end(reply, 0)
-    end = _line_end(reply, first + 2)
+    end = _line_end(reply, first + 2)  # type: ignore[operator]  # None: a TypeError (issue 29)
     if first is None or end is None:
         raise MalformedReply("incomplete reply")
     words = reply[first + 2:end].split(b" ")

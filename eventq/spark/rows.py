@@ -168,7 +168,7 @@ def _time_ms(kind: str, raw: object) -> int:
 
 def _job_id(spec: EnqueueSpec, raw_id: object, name: str, key: object) -> uuid.UUID:
     if spec.id_mode == ID_FROM_KEYS:
-        values = [None if v is None else str(v) for v in key]  # type: ignore[union-attr]
+        values = [None if v is None else str(v) for v in key]
         return derive_job_id(uuid.UUID(bytes=spec.namespace), name, values)
     if raw_id is None:
         raise Reject("id", "missing (null)")
@@ -214,7 +214,7 @@ def encode_row(
             time_ms = _time_ms(spec.time_kind, time)
             if time_ms + ttl_ms <= spec.now_ms:
                 raise Reject("time", "Invalid Time, time + ttl is already past")
-        data = b"" if payload is None else bytes(payload)  # type: ignore[arg-type]
+        data = b"" if payload is None else bytes(payload)
         prio = _flag("priority", parse_priority, spec.priority_from_column, priority,
                      spec.priority)
         attempts = _flag("max-attempts", parse_max_attempts, spec.max_attempts_from_column,
@@ -224,11 +224,11 @@ def encode_row(
         try:
             if time_ms is None:
                 command: Add | Schedule = Add(
-                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails  # type: ignore[arg-type]
+                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails
                 )
             else:
                 command = Schedule(
-                    job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails  # type: ignore[arg-type]
+                    job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails
                 )
         except ValueError as error:  # the core's own validation (e.g. payload over 1 MiB)
             field = str(error).split(" ", 1)[0]
@@ -321,7 +321,7 @@ def job_of_row(row: dict[str, Any]) -> Job:
     """The ``Job`` a row of ``JOB_COLUMNS`` describes (validated by ``Job`` itself)."""
 
     def opt_int(value: object) -> int | None:
-        return None if value is None else int(value)  # type: ignore[call-overload]
+        return None if value is None else int(value)  # type: ignore[call-overload]  # a column value: object
 
     return Job(
         uuid.UUID(row["id"]), row["name"], int(row["ttr_ms"]), int(row["ttl_ms"]),
@@ -377,15 +377,15 @@ def hash_jobs(batches: Iterator) -> Iterator:
 def _digest_parts(digest: StateDigest) -> tuple[int, int]:
     # StateDigest keeps (sum mod 2^256, count) in two slots and offers no public way to
     # read or merge them; these two helpers are the only places that reach inside.
-    return digest._sum, digest._count  # noqa: SLF001
+    return digest._sum, digest._count
 
 
 def combine_digest(parts: list[tuple[bytes, int]]) -> str:
     """The core's hex state digest of jobs whose partial (sum, count) are ``parts``."""
     digest = StateDigest()
     total = sum(int.from_bytes(bytes(s), "big") for s, _ in parts)
-    digest._sum = total % (1 << 256)  # noqa: SLF001
-    digest._count = sum(int(c) for _, c in parts)  # noqa: SLF001
+    digest._sum = total % (1 << 256)
+    digest._count = sum(int(c) for _, c in parts)
     return digest.hexdigest()
 
 

@@ -32,8 +32,9 @@ class Stats:
 
     states: list[dict] = field(default_factory=list)  # queue, state, count
     events: list[dict] = field(default_factory=list)  # queue, command, outcome, event, count
-    histogram: list[dict] = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count  # noqa: E501
-    summary: list[dict] = field(default_factory=list)  # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms  # noqa: E501
+    histogram: list[dict] = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count
+    # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms
+    summary: list[dict] = field(default_factory=list)
     commands: int = 0
     seconds: float = 0.0
 
@@ -218,9 +219,9 @@ def format_table(stats: Stats, bar_width: int = 40) -> str:
                 key = f"{r['command']} {r['outcome']}"
                 refused[key] = refused.get(key, 0) + r["count"]
         if accepted:
-            lines.append("  events     " + "  ".join(f"{e} {n:,}" for e, n in sorted(accepted.items())))  # noqa: E501
+            lines.append("  events     " + "  ".join(f"{e} {n:,}" for e, n in sorted(accepted.items())))
         if refused:
-            lines.append("  not applied " + "  ".join(f"{e} {n:,}" for e, n in sorted(refused.items())))  # noqa: E501
+            lines.append("  not applied " + "  ".join(f"{e} {n:,}" for e, n in sorted(refused.items())))
         for metric in METRICS:
             summary = next(
                 (r for r in stats.summary if r["queue"] == queue and r["metric"] == metric), None

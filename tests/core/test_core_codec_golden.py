@@ -290,7 +290,7 @@ def mutations(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
             yield f"{where}{key} dropped", mutated(lambda m, k=key: m.pop(k))
             for label, value in VALUES.items():
                 if value != inner[key] or type(value) is not type(inner[key]):
-                    yield f"{where}{key}={label}", mutated(lambda m, k=key, v=value: m.update({k: v}))  # noqa: E501
+                    yield f"{where}{key}={label}", mutated(lambda m, k=key, v=value: m.update({k: v}))
         yield f"{where}zz added", mutated(lambda m: m.update(zz=1))
 
 

@@ -21,7 +21,6 @@ from eventq.core import (
     AttemptsExhausted,
     AttemptStarted,
     AttemptTimedOut,
-    CommandType,
     Complete,
     Completed,
     Delete,

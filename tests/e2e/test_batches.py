@@ -67,7 +67,7 @@ def test_several_commands_for_one_job_in_one_record_and_singles_between(server):
     name = "batch-" + uuid.uuid4().hex[:8]
     topic = server.settings["commands-topic"]
     partition = 1
-    j, k, l = ids_in(partition, server.partitions, 3)
+    j, k, l = ids_in(partition, server.partitions, 3)  # noqa: E741 (j, k, l: three jobs, named as their payloads)
     produce(server.bootstrap, topic, partition, [[
         Add(j, name, 60_000, 600_000, b"j", max_fails=2),
         StartAttempt(j, 1),

@@ -73,7 +73,8 @@ def test_add_lease_complete_result_exact_bytes(server, name):
 
 def test_inspect_job_block_exact(server, name):
     job = uuid.uuid4()
-    raw_exchange(server.port, f"add {job} {name} 1000 60000 4 -priority=7 -max-attempts=3\r\nping\r\n".encode())
+    raw_exchange(server.port,
+                 f"add {job} {name} 1000 60000 4 -priority=7 -max-attempts=3\r\nping\r\n".encode())
     reply = raw_exchange(server.port, f"inspect job {job}\r\n".encode(),
                          until=lambda d: d.count(b"\r\n") >= 14)
     lines = reply.split(b"\r\n")
@@ -346,8 +347,10 @@ def test_pipelined_requests_are_answered_in_order(server, name):
 @pytest.mark.parametrize(
     "request_bytes, reply",
     [
-        (b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1 1 abc\r\n", b"-CLIENT-ERROR Invalid payload size\r\n"),
-        (b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1 1 3\r\nabcXY", b"-CLIENT-ERROR Invalid payload size\r\n"),
+        (b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1 1 abc\r\n",
+         b"-CLIENT-ERROR Invalid payload size\r\n"),
+        (b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1 1 3\r\nabcXY",
+         b"-CLIENT-ERROR Invalid payload size\r\n"),
         (b"fail 6ba7b810-9dad-41d1-80b4-00c04fd430c4 -1\r\n", b"-CLIENT-ERROR Invalid result size\r\n"),
         (b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1\r\n", b"-CLIENT-ERROR Invalid command args\r\n"),
         (b"x" * 10_001 + b"\r\n", b"-CLIENT-ERROR Line too long\r\n"),

@@ -720,7 +720,7 @@ class Route:
                 if link.owner_pid is None and not pids <= link.checked_pids]
         if not todo:
             return
-        owners = owners_of_connections([(l.peer_port, self.port) for l in todo], pids,
+        owners = owners_of_connections([(link.peer_port, self.port) for link in todo], pids,
                                        inodes_by_pid=inodes_by_pid)
         for link, owner in zip(todo, owners):
             link.owner_pid = owner

@@ -148,7 +148,8 @@ bulk_jobs = st.builds(BulkJob, job_ids, names, st.integers(1, 10**6), st.integer
 args = st.builds(
     Args, queues=st.lists(names, max_size=3).map(tuple), ttr_ms=small, ttl_ms=small,
     time=st.none() | st.just("2026-01-01T00:00:00Z"), payload=st.none() | st.binary(max_size=40),
-    max_fails=small, backoff_ms=small, priority=small, wait_ms=small, result=st.none() | st.binary(max_size=40),
+    max_fails=small, backoff_ms=small, priority=small, wait_ms=small,
+    result=st.none() | st.binary(max_size=40),
     jobs=st.lists(bulk_jobs, max_size=3).map(tuple), partition=small,
 )
 replies = st.builds(

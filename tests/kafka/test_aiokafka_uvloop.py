@@ -22,7 +22,7 @@ async def send_on_closed_connection(bootstrap: str, send) -> BaseException:
     await asyncio.sleep(0.1)  # uvloop closes the handle
     try:
         await send(conn, MetadataRequest([]))
-    except BaseException as error:  # noqa: BLE001 - the error is the result
+    except BaseException as error:  # the error is the result
         return error
     finally:
         conn.close()

@@ -316,11 +316,11 @@ LADDERS: dict[str, tuple[Callable[..., bytes], Ladder]] = {
     ),
     "inspect queue": (lambda n: f"inspect queue {n}\r\n".encode(), [("p", "p!", INVALID_NAME)]),
     "inspect jobs": (
-        lambda n, o, l: f"inspect jobs {n} {o} {l}\r\n".encode(),
+        lambda n, o, lim: f"inspect jobs {n} {o} {lim}\r\n".encode(),
         [("p", "p!", INVALID_NAME), ("0", "x", INVALID_CURSOR_OFFSET), ("1", "x", INVALID_LIMIT)],
     ),
     "inspect scheduled-jobs": (
-        lambda n, o, l: f"inspect scheduled-jobs {n} {o} {l}\r\n".encode(),
+        lambda n, o, lim: f"inspect scheduled-jobs {n} {o} {lim}\r\n".encode(),
         [("p", "p!", INVALID_NAME), ("0", "x", INVALID_CURSOR_OFFSET), ("1", "x", INVALID_LIMIT)],
     ),
     "inspect job": (lambda i: f"inspect job {i}\r\n".encode(), [(ID, "x", INVALID_ID)]),

@@ -46,7 +46,8 @@ FRAGMENTS = [
     b"add", b"schedule", b"run", b"result", b"lease", b"complete", b"fail", b"delete",
     b"inspect", b"server", b"queues", b"queue", b"jobs", b"scheduled-jobs", b"job",
     b"digest", b" ", b"  ", b"\r\n", b"\n", b"\r", b"\t", b"-", b"=", b"-priority=",
-    b"-max-attempts=", b"-max-fails=", b"-backoff=", b"touch", b"pause", b"resume", b"-ttr=", b"-x=", b"0", b"1", b"4", b"+5", b"-1", b"255",
+    b"-max-attempts=", b"-max-fails=", b"-backoff=", b"touch", b"pause", b"resume", b"-ttr=",
+    b"-x=", b"0", b"1", b"4", b"+5", b"-1", b"255",
     b"1048576", b"86400000", b"18446744073709551616", b"2016-06-14T06:46:46Z",
     b"2016-06-14T06:46:46.5Z", b"6ba7b810-9dad-41d1-80b4-00c04fd430c4",
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
@@ -72,7 +73,8 @@ def _check_events(events: list[object], closed: bool) -> None:
 
 @settings(max_examples=400)
 @given(data=any_input, cut_points=cuts)
-def test_arbitrary_bytes_only_produce_events_whatever_the_chunking(data: bytes, cut_points: list[int]) -> None:
+def test_arbitrary_bytes_only_produce_events_whatever_the_chunking(
+        data: bytes, cut_points: list[int]) -> None:
     whole = events_whole(data)
     _check_events(*whole)
     assert events_in_chunks(data, split_at(data, cut_points)) == whole
@@ -166,7 +168,8 @@ def test_serialize_then_parse_round_trips(data: st.DataObject) -> None:
 
 
 @given(st.lists(requests_, min_size=1, max_size=8), cuts)
-def test_pipelined_requests_parse_in_order_in_any_chunking(batch: list[Request], cut_points: list[int]) -> None:
+def test_pipelined_requests_parse_in_order_in_any_chunking(
+        batch: list[Request], cut_points: list[int]) -> None:
     wire = b"".join(serialize(request) for request in batch)
     assert events_in_chunks(wire, split_at(wire, cut_points)) == (batch, False)
 

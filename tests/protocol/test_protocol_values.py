@@ -272,7 +272,8 @@ def test_format_then_parse_round_trips_to_the_second(ms: int) -> None:
     assert values.parse_time_ms(values.format_time(ms)) == ms - ms % 1000
 
 
-@given(st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31, 23, 59, 59)))
+@given(st.datetimes(min_value=datetime.datetime(1, 1, 1),
+                    max_value=datetime.datetime(9999, 12, 31, 23, 59, 59)))
 def test_parse_and_format_agree_with_datetime(moment: datetime.datetime) -> None:
     seconds = (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"

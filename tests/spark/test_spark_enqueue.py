@@ -158,7 +158,7 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     # commands (eventq replay --from-commands) folds the state the server has ...
     derived = derive_from_commands(server.bootstrap, commands_topic)
     deadline = time.monotonic() + 60  # (timers may still expire earlier tests' jobs)
-    while state_digest(derived.jobs.values()) != (live := run(server_digest(server))):
+    while state_digest(derived.jobs.values()) != run(server_digest(server)):
         assert time.monotonic() < deadline, "replay --from-commands disagrees with the server"
         time.sleep(1)
         derive_more(server.bootstrap, commands_topic, derived)

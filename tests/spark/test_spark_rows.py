@@ -137,11 +137,11 @@ def test_keys_derive_the_id_from_the_name_and_key_values():
         ({"ttr_ms": None}, {"ttr": None}, "ttr", "missing (null)"),
         ({"ttl_ms": None}, {"ttl": "0"}, "ttl", "Invalid TTL"),
         ({"ttl_ms": None}, {"ttl": str(2**64)}, "ttl", "Invalid TTL"),
-        ({"priority_from_column": True}, {"priority": str(2**31)}, "priority", "Invalid Priority"),  # noqa: E501
-        ({"max_attempts_from_column": True}, {"max_attempts": "256"}, "max-attempts", "Invalid Max Attempts"),  # noqa: E501
+        ({"priority_from_column": True}, {"priority": str(2**31)}, "priority", "Invalid Priority"),
+        ({"max_attempts_from_column": True}, {"max_attempts": "256"}, "max-attempts", "Invalid Max Attempts"),
         ({"max_fails_from_column": True}, {"max_fails": "-1"}, "max-fails", "Invalid Max Fails"),
-        ({"time_kind": rows.TIME_AS_TEXT}, {"time": "2030-02-30T00:00:00Z"}, "time", "Invalid Time"),  # noqa: E501
-        ({"time_kind": rows.TIME_AS_TEXT}, {"time": str(NOW_MS - 60_001)}, "time", "already past"),  # noqa: E501
+        ({"time_kind": rows.TIME_AS_TEXT}, {"time": "2030-02-30T00:00:00Z"}, "time", "Invalid Time"),
+        ({"time_kind": rows.TIME_AS_TEXT}, {"time": str(NOW_MS - 60_001)}, "time", "already past"),
         ({}, {"payload": b"x" * (MAX_PAYLOAD_BYTES + 1)}, "payload", "more than 1048576"),
     ],
 )

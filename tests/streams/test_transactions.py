@@ -215,7 +215,8 @@ def test_a_second_begin_keeps_what_the_first_one_would_undo(kafka_bootstrap, top
     assert tables.db(0).get(b"job") is None
 
 
-def test_nothing_is_stored_for_a_partition_whose_transaction_is_not_open(kafka_bootstrap, topic_prefix, tables):
+def test_nothing_is_stored_for_a_partition_whose_transaction_is_not_open(
+        kafka_bootstrap, topic_prefix, tables):
     """Found by the fault campaign (seed 1012): a record applied to a partition taken
     again but not yet begun was written to the table outside any transaction, so no
     rollback could undo it; it must be refused (reported lost) and not written."""
