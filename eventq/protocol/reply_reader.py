@@ -166,9 +166,11 @@ def blocks_reply(blocks: list[Block]) -> bytes:
 def data_reply_fields(reply: bytes) -> tuple[list[bytes], bytes]:
     """The header words and the data of a complete ``Shape.DATA`` reply."""
     first = _line_end(reply, 0)
-    end = _line_end(reply, first + 2)  # type: ignore[operator]  # None: a TypeError (issue 29)
+    end = None if first is None else _line_end(reply, first + 2)
     if first is None or end is None:
         raise MalformedReply("incomplete reply")
     words = reply[first + 2:end].split(b" ")
+    if not words[-1].isdigit():
+        raise MalformedReply(f"no data size in {reply[first + 2:end][:80]!r}")
     size = int(words[-1])
     return words, reply[end + 2:end + 2 + size]

@@ -69,6 +69,13 @@ def test_data_reply_fields() -> None:
     assert data == TRICKY
 
 
+@pytest.mark.parametrize("reply", [b"", b"+OK 1", b"+OK 1\r\nno-end", b"+OK 1\r\nx q y\r\n"])
+def test_a_data_reply_cut_short_or_without_a_size_is_malformed(reply: bytes) -> None:
+    """Not a TypeError or ValueError: the caller's peer link reports MalformedReply."""
+    with pytest.raises(MalformedReply):
+        data_reply_fields(reply)
+
+
 def test_what_is_not_a_reply_says_so() -> None:
     with pytest.raises(MalformedReply):
         reply_end(b"HTTP/1.1 200 OK\r\n", Shape.BLOCKS)
