@@ -150,7 +150,11 @@ class Everywhere:
                 handover = await self._take_offer(address, reply)
                 if handover is not None:
                     return handover
-                continue  # withdrawn before we confirmed it: wait there again
+                # Withdrawn before we confirmed it (a TTR shorter than the round trip
+                # always is): wait there again, not at once (each try writes a claim and
+                # its give-back).
+                await asyncio.sleep(PEER_RETRY_S)
+                continue
             if reply.startswith(b"-TIMEOUT"):
                 return None
             await asyncio.sleep(PEER_RETRY_S)  # recovering, or gone: ask again
