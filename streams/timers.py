@@ -23,6 +23,10 @@ from eventq.waiters import Waiters
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_MS = 1000  # a deadline's command not applied by then is sent again
+# Sends that keep failing this long are an operator's matter (WARNING); a failure that
+# the next retry gets past (a connection Kafka closed) is routine (INFO): docs/architecture.md,
+# "Logging".
+WARN_AFTER_FAILING_MS = 10_000
 MAX_SLEEP_S = 5.0  # also bounds how long a lost wake-up could delay a deadline
 
 
@@ -42,6 +46,7 @@ class DeadlineTimer:
         self._unconfirmed = unconfirmed  # Offers.withdraw_attempt
         self._wake = asyncio.Event()
         self._target_ms: int | None = None
+        self._failing_since_ms: int | None = None  # the first of the failures in a row
         self.sent = 0
 
     def consider(self, deadline_ms: int) -> None:
@@ -81,8 +86,16 @@ class DeadlineTimer:
             try:
                 await self._send(command)
                 self.sent += 1
+                self._failing_since_ms = None
             except Exception as error:
-                log.warning("could not send %s: %s (will retry)", type(command).__name__, error)
+                log.log(self._failure_level(now_ms), "could not send %s: %s (will retry)",
+                        type(command).__name__, error)
+
+    def _failure_level(self, now_ms: int) -> int:
+        if self._failing_since_ms is None:
+            self._failing_since_ms = now_ms
+        failing_ms = now_ms - self._failing_since_ms
+        return logging.WARNING if failing_ms >= WARN_AFTER_FAILING_MS else logging.INFO
 
     def _command_for(self, due) -> Command:
         if due.kind != TTR:
