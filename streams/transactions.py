@@ -47,12 +47,6 @@ COMMIT_TIMEOUT_S = 10.0
 # Giving partitions up in a rebalance: the group waits for this process, so a commit
 # that cannot finish soon is rolled back instead (the next owner re-applies the tail).
 RELEASE_COMMIT_TIMEOUT_S = 3.0
-# A batch the producer has not even queued by then (aiokafka waits for metadata and for
-# the partition's previous batch, and a closed client's metadata wait never ends): the
-# transaction is lost, as for a commit, and the partition is taken again. Without it,
-# one record's apply could wait forever, and with it the whole rebalance (faust waits
-# for the record's ack).
-SEND_TIMEOUT_S = COMMIT_TIMEOUT_S
 START_TIMEOUT_S = 30.0  # to fence the previous owner and begin (brokers may be moving)
 CLOSE_TIMEOUT_S = 5.0  # a producer given up is closed in the background within this
 TRANSACTION_TIMEOUT_MS = 60_000  # the broker aborts a transaction left open this long
@@ -202,10 +196,8 @@ class PartitionChangelog:
         batch.close()
         self._sending += 1
         try:
-            async with asyncio.timeout(SEND_TIMEOUT_S):
-                future = await self._producer.send_batch(
-                    batch, self._topic, partition=self.partition)
-        except Exception as error:  # TimeoutError included
+            future = await self._producer.send_batch(batch, self._topic, partition=self.partition)
+        except Exception as error:
             self._fail(error)
             raise ChangelogLost(describe(error)) from error
         finally:
