@@ -26,6 +26,7 @@ timer (streams/timers.py) asks at a TTR.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from eventq.core import ReleaseAttempt
 
@@ -44,16 +45,13 @@ class Offers:
 
     def __init__(self) -> None:
         self._open: dict[uuid.UUID, ReleaseAttempt] = {}
-        self._partition: dict[uuid.UUID, int] = {}
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, release: ReleaseAttempt, partition: int) -> None:
-        """The claim ``release`` gives back (of a job in ``partition``) is offered to a
-        peer."""
+    def open(self, release: ReleaseAttempt) -> None:
+        """The claim ``release`` gives back is offered to a peer."""
         self._open[release.job_id] = release
-        self._partition[release.job_id] = partition
 
     def confirm(self, job_id: uuid.UUID, claim: int) -> bool:
         """The peer takes the claim: True if it was still offered (then it is its)."""
@@ -68,10 +66,12 @@ class Offers:
         (to be written instead of the time-out, so the attempt is not counted)."""
         return self._take(job_id, lambda release: release.attempt == attempt)
 
-    def withdraw_partitions(self, partitions) -> list[ReleaseAttempt]:
+    def withdraw_partitions(
+        self, partitions, partition_of: Callable[[uuid.UUID], int]
+    ) -> list[ReleaseAttempt]:
         """``partitions`` left this process: their offers' releases (the new owner
         never heard of them; given back now, they are applied before any TTR)."""
-        lost = [job_id for job_id, p in self._partition.items() if p in partitions]
+        lost = [job_id for job_id in self._open if partition_of(job_id) in partitions]
         return [self._take(job_id, lambda _: True) for job_id in lost]
 
     def _take(self, job_id: uuid.UUID, matches) -> ReleaseAttempt | None:
@@ -79,5 +79,4 @@ class Offers:
         if release is None or not matches(release):
             return None
         del self._open[job_id]
-        del self._partition[job_id]
         return release

@@ -106,9 +106,6 @@ class Engine:
         partition = partition_for_key(key, self.partitions)
         return partition, self.writer.write(partition, key, data)
 
-    def partition_of(self, command: Command) -> int:
-        return partition_for_key(job_key(command.job_id), self.partitions)
-
     async def send(self, command: Command) -> None:
         """Write a command nobody waits for (timers: one not written in time is taken
         back and produced again by the next timer pass)."""
@@ -149,13 +146,15 @@ class Engine:
         follows the command in the log); not at all if Kafka never takes it."""
         await self.wait_ready()
         request_id = next(self._request_ids)
-        applied = self.waiters.expect(request_id, self.partition_of(command))
         at: int | None = None
         partition, written = -1, None
         try:
             partition, written = self._write(
                 command, encode_command(command, node=self.node, request_id=request_id)
             )
+            # Before any await, so nothing can be applied yet; with its partition, which a
+            # rebalance lets go of (``let_go``).
+            applied = self.waiters.expect(request_id, partition)
             async with asyncio.timeout(self.write_timeout_s):
                 # Shielded: a timeout or a cancellation here must not cancel the write
                 # (``withdraw`` takes back one that has not left; one that has resolves
@@ -230,7 +229,7 @@ class Engine:
             "this eventq process lost the job's partition to another process (a "
             "rebalance) before it applied the command: it is in the log and will still "
             "take effect; check with inspect job before retrying"))
-        releases = self.offers.withdraw_partitions(partitions)
+        releases = self.offers.withdraw_partitions(partitions, self.store.partition_of)
         if lost or releases:
             log.info("partitions %s left: %d commands awaited there and %d offered "
                      "claims handed back", sorted(partitions), lost, len(releases))

@@ -40,7 +40,7 @@ def release(attempt: int = 1, claim: int = CLAIM_AT, job_id: uuid.UUID = JOB):
 
 def test_a_confirmed_offer_is_the_peers_and_cannot_be_withdrawn():
     offers = Offers()
-    offers.open(release(), PARTITION)
+    offers.open(release())
     assert offers.confirm(JOB, CLAIM_AT)
     assert offers.withdraw(JOB, CLAIM_AT) is None
     assert offers.withdraw_attempt(JOB, 1) is None
@@ -50,7 +50,7 @@ def test_a_confirmed_offer_is_the_peers_and_cannot_be_withdrawn():
 
 def test_a_withdrawn_offer_cannot_be_confirmed():
     offers = Offers()
-    offers.open(release(), PARTITION)
+    offers.open(release())
     assert offers.withdraw(JOB, CLAIM_AT) == release()
     assert not offers.confirm(JOB, CLAIM_AT)
 
@@ -59,14 +59,14 @@ def test_a_confirm_names_the_claim_not_just_the_job():
     """A late confirm of an earlier claim (withdrawn, the job claimed again for another
     lease at the same attempt number) does not take the new one."""
     offers = Offers()
-    offers.open(release(claim=CLAIM_AT + (1 << 16)), PARTITION)
+    offers.open(release(claim=CLAIM_AT + (1 << 16)))
     assert not offers.confirm(JOB, CLAIM_AT)
     assert offers.confirm(JOB, CLAIM_AT + (1 << 16))
 
 
 def test_at_a_ttr_only_the_offered_attempt_is_withdrawn():
     offers = Offers()
-    offers.open(release(attempt=2), PARTITION)
+    offers.open(release(attempt=2))
     assert offers.withdraw_attempt(JOB, 1) is None
     assert offers.withdraw_attempt(JOB, 2) == release(attempt=2)
 
@@ -74,9 +74,13 @@ def test_at_a_ttr_only_the_offered_attempt_is_withdrawn():
 def test_offers_in_partitions_that_left_are_withdrawn_and_only_those():
     offers = Offers()
     other = uuid.uuid4()
-    offers.open(release(), PARTITION)
-    offers.open(release(job_id=other), PARTITION + 1)
-    assert offers.withdraw_partitions({PARTITION, 9}) == [release()]
+
+    def place(job_id: uuid.UUID) -> int:
+        return PARTITION if job_id == JOB else PARTITION + 1
+
+    offers.open(release())
+    offers.open(release(job_id=other))
+    assert offers.withdraw_partitions({PARTITION, 9}, place) == [release()]
     assert not offers.confirm(JOB, CLAIM_AT)
     assert offers.confirm(other, CLAIM_AT)
 
@@ -84,7 +88,7 @@ def test_offers_in_partitions_that_left_are_withdrawn_and_only_those():
 @given(st.lists(st.sampled_from(["confirm", "withdraw", "ttr", "rebalance"]), min_size=1, max_size=6))
 def test_exactly_one_ending_wins_whatever_the_order(endings):
     offers = Offers()
-    offers.open(release(), PARTITION)
+    offers.open(release())
     won = []
     for ending in endings:
         if ending == "confirm":
@@ -94,7 +98,7 @@ def test_exactly_one_ending_wins_whatever_the_order(endings):
         elif ending == "ttr":
             won += [ending] if offers.withdraw_attempt(JOB, 1) else []
         else:
-            won += [ending] if offers.withdraw_partitions({PARTITION}) else []
+            won += [ending] if offers.withdraw_partitions({PARTITION}, lambda _: PARTITION) else []
     assert won == [endings[0]]
 
 
@@ -212,7 +216,7 @@ def test_a_ttr_gives_back_an_attempt_only_offered_and_times_out_a_confirmed_one(
     leased = job(state=State.LEASED, attempts=1, version=CLAIM_AT, lease_deadline=NOW - 1)
     index.put(leased, 0, NOW - 1000)
     offers = Offers()
-    offers.open(release(job_id=leased.id), PARTITION)
+    offers.open(release(job_id=leased.id))
     if not offered:
         assert offers.confirm(leased.id, CLAIM_AT)
     sent: list[object] = []

@@ -352,10 +352,9 @@ class Gateway:
     def _offer(self, release: core.ReleaseAttempt, ttr_ms: int) -> None:
         """Hold a claim for a peer's lease until it confirms it; give it back if it
         does not in time (eventq/offers.py, issue 26)."""
-        entry = self.index.entry(release.job_id)
-        if entry is None:
+        if self.index.entry(release.job_id) is None:
             return  # already gone again (deleted, expired): nothing to confirm
-        self.engine.offers.open(release, entry.partition)
+        self.engine.offers.open(release)
         asyncio.get_running_loop().call_later(
             confirm_window_ms(ttr_ms) / MS, self._withdraw_offer, release)
 

@@ -36,9 +36,11 @@ def real_engine(write_timeout_ms: int):
     from eventq.waiters import Waiters
     from streams.command_writer import CommandWriter
     from streams.engine import Engine
+    from streams.store import JobStore
 
     engine = Engine(commands_topic="t", partitions=1, write_timeout_ms=write_timeout_ms,
-                    index=JobIndex(), store=None, waiters=Waiters(), node="n")
+                    index=JobIndex(), store=JobStore(None, partitions=1), waiters=Waiters(),
+                    node="n")
     engine.ready.set()
     producer = HeldProducer()
     engine.writer = CommandWriter(lambda: producer, "t", partitions=1)
@@ -116,9 +118,9 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
         producer.gate.set_result(None)  # Kafka takes it: record 0
         await asyncio.sleep(0.01)
         offered = core.ReleaseAttempt(uuid.uuid4(), 1, State.NEW, claim=0)
-        engine.offers.open(offered, engine.partition_of(claim))  # for a peer, say
+        engine.offers.open(offered)  # for a peer, say
         started = asyncio.get_running_loop().time()
-        engine.let_go({engine.partition_of(claim)})
+        engine.let_go({engine.store.partition_of(claim.job_id)})
         with pytest.raises(MayTakeEffect, match="lost the job's partition"):
             await task
         took_s = asyncio.get_running_loop().time() - started
