@@ -21,6 +21,7 @@ import time
 from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
+from eventq.kafka.committed import committed_positions
 from eventq.kafka.logreader import end_offsets
 from eventq.settings import Settings
 from streams.lease import OwnershipLease
@@ -49,6 +50,9 @@ class Steward:
         self._processor, self._changelogs, self._admitter = processor, changelogs, admitter
         self._timer = timer
         self._retaking: dict[int, asyncio.Task] = {}  # partitions being taken again
+        # The committed position each partition's table was recovered for: reading
+        # resumes there (a later answer of the group coordinator may differ).
+        self._recovered_at: dict[int, int] = {}
 
     # --- asked by the processor, the engine and the commit loop ------------------------
 
@@ -207,8 +211,17 @@ class Steward:
         try:
             self._drop_stale_changelog_events(started)
             dbs = {p: self._store.db(p) for p in started}
+            # After the fence nobody commits these partitions: their committed positions
+            # are final, and the table must hold what those commits wrote (the changelog
+            # end each names) before reading resumes from them.
+            committed = await committed_positions(
+                self._settings.kafka_bootstrap, self._settings.app_id,
+                self._settings.commands_topic, started)
             recovered = await asyncio.to_thread(
-                recover_tables, self._settings.kafka_bootstrap, self._settings.jobs_topic, dbs)
+                recover_tables, self._settings.kafka_bootstrap, self._settings.jobs_topic, dbs,
+                {p: c.changelog_end for p, c in committed.items()
+                 if c.changelog_end is not None})
+            self._recovered_at.update({p: c.offset for p, c in committed.items()})
             failed |= await changelogs.begin()
         except Exception as error:  # Kafka away while reading the changelog
             failed |= dict.fromkeys(started, error)
@@ -247,7 +260,8 @@ class Steward:
         self._timer.consider(now_ms)
         catch_up = await asyncio.to_thread(
             catch_up_targets, self._settings.kafka_bootstrap, self._settings.app_id,
-            self._settings.commands_topic, partitions)
+            self._settings.commands_topic, partitions,
+            {p: self._recovered_at.pop(p) for p in partitions if p in self._recovered_at})
         try:
             # aiokafka's seek_to_committed leaves a never-committed partition wherever
             # the fetcher stood, so place it at its first offset, as
@@ -291,6 +305,8 @@ class Steward:
             await self._letting_go
         async with self._assigning:  # after a take under way: it may hold some of them
             self._stop_retaking(partitions)
+            for partition in partitions:
+                self._recovered_at.pop(partition, None)
             offsets = self._processor.next_offsets() if self.may_commit() else None
             await self._changelogs.release(partitions, offsets)
             self._processor.forget(partitions)

@@ -12,7 +12,13 @@ persisted offset then names the last stable offset's predecessor, so faust finds
 nothing to recover (``install`` makes sure it never tries).
 
 It runs after this process fenced the partition's previous owner, so the last stable
-offset is where the log ends: nobody else can commit to the partition any more.
+offset is where the log ends: nobody else can commit to the partition any more. Unless
+the broker answering is not the partition's leader any more without knowing it (cut off
+from the cluster: the fault campaign's seed 3524, where such a broker said the changelog
+ended before a transaction it never saw committed, and the table recovered from it lost
+an acknowledged add). So the end must reach what the partition's last commit says it
+wrote (eventq/kafka/commit_metadata.py); an answer short of it is asked again, of a
+fresh client, until a broker that knows answers.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from rocksdict import WriteBatch
 
@@ -29,6 +36,17 @@ from eventq.kafka.logreader import end_offsets, read_batches
 log = logging.getLogger(__name__)
 
 WRITE_BATCH_RECORDS = 20_000
+# How long a changelog end short of the last commit is asked again before the take
+# fails (and is tried again later): a broker cut off from the cluster learns it lost the
+# lead within seconds of reaching the controller again.
+STALE_END_WAIT_S = 15.0
+STALE_END_RETRY_S = 0.5
+
+Ends = dict[int, tuple[int, int]]  # {partition: (low, high)} watermarks
+
+
+class ChangelogBehind(Exception):
+    """The changelog ends, as Kafka answers, before records its last commit wrote."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +63,17 @@ def persisted_offset(db) -> int | None:
     return None if raw is None else int(raw)
 
 
-def recover_tables(bootstrap: str, topic: str, dbs: dict) -> list[Recovered]:
+def recover_tables(bootstrap: str, topic: str, dbs: dict,
+                   at_least: dict[int, int] | None = None,
+                   ends_of: Callable[[], Ends] | None = None,
+                   wait_s: float = STALE_END_WAIT_S) -> list[Recovered]:
     """Apply ``topic``'s committed records after each table's persisted offset, up to
-    the last stable offset ({partition: db}; blocking: run it in a thread)."""
+    the last stable offset ({partition: db}; blocking: run it in a thread). The end of
+    a partition in ``at_least`` must reach that offset (its last commit wrote up to
+    there). ``ends_of``: how the watermarks are asked (a test's stale broker)."""
     began = time.monotonic()
-    ends = end_offsets(bootstrap, topic)
+    ends = ends_reaching(ends_of or (lambda: end_offsets(bootstrap, topic)),
+                         at_least or {}, wait_s)
     starts, wiped = {}, set()
     for partition, db in dbs.items():
         low, end = ends.get(partition, (0, 0))
@@ -99,6 +123,31 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict) -> list[Recovered]:
         results.append(Recovered(partition, counts[partition], end, partition in wiped,
                                  time.monotonic() - began))
     return results
+
+
+def ends_reaching(ends_of: Callable[[], Ends], at_least: dict[int, int],
+                  wait_s: float) -> Ends:
+    """The watermarks, once every partition's end reaches ``at_least``; raises
+    ChangelogBehind if some still do not after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    warned = False
+    while True:
+        ends = ends_of()
+        short = {p: (ends.get(p, (0, 0))[1], end) for p, end in at_least.items()
+                 if ends.get(p, (0, 0))[1] < end}
+        if not short:
+            return ends
+        described = ", ".join(f"{p}: ends at {got}, its last commit wrote up to {want}"
+                              for p, (got, want) in sorted(short.items()))
+        if time.monotonic() >= deadline:
+            raise ChangelogBehind(
+                f"the changelog still ends before its last commit after {wait_s:.0f}s "
+                f"({described}); a broker that lost its partitions' lead is answering")
+        if not warned:
+            warned = True
+            log.warning("the changelog ends before what its last commit wrote (%s): a "
+                        "broker with a stale view answered; asking again", described)
+        time.sleep(STALE_END_RETRY_S)
 
 
 def wipe(db) -> None:

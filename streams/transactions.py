@@ -34,6 +34,7 @@ from typing import Awaitable, Callable
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from eventq.jobs_table import FAUST_OFFSET_KEY
+from eventq.kafka.commit_metadata import commit_metadata
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from streams.store import JobStore, write_records
 
@@ -118,6 +119,10 @@ class PartitionChangelog:
         self._committing_undo: _Undo | None = None
         self._pending: list[Records] = []  # handed in while a commit was under way
         self._last_offset: int | None = None  # of the open transaction's records
+        self._unacknowledged: set[asyncio.Future] = set()  # batches sent, not yet in the log
+        # The changelog's end after the last commit (before its first record: None):
+        # every commit names it (eventq/kafka/commit_metadata.py).
+        self.changelog_end: int | None = None
         self._committing = False
         self._sending = 0  # batches being handed to the producer right now
         self._sent = asyncio.Event()  # set whenever none is
@@ -143,7 +148,9 @@ class PartitionChangelog:
         what was written since)."""
         if self.open:
             return
-        self._undo = _Undo(persisted=self._db().get(FAUST_OFFSET_KEY))
+        persisted = self._db().get(FAUST_OFFSET_KEY)
+        self._undo = _Undo(persisted=persisted)
+        self.changelog_end = None if persisted is None else int(persisted) + 1
         await self._producer.begin_transaction()
         self.open = True
 
@@ -205,9 +212,11 @@ class PartitionChangelog:
             if not self._sending:
                 self._sent.set()
         self.records += count
+        self._unacknowledged.add(future)
         future.add_done_callback(lambda done: self._acknowledged(done, count))
 
     def _acknowledged(self, future, count: int) -> None:
+        self._unacknowledged.discard(future)
         error = None if future.cancelled() else future.exception()
         if future.cancelled() or error is not None:
             self._fail(error or RuntimeError("cancelled"))
@@ -246,8 +255,17 @@ class PartitionChangelog:
                     while self._sending:
                         self._sent.clear()
                         await self._sent.wait()
+                    # The commit names the changelog's end, so every record it commits
+                    # must have its offset: the producer waits for them anyway before
+                    # it ends the transaction.
+                    if self._unacknowledged:
+                        await asyncio.wait(set(self._unacknowledged))
+                    if self.failure is not None:
+                        raise self.failure
+                    end = self._end_after_commit()
                     await self._producer.send_offsets_to_transaction(
-                        {self._commands_tp: OffsetAndMetadata(next_offset, "")},
+                        {self._commands_tp: OffsetAndMetadata(next_offset,
+                                                              commit_metadata(end))},
                         self._group_id)
                     await self._producer.commit_transaction()
             except Exception as error:
@@ -259,6 +277,12 @@ class PartitionChangelog:
             self._committing = False
         return True
 
+    def _end_after_commit(self) -> int | None:
+        """The changelog's end once this transaction commits: after its last record."""
+        if self._last_offset is None:
+            return self.changelog_end
+        return self._last_offset + 1
+
     def _committed(self, next_offset: int) -> None:
         """What the transaction held is in the log: remember faust's persisted offset
         (where a later recovery resumes) and forget the undo. Unless the table was rolled
@@ -269,6 +293,7 @@ class PartitionChangelog:
             raise ChangelogLost(f"given up while committing: {describe(self.failure)}")
         assert self._committing_undo is not None
         if self._last_offset is not None:
+            self.changelog_end = self._last_offset + 1
             persisted = str(self._last_offset).encode()
             self._db().put(FAUST_OFFSET_KEY, persisted)
             self._last_offset = None

@@ -241,7 +241,8 @@ def committed_offsets(
     admin, group: str, topic: str, partitions, timeout_s: float
 ) -> dict[int, int]:
     """{partition: next offset the group will process} as committed, -1 where nothing
-    is. Raises confluent_kafka.KafkaException when Kafka does not answer."""
+    is. Raises confluent_kafka.KafkaException when Kafka does not answer. (Not their
+    metadata: confluent-kafka 2.16.1 decodes it past its end, eventq/kafka/committed.py.)"""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
@@ -269,18 +270,25 @@ class CatchUp:
 
 
 def catch_up_targets(
-    bootstrap: str, group: str, topic: str, partitions: list[int]
+    bootstrap: str, group: str, topic: str, partitions: list[int],
+    committed: dict[int, int] | None = None,
 ) -> CatchUp:
     """Where each owned partition's processing must resume and reach before serving.
 
     After a restart the uncommitted tail must be applied again before the state may be
     read (otherwise an acknowledged write looks missing for a moment). Partitions with
-    no committed offset at all must be read from their first offset."""
+    no committed offset at all must be read from their first offset. ``committed``
+    ({partition: offset}, -1 for none): the positions the partitions' tables were
+    recovered for (streams/ownership.py); asked of the group coordinator if not given."""
     from confluent_kafka.admin import AdminClient
 
     ends = end_offsets(bootstrap, topic)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    committed = committed_offsets(admin, group, topic, partitions, timeout_s=30)
+    known = committed or {}
+    unknown = [p for p in partitions if p not in known]
+    if unknown:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        known = {**known, **committed_offsets(admin, group, topic, unknown, timeout_s=30)}
+    committed = known
     targets, uncommitted, positions = {}, {}, {}
     for partition in partitions:
         low, high = ends.get(partition, (0, 0))

@@ -81,7 +81,11 @@ def steward(changelogs: GatedChangelogs) -> Steward:
 
 @pytest.fixture(autouse=True)
 def no_changelog_to_read(monkeypatch):
-    monkeypatch.setattr(ownership, "recover_tables", lambda bootstrap, topic, dbs: [])
+    monkeypatch.setattr(ownership, "recover_tables", lambda bootstrap, topic, dbs, at_least: [])
+    async def nothing_committed(bootstrap, group, topic, partitions):
+        return {}
+
+    monkeypatch.setattr(ownership, "committed_positions", nothing_committed)
 
 
 async def started(changelogs: GatedChangelogs, takes: int) -> None:
