@@ -49,6 +49,17 @@ COMMIT_TIMEOUT_S = 10.0
 # that cannot finish soon is rolled back instead (the next owner re-applies the tail).
 RELEASE_COMMIT_TIMEOUT_S = 3.0
 START_TIMEOUT_S = 30.0  # to fence the previous owner and begin (brokers may be moving)
+# aiokafka bounds each of its waits inside a send by its request timeout, except one:
+# the wait for the topic's metadata never ends once the producer's client is closed
+# under it (its metadata task is cancelled and the future it waits on is never set).
+# It only waits when the topic is missing from the client's metadata (the producer's
+# start learns every topic's), but a partition given up mid-send closes its producer,
+# and the apply of one record could then wait forever, and faust's next rebalance with
+# it (it waits for that record's ack): a candidate cause of the fault campaign's seed
+# 3204, a process that never served again. So a send not taken once every aiokafka
+# bound has passed loses the transaction, as a failed commit does.
+REQUEST_TIMEOUT_MS = 40_000  # aiokafka's default, stated: SEND_TIMEOUT_S depends on it
+SEND_TIMEOUT_S = REQUEST_TIMEOUT_MS / 1000 + 5.0
 CLOSE_TIMEOUT_S = 5.0  # a producer given up is closed in the background within this
 TRANSACTION_TIMEOUT_MS = 60_000  # the broker aborts a transaction left open this long
 
@@ -203,8 +214,10 @@ class PartitionChangelog:
         batch.close()
         self._sending += 1
         try:
-            future = await self._producer.send_batch(batch, self._topic, partition=self.partition)
-        except Exception as error:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                future = await self._producer.send_batch(
+                    batch, self._topic, partition=self.partition)
+        except Exception as error:  # TimeoutError included
             self._fail(error)
             raise ChangelogLost(describe(error)) from error
         finally:
@@ -384,6 +397,7 @@ class Changelogs:
             transactional_id=txn_id,
             transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
             linger_ms=0,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
             max_request_size=KAFKA_MESSAGE_BYTES,
             # One batch holds a whole applied record's states; a smaller one makes the
             # next send wait for the last to drain.

@@ -297,3 +297,37 @@ def test_a_commit_waits_for_a_batch_still_being_handed_to_the_producer(tables):
 
     assert asyncio.run(scenario()) is None
     assert producer.calls == ["begin", "send", "offsets", "commit", "begin"]
+
+
+class StuckProducer(OrderedProducer):
+    """A producer whose send never returns (its client was closed under it while it
+    waited for metadata: aiokafka's wait then never ends)."""
+
+    async def send_batch(self, batch, topic, partition):
+        self.sending.set()
+        await asyncio.Event().wait()
+
+
+def test_a_send_the_producer_never_takes_loses_the_transaction_within_a_bound(
+        tables, monkeypatch):
+    """The fault campaign (seed 3204): a process whose apply of one record never ended,
+    so its rebalance waited for that record for good and it never served again."""
+    import streams.transactions as transactions
+
+    monkeypatch.setattr(transactions, "SEND_TIMEOUT_S", 0.2)
+    lost: list[int] = []
+    logs = Changelogs(bootstrap="unused:9", app_id="app", topic="jobs", commands_topic="commands",
+                      store=tables, on_lost=lambda p, error: lost.append(p),
+                      producer_factory=lambda txn_id: StuckProducer())
+
+    async def scenario() -> float:
+        await logs.take([0])
+        await logs.begin()
+        began = time.monotonic()
+        await asyncio.wait_for(logs.persist(0, [(b"job", b"leased")]), 5)
+        return time.monotonic() - began
+
+    took_s = asyncio.run(scenario())
+    assert lost == [0] and took_s < 2
+    assert isinstance(logs.log_of(0).failure, TimeoutError)
+
