@@ -21,7 +21,7 @@ import time
 from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
-from eventq.kafka.committed import committed_positions
+from eventq.kafka.committed import Committed, committed_positions
 from eventq.kafka.logreader import end_offsets
 from eventq.settings import Settings
 from streams.lease import OwnershipLease
@@ -53,6 +53,9 @@ class Steward:
         # The committed position each partition's table was recovered for: reading
         # resumes there (a later answer of the group coordinator may differ).
         self._recovered_at: dict[int, int] = {}
+        # Partitions whose changelog ended before their last commit's records at their
+        # last take: since when (streams/table_recovery.py, ChangelogBehind).
+        self._behind_since: dict[int, float] = {}
 
     # --- asked by the processor, the engine and the commit loop ------------------------
 
@@ -204,6 +207,7 @@ class Steward:
         if not partitions:
             return []
         began = time.monotonic()
+        generation = self._generation
         changelogs = self._changelogs
         failed = await changelogs.take(partitions)
         started = [p for p in partitions if p not in failed]
@@ -211,17 +215,27 @@ class Steward:
         try:
             self._drop_stale_changelog_events(started)
             dbs = {p: self._store.db(p) for p in started}
-            # After the fence nobody commits these partitions: their committed positions
-            # are final, and the table must hold what those commits wrote (the changelog
-            # end each names) before reading resumes from them.
+            # Reading resumes from the committed positions read here, and the table must
+            # first hold what the commits behind them wrote (the changelog end each
+            # names). A stale answer is an older position with its older end: its
+            # commands are applied again, which their positions make harmless.
             committed = await committed_positions(
                 self._settings.kafka_bootstrap, self._settings.app_id,
                 self._settings.commands_topic, started)
+            committed = self._unless_behind_too_long(committed)
             recovered = await asyncio.to_thread(
                 recover_tables, self._settings.kafka_bootstrap, self._settings.jobs_topic, dbs,
                 {p: c.changelog_end for p, c in committed.items()
-                 if c.changelog_end is not None})
-            self._recovered_at.update({p: c.offset for p, c in committed.items()})
+                 if c.changelog_end is not None},
+                given_up=lambda: generation != self._generation or self._letting_go is not None)
+            for r in recovered:
+                if r.behind is not None:
+                    failed[r.partition] = r.behind
+                    self._behind_since.setdefault(r.partition, time.monotonic())
+                else:
+                    self._behind_since.pop(r.partition, None)
+                    self._recovered_at[r.partition] = committed[r.partition].offset
+            await changelogs.release([r.partition for r in recovered if r.behind], None)
             failed |= await changelogs.begin()
         except Exception as error:  # Kafka away while reading the changelog
             failed |= dict.fromkeys(started, error)
@@ -238,6 +252,21 @@ class Steward:
                                f"{' (rebuilt)' if r.wiped else ''}"
                                for r in recovered if r.partition in done))
         return done
+
+    def _unless_behind_too_long(self, committed: dict[int, Committed]) -> dict[int, Committed]:
+        """A partition whose changelog has ended before its last commit for longer than
+        any broker stays stale (its topic was recreated, or an unclean election cut its
+        tail) is recovered from what the changelog holds, and its whole command log is
+        applied again from its start: slow, but all that is left."""
+        now = time.monotonic()
+        for partition, since in self._behind_since.items():
+            if partition in committed and now - since > CHANGELOG_BEHIND_LIMIT_S:
+                log.critical(
+                    "partition %d's changelog has ended before its last commit's records "
+                    "for %.0fs: taking it from what the changelog holds and applying its "
+                    "whole command log again, from its first offset", partition, now - since)
+                committed = {**committed, partition: Committed(-1, None)}
+        return committed
 
     async def resume(self, partitions: list[int], generation: int | None = None):
         """Index ``partitions`` from their tables and have their uncommitted tails read
@@ -258,10 +287,10 @@ class Steward:
                 self._store.paused_in(partition))
             await asyncio.sleep(0)
         self._timer.consider(now_ms)
+        recovered_at = {p: self._recovered_at[p] for p in partitions if p in self._recovered_at}
         catch_up = await asyncio.to_thread(
             catch_up_targets, self._settings.kafka_bootstrap, self._settings.app_id,
-            self._settings.commands_topic, partitions,
-            {p: self._recovered_at.pop(p) for p in partitions if p in self._recovered_at})
+            self._settings.commands_topic, partitions, recovered_at)
         try:
             # aiokafka's seek_to_committed leaves a never-committed partition wherever
             # the fetcher stood, so place it at its first offset, as
@@ -276,6 +305,9 @@ class Steward:
             return None
         if self._letting_go is not None or generation != self._generation:
             return None  # lost meanwhile (the rejoin recovers), or a new rebalance
+        for partition, offset in recovered_at.items():
+            if self._recovered_at.get(partition) == offset:
+                del self._recovered_at[partition]
         for partition in partitions:
             self._processor.resume_partition(partition, catch_up.positions[partition])
         return catch_up
@@ -321,6 +353,9 @@ class Steward:
         await self._changelogs.release_all(offsets)
 
 
+# How long a changelog may end before its last commit's records before the partition
+# is taken from what it holds (every broker that was cut off has rejoined long before).
+CHANGELOG_BEHIND_LIMIT_S = 120.0
 NEVER = 2**62  # a changelog offset faust's recovery never sees a record beyond
 RETAKE_FIRST_S = 1.0  # a partition that could not be taken is tried again after this,
 RETAKE_MAX_S = 30.0  # doubling up to this

@@ -41,12 +41,20 @@ WRITE_BATCH_RECORDS = 20_000
 # lead within seconds of reaching the controller again.
 STALE_END_WAIT_S = 15.0
 STALE_END_RETRY_S = 0.5
+# Reading the changelog to its end: a read that gets no record and no nearer its end
+# for this long stops (its client may still be fetching from such a stale broker, which
+# never hands over what it does not have); the take fails and is tried again.
+READ_STALL_S = 30.0
 
 Ends = dict[int, tuple[int, int]]  # {partition: (low, high)} watermarks
 
 
 class ChangelogBehind(Exception):
     """The changelog ends, as Kafka answers, before records its last commit wrote."""
+
+    def __init__(self, partition: int, message: str) -> None:
+        super().__init__(message)
+        self.partition = partition
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ class Recovered:
     end: int  # the changelog's last stable offset
     wiped: bool  # the table claimed records beyond the log's end: rebuilt from scratch
     seconds: float
+    # Not recovered: the changelog still ended before its last commit (the table is
+    # untouched; the partition is not taken this time).
+    behind: ChangelogBehind | None = None
 
 
 def persisted_offset(db) -> int | None:
@@ -66,14 +77,21 @@ def persisted_offset(db) -> int | None:
 def recover_tables(bootstrap: str, topic: str, dbs: dict,
                    at_least: dict[int, int] | None = None,
                    ends_of: Callable[[], Ends] | None = None,
-                   wait_s: float = STALE_END_WAIT_S) -> list[Recovered]:
+                   wait_s: float = STALE_END_WAIT_S,
+                   given_up: Callable[[], bool] = lambda: False) -> list[Recovered]:
     """Apply ``topic``'s committed records after each table's persisted offset, up to
     the last stable offset ({partition: db}; blocking: run it in a thread). The end of
     a partition in ``at_least`` must reach that offset (its last commit wrote up to
-    there). ``ends_of``: how the watermarks are asked (a test's stale broker)."""
+    there): one that does not within ``wait_s`` (or once ``given_up()``) is left as it
+    is and reported ``behind``. ``ends_of``: how the watermarks are asked (a test's
+    stale broker)."""
     began = time.monotonic()
-    ends = ends_reaching(ends_of or (lambda: end_offsets(bootstrap, topic)),
-                         at_least or {}, wait_s)
+    ends, short = ends_reaching(ends_of or (lambda: end_offsets(bootstrap, topic)),
+                                at_least or {}, wait_s, given_up)
+    behind_end = {p: ChangelogBehind(p, f"partition {p}'s changelog ends at {got}, before "
+                                        f"{want}, where its last commit's records end")
+                  for p, (got, want) in short.items()}
+    dbs = {p: db for p, db in dbs.items() if p not in behind_end}
     starts, wiped = {}, set()
     for partition, db in dbs.items():
         low, end = ends.get(partition, (0, 0))
@@ -100,7 +118,8 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
     behind = [p for p in dbs if starts[p] < ends.get(p, (0, 0))[1]]
     if behind:
         for messages in read_batches(bootstrap, topic, start=starts, partitions=behind,
-                                     ends={p: ends[p] for p in behind}):
+                                     ends={p: ends[p] for p in behind},
+                                     stall_s=READ_STALL_S):
             for message in messages:
                 key = message.key()
                 if key is None:
@@ -122,31 +141,32 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
         write(partition)
         results.append(Recovered(partition, counts[partition], end, partition in wiped,
                                  time.monotonic() - began))
+    seconds = time.monotonic() - began
+    results += [Recovered(p, 0, short[p][0], False, seconds, behind)
+                for p, behind in behind_end.items()]
     return results
 
 
-def ends_reaching(ends_of: Callable[[], Ends], at_least: dict[int, int],
-                  wait_s: float) -> Ends:
-    """The watermarks, once every partition's end reaches ``at_least``; raises
-    ChangelogBehind if some still do not after ``wait_s``."""
+def ends_reaching(ends_of: Callable[[], Ends], at_least: dict[int, int], wait_s: float,
+                  given_up: Callable[[], bool] = lambda: False,
+                  ) -> tuple[Ends, dict[int, tuple[int, int]]]:
+    """The watermarks, asked again while some partition's end is short of
+    ``at_least``, for up to ``wait_s``; and the partitions still short then, with
+    (end, wanted)."""
     deadline = time.monotonic() + wait_s
     warned = False
     while True:
         ends = ends_of()
         short = {p: (ends.get(p, (0, 0))[1], end) for p, end in at_least.items()
                  if ends.get(p, (0, 0))[1] < end}
-        if not short:
-            return ends
-        described = ", ".join(f"{p}: ends at {got}, its last commit wrote up to {want}"
-                              for p, (got, want) in sorted(short.items()))
-        if time.monotonic() >= deadline:
-            raise ChangelogBehind(
-                f"the changelog still ends before its last commit after {wait_s:.0f}s "
-                f"({described}); a broker that lost its partitions' lead is answering")
+        if not short or time.monotonic() >= deadline or given_up():
+            return ends, short
         if not warned:
             warned = True
             log.warning("the changelog ends before what its last commit wrote (%s): a "
-                        "broker with a stale view answered; asking again", described)
+                        "broker with a stale view answered; asking again",
+                        ", ".join(f"{p}: ends at {got}, its last commit's records end at "
+                                  f"{want}" for p, (got, want) in sorted(short.items())))
         time.sleep(STALE_END_RETRY_S)
 
 

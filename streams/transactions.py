@@ -343,6 +343,8 @@ class PartitionChangelog:
         return self.roll_back()
 
     def roll_back(self) -> int:
+        if not self.open:  # never begun: nothing was written (``persist`` refuses)
+            return 0
         undo = self._undo
         if self._committing_undo is not None:
             undo = undo.merged_under(self._committing_undo)

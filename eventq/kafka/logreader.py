@@ -120,6 +120,7 @@ def read_batches(
     start: dict[int, int] | None = None,
     partitions: Iterable[int] | None = None,
     ends: dict[int, tuple[int, int]] | None = None,
+    stall_s: float | None = None,
 ) -> Iterator[list]:
     """Every record from the beginning (or from ``start``: {partition: offset}) up to
     the end as of the call, as lists of confluent-kafka ``Message`` objects of up to
@@ -128,7 +129,10 @@ def read_batches(
     The fast path of replay, restore and digest (issue 10): the records are handed over
     as the client returns them, without building an object per record, and a reader
     that only copies them never decodes them. ``ends`` ({partition: (low, high)}, from
-    ``end_offsets``) fixes where the read stops, for a caller that records it."""
+    ``end_offsets``) fixes where the read stops, for a caller that records it.
+    ``stall_s``: raise ReadStalled once that long passes with no record and no
+    partition reaching its end (a broker with a stale view can keep a read short of
+    an end another broker gave: docs/fencing.md, "Taking a partition")."""
     from confluent_kafka import TopicPartition
 
     ends = end_offsets(bootstrap, topic) if ends is None else ends
@@ -146,6 +150,7 @@ def read_batches(
     consumer.assign([TopicPartition(topic, p, first[p]) for p in remaining])
     done = 0
     last_report = 0.0
+    moved = time.monotonic()
     try:
         while remaining:
             batch = []
@@ -162,10 +167,16 @@ def read_batches(
                 batch.append(message)
                 if offset + 1 >= high:
                     del remaining[partition]
+            left = len(remaining)
             if batch:
                 done += len(batch)
                 yield batch
             _drop_read_to_end(consumer, topic, remaining)
+            if batch or len(remaining) < left:
+                moved = time.monotonic()
+            elif stall_s is not None and time.monotonic() - moved > stall_s:
+                raise ReadStalled(f"reading {topic}: nothing more for {stall_s:.0f}s, "
+                                  f"short of the end of {sorted(remaining)}")
             if progress is not None and time.monotonic() - last_report > 0.2:
                 progress(done, total)
                 last_report = time.monotonic()
@@ -173,6 +184,10 @@ def read_batches(
             progress(done, total)
     finally:
         consumer.close()
+
+
+class ReadStalled(Exception):
+    """A read to a partition's end stopped getting nearer it."""
 
 
 def _drop_read_to_end(consumer, topic: str, remaining: dict[int, int]) -> None:

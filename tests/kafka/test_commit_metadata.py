@@ -31,3 +31,4 @@ def test_other_metadata_names_no_end(metadata):
 def test_a_negative_end_cannot_be_written():
     with pytest.raises(ValueError):
         commit_metadata(-1)
+

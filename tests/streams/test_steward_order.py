@@ -81,7 +81,7 @@ def steward(changelogs: GatedChangelogs) -> Steward:
 
 @pytest.fixture(autouse=True)
 def no_changelog_to_read(monkeypatch):
-    monkeypatch.setattr(ownership, "recover_tables", lambda bootstrap, topic, dbs, at_least: [])
+    monkeypatch.setattr(ownership, "recover_tables", lambda bootstrap, topic, dbs, at_least, **kw: [])
     async def nothing_committed(bootstrap, group, topic, partitions):
         return {}
 

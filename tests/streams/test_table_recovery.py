@@ -5,6 +5,7 @@ wrote, whatever a broker with a stale view answers."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -84,16 +85,37 @@ def test_a_stale_end_is_asked_again_until_it_reaches_the_last_commit(
 
 def test_a_table_ahead_of_a_stale_end_is_not_wiped(kafka_bootstrap, topic_prefix, tables):
     """The owner's own table, rolled back to its last commit, holds more than the stale
-    broker says the changelog has: it waits, and a take that cannot reach the end fails
-    (to be tried again) with the table as it was."""
+    broker says the changelog has: it waits, and a partition that cannot reach the end
+    is reported behind (not taken this time) with its table as it was."""
     jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
     first_end, committed = commit_twice(kafka_bootstrap, tables, jobs, commands, topic_prefix)
     before = dict(tables.db(0).items())
+    fresh = end_offsets(kafka_bootstrap, jobs)
 
-    def always_stale():
-        return {0: (0, first_end + 1)}
+    def stale_for_partition_0():
+        return {**fresh, 0: (0, first_end + 1)}
 
-    with pytest.raises(ChangelogBehind):
-        recover_tables(kafka_bootstrap, jobs, {0: tables.db(0)},
-                       {0: committed.changelog_end}, ends_of=always_stale, wait_s=1.0)
+    other = Tables(tables._path.parent / "other")
+    try:
+        recovered = recover_tables(kafka_bootstrap, jobs, {0: tables.db(0), 1: other.db(1)},
+                                   {0: committed.changelog_end}, ends_of=stale_for_partition_0,
+                                   wait_s=1.0)
+    finally:
+        other.close()
+    by_partition = {r.partition: r for r in recovered}
+    assert isinstance(by_partition[0].behind, ChangelogBehind)
+    assert by_partition[0].behind.partition == 0
+    assert by_partition[1].behind is None  # the others are taken
     assert dict(tables.db(0).items()) == before
+
+
+def test_a_wait_for_a_stale_end_stops_once_given_up(kafka_bootstrap, topic_prefix, tables):
+    """A rebalance while the take waits: it stops asking at once (the next take decides)."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    first_end, committed = commit_twice(kafka_bootstrap, tables, jobs, commands, topic_prefix)
+    began = time.monotonic()
+    recovered = recover_tables(kafka_bootstrap, jobs, {0: tables.db(0)},
+                               {0: committed.changelog_end},
+                               ends_of=lambda: {0: (0, first_end + 1)}, wait_s=30.0,
+                               given_up=lambda: time.monotonic() - began > 1.0)
+    assert recovered[0].behind is not None and time.monotonic() - began < 5
