@@ -132,7 +132,8 @@ def create_topics(settings: Settings) -> bool:
 
 def kafka_silence(settings: Settings) -> str | None:
     """Why Kafka cannot be used now (it does not answer within KAFKA_PROBE_S), or None:
-    said at once instead of after a 30 s timeout (issue 27)."""
+    said at once instead of after a 30 s timeout (docs/architecture.md, "Feedback to
+    users")."""
     from eventq.kafka.broker import broker_answers
     from eventq.server import KAFKA_PROBE_S, kafka_silent
 
@@ -173,7 +174,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         EXIT_CANNOT_START, interrupt_on_sigterm, ports_problem, serve_processes,
     )
 
-    problem = ports_problem(settings)  # before anything starts, Kafka included (issue 27)
+    problem = ports_problem(settings)  # before anything starts, Kafka included
     if problem:
         return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
@@ -229,8 +230,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings)
 
 
-# The settings `eventq client` uses: the server's address (issue 27: its --help listed
-# all 25 server and Kafka flags).
+# The settings `eventq client` uses: the server's address (its --help used to list all
+# 25 server and Kafka flags).
 CLIENT_SETTINGS = ("listen_host", "listen_port")
 
 
@@ -325,7 +326,8 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
 
 Handler = Callable[[Settings, argparse.Namespace], int]
 
-# Flags people try that eventq spells otherwise: suggested first (issue 27).
+# Flags people try that eventq spells otherwise: suggested first (docs/architecture.md,
+# "Feedback to users").
 FLAG_ALIASES = {"--port": "--listen-port", "--host": "--listen-host",
                 "--bind": "--listen-host", "--kafka": "--bootstrap",
                 "--bootstrap-servers": "--bootstrap", "--bootstrap-server": "--bootstrap"}
@@ -356,8 +358,8 @@ def unrecognized(extras: Sequence[str], known: Sequence[str], prog: str) -> str:
 
 class CommandParser(argparse.ArgumentParser):
     """A (sub)command's parser: an argument it does not take is reported with its own
-    usage and the flags it may have meant (issue 27: `eventq serve --port 9999` showed
-    the top-level usage and no hint of --listen-port)."""
+    usage and the flags it may have meant (`eventq serve --port 9999` used to show the
+    top-level usage and no hint of --listen-port)."""
 
     def parse_known_args(self, args=None, namespace=None):
         parsed, extras = super().parse_known_args(args, namespace)

@@ -68,7 +68,7 @@ class EventqService(mode.Service):
             applied=self._streams.processor.applied,
         )
         await self.server.start()
-        if self.web is not None:  # before "serving" is said: it may still fail (issue 27)
+        if self.web is not None:  # before "serving" is said: it may still fail
             host, port = self._settings.http_address
             try:
                 await self.web.start()
@@ -131,7 +131,7 @@ class EventqService(mode.Service):
 def web_server(settings: Settings, streams, gateway, stats,
                listener: socket.socket | None = None):
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
-    ``listener`` if run_server bound it (issue 27)."""
+    ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users")."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 
@@ -211,23 +211,24 @@ def level_of(level_name: str) -> int:
 def library_level(level_name: str) -> int:
     """The libraries' level: eventq's own, but never below WARNING unless DEBUG is
     asked for (faust's and mode's INFO lines are their internals, not news to an
-    operator: issue 27)."""
+    operator: docs/architecture.md, "Logging")."""
     level = level_of(level_name)
     return level if level <= logging.DEBUG else max(level, logging.WARNING)
 
 
 def quiet_library_loggers(level_name: str) -> None:
     """eventq's and the streams' loggers at the level asked for (INFO by default:
-    normal events are INFO, issue 27); the libraries' at `library_level`. faust's
-    worker leaves library loggers enabled for DEBUG: every aiokafka send then builds a
-    log record (5-9% of the request path), so they are pinned explicitly."""
+    normal events are INFO: docs/architecture.md, "Logging"); the libraries' at
+    `library_level`. faust's worker leaves library loggers enabled for DEBUG: every
+    aiokafka send then builds a log record (5-9% of the request path), so they are
+    pinned explicitly."""
     level = level_of(level_name)
     logging.getLogger().setLevel(level)
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(library_level(level_name))
 
 
-# --- waiting for Kafka (issue 27) ----------------------------------------------------
+# --- waiting for Kafka (docs/architecture.md, "Feedback to users") ----------------
 #
 # With Kafka down, serve said so only after the topic check's 30 s timeout. Now a
 # metadata request that gets no answer in KAFKA_PROBE_S is said at once, with what to
@@ -441,7 +442,7 @@ def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
         loop=loop,
     )
     # faust's startup spinner writes cursor escapes (\e[?25l) even when its output is
-    # a file, and eventq says itself when it serves (issue 27).
+    # a file, and eventq says itself when it serves.
     worker.spinner = None
     code = 0
     try:

@@ -45,7 +45,7 @@ class Settings:
     app_id: str = "eventq"
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
-    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it (issue 27)
+    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it
     # Scaling out (issue 11): the address other eventq processes reach this one's
     # gateway at (default: listen host and port), warm copies of each partition's
     # table kept by other processes, and how soon a silent process counts as dead.
@@ -222,7 +222,7 @@ def env_name(field_name: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser,
                   only: Sequence[str] | None = None) -> None:
     """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT); with ``only``,
-    just those settings' (a command that uses a few lists just those: issue 27)."""
+    just those settings' (a command that uses a few lists just those)."""
     group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
     for item in fields(Settings):
         if only is not None and item.name not in only:

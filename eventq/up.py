@@ -67,8 +67,8 @@ def process_http_port(settings: Settings, index: int) -> str:
 
 def ports_problem(settings: Settings) -> str | None:
     """Why a process's gateway or dashboard port cannot be listened on (in use, say), or
-    None: said in one line before anything starts (issue 27), not by each process as it
-    fails at start and is restarted."""
+    None: said in one line before anything starts, not by each process as it fails at
+    start and is restarted (docs/architecture.md, "Feedback to users")."""
     from eventq.listeners import PortUnusable, check_ports
 
     for index in range(settings.processes):
