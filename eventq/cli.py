@@ -166,8 +166,9 @@ def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Start Kafka (if local), create the topics, and serve until Ctrl-C or SIGTERM: one
-    eventq process, or ``--processes N`` of them on consecutive ports (issue 11), each a
-    supervised child restarted if it dies, as is a Kafka node this command started."""
+    eventq process, or ``--processes N`` of them on consecutive ports
+    (docs/architecture.md, "Scaling out"), each a supervised child restarted if it dies,
+    as is a Kafka node this command started."""
     from eventq.server import say_on_stderr, wait_for_kafka
     from eventq.supervisor import stop_on_signals
     from eventq.up import (

@@ -279,8 +279,8 @@ def say_on_stderr(message: str) -> None:
 
 def topics_problem(settings: Settings) -> str | None:
     """Why the topics cannot serve (missing, or too small for eventq's largest record:
-    issue 8), or None. Checked before anything starts, so a server never accepts a job
-    it could not store."""
+    docs/architecture.md, "Limits"), or None. Checked before anything starts, so a
+    server never accepts a job it could not store."""
     from eventq.kafka.topics import TopicsUnfit, check_topics
 
     try:
@@ -327,7 +327,8 @@ RESTORE_RETRY_MAX_S = 10.0
 def restore_missing_tables(settings: Settings) -> bool:
     """Before faust starts: copy the state log into every partition's table that is
     absent (a new machine, or discarded after an unclean stop) at disk speed, so faust
-    finds its persisted offsets and restores only what came after them (issue 10).
+    finds its persisted offsets and restores only what came after them
+    (docs/architecture.md, "Memory and restores").
     In a child process (eventq/restore.py says why); its lines go to our log. A restore
     that fails is tried again for RESTORE_RETRY_S. Returns False if it kept failing (it
     said why)."""

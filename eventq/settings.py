@@ -46,14 +46,16 @@ class Settings:
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
     log_level: str = "INFO"  # INFO: normal events; WARNING: look at it
-    # Scaling out (issue 11): the address other eventq processes reach this one's
-    # gateway at (default: listen host and port), warm copies of each partition's
-    # table kept by other processes, and how soon a silent process counts as dead.
+    # Scaling out (docs/architecture.md, "Scaling out"): the address other eventq
+    # processes reach this one's gateway at (default: listen host and port), warm copies
+    # of each partition's table kept by other processes, and how soon a silent process
+    # counts as dead.
     advertise: str = ""
     standby_replicas: int = 1
     session_timeout_ms: int = 6000
     processes: int = 1  # `eventq up`: gateways to start, on consecutive ports
-    # Issue 13: metrics and the dashboard ("off": neither, and no live statistics).
+    # Metrics and the dashboard (docs/architecture.md, "Metrics and the dashboard";
+    # "off": neither, and no live statistics).
     http_port: str = "127.0.0.1:9980"
     http_actions: bool = False
 

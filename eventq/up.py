@@ -1,8 +1,8 @@
 """``eventq up``: the eventq processes on one machine, supervised. One process by
-default; ``--processes N`` runs N to try scaling out (issue 11). Each is a plain
-``eventq serve`` child with its own port (consecutive from ``--listen-port``) and data dir
-(``<data-dir>/process-<i>``; one process keeps ``<data-dir>`` itself), in the same
-consumer group: clients may connect to any of them.
+default; ``--processes N`` runs N to try scaling out (docs/architecture.md, "Scaling
+out"). Each is a plain ``eventq serve`` child with its own port (consecutive from
+``--listen-port``) and data dir (``<data-dir>/process-<i>``; one process keeps
+``<data-dir>`` itself), in the same consumer group: clients may connect to any of them.
 
 A child that ends without being asked to (a crash, ``kill -9``, a failed start) is
 restarted after a backoff (eventq/supervisor.py) while the others keep serving, and so

@@ -45,7 +45,7 @@ from eventq.worker.status import Tally
 log = logging.getLogger("eventq.worker")
 
 LEASE_WAIT_MS = 1_000  # a slot's lease waits this long, then asks again
-HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (issue 12)
+HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (docs/protocol.md, "touch")
 MIN_HEARTBEAT_S = 0.05
 RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between attempts to report a job's outcome
 STATUS_EVERY_S = 0.5
