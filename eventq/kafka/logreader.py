@@ -126,9 +126,8 @@ def read_batches(
     ``BATCH_MESSAGES``, per partition in offset order (partitions interleave).
 
     The fast path of replay, restore and digest (docs/architecture.md, "Memory and
-    restores"): the records are handed over as the client returns them, without
-    building an object per record, and a reader that only copies them never decodes
-    them. ``ends`` ({partition: (low, high)}, from
+    restores"): records come as the client returns them, no object per record, and a reader
+    that only copies them never decodes them. ``ends`` ({partition: (low, high)}, from
     ``end_offsets``) fixes where the read stops, for a caller that records it."""
     from confluent_kafka import TopicPartition
 
