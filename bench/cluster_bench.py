@@ -1,5 +1,6 @@
-"""Benchmark of scaling out (issue 11): add -> lease -> complete cycles through 1, 2 and
-3 eventq processes of one app on a local 3-broker Kafka, and the fail-over time.
+"""Benchmark of scaling out (docs/architecture.md, "Scaling out"): add -> lease ->
+complete cycles through 1, 2 and 3 eventq processes of one app on a local 3-broker
+Kafka, and the fail-over time.
 
 For each process count it prints cycles/s, p50/p99 per command, and the server CPU per
 cycle summed over the processes (with more than one, requests for jobs another process

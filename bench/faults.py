@@ -1,11 +1,12 @@
-"""The fault campaign (issue 26): runs of a proxied 3-broker cluster (replication 3, 2 in
-sync) and 3 eventq processes under a recorded mixed load, with a random schedule of
-faults from each run's seed (kill -9 and restart of an eventq process or a broker;
-SIGSTOP of an eventq process past its session timeout; an eventq process cut off from
-the brokers by blackhole, reset or delay, then healed; a broker cut off from the other
-brokers; sometimes two at once), then every check of tests/faults/checker.py over the
-history, the live digest against a fold of the command log, and the changelog against
-that fold (tests/faults/campaign.py says what each fault and check is).
+"""The fault campaign (docs/fencing.md, "The fault campaign"): runs of a proxied
+3-broker cluster (replication 3, 2 in sync) and 3 eventq processes under a recorded
+mixed load, with a random schedule of faults from each run's seed (kill -9 and restart
+of an eventq process or a broker; SIGSTOP of an eventq process past its session timeout;
+an eventq process cut off from the brokers by blackhole, reset or delay, then healed; a
+broker cut off from the other brokers; sometimes two at once), then every check of
+tests/faults/checker.py over the history, the live digest against a fold of the command
+log, and the changelog against that fold (tests/faults/campaign.py says what each fault
+and check is).
 
     .venv/bin/python bench/faults.py --runs 10 --seconds 60 --seed 1 [--out DIR] [--keep]
 

@@ -1,4 +1,5 @@
-"""Fuzz a live eventq server with random valid and invalid requests (issue 8).
+"""Fuzz a live eventq server with random valid and invalid requests (docs/architecture.md,
+"Hostile inputs").
 
 Every verb with random fields, boundary sizes (0 B, 1 MiB, 1 MiB + 1), mutated
 requests, random bytes, truncated and pipelined requests, clients that never read,

@@ -1,4 +1,5 @@
-"""Memory and CPU of a live server under inputs that could wedge it (issue 8, item 5).
+"""Memory and CPU of a live server under inputs that could wedge it (docs/architecture.md,
+"Hostile inputs").
 
 Prints, against a throwaway broker and `eventq serve` (or --bootstrap's broker):
 - peak server RSS while answering `inspect jobs` over 100 jobs of 1 MiB (100 MiB);

@@ -1,5 +1,6 @@
-"""Benchmark of pipelines and workers at once (issue 15): a bulk load of --jobs adds
-while 8 and 64 interactive clients run add -> lease -> complete on another queue.
+"""Benchmark of pipelines and workers at once: a bulk load of --jobs adds
+while 8 and 64 interactive clients run add -> lease -> complete on another queue
+(docs/architecture.md, "Lanes").
 
 Starts a throwaway Kafka broker and `eventq serve` (8 partitions), then prints:
 - the bulk load alone: jobs/s from the first record written until every job is ready;

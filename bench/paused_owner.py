@@ -1,11 +1,12 @@
-"""Issue 26's scenario as a user runs it: `EVENTQ_PROCESSES=3 make run` (here `eventq up
---processes 3` on free ports, one broker, 8 partitions, make run's defaults), 16 clients
-(producers, workers and readers of tests/faults/load.py: add, schedule, run, lease,
-touch, complete, fail, delete, result, inspect; 4 queues, TTR 1.5 s or 40 s, TTL 1 h)
-on the first and third process, while the second is paused with SIGSTOP for 15 s (past
-its 6 s session timeout) twice, then resumed with SIGCONT. Every job is then read back
-through the first process, the history is checked (tests/faults/checker.py), and the
-live digest, the changelog and a fold of the command log are compared.
+"""The scenario of docs/fencing.md, "What went wrong without it", as a user runs it:
+`EVENTQ_PROCESSES=3 make run` (here `eventq up --processes 3` on free ports, one broker,
+8 partitions, make run's defaults), 16 clients (producers, workers and readers of
+tests/faults/load.py: add, schedule, run, lease, touch, complete, fail, delete, result,
+inspect; 4 queues, TTR 1.5 s or 40 s, TTL 1 h) on the first and third process, while the
+second is paused with SIGSTOP for 15 s (past its 6 s session timeout) twice, then
+resumed with SIGCONT. Every job is then read back through the first process, the history
+is checked (tests/faults/checker.py), and the live digest, the changelog and a fold of
+the command log are compared.
 
     .venv/bin/python bench/paused_owner.py [--runs 3] [--seed 1] [--pause-s 15]
 """

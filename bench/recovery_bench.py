@@ -1,4 +1,5 @@
-"""Benchmark of recovery from the log (issue 10), on a throwaway broker.
+"""Benchmark of recovery from the log (docs/architecture.md, "Memory and restores"), on a
+throwaway broker.
 
 For each size (default 100,000 and 1,000,000 live jobs over 1,000 queue names):
 

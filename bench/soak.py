@@ -4,7 +4,8 @@ Starts `eventq up` with `make run`'s defaults (8 partitions, the dashboard and m
 on; only the ports and the data directory are its own), drives a light mixed load from
 this process (adds, leases, completes, fails, TTR expiries, TTL expiries, schedules,
 runs, results, deletes, inspects, dashboard and /metrics reads), samples the server's
-memory and open files, then stops it with Ctrl-C and reads its log (issue 27):
+memory and open files, then stops it with Ctrl-C and reads its log (docs/architecture.md,
+"Logging"):
 
 - no ERROR and no WARNING line in the log of normal operation (INFO is for normal
   events, WARNING for something an operator should look at, ERROR for something broken),

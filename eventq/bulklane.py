@@ -101,7 +101,7 @@ def wait_admitted(
     ``targets``; ``BulkWaitError`` when nothing moves for ``stall_timeout_s``.
 
     The bar counts ``rows`` (the rows the caller wrote) when given: a user wrote rows,
-    and a bulk record holds hundreds (issue 27). Admission is known by record, so the
+    and a bulk record holds hundreds. Admission is known by record, so the
     rows shown while it runs are the admitted records' share of them."""
     admission = Admission(targets, admitted_offsets(bootstrap, group, topic, targets))
     first_remaining = admission.remaining

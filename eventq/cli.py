@@ -132,7 +132,8 @@ def create_topics(settings: Settings) -> bool:
 
 def kafka_silence(settings: Settings) -> str | None:
     """Why Kafka cannot be used now (it does not answer within KAFKA_PROBE_S), or None:
-    said at once instead of after a 30 s timeout (issue 27)."""
+    said at once instead of after a 30 s timeout (docs/architecture.md, "Feedback to
+    users")."""
     from eventq.kafka.broker import broker_answers
     from eventq.server import KAFKA_PROBE_S, kafka_silent
 
@@ -165,15 +166,16 @@ def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Start Kafka (if local), create the topics, and serve until Ctrl-C or SIGTERM: one
-    eventq process, or ``--processes N`` of them on consecutive ports (issue 11), each a
-    supervised child restarted if it dies, as is a Kafka node this command started."""
+    eventq process, or ``--processes N`` of them on consecutive ports
+    (docs/architecture.md, "Scaling out"), each a supervised child restarted if it dies,
+    as is a Kafka node this command started."""
     from eventq.server import say_on_stderr, wait_for_kafka
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
         EXIT_CANNOT_START, interrupt_on_sigterm, ports_problem, serve_processes,
     )
 
-    problem = ports_problem(settings)  # before anything starts, Kafka included (issue 27)
+    problem = ports_problem(settings)  # before anything starts, Kafka included
     if problem:
         return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
@@ -229,8 +231,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings)
 
 
-# The settings `eventq client` uses: the server's address (issue 27: its --help listed
-# all 25 server and Kafka flags).
+# The settings `eventq client` uses: the server's address (its --help used to list all
+# 25 server and Kafka flags).
 CLIENT_SETTINGS = ("listen_host", "listen_port")
 
 
@@ -325,7 +327,8 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
 
 Handler = Callable[[Settings, argparse.Namespace], int]
 
-# Flags people try that eventq spells otherwise: suggested first (issue 27).
+# Flags people try that eventq spells otherwise: suggested first (docs/architecture.md,
+# "Feedback to users").
 FLAG_ALIASES = {"--port": "--listen-port", "--host": "--listen-host",
                 "--bind": "--listen-host", "--kafka": "--bootstrap",
                 "--bootstrap-servers": "--bootstrap", "--bootstrap-server": "--bootstrap"}
@@ -356,8 +359,8 @@ def unrecognized(extras: Sequence[str], known: Sequence[str], prog: str) -> str:
 
 class CommandParser(argparse.ArgumentParser):
     """A (sub)command's parser: an argument it does not take is reported with its own
-    usage and the flags it may have meant (issue 27: `eventq serve --port 9999` showed
-    the top-level usage and no hint of --listen-port)."""
+    usage and the flags it may have meant (`eventq serve --port 9999` used to show the
+    top-level usage and no hint of --listen-port)."""
 
     def parse_known_args(self, args=None, namespace=None):
         parsed, extras = super().parse_known_args(args, namespace)

@@ -3,7 +3,8 @@
 `inspect digest` hashes every job (O(jobs): 0.2 s at 10,000 jobs, about 30 s at a
 million). Each request used to start its own computation, so clients asking often
 (the fuzzer asks once per ~60 inputs) piled them up: at 10,000 jobs two thirds of the
-server's CPU went to digests and input throughput fell from 2,200/s to 860/s (issue 8).
+server's CPU went to digests and input throughput fell from 2,200/s to 860/s
+(docs/architecture.md, "Hostile inputs").
 Now one runs at a time, and every caller gets a result computed after it asked (so a
 client's own writes are included), shared with whoever asked meanwhile.
 """

@@ -5,8 +5,9 @@ jobs per name, and deadline heaps. They are pure derived data: rebuilt from the 
 table when a partition is assigned, updated by the processor after every applied
 command, and read by the gateway. No I/O and no clock here: ``now_ms`` is passed in.
 
-Memory per job is the design constraint (issue 10: at most 400 bytes of RSS per queued
-job, at 1,000,000 jobs). A job costs no Python object per field here:
+Memory per job is the design constraint (docs/architecture.md, "Memory and restores": at
+most 400 bytes of RSS per queued job, at 1,000,000 jobs). A job costs no Python object
+per field here:
 
 - its entry is one ``bytes`` (the fixed fields packed by ``_ENTRY``, then its name),
   keyed by the id's 128-bit integer;
@@ -20,7 +21,8 @@ A queue holding no ready or scheduled job is only a name, and at most
 ``MAX_EMPTY_QUEUE_NAMES`` of those are remembered (the least recently named are
 forgotten): a lease names its queues into being (spec: inspect queues), and one lease
 line can name 2,500 new queues, each an empty queue object of 740 bytes, never freed.
-Leases naming random queues would grow the server without bound (issue 8).
+Leases naming random queues would grow the server without bound (docs/architecture.md,
+"Hostile inputs").
 """
 
 from __future__ import annotations
@@ -195,7 +197,8 @@ class JobIndex:
         # every partition gets every pause and resume, and a queue is paused here while
         # any of them says so (they agree once each has applied the same commands).
         self._paused: dict[int, set[str]] = {}
-        # Live jobs per queue name and state (issue 13: the dashboard, metrics).
+        # Live jobs per queue name and state, for the dashboard and the metrics
+        # (docs/architecture.md, "Metrics and the dashboard").
         self._state_counts: dict[str, list[int]] = {}
         self._rng = rng or random.Random()
 
@@ -332,8 +335,8 @@ class JobIndex:
     ) -> int:
         """Replace a partition's jobs by ``jobs`` and its paused queues by ``paused``
         (its table, after a recovery). Their queue places are sorted in at once and the
-        deadline heap is heapified once, so 1,000,000 jobs take seconds (issue 10), not
-        a million heap pushes."""
+        deadline heap is heapified once, so 1,000,000 jobs take seconds, not a million
+        heap pushes."""
         self.drop_partition(partition)
         for name in paused:
             self.set_paused(partition, name, True)
@@ -405,7 +408,8 @@ class JobIndex:
         self, names: Iterable[str], now_ms: int, claimed: set[uuid.UUID]
     ) -> dict[str, int]:
         """Each name's first unclaimed ready job's place in lease order (its key): a
-        gateway of several processes leases where a name's best job is (issue 11)."""
+        gateway of several processes leases where a name's best job is
+        (docs/architecture.md, "Scaling out")."""
         names = self._leasable(names)
         self.promote_due(now_ms, names)
         heads = {}
@@ -431,7 +435,7 @@ class JobIndex:
         self, name: str, now_ms: int, offset: int, limit: int
     ) -> list[tuple[int, uuid.UUID]]:
         """``ready_page`` with each job's place as an integer: the same job has the same
-        key in every process, so pages of several processes merge by it (issue 11)."""
+        key in every process, so pages of several processes merge by it."""
         queue = self.queues.get(name)
         if queue is None:
             return []

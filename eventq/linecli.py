@@ -5,8 +5,8 @@ as they arrive. A data block is just the next line typed.
 
 At the end of its input (Ctrl-D, or the end of a piped script) the client closes its
 sending side only and prints replies until the server closes: the server answers every
-request it received first, however long a lease among them waits (issue 27). Ctrl-C
-leaves at once.
+request it received first, however long a lease among them waits (docs/architecture.md,
+"Feedback to users"). Ctrl-C leaves at once.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The ports an eventq server listens on, checked and bound before anything starts.
 
 A port in use was a 30-line traceback from faust (the gateway's) or a message inside
-one, printed after "eventq serving" (the dashboard's), issue 27. Now each port is tried
-before anything starts, Kafka included: one line and exit status 2 if it cannot be
-bound. Just before faust starts, the ports are bound and listened on, and each socket is
-handed to its server (``GatewayServer(sock=)``, ``WebServer(sock=)``), so no other
-process can take a port between the check and the start.
+one, printed after "eventq serving" (the dashboard's). Now each port is tried before
+anything starts, Kafka included: one line and exit status 2 if it cannot be bound
+(docs/architecture.md, "Feedback to users"). Just before faust starts, the ports are
+bound and listened on, and each socket is handed to its server
+(``GatewayServer(sock=)``, ``WebServer(sock=)``), so no other process can take a port
+between the check and the start.
 """
 
 from __future__ import annotations

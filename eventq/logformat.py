@@ -1,4 +1,5 @@
-"""How an eventq server writes its log: colours only on a terminal (issue 27).
+"""How an eventq server writes its log: colours only on a terminal (docs/architecture.md,
+"Feedback to users").
 
 faust's worker logs through mode's colour formatter, which decides on colours by
 whether *stdout* is a terminal (mode/utils/logging.py binds ``sys.stdout`` when it is
@@ -53,7 +54,8 @@ class RoutineRetries(logging.Filter):
     NOT_ENOUGH_REPLICAS for clients of aiokafka's protocol version (ReplicaManager: "the
     error is very common during the transaction commit phase"). The retry succeeds; one
     that keeps failing is reported by eventq itself (the changelog lost, at WARNING).
-    Seen by the soak under load (issue 27): such lines are INFO here."""
+    Seen by the soak under load (bench/soak.py): such lines are INFO here
+    (docs/architecture.md, "Logging")."""
 
     def __init__(self, changelog_topic: str) -> None:
         super().__init__()

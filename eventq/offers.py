@@ -1,4 +1,4 @@
-"""Claims made for another process's lease, until that process confirms them (issue 26).
+"""Claims made for another process's lease, until that process confirms them.
 
 A lease at one process may take a job another process owns (eventq/gateway/everywhere.py):
 the owner claims it (start-attempt) and sends the handover over a peer connection. If

@@ -1,4 +1,5 @@
-"""Rebuilding and checking state from the log (issue 4: the log is the source of truth).
+"""Rebuilding and checking state from the log (docs/architecture.md, "The idea": the log
+is the source of truth).
 
 - ``rebuild_from_state_log``: write the RocksDB tables of a data dir from `eventq.jobs`
   (eventq/restore.py: faust's own layout and persisted changelog offsets, so a server

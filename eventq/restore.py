@@ -1,4 +1,5 @@
-"""Restoring a data dir's tables from `eventq.jobs` at disk speed (issue 10).
+"""Restoring a data dir's tables from `eventq.jobs` at disk speed (docs/architecture.md,
+"Memory and restores").
 
 faust restores a table from its changelog one record at a time through its consumer
 and its table machinery: ~5,000 records/s, 213 s for 1,000,000 jobs. Here the records

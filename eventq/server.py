@@ -68,7 +68,7 @@ class EventqService(mode.Service):
             applied=self._streams.processor.applied,
         )
         await self.server.start()
-        if self.web is not None:  # before "serving" is said: it may still fail (issue 27)
+        if self.web is not None:  # before "serving" is said: it may still fail
             host, port = self._settings.http_address
             try:
                 await self.web.start()
@@ -131,7 +131,7 @@ class EventqService(mode.Service):
 def web_server(settings: Settings, streams, gateway, stats,
                listener: socket.socket | None = None):
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
-    ``listener`` if run_server bound it (issue 27)."""
+    ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users")."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 
@@ -211,23 +211,24 @@ def level_of(level_name: str) -> int:
 def library_level(level_name: str) -> int:
     """The libraries' level: eventq's own, but never below WARNING unless DEBUG is
     asked for (faust's and mode's INFO lines are their internals, not news to an
-    operator: issue 27)."""
+    operator: docs/architecture.md, "Logging")."""
     level = level_of(level_name)
     return level if level <= logging.DEBUG else max(level, logging.WARNING)
 
 
 def quiet_library_loggers(level_name: str) -> None:
     """eventq's and the streams' loggers at the level asked for (INFO by default:
-    normal events are INFO, issue 27); the libraries' at `library_level`. faust's
-    worker leaves library loggers enabled for DEBUG: every aiokafka send then builds a
-    log record (5-9% of the request path), so they are pinned explicitly."""
+    normal events are INFO: docs/architecture.md, "Logging"); the libraries' at
+    `library_level`. faust's worker leaves library loggers enabled for DEBUG: every
+    aiokafka send then builds a log record (5-9% of the request path), so they are
+    pinned explicitly."""
     level = level_of(level_name)
     logging.getLogger().setLevel(level)
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(library_level(level_name))
 
 
-# --- waiting for Kafka (issue 27) ----------------------------------------------------
+# --- waiting for Kafka (docs/architecture.md, "Feedback to users") ----------------
 #
 # With Kafka down, serve said so only after the topic check's 30 s timeout. Now a
 # metadata request that gets no answer in KAFKA_PROBE_S is said at once, with what to
@@ -278,8 +279,8 @@ def say_on_stderr(message: str) -> None:
 
 def topics_problem(settings: Settings) -> str | None:
     """Why the topics cannot serve (missing, or too small for eventq's largest record:
-    issue 8), or None. Checked before anything starts, so a server never accepts a job
-    it could not store."""
+    docs/architecture.md, "Limits"), or None. Checked before anything starts, so a
+    server never accepts a job it could not store."""
     from eventq.kafka.topics import TopicsUnfit, check_topics
 
     try:
@@ -326,7 +327,8 @@ RESTORE_RETRY_MAX_S = 10.0
 def restore_missing_tables(settings: Settings) -> bool:
     """Before faust starts: copy the state log into every partition's table that is
     absent (a new machine, or discarded after an unclean stop) at disk speed, so faust
-    finds its persisted offsets and restores only what came after them (issue 10).
+    finds its persisted offsets and restores only what came after them
+    (docs/architecture.md, "Memory and restores").
     In a child process (eventq/restore.py says why); its lines go to our log. A restore
     that fails is tried again for RESTORE_RETRY_S. Returns False if it kept failing (it
     said why)."""
@@ -441,7 +443,7 @@ def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
         loop=loop,
     )
     # faust's startup spinner writes cursor escapes (\e[?25l) even when its output is
-    # a file, and eventq says itself when it serves (issue 27).
+    # a file, and eventq says itself when it serves.
     worker.spinner = None
     code = 0
     try:

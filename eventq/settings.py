@@ -45,15 +45,17 @@ class Settings:
     app_id: str = "eventq"
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
-    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it (issue 27)
-    # Scaling out (issue 11): the address other eventq processes reach this one's
-    # gateway at (default: listen host and port), warm copies of each partition's
-    # table kept by other processes, and how soon a silent process counts as dead.
+    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it
+    # Scaling out (docs/architecture.md, "Scaling out"): the address other eventq
+    # processes reach this one's gateway at (default: listen host and port), warm copies
+    # of each partition's table kept by other processes, and how soon a silent process
+    # counts as dead.
     advertise: str = ""
     standby_replicas: int = 1
     session_timeout_ms: int = 6000
     processes: int = 1  # `eventq up`: gateways to start, on consecutive ports
-    # Issue 13: metrics and the dashboard ("off": neither, and no live statistics).
+    # Metrics and the dashboard (docs/architecture.md, "Metrics and the dashboard";
+    # "off": neither, and no live statistics).
     http_port: str = "127.0.0.1:9980"
     http_actions: bool = False
 
@@ -222,7 +224,7 @@ def env_name(field_name: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser,
                   only: Sequence[str] | None = None) -> None:
     """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT); with ``only``,
-    just those settings' (a command that uses a few lists just those: issue 27)."""
+    just those settings' (a command that uses a few lists just those)."""
     group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
     for item in fields(Settings):
         if only is not None and item.name not in only:

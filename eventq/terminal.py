@@ -1,6 +1,6 @@
 """Whether output goes to a person: a terminal gets redrawn lines and colours, a file
-or a pipe plain lines (issue 27). One check for the log, the progress bar and the
-worker's status line."""
+or a pipe plain lines (docs/architecture.md, "Feedback to users"). One check for the
+log, the progress bar and the worker's status line."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``eventq up``: the eventq processes on one machine, supervised. One process by
-default; ``--processes N`` runs N to try scaling out (issue 11). Each is a plain
-``eventq serve`` child with its own port (consecutive from ``--listen-port``) and data dir
-(``<data-dir>/process-<i>``; one process keeps ``<data-dir>`` itself), in the same
-consumer group: clients may connect to any of them.
+default; ``--processes N`` runs N to try scaling out (docs/architecture.md, "Scaling
+out"). Each is a plain ``eventq serve`` child with its own port (consecutive from
+``--listen-port``) and data dir (``<data-dir>/process-<i>``; one process keeps
+``<data-dir>`` itself), in the same consumer group: clients may connect to any of them.
 
 A child that ends without being asked to (a crash, ``kill -9``, a failed start) is
 restarted after a backoff (eventq/supervisor.py) while the others keep serving, and so
@@ -67,8 +67,8 @@ def process_http_port(settings: Settings, index: int) -> str:
 
 def ports_problem(settings: Settings) -> str | None:
     """Why a process's gateway or dashboard port cannot be listened on (in use, say), or
-    None: said in one line before anything starts (issue 27), not by each process as it
-    fails at start and is restarted."""
+    None: said in one line before anything starts, not by each process as it fails at
+    start and is restarted (docs/architecture.md, "Feedback to users")."""
     from eventq.listeners import PortUnusable, check_ports
 
     for index in range(settings.processes):

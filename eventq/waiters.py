@@ -4,7 +4,8 @@
 - ``finals``: ``result``/``run`` waiters of a job, until it is COMPLETED, FAILED or gone;
 - ``ready``: ``lease`` waiters of a queue name, until a job there may be ready. One job
   becoming ready wakes one waiter, the longest waiting (waking all of them made every
-  add cost O(waiters): 300 adds took 19 s of CPU with 2,000 blocked leases, issue 8).
+  add cost O(waiters): 300 adds took 19 s of CPU with 2,000 blocked leases;
+  docs/architecture.md, "Hostile inputs").
 
 The processor calls the ``on_*`` methods after each applied command; the gateway awaits
 futures. asyncio only: no Kafka, no faust.

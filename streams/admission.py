@@ -1,8 +1,8 @@
 """The bulk lane: admit records of `eventq.bulk` into `eventq.commands` a slice at a time.
 
 docs/architecture.md, "Lanes". A Kafka partition is FIFO, so a worker's command written
-behind 100,000 bulk adds waits for all of them (issue 15: a lease failed after 5 s with
-99,900 jobs ready). Bulk producers therefore write to the staging topic; this process
+behind 100,000 bulk adds waits for all of them (a lease failed after 5 s with 99,900
+jobs ready). Bulk producers therefore write to the staging topic; this process
 reads the bulk partitions it owns and copies their commands into the command log in
 slices, each a batch record naming its range of bulk positions (a slice may end inside
 a bulk record: ``eventq.core.batch.encode_slice``). Admission is paced by the
@@ -43,7 +43,7 @@ from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
-BULK_SLICE_COMMANDS = 500  # ~15 ms of the processor (28 us per command, issue 9)
+BULK_SLICE_COMMANDS = 500  # ~15 ms of the processor (28 us per command, as measured)
 BULK_SLICE_COMMANDS_SHARED = 250  # while workers' commands arrive: ~7 ms (bench/mixed_bench.py)
 BULK_SLICE_BYTES = 512 * 1024  # a slice grows to this (or holds one larger command)
 BULK_SLICES_IN_FLIGHT = 2  # written but not applied, across all partitions, when no

@@ -100,8 +100,9 @@ def build_streams(settings: Settings) -> Streams:
         topic_replication_factor=settings.replication_factor,
         topic_allow_declare=False,  # eventq creates its topics with exact configs
         topic_disable_leader=True,
-        # Warm copies of other processes' tables (issue 11): a partition whose owner
-        # dies moves to a process that only has to read the changelog's last records.
+        # Warm copies of other processes' tables (docs/architecture.md, "Scaling out"): a
+        # partition whose owner dies moves to a process that only has to read the
+        # changelog's last records.
         table_standby_replicas=settings.standby_replicas,
         # How peers find this process's gateway: faust hands every member the URL of
         # each partition's owner (eventq/gateway/cluster.py).
@@ -119,9 +120,9 @@ def build_streams(settings: Settings) -> Streams:
         consumer_group_instance_id=instance_id(settings),
         broker_commit_interval=1.0,
         # Sizes from eventq/limits.py: faust's producer writes command records of up to
-        # the largest command (its default 1,000,000 bytes crashed on a 1 MiB payload,
-        # issue 8), and a fetch must take the largest command record whole. (The
-        # changelog has producers of its own: streams/transactions.py.)
+        # the largest command (its default 1,000,000 bytes crashed on a 1 MiB payload;
+        # docs/architecture.md, "Limits"), and a fetch must take the largest command
+        # record whole. (The changelog has producers of its own: streams/transactions.py.)
         producer_max_request_size=KAFKA_MESSAGE_BYTES,
         consumer_max_fetch_size=KAFKA_MESSAGE_BYTES,
         # Counted in records, not bytes: 1024 records of the largest size are 4 GiB.
@@ -160,7 +161,8 @@ def build_streams(settings: Settings) -> Streams:
         # With acks, faust's stall detector (faust/transport/drivers/aiokafka.py
         # `verify_event_path`) took every partition whose end moved past the consumer's
         # position for a stream that never started: after `stream_processing_timeout`
-        # (5 min) it logged a 15-line ERROR per partition every 2.5 s (issue 27).
+        # (5 min) it logged a 15-line ERROR per partition every 2.5 s
+        # (docs/architecture.md, "The changelog").
         acks=False,
     )
     table = app.Table(

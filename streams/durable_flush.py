@@ -58,7 +58,7 @@ class DurableProducerBuffer(ProducerBuffer):
         """Hand one record to the producer, retrying until it takes it.
 
         faust's own loop let the first error end this task, which crashed the worker
-        (issue 8: a record over the producer's max_request_size) and, since the command
+        (seen with a record over the producer's max_request_size) and, since the command
         is read again after a restart, every later start too. A record is never dropped
         (a commit must not pass it): it is offered again with a growing pause, while the
         record stays counted in flight, so no offset is committed past it meanwhile. Size

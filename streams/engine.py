@@ -137,9 +137,10 @@ class Engine:
         """Write a command and wait until this process's processor has applied it: one
         deadline for both (the write and the apply), ``write_timeout_ms``.
 
-        Past it the error says which it was (issue 15): ``NotWritten`` when the command
-        never left this process (nothing happened: retry), ``MayTakeEffect`` when it is
-        or may be in the log (then it will be applied, later). ``on_abandoned`` is called
+        Past it the error says which it was (docs/architecture.md, "The gateway"):
+        ``NotWritten`` when the command never left this process (nothing happened:
+        retry), ``MayTakeEffect`` when it is or may be in the log (then it will be
+        applied, later). ``on_abandoned`` is called
         when this call ends, by that error or by cancellation, with the command in the
         log or possibly so (docs/architecture.md, "Abandoned commands"), with the command's
         log position, as soon as Kafka has taken it (a compensation it writes then
@@ -334,7 +335,7 @@ class Engine:
 
     async def digest_part(self):
         """(StateDigest, partitions) of the jobs this process owns: a cluster's digest
-        adds the parts of every process (issue 11)."""
+        adds the parts of every process (docs/architecture.md, "Scaling out")."""
         return await self._digest()
 
     async def _compute_digest(self):

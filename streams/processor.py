@@ -140,8 +140,9 @@ class Processor:
         self._on_caught_up: Callable[[], None] = lambda: None
         self._offset_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self.counters = Counters()
-        # Issue 13 (None: metrics off): per-queue live statistics, and commands per
-        # record of the log (a fixed histogram: no allocation per record).
+        # docs/architecture.md, "Metrics and the dashboard" (None: metrics off):
+        # per-queue live statistics, and commands per record of the log (a fixed
+        # histogram: no allocation per record).
         self.stats = stats
         self.batch_commands = Histogram(BATCH_COMMANDS) if stats is not None else None
 
@@ -337,8 +338,9 @@ class Processor:
 
     async def _apply_record(self, message, value: bytes | None) -> None:
         """Apply one record's commands (see the module docstring). Whatever goes wrong
-        with one command is contained here (issue 8): it is rejected, its issuer told
-        why, the event logged and counted, and the processor moves on."""
+        with one command is contained here (docs/architecture.md, "Hostile inputs"): it
+        is rejected, its issuer told why, the event logged and counted, and the
+        processor moves on."""
         partition, offset = message.partition, message.offset
         self.counters.records += 1
         try:

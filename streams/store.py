@@ -29,8 +29,8 @@ class NotOwned(Exception):
 class PinnedJobs:
     """Jobs read as they were at one moment (a RocksDB snapshot per partition), however
     long the reply that shows them takes to write: `inspect jobs` of 100 jobs of 1 MiB
-    is streamed, not built in memory (issue 8), and the processor may change the jobs
-    meanwhile."""
+    is streamed, not built in memory (docs/architecture.md, "Hostile inputs"), and the
+    processor may change the jobs meanwhile."""
 
     def __init__(self, store: "JobStore", snapshots: dict) -> None:
         self._store = store

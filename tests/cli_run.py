@@ -1,5 +1,6 @@
-"""Running an eventq command as a user does and watching what it prints, when (issue 27:
-feedback within seconds). Importable because pytest puts tests/ on sys.path."""
+"""Running an eventq command as a user does and watching what it prints, when
+(docs/architecture.md, "Feedback to users": within seconds). Importable because pytest
+puts tests/ on sys.path."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ settings.load_profile("eventq")
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py) run beside the rest of
     the suite: their work starts now, in a process of its own, and their test moves to
-    the end, where it collects the outcome (issue 27: a 10-minute soak costs the suite
-    no time of its own)."""
+    the end, where it collects the outcome (a 10-minute soak costs the suite no time of
+    its own)."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
         return
@@ -119,8 +119,9 @@ def own_broker(tmp_path):
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory):
-    """Three KRaft brokers (all controller voters) for the scale-out tests (issue 11),
-    started once, on first use. Tests must not kill them: see ``own_kafka_cluster``."""
+    """Three KRaft brokers (all controller voters) for the scale-out tests
+    (docs/architecture.md, "Several brokers"), started once, on first use. Tests must
+    not kill them: see ``own_kafka_cluster``."""
     configs = test_cluster_configs(tmp_path_factory.mktemp("kafka-cluster"))
     broker.start_cluster(configs)
     try:

@@ -6,7 +6,7 @@ import socket
 
 from eventq.kafka import broker
 
-# Fast-test tuning of the throwaway broker (see issue 2): compaction and retention
+# Fast-test tuning of the throwaway broker: compaction and retention
 # checks run often, and group joins do not wait for more members.
 TEST_BROKER_TUNING = {
     "log.cleaner.backoff.ms": "200",
@@ -230,7 +230,8 @@ test_cluster_configs.__test__ = False
 
 class EventqCluster:
     """Several `eventq serve` processes of one app (one consumer group) on their own
-    topics, replicated 3 times: what a scaled-out deployment runs (issue 11)."""
+    topics, replicated 3 times: what a scaled-out deployment runs (docs/architecture.md,
+    "Scaling out")."""
 
     def __init__(self, bootstrap: str, prefix: str, home, processes: int = 3,
                  partitions: int = 6, **settings) -> None:

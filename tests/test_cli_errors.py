@@ -1,7 +1,7 @@
-"""Issue 27, item 4: what a user sees when something expected goes wrong, run as a user
-runs it (a subprocess) and timed: said within 5 s, in a line or two saying what to do,
-never a traceback, plain text when the output is not a terminal. No Kafka needed: the
-Kafka and the server here are ports nobody listens on."""
+"""What a user sees when something expected goes wrong (docs/architecture.md, "Feedback
+to users"), run as a user runs it (a subprocess) and timed: said within 5 s, in a line
+or two saying what to do, never a traceback, plain text when the output is not a
+terminal. No Kafka needed: the Kafka and the server here are ports nobody listens on."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from cli_run import EVENTQ, Watched
 from support import free_port
 
-FEEDBACK_S = 5.0  # issue 27: everything below is said within this long
+FEEDBACK_S = 5.0  # everything below is said within this long
 
 
 def nobody_listens() -> int:

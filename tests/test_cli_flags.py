@@ -1,5 +1,5 @@
-"""A mistyped flag (eventq/cli.py; issue 27): the flags it may have meant, first the
-likeliest, or only `--help` when none is close."""
+"""A mistyped flag (eventq/cli.py; docs/architecture.md, "Feedback to users"): the flags
+it may have meant, first the likeliest, or only `--help` when none is close."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One expensive computation at a time, each caller served by one that began after it
-asked (`inspect digest`, issue 8)."""
+asked (`inspect digest`: docs/architecture.md, "Hostile inputs")."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ def _compose_cli() -> list[str] | None:
 
 
 def test_compose_file_describes_three_brokers_and_three_eventq_processes():
-    """The shape of issue 11: three KRaft nodes in one controller quorum, topics at
-    replication factor 3 with min.insync.replicas=2, three eventq processes that each
-    advertise the address their peers reach them at."""
+    """The scaled-out shape (docs/architecture.md, "Several brokers"): three KRaft nodes
+    in one controller quorum, topics at replication factor 3 with min.insync.replicas=2,
+    three eventq processes that each advertise the address their peers reach them at."""
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     brokers = [services[f"kafka-{n}"] for n in (1, 2, 3)]

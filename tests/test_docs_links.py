@@ -1,7 +1,6 @@
 """Every relative link in README.md and docs/*.md leads to a file of the repository
-(issue 27, item 6: the README linked the spec at ../shared/spec/protocol.md, which a
-clone, or the project's page on GitHub, does not have), and every #anchor to a heading
-that exists."""
+(the README once linked the spec at ../shared/spec/protocol.md, which a clone, or the
+project's page on GitHub, does not have), and every #anchor to a heading that exists."""
 
 from __future__ import annotations
 

@@ -129,8 +129,9 @@ def test_index_matches_a_sorted_reference(operations):
 
 def test_queues_named_by_leases_are_remembered_up_to_a_bound():
     """A lease names its queues into being, but a stream of leases naming new queues
-    must not grow the server without bound (issue 8): only the most recently named
-    empty queues are kept, while queues holding jobs always are."""
+    must not grow the server without bound (docs/architecture.md, "Hostile inputs"):
+    only the most recently named empty queues are kept, while queues holding jobs always
+    are."""
     from eventq.indexes import MAX_EMPTY_QUEUE_NAMES
 
     index = JobIndex()
@@ -153,7 +154,8 @@ def test_a_queue_whose_last_ready_job_leaves_is_kept_as_a_name_only():
     assert index.queue_names() == ["once"] and index.lengths("once", 0) == (0, 0)
 
 
-# --- the slim projection rebuilds the same index (issue 10) -------------------------
+# --- the slim projection rebuilds the same index ------------------------------------
+# (docs/architecture.md, "Memory and restores")
 
 FAR = 2**63  # after every deadline
 
@@ -206,8 +208,9 @@ def test_rebuild_replaces_a_partition_and_keeps_the_others():
 
 
 def test_an_entry_is_a_few_hundred_bytes():
-    """The memory target of issue 10 (400 B of RSS per job, measured by
-    bench/recovery_bench.py) needs entries without an object per field."""
+    """The memory target (400 B of RSS per job, measured by bench/recovery_bench.py;
+    docs/architecture.md, "Memory and restores") needs entries without an object per
+    field."""
     import sys
 
     index = JobIndex()

@@ -1,4 +1,5 @@
-"""Layers that point one way (issue 29): which part of eventq may import which.
+"""Layers that point one way (docs/architecture.md, "Layers"): which part of eventq may
+import which.
 
 Every module of ``eventq/`` and ``streams/`` is parsed with ``ast`` and every import
 in it is checked, at module level or inside a function alike (a lazy import is still

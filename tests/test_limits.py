@@ -1,5 +1,6 @@
 """The one table of sizes (eventq/limits.py) holds for the largest records eventq can
-write, and every layer that has a size takes it from there (issue 8)."""
+write, and every layer that has a size takes it from there (docs/architecture.md,
+"Limits")."""
 
 from __future__ import annotations
 

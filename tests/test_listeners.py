@@ -1,5 +1,6 @@
-"""Ports (eventq/listeners.py; issue 27): what a port that cannot be bound means, said
-with the flag to change, and listeners that hold their ports until handed over."""
+"""Ports (eventq/listeners.py; docs/architecture.md, "Feedback to users"): what a port
+that cannot be bound means, said with the flag to change, and listeners that hold their
+ports until handed over."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""An eventq server's log lines (eventq/logformat.py): plain text in a file (issue 27)."""
+"""An eventq server's log lines (eventq/logformat.py): plain text in a file
+(docs/architecture.md, "Feedback to users")."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_a_terminal_gets_colours() -> None:
 def test_a_retried_changelog_write_refused_during_a_commit_is_info_not_warning() -> None:
     """Kafka answers a transaction's first records with NOT_ENOUGH_REPLICAS while the
     previous commit's markers are written; aiokafka retries, and logged it at WARNING
-    (the soak saw two under load, issue 27). Other topics and errors stay WARNING."""
+    (the soak saw two under load). Other topics and errors stay WARNING."""
     from aiokafka.errors import NotEnoughReplicasError, RequestTimedOutError
     from aiokafka.structs import TopicPartition
 

@@ -1,5 +1,6 @@
 """A claim made for another process's lease is only offered until that process confirms
-it; unconfirmed, it is given back, never counted (eventq/offers.py, issue 26).
+it; unconfirmed, it is given back, never counted (eventq/offers.py; docs/fencing.md, "A
+claim made for another process: offered, then confirmed").
 
 The end-to-end case (a requester stopped with SIGSTOP while its claim is written) is
 tests/e2e/test_cross_process_claim.py; here each part on its own: the bookkeeping, the

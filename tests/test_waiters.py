@@ -1,6 +1,6 @@
-"""Lease waiters: one job becoming ready wakes one waiter, the longest waiting (issue 8:
-waking all of them made each add cost O(waiters)); a partition that leaves fails only
-the waiters of its own commands."""
+"""Lease waiters: one job becoming ready wakes one waiter, the longest waiting (waking
+all of them made each add cost O(waiters): docs/architecture.md, "Hostile inputs"); a
+partition that leaves fails only the waiters of its own commands."""
 
 from __future__ import annotations
 

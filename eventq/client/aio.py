@@ -88,7 +88,8 @@ class AsyncClient:
 
     async def _connect(self) -> AsyncConnection:
         """A new connection, retried with backoff for ``connect_timeout_s``; the
-        reporter says so soon if it keeps failing (issue 27)."""
+        reporter says so soon if it keeps failing (docs/architecture.md, "Feedback to
+        users")."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         wait_s = FIRST_RETRY_S

@@ -1,7 +1,8 @@
-"""Saying that the server cannot be reached (issue 27): a client that keeps retrying a
-connection says so once, soon (within 5 s), with what to do, then reminds at growing
-intervals until a connection works again, and then says that too. Never a line per
-attempt, nor one per pooled connection: one ``ConnectReporter`` per client.
+"""Saying that the server cannot be reached (docs/architecture.md, "Feedback to users"):
+a client that keeps retrying a connection says so once, soon (within 5 s), with what to
+do, then reminds at growing intervals until a connection works again, and then says
+that too. Never a line per attempt, nor one per pooled connection: one
+``ConnectReporter`` per client.
 
 ``Reminder`` is the pure policy (times in, decisions out); the worker uses it too, for
 leases that keep failing.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("eventq.client")
 
-CONNECT_REPORT_S = 3.0  # failing this long is reported (issue 27: within 5 s)
+CONNECT_REPORT_S = 3.0  # failing this long is reported (the promise: within 5 s)
 REMIND_FIRST_S = 15.0  # then reminders this long apart, doubling ...
 REMIND_MAX_S = 300.0  # ... up to this
 DEFAULT_PORT = 9922  # where `make run` serves

@@ -63,7 +63,8 @@ class Connection:
 def connect_with_backoff(connect: Callable[[], object], timeout_s: float,
                          reporter: ConnectReporter):
     """``connect()`` until it works, waiting longer each time, for up to ``timeout_s``;
-    ``reporter`` says so soon if it keeps failing (issue 27)."""
+    ``reporter`` says so soon if it keeps failing (docs/architecture.md, "Feedback to
+    users")."""
     started = time.monotonic()
     wait_s = FIRST_RETRY_S
     while True:

@@ -12,8 +12,9 @@ Positions. All commands of a record share its offset and its LogAppendTime, so a
 command's place in the log is (record offset, index in the record). The pure core
 compares places as one integer, the **position** ``offset * POSITIONS_PER_OFFSET +
 index``: a job's ``version`` and the tombstone watermark are positions, so a command
-re-read after a crash in the middle of a batch is recognised exactly (issue 9). Positions
-grow with offsets, and every offset below 2**47 has one that fits Kafka's signed 64 bits.
+re-read after a crash in the middle of a batch is recognised exactly
+(docs/architecture.md, "Positions and idempotency"). Positions grow with offsets, and
+every offset below 2**47 has one that fits Kafka's signed 64 bits.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def read_record(value: bytes | None) -> tuple["SliceSource | None", list[bytes]]
 #
 # A range is of bulk *positions* (offset, index in the record, as ``position``), half
 # open: a slice may end inside a bulk record, so slices stay small whatever size of
-# record a pipeline writes (issue 15: the slice is what a worker's command waits behind).
+# record a pipeline writes (the slice is what a worker's command waits behind).
 # A partition's admission is the end of the last slice applied: the next bulk position
 # to admit. Its record offset, ``offset_of(end)``, is the first record not wholly
 # admitted: the bulk group's committed offset.

@@ -94,7 +94,8 @@ class StateDigest:
     @property
     def sum(self) -> int:
         """The sum of the job hashes: digests of disjoint sets of jobs (the partitions
-        of several processes, issue 11) combine by adding sums and counts."""
+        of several processes: docs/architecture.md, "Scaling out") combine by adding
+        sums and counts."""
         return self._sum
 
     @classmethod

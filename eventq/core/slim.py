@@ -1,4 +1,5 @@
-"""The slim projection of a job: only what the in-memory indexes need (issue 10).
+"""The slim projection of a job: only what the in-memory indexes need
+(docs/architecture.md, "Memory and restores").
 
 Rebuilding the indexes after a restart reads every live job. A full ``decode_state``
 validates the event and builds a ``Job`` (11.4 us per record measured on 225-byte

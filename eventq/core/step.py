@@ -5,12 +5,13 @@ log (eventq/replay.py) do per command: ``decide``, ``evolve``, and encode the st
 record that will be stored. It is pure (no I/O, no clock), so a replay decides exactly
 as the processor did, rejections included.
 
-A command that cannot be applied is decided once and for all (issue 8): whatever goes
-wrong (the core raises, or the job's state record would exceed the record limit, so it
-could never be written) becomes ``Rejected(ServerError(reason))``. Nothing is stored,
-the issuer is told ``-SERVER-ERROR <reason>``, and the processor moves on. A poison
-command must never stop the processor: after a restart the same command would be read
-again, and a crash would repeat forever.
+A command that cannot be applied is decided once and for all (docs/architecture.md,
+"Hostile inputs"): whatever goes wrong (the core raises, or the job's state record would
+exceed the record limit, so it could never be written) becomes
+``Rejected(ServerError(reason))``. Nothing is stored, the issuer is told
+``-SERVER-ERROR <reason>``, and the processor moves on. A poison command must never stop
+the processor: after a restart the same command would be read again, and a crash would
+repeat forever.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def step(
         if after is None:
             return Step(outcome, None, removes=True)
         record = encode_state(outcome.event, after)
-    except Exception as error:  # a bug or an impossible value: contain it (issue 8)
+    except Exception as error:  # a bug or an impossible value: contain it
         return Step(unappliable(f"{type(error).__name__}: {error}"), job)
     if len(record) > max_state_record_bytes:
         return Step(

@@ -1,5 +1,6 @@
 """A local Apache Kafka (KRaft, broker+controller nodes) run from Maven jars: one node,
-or a cluster of several on consecutive loopback ports (issue 11).
+or a cluster of several on consecutive loopback ports (docs/architecture.md, "Several
+brokers").
 
 There is no Docker engine on our machines, so eventq runs Kafka straight from the jars
 that `kafka/pom.xml` fetches into `kafka/lib/broker`. Everything the broker owns lives
@@ -142,7 +143,7 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
     if nodes > 1:
         # A dead node's partitions get new leaders once the controller fences it:
         # after 9 s without heartbeats by default (writes to them wait meanwhile;
-        # issue 11's chaos test saw adds stall 12.4 s). A local cluster fences sooner.
+        # a chaos test saw adds stall 12.4 s). A local cluster fences sooner.
         props["broker.session.timeout.ms"] = "4000"
         props["broker.heartbeat.interval.ms"] = "1000"
     props.update(config.overrides)

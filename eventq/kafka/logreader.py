@@ -93,7 +93,7 @@ def watermarks(consumer, partition) -> tuple[int, int]:
     """A partition's (low, high) watermarks, asked again while its leader is moving: a
     broker that just became leader answers OFFSET_NOT_AVAILABLE ("Leader high watermark
     is not caught up") until its followers report in (seen right after a broker was
-    killed, issue 12's CI run)."""
+    killed, in a CI run)."""
     from confluent_kafka import KafkaError, KafkaException
 
     transient = {
@@ -126,8 +126,8 @@ def read_batches(
     the end as of the call, as lists of confluent-kafka ``Message`` objects of up to
     ``BATCH_MESSAGES``, per partition in offset order (partitions interleave).
 
-    The fast path of replay, restore and digest (issue 10): the records are handed over
-    as the client returns them, without building an object per record, and a reader
+    The fast path of replay, restore and digest (docs/architecture.md, "Memory and
+    restores"): records come as the client returns them, no object per record, and a reader
     that only copies them never decodes them. ``ends`` ({partition: (low, high)}, from
     ``end_offsets``) fixes where the read stops, for a caller that records it.
     ``stall_s``: raise ReadStalled once that long passes with no record and no

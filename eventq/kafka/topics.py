@@ -114,9 +114,9 @@ def eventq_topics(
 
 
 def min_insync_replicas(replication_factor: int) -> int:
-    """Replicated (issue 11): 2 of 3 copies must take a write (acks=all everywhere in
-    eventq), so losing any one broker loses no acknowledged record and stops no
-    write; 1 with fewer copies."""
+    """Replicated (docs/architecture.md, "Several brokers"): 2 of 3 copies must take a
+    write (acks=all everywhere in eventq), so losing any one broker loses no
+    acknowledged record and stops no write; 1 with fewer copies."""
     return 2 if replication_factor >= 3 else 1
 
 
@@ -158,7 +158,7 @@ def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
         entries = futures[resource].result(timeout=TOPIC_OPERATION_TIMEOUT_S)
     except KafkaException as error:
         # In a cluster a new topic reaches each broker's metadata at its own moment:
-        # the one asked for configs may not know it yet (issue 11).
+        # the one asked for configs may not know it yet.
         if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return None
         raise
@@ -215,8 +215,9 @@ class TopicsUnfit(RuntimeError):
 def check_topics(bootstrap: str, specs: list[TopicSpec]) -> None:
     """Refuse to serve on topics that are missing or differ from what eventq needs
     (partition count, timestamps, compaction, and above all a ``max.message.bytes``
-    too small for the largest record eventq writes: issue 8, a job that cannot be
-    written must never be accepted). Raises ``TopicsUnfit`` saying what to change."""
+    too small for the largest record eventq writes: a job that cannot be written must
+    never be accepted; docs/architecture.md, "Limits"). Raises ``TopicsUnfit`` saying
+    what to change."""
     admin = _admin(bootstrap)
     problems = []
     for spec in specs:

@@ -1,4 +1,4 @@
-"""Migration between workq and eventq (issue 4, part 5).
+"""Migration between workq and eventq, both ways (workq command logs in and out).
 
 * ``mapping``  - pure: a replayed workq job -> an ``Import`` command, an eventq job ->
   a workq job (times, LEASED -> PENDING, what cannot round-trip)

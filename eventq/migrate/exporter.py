@@ -154,7 +154,7 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     result.undecodable_examples = list(bad.examples)
     result.live_jobs = len(jobs)
     chosen = []
-    backoffs_lost = []  # eventq's -backoff (issue 12): workq's records cannot hold it
+    backoffs_lost = []  # eventq's -backoff (docs/protocol.md, "-backoff"): workq's cannot
     for job in sorted(jobs.values(), key=export_order):
         notes = export_notes(job)
         if not exportable(job):

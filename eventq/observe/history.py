@@ -4,7 +4,7 @@ Every ``SAMPLE_EVERY_S`` the web server records each queue's counts now (ready,
 scheduled, leased) and its cumulative event counts (livestats); rates are differences
 of consecutive samples. ``KEEP_SAMPLES`` samples: 15 minutes.
 
-A queue new to the history starts from zero at the sample before (issue 27): the
+A queue new to the history starts from zero at the sample before: the
 sampler names every queue the live statistics ever counted, so a queue absent from a
 sample had no jobs and no events then. Without that baseline, jobs added and run
 between two samples on a new queue (the first jobs after a start, say) were in its

@@ -1,4 +1,5 @@
-"""Statistics the processor keeps as it applies the log (pure; issue 13).
+"""Statistics the processor keeps as it applies the log (pure; docs/architecture.md,
+"Metrics and the dashboard").
 
 Per queue: how many events of each kind were applied, and the wait and run time
 distributions in qless's buckets, the same buckets as ``eventq spark stats``
@@ -31,7 +32,8 @@ from eventq.core.timing import Since, advance, ready_from_state
 MAX_REMEMBERED_JOBS = 1_000_000
 # Queues counted by name; the statistics of any further names are summed under
 # OTHER_QUEUES (not a valid queue name), so random names cannot grow the server (or the
-# metrics' label sets) without bound (issue 8's rule for empty queue names).
+# metrics' label sets) without bound (the rule for empty queue names: docs/architecture.md,
+# "Hostile inputs").
 MAX_QUEUES = 10_000
 OTHER_QUEUES = "(other queues)"
 EVENT_KINDS = tuple(EventType)

@@ -1,4 +1,5 @@
-"""Prometheus metrics (issue 13), read from what eventq already counts.
+"""Prometheus metrics, read from what eventq already counts (docs/architecture.md,
+"Metrics and the dashboard").
 
 Nothing here runs on the hot path: the processor and the gateway keep plain integers
 and fixed histograms (eventq/observe/buckets.py, livestats.py), and this collector

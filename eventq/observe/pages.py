@@ -194,7 +194,7 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
         ("created", info.created),
     ]
     # spec, inspect: the block has ``time`` for a scheduled job (or one waiting out its
-    # backoff) only; any other job has none, so no row rather than an empty one (issue 27).
+    # backoff) only; any other job has none, so no row rather than an empty one.
     if info.time is not None:
         fields.append(("time", info.time))
     return fields

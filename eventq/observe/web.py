@@ -1,5 +1,6 @@
-"""The HTTP side (issue 13): ``/metrics`` for Prometheus and the dashboard, on aiohttp
-(faust's own web stack, already installed; faust's web server itself stays off).
+"""The HTTP side (docs/architecture.md, "Metrics and the dashboard"): ``/metrics`` for
+Prometheus and the dashboard, on aiohttp (faust's own web stack, already installed;
+faust's web server itself stays off).
 
 The dashboard reads and acts through the gateway, as a client would: each page builds
 the protocol's calls (eventq/client/calls.py), hands the request to ``Gateway.handle``

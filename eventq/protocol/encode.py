@@ -1,6 +1,7 @@
 """Requests back to their bytes: the inverse of the parser (``Parser`` of these bytes
 gives the same request). A gateway forwards a request for another process's job this
-way (issue 11), so what reaches the owner is exactly what a client would have sent.
+way (docs/architecture.md, "Scaling out"), so what reaches the owner is exactly what a
+client would have sent.
 """
 
 from __future__ import annotations

@@ -251,11 +251,13 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "resume": Command(
         rq.Resume, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension, internal: the connection is another eventq process's (issue 11).
+    # eventq extension, internal: the connection is another eventq process's
+    # (docs/architecture.md, "Scaling out").
     "peer": Command(rq.Peer, 0, 0),
-    # eventq extension, internal: where each name's best ready job stands (issue 11).
+    # eventq extension, internal: where each name's best ready job stands.
     "peek": Command(rq.Peek, 1, None, fields=(Field("names", Args(0, None), parse_name),)),
-    # eventq extension, internal, peers only: take a claim offered for a lease (issue 26).
+    # eventq extension, internal, peers only: take a claim offered for a lease
+    # (docs/fencing.md, "A claim made for another process: offered, then confirmed").
     "confirm": Command(
         rq.Confirm, 2, 2, fields=(Field("id", Arg(0), _job_id), Field("claim", Arg(1), parse_claim))
     ),

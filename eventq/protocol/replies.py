@@ -87,7 +87,8 @@ def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
 
 def _job_block(job: JobView, order: int | None = None) -> bytes:
     """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled.
-    ``order`` (peer form, issue 11) adds a last key, the job's place in its list."""
+    ``order`` (peer form: docs/architecture.md, "Scaling out") adds a last key, the
+    job's place in its list."""
     lines = [
         _line("name", job.name),
         _line("ttr", job.ttr_ms),
@@ -142,14 +143,14 @@ def job_blocks_stream(count: int, jobs: Iterable[JobView]) -> Iterator[bytes]:
 
 
 def ordered_job_blocks(jobs: Sequence[tuple[int, JobView]]) -> bytes:
-    """inspect jobs / scheduled-jobs in peer form (issue 11): each block ends with an
+    """inspect jobs / scheduled-jobs in peer form: each block ends with an
     ``order`` key, the job's place in its list, for the asking gateway to merge by."""
     return _blocks((_job_block(job, order) for order, job in jobs), len(jobs))
 
 
 def peer_lease_reply(id: uuid.UUID, name: str, ttr_ms: int, attempt: int, prior_state: int,
                      claim: int, payload: bytes) -> bytes:
-    """lease in peer form (issue 11): ``<id> <name> <ttr> <attempt> <prior-state> <claim>
+    """lease in peer form: ``<id> <name> <ttr> <attempt> <prior-state> <claim>
     <size>``, so the asking gateway can give the attempt back if its client is gone
     (``claim``: the log position of the start-attempt, core.ReleaseAttempt)."""
     header = _line(canonical_id(id), name, ttr_ms, attempt, prior_state, claim, len(payload))
@@ -157,13 +158,12 @@ def peer_lease_reply(id: uuid.UUID, name: str, ttr_ms: int, attempt: int, prior_
 
 
 def heads_reply(heads: dict[str, int]) -> bytes:
-    """peek (internal, issue 11): ``+OK <n>``, then ``<name> <key>`` per name with a
-    ready job."""
+    """peek (internal): ``+OK <n>``, then ``<name> <key>`` per name with a ready job."""
     return _ok_count(len(heads)) + b"".join(_line(name, key) for name, key in heads.items())
 
 
 def digest_part_reply(digest_sum: int, count: int, partitions: Iterable[int]) -> bytes:
-    """inspect digest in peer form (issue 11): the sum and count of this process's
+    """inspect digest in peer form: the sum and count of this process's
     jobs (combined by the asking gateway) and the partitions they come from."""
     served = ",".join(map(str, partitions)) or "-"
     return _ok_count(1) + _line("digest-part", f"{digest_sum:064x}", count, served)

@@ -1,10 +1,10 @@
 """Reading replies, sans-IO: where a reply ends, and its blocks as values.
 
-A gateway that forwards a request to another eventq process (issue 11) relays the
-owner's reply unchanged, so it must know where that reply ends: replies carry data
-blocks and ``payload`` lines with raw bytes (which may hold ``\\r\\n``), so the end is
-found by the reply's shape (spec/protocol.md, "Commands" and "inspect"), never by
-looking for a line break. Errors are always one line.
+A gateway that forwards a request to another eventq process (docs/architecture.md,
+"Scaling out") relays the owner's reply unchanged, so it must know where that reply
+ends: replies carry data blocks and ``payload`` lines with raw bytes (which may hold
+``\\r\\n``), so the end is found by the reply's shape (spec/protocol.md, "Commands" and
+"inspect"), never by looking for a line break. Errors are always one line.
 """
 
 from __future__ import annotations

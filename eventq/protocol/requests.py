@@ -176,13 +176,14 @@ class InspectBulk:
 @dataclass(frozen=True, slots=True)
 class Peer:
     """``peer``: eventq extension, internal. The connection comes from another eventq
-    process (issue 11): its requests are answered from this process's own partitions,
-    never forwarded, and some replies take their peer form (eventq/gateway/peers.py)."""
+    process (docs/architecture.md, "Scaling out"): its requests are answered from this
+    process's own partitions, never forwarded, and some replies take their peer form
+    (eventq/gateway/peers.py)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Peek:
-    """``peek <name>...``: eventq extension, internal (issue 11). For each name with a
+    """``peek <name>...``: eventq extension, internal. For each name with a
     ready job here, ``<name> <key>``: the place of its best one in lease order, so the
     asking gateway leases the best job of the whole cluster."""
 
@@ -191,10 +192,11 @@ class Peek:
 
 @dataclass(frozen=True, slots=True)
 class Confirm:
-    """``confirm <id> <claim>``: eventq extension, internal (issue 26), peer connections
-    only. The asking process takes the job this process claimed for its lease, the
-    start-attempt at log position ``claim`` (eventq/offers.py): ``+OK``, or
-    ``-NOT-FOUND`` if the offer was withdrawn (then the job was given back)."""
+    """``confirm <id> <claim>``: eventq extension, internal (docs/fencing.md, "A claim
+    made for another process: offered, then confirmed"), peer connections only. The
+    asking process takes the job this process claimed for its lease, the start-attempt
+    at log position ``claim`` (eventq/offers.py): ``+OK``, or ``-NOT-FOUND`` if the
+    offer was withdrawn (then the job was given back)."""
 
     id: uuid.UUID
     claim: int

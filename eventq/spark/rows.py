@@ -279,7 +279,7 @@ JOB_DDL = (
     "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
     "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
     "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
-    "backoff_ms int, returns int, retry_ms bigint"  # -backoff (issue 12)
+    "backoff_ms int, returns int, retry_ms bigint"  # docs/protocol.md, "-backoff"
 )
 DECODED_STATE_DDL = JOB_DDL + ", undecodable string"
 _U64_COLUMNS = ("ttl_ms", "expires_ms", "lease_deadline_ms")  # up to 2^64-1: decimal(20,0)

@@ -68,7 +68,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
     if not argv or not args.queue:
         raise UsageError("give --queue NAME and the program after `--` "
                          "(e.g. eventq worker --queue resize -- ./resize.sh), or --app")
-    problem = program_problem(argv[0])  # at start, not as every job's result (issue 27)
+    problem = program_problem(argv[0])  # at start, not as every job's result
     if problem:
         raise UsageError(problem)
     worker = Worker(host, port, concurrency=args.concurrency or 8)

@@ -2,7 +2,7 @@
 place (plain lines, no escape codes, when stderr is a file or a pipe).
 
 ``eventq worker`` sets this up for its process; ``Worker.run()`` sets it up too when the
-program has configured no logging (issue 27: the README's worker printed nothing until
+program has configured no logging (the README's worker used to print nothing until
 Ctrl-C), and takes it down again when it returns.
 """
 

@@ -65,7 +65,8 @@ def result_of(finished: Finished, max_result_bytes: int = MAX_PAYLOAD_BYTES) -> 
 def program_problem(program: str) -> str | None:
     """Why ``program`` cannot be run (missing, a directory, not executable), or None.
     Checked when a worker starts, so a typo is one clear error instead of every job
-    failing (issue 27). A name without a slash is looked up on PATH, as exec does."""
+    failing (docs/architecture.md, "Feedback to users"). A name without a slash is looked
+    up on PATH, as exec does."""
     if "/" not in program:
         if shutil.which(program) is None:
             return (f"no program {program!r} on PATH: give the program's path (e.g. "

@@ -45,14 +45,14 @@ from eventq.worker.status import Tally
 log = logging.getLogger("eventq.worker")
 
 LEASE_WAIT_MS = 1_000  # a slot's lease waits this long, then asks again
-HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (issue 12)
+HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (docs/protocol.md, "touch")
 MIN_HEARTBEAT_S = 0.05
 RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between attempts to report a job's outcome
 STATUS_EVERY_S = 0.5
 DRAIN_MARGIN_S = 0.5  # end a draining job this long before its lease deadline
 TRACEBACK_CHARS = 2_000
 # Worker(status=...): stderr when it is a terminal and the program configured no logging
-# (issue 27: the README's worker promises a status line on a terminal).
+# (the README's worker promises a status line on a terminal).
 STATUS_AUTO = "auto"
 
 
@@ -145,7 +145,7 @@ class Worker:
         self._client: AsyncClient | None = None
         self._executor: concurrent.futures.Executor | None = None
         self._started_s = time.monotonic()
-        # Leases that keep failing are said once, then at growing intervals (issue 27).
+        # Leases that keep failing are said once, then at growing intervals.
         self._lease_failures = Reminder(report_after_s=0.0)
 
     # --- configuration --------------------------------------------------------------
@@ -176,7 +176,7 @@ class Worker:
     def run(self) -> int:
         """Serve until stopped (SIGTERM, SIGINT); 0 once every job is accounted for.
         In a program that configured no logging, the worker's lines go to stderr (and
-        its status line, on a terminal) as ``eventq worker``'s do (issue 27)."""
+        its status line, on a terminal) as ``eventq worker``'s do."""
         chosen = self.status_stream
         with default_output() as ours:
             if chosen == STATUS_AUTO:
@@ -312,8 +312,9 @@ class Worker:
 
     def _lease_failed(self, error: BaseException) -> None:
         """Said once for all slots, then at growing intervals, not a line per slot and
-        attempt (issue 27). A connection that cannot be made is the client's to say
-        (eventq/client/connecting.py): it says so within seconds, and reminds."""
+        attempt (docs/architecture.md, "Feedback to users"). A connection that cannot be
+        made is the client's to say (eventq/client/connecting.py): it says so within
+        seconds, and reminds."""
         if isinstance(error, Unavailable):
             return
         now = time.monotonic()

@@ -1,5 +1,6 @@
-"""A connection that keeps failing (eventq/client/connecting.py; issue 27): when it is
-said, then reminded at doubling intervals, and what the message says to do."""
+"""A connection that keeps failing (eventq/client/connecting.py; docs/architecture.md,
+"Feedback to users"): when it is said, then reminded at doubling intervals, and what the
+message says to do."""
 
 from __future__ import annotations
 

@@ -478,8 +478,8 @@ def test_structurally_mutated_state_maps(data, record, value):
     if data.draw(st.booleans()):
         del inner[key]
         if where == "j" and key in OPTIONAL_JOB_KEYS:
-            # A backoff field left out means its default (issue 12): another job,
-            # valid unless its other fields now contradict it.
+            # A backoff field left out means its default (docs/protocol.md, "-backoff"):
+            # another job, valid unless its other fields now contradict it.
             try:
                 event, job = decode_state(packed(m))
             except CodecError:

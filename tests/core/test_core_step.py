@@ -1,4 +1,5 @@
-"""``step``: one command applied, with every failure contained as a rejection (issue 8)."""
+"""``step``: one command applied, with every failure contained as a rejection
+(docs/architecture.md, "Hostile inputs")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Abandoned commands cost nothing (issue 15; docs/architecture.md, "Abandoned commands"): a
+"""Abandoned commands cost nothing (docs/architecture.md, "Abandoned commands"): a
 lease whose reply never reached a client gives its attempt back, so a job with one
 attempt is later leased and completed normally; every write error says whether the
 command was written."""

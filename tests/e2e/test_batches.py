@@ -1,6 +1,7 @@
-"""Batch records of the command log through a real server (issue 9): several commands
-for one job in one record, batch and single records interleaved, and kill -9 while
-batches are being applied, after which every command counts exactly once in effect."""
+"""Batch records of the command log through a real server (docs/architecture.md,
+"Batches"): several commands for one job in one record, batch and single records
+interleaved, and kill -9 while batches are being applied, after which every command
+counts exactly once in effect."""
 
 from __future__ import annotations
 

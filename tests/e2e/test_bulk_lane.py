@@ -1,4 +1,4 @@
-"""The bulk lane (issue 15; docs/architecture.md, "Lanes"): a bulk load written to
+"""The bulk lane (docs/architecture.md, "Lanes"): a bulk load written to
 `eventq.bulk` never stalls interactive clients, and a slice admitted twice is applied
 once, across kill -9, with the live digest equal to the replay of the command log."""
 

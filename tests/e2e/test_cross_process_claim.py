@@ -1,5 +1,6 @@
 """A job claimed by one process for a lease waiting on another must not be spent while
-the requester cannot take it (issue 26; the fault campaign's seed 3143).
+the requester cannot take it (found by the fault campaign, seed 3143; docs/fencing.md,
+"A claim made for another process: offered, then confirmed").
 
 Two eventq processes. A client's lease waits on process A; A waits for the queue at B
 too (eventq/gateway/everywhere.py ``_wait_anywhere``: a peer lease). A is stopped with

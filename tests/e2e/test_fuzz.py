@@ -1,5 +1,6 @@
-"""The bounded fuzz run of CI (issue 8): a few thousand random valid and invalid
-requests against a live server (bench/fuzz_server.py runs a million on demand)."""
+"""The bounded fuzz run of CI (docs/architecture.md, "Hostile inputs"): a few thousand
+random valid and invalid requests against a live server (bench/fuzz_server.py runs a
+million on demand)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""A client that half-closes after its last request is answered in full (issue 27).
+"""A client that half-closes after its last request is answered in full
+(docs/architecture.md, "Feedback to users").
 
 Piping a script (``eventq client < script``, ``printf ... | nc -N``) ends in
 shutdown(SHUT_WR): no more requests, but every reply is still read, as workq answers
 them. Only a client that is really gone (fully closed) while its lease waits gives the
-job back (issue 15; tests/e2e/test_abandoned.py part 3 covers a lone waiting lease).
+job back (docs/architecture.md, "Abandoned commands"; tests/e2e/test_abandoned.py part 3
+covers a lone waiting lease).
 """
 
 from __future__ import annotations

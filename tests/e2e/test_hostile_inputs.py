@@ -1,4 +1,5 @@
-"""Inputs that could kill or wedge the server (issue 8, item 5), each against a live one.
+"""Inputs that could kill or wedge the server (docs/architecture.md, "Hostile inputs"),
+each against a live one.
 
 - thousands of blocked leases: one add wakes one of them, not all (it was O(waiters));
 - `inspect jobs` of 100 jobs of 1 MiB: a 100 MiB reply, streamed from a snapshot;

@@ -1,4 +1,5 @@
-"""Issue 8: no input, however large, can crash the server or keep it from restarting.
+"""No input, however large, can crash the server or keep it from restarting
+(docs/architecture.md, "Limits" and "Hostile inputs").
 
 - Max-size payloads (1 MiB) and results (1 MiB) through every command of the gateway,
   then a restart that serves them again.

@@ -1,5 +1,5 @@
 """The README's quickstart session, replayed byte for byte against a real server, and
-piped into `eventq client` as a reader would (issue 27)."""
+piped into `eventq client` as a reader would."""
 
 from __future__ import annotations
 

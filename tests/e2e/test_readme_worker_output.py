@@ -1,6 +1,6 @@
-"""Issue 27, item 3: the README's Python worker block, run as a program of its own (as a
-user runs it), shows what the README says: a line per job, and a status line on a
-terminal; plain lines, no escape codes, when stderr is not a terminal."""
+"""The README's Python worker block, run as a program of its own (as a user runs it),
+shows what the README says: a line per job, and a status line on a terminal; plain
+lines, no escape codes, when stderr is not a terminal."""
 
 from __future__ import annotations
 

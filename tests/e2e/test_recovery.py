@@ -180,8 +180,9 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
         assert job not in state, f"acknowledged delete lost: {job}"
     # No job completed twice, no attempt leased twice.
     assert max(ledger.completed.values()) == 1
-    # An attempt given back (release-attempt: no client received it, issue 15) is
-    # started again under its number; otherwise each attempt starts once.
+    # An attempt given back (release-attempt: no client received it;
+    # docs/architecture.md, "Abandoned commands") is started again under its number;
+    # otherwise each attempt starts once.
     started = Counter()
     completions = Counter()
     released = Counter()

@@ -1,4 +1,5 @@
-"""The server restores its own state from `eventq.jobs` at disk speed (issue 10).
+"""The server restores its own state from `eventq.jobs` at disk speed
+(docs/architecture.md, "Memory and restores").
 
 A discarded data dir comes back with the live server's digest (and `eventq replay`'s);
 a restore killed half-way is done again on the next start; after a restore the server

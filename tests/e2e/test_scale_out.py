@@ -1,6 +1,6 @@
-"""Three eventq processes on three Kafka brokers (issue 11): any process serves any job,
-a worker anywhere leases jobs from everywhere, and losing a process or a broker loses
-nothing that was acknowledged."""
+"""Three eventq processes on three Kafka brokers (docs/architecture.md, "Scaling out"):
+any process serves any job, a worker anywhere leases jobs from everywhere, and losing a
+process or a broker loses nothing that was acknowledged."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def run(coro):
 
 @pytest.mark.timeout(120)
 def test_pause_through_one_process_holds_the_queue_at_every_process(eventq_cluster):
-    """pause/resume (issue 12) go to every partition, and +OK waits until every process
-    applied them: no process hands out the queue's jobs after a pause's +OK, and a
-    resume wakes a lease waiting at another process."""
+    """pause/resume (docs/protocol.md, "pause and resume") go to every partition, and
+    +OK waits until every process applied them: no process hands out the queue's jobs
+    after a pause's +OK, and a resume wakes a lease waiting at another process."""
     from eventq.client import Client as Sync, QueueInfo, TimedOut
 
     name = "paused-" + uuid.uuid4().hex[:12]
@@ -53,9 +53,9 @@ def test_pause_through_one_process_holds_the_queue_at_every_process(eventq_clust
 
 @pytest.mark.timeout(120)
 def test_one_processs_dashboard_shows_the_whole_cluster(eventq_cluster):
-    """Issue 13: the dashboard reads through its gateway, so a queue's counts and jobs
-    are the cluster's, an action reaches every process, and /cluster names every
-    process and each partition's owner."""
+    """The dashboard reads through its gateway (docs/architecture.md, "Metrics and the
+    dashboard"), so a queue's counts and jobs are the cluster's, an action reaches every
+    process, and /cluster names every process and each partition's owner."""
     import re
     import urllib.request
 

@@ -1,7 +1,7 @@
-"""The soak (bench/soak.py, issue 27): `make run`'s server under light mixed load for
-longer than every timer and stall detector in it (faust's fire at 5 minutes), with no
-WARNING or ERROR in its log, memory and open files flat, every request answered and a
-clean stop.
+"""The soak (bench/soak.py; docs/architecture.md, "Logging"): `make run`'s server under
+light mixed load for longer than every timer and stall detector in it (faust's fire at 5
+minutes), with no WARNING or ERROR in its log, memory and open files flat, every request
+answered and a clean stop.
 
 It runs *beside* the rest of the suite: tests/conftest.py starts it when collection ends
 (``start_soak``) and moves this test to the end, where it waits for the soak's outcome.

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 def server(request):
     """Every test runs against one process, then against the first of three processes
     of one app whose partitions (and so the test's jobs) are spread over all three:
-    each request about a job owned elsewhere is forwarded (issue 11)."""
+    each request about a job owned elsewhere is forwarded (docs/architecture.md,
+    "Scaling out")."""
     if request.param == "one process":
         return request.getfixturevalue("one_server")
     return request.getfixturevalue("eventq_cluster")[0]

@@ -154,8 +154,9 @@ def test_jobs_round_trip_through_a_workq_command_log(server, second_server, tmp_
 
 
 def test_max_size_payload_and_result_round_trip(server, second_server, tmp_path, capsys):
-    """Issue 8: an import command carrying a 1 MiB payload and a 1 MiB result (over
-    2 MiB) is written and applied; the job comes back byte for byte."""
+    """An import command carrying a 1 MiB payload and a 1 MiB result (over 2 MiB) is
+    written and applied; the job comes back byte for byte (docs/architecture.md,
+    "Limits")."""
     from eventq.limits import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
     name = "big-" + uuid.uuid4().hex[:8]

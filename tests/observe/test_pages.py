@@ -1,6 +1,6 @@
 """The dashboard's pages (eventq/observe/pages.py): they escape what they show, act only
 when allowed, preview payloads, and show a job's limits and time as the spec gives them
-(issue 27, item 7: the dashboard's small lies)."""
+(they once showed max-fails 0 as "unlimited", and an empty time row)."""
 
 from __future__ import annotations
 

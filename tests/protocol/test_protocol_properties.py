@@ -176,7 +176,8 @@ def test_pipelined_requests_parse_in_order_in_any_chunking(
 
 @given(st.lists(requests_, min_size=1, max_size=8), cuts)
 def test_encoded_requests_parse_back_to_themselves(batch: list[Request], cut_points: list[int]) -> None:
-    """What a gateway forwards to another process (issue 11) is the request it got."""
+    """What a gateway forwards to another process (docs/architecture.md, "Scaling out")
+    is the request it got."""
     wire = b"".join(encode_request(request) for request in batch)
     assert events_whole(wire) == (batch, False)
     assert events_in_chunks(wire, split_at(wire, cut_points)) == (batch, False)

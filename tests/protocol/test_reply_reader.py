@@ -1,5 +1,6 @@
 """Where a reply ends, for every reply shape: fed whole, cut at every byte, and with the
-next reply behind it (a forwarding gateway relays exactly one reply, issue 11)."""
+next reply behind it (a forwarding gateway relays exactly one reply: docs/architecture.md,
+"Scaling out")."""
 
 from __future__ import annotations
 

@@ -202,7 +202,7 @@ def test_enqueue_100k_rows_every_job_matches_its_row_and_a_rerun_adds_nothing(
     assert code == 0, out + captured.err
     assert f"read {ROWS:,} rows, sent {ROWS:,} commands" in out and "rejected 0" in out
     assert f"applied: all {ROWS:,} rows are live" in out
-    # The progress bar of the admission counts rows, not bulk records (issue 27).
+    # The progress bar of the admission counts rows, not bulk records.
     assert f"{ROWS:,}/{ROWS:,} rows" in captured.err, captured.err
     phase("re-run sent and applied (--wait)")
     assert commands_written(server) == written + ROWS  # admitted into the command log
@@ -464,8 +464,9 @@ def test_cli_says_what_to_do_when_the_topic_is_missing(spark, server, tmp_path, 
 
 @pytest.mark.timeout(600)
 def test_max_size_payload_row_then_max_size_result_through_snapshot(spark, server, tmp_path):
-    """Issue 8: a row with a 1 MiB payload is enqueued, leased, completed with a 1 MiB
-    result, and the snapshot holds both (its state record is over 2 MiB)."""
+    """A row with a 1 MiB payload is enqueued, leased, completed with a 1 MiB result,
+    and the snapshot holds both (its state record is over 2 MiB: docs/architecture.md,
+    "Limits")."""
     from eventq.spark import snapshot
 
     name = new_name("big")

@@ -121,8 +121,9 @@ def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload):
 
 
 def test_the_servers_live_statistics_equal_spark_stats(spark, workload):
-    """What the processor counted as it applied the log (issue 13: /api/stats, the
-    source of the dashboard and /metrics) is what Spark finds folding the log again."""
+    """What the processor counted as it applied the log (/api/stats, the source of the
+    dashboard and /metrics: docs/architecture.md, "Metrics and the dashboard") is what
+    Spark finds folding the log again."""
     import json
     import urllib.request
 

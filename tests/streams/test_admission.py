@@ -1,7 +1,8 @@
-"""How the bulk lane cuts its records into slices (streams/admission.py; issue 15): a
-slice holds at most the slice size in commands and bytes, may end inside a bulk record,
-and the slices of a lane, in order, hold every command exactly once over contiguous
-ranges; reading resumes inside the record the last applied slice ended in."""
+"""How the bulk lane cuts its records into slices (streams/admission.py;
+docs/architecture.md, "Lanes"): a slice holds at most the slice size in commands and
+bytes, may end inside a bulk record, and the slices of a lane, in order, hold every
+command exactly once over contiguous ranges; reading resumes inside the record the last
+applied slice ended in."""
 
 from __future__ import annotations
 

@@ -9,8 +9,9 @@ from streams.app import build_streams
 def test_the_changelog_is_declared_without_acks_so_faust_never_waits_for_a_stream(tmp_path):
     """No stream reads `eventq.jobs`. Declared with acks, faust's stall detector took
     each of its partitions for a stream that never started and, after 5 minutes of
-    uptime, logged a 15-line ERROR for every partition every 2.5 s (issue 27). The
-    command log is read by a stream and keeps its acks."""
+    uptime, logged a 15-line ERROR for every partition every 2.5 s
+    (docs/architecture.md, "The changelog"). The command log is read by a stream and
+    keeps its acks."""
     streams = build_streams(Settings(bootstrap="127.0.0.1:1", data_dir=tmp_path))
     assert streams.table.changelog_topic.acks is False
     assert streams.table.changelog_topic.get_topic_name() == "eventq.jobs"

@@ -1,5 +1,5 @@
-"""The changelog buffer never drops a record the producer refused (issue 8): it offers
-it again, counted in flight, so no commit passes it; the worker does not crash."""
+"""The changelog buffer never drops a record the producer refused: it offers it again,
+counted in flight, so no commit passes it; the worker does not crash."""
 
 from __future__ import annotations
 

@@ -115,8 +115,9 @@ def test_a_record_delivered_again_is_not_applied_again():
 
 
 def test_a_gap_is_never_applied_over_the_partition_is_read_again():
-    """faust's fetcher moved past records it never handed over (the catch-up stall of
-    issue 15): the record after the gap waits until the missing ones arrive."""
+    """faust's fetcher moved past records it never handed over (the catch-up stall:
+    docs/fencing.md, "What went wrong without it"): the record after the gap waits until
+    the missing ones arrive."""
     store, held = MemoryStore(), Held()
     p = processor(store, held)
 

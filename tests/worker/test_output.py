@@ -1,5 +1,6 @@
-"""Where a Python worker's lines go (eventq/worker/output.py; issue 27): to the screen in
-a program without logging, to the program's own logging where it has some."""
+"""Where a Python worker's lines go (eventq/worker/output.py; docs/architecture.md,
+"Feedback to users"): to the screen in a program without logging, to the program's own
+logging where it has some."""
 
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ def test_a_program_that_ignores_its_stdin_and_floods_stdout():
 
 
 def test_a_program_that_cannot_start_fails_its_job_in_one_line(tmp_path):
-    """Issue 27: gone (or no longer executable) after the worker started, it was a
-    20-line Python traceback as every job's result."""
+    """Gone (or no longer executable) after the worker started, it used to be a 20-line
+    Python traceback as every job's result."""
     with pytest.raises(JobFailed) as caught:
         run(Program((str(tmp_path / "gone"), "-x")))
     assert caught.value.result == (

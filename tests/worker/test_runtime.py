@@ -28,7 +28,7 @@ def test_a_handler_error_becomes_a_result_naming_it():
 
 
 def test_leases_that_keep_failing_are_said_once_then_reminded(caplog):
-    """Issue 27: eight slots failing every 0.1 s were eight identical lines each time;
+    """Eight slots failing every 0.1 s used to be eight identical lines each time;
     a connection that cannot be made is the client's to say."""
     from eventq.client.errors import ConnectionLost, Unavailable
 
