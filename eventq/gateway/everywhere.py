@@ -56,14 +56,14 @@ class Everywhere:
 
     # --- lease -------------------------------------------------------------------
 
-    async def lease(self, r: rq.Lease) -> Handover:
+    async def lease(self, request: rq.Lease) -> Handover:
         """The best ready job of the whole cluster, in the spec's lease order: a
         uniformly random name among those with ready jobs anywhere, then that name's
         best job wherever it is (this process's on a tie). Its owner claims it with
         start-attempt, so no attempt is handed out twice. When none is ready anywhere,
         wait here and at every other process at once: the first job wins, a second
         one that arrives meanwhile is given back."""
-        return await self.gateway.lease_loop(r, self._lease_best, self._wait_anywhere)
+        return await self.gateway.lease_loop(request, self._lease_best, self._wait_anywhere)
 
     async def _lease_best(self, names) -> Handover | None:
         others = self.cluster.others()
@@ -196,78 +196,78 @@ class Everywhere:
 
     # --- inspect -----------------------------------------------------------------
 
-    async def pause_or_resume(self, r: rq.Pause | rq.Resume) -> bytes:
+    async def pause_or_resume(self, request: rq.Pause | rq.Resume) -> bytes:
         """pause/resume: written to every partition here, then each other process does
         the same and answers once its own partitions have applied it, so +OK means no
         process hands out the queue's jobs any more (the records are idempotent: the
         second copy of each changes nothing)."""
-        reply = await self.gateway.handle(r, peer=True)
+        reply = await self.gateway.handle(request, peer=True)
         if reply[:1] == b"-":
             return reply
-        for other in await self.cluster.ask_others(r):
+        for other in await self.cluster.ask_others(request):
             raise_if_error(other)
         return reply
 
-    async def inspect_server(self, r: rq.InspectServer) -> bytes:
+    async def inspect_server(self, request: rq.InspectServer) -> bytes:
         """Clients and evicted jobs of every process (peers' own connections are not
         clients); ``started`` is this process's."""
         stats = self.gateway.stats
         clients, evicted = stats.active_clients, stats.evicted_jobs
-        for reply in await self.cluster.ask_others(r):
+        for reply in await self.cluster.ask_others(request):
             (block,) = parse_blocks(raise_if_error(reply))
             clients += int(block.value(b"active-clients"))
             evicted += int(block.value(b"evicted-jobs"))
         return replies.server_reply(clients, evicted, self.engine.started_ms)
 
-    async def inspect_queues(self, r: rq.InspectQueues) -> bytes:
+    async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
-        upto = r.offset + r.limit
+        upto = request.offset + request.limit
         now_ms = self.gateway.clock_ms()
         local = [self.gateway.queue_view(name, now_ms)
                  for name in self.index.queue_names()[:upto]]
         others = await self.cluster.pages_of_others(lambda o, n: rq.InspectQueues(o, n), upto)
         parts = [local, *(queue_views(blocks or []) for blocks in others)]
-        return replies.queue_blocks(merge_queues(parts)[r.offset:upto])
+        return replies.queue_blocks(merge_queues(parts)[request.offset:upto])
 
-    async def inspect_queue(self, r: rq.InspectQueue) -> bytes:
+    async def inspect_queue(self, request: rq.InspectQueue) -> bytes:
         await self.engine.wait_ready()
         parts = []
-        if self.index.known(r.name):
-            parts.append([self.gateway.queue_view(r.name, self.gateway.clock_ms())])
-        for reply in await self.cluster.ask_others(r):
+        if self.index.known(request.name):
+            parts.append([self.gateway.queue_view(request.name, self.gateway.clock_ms())])
+        for reply in await self.cluster.ask_others(request):
             if not reply.startswith(b"-NOT-FOUND"):
                 parts.append(queue_views(parse_blocks(raise_if_error(reply))))
         if not parts:
             raise NotFound()
         return replies.queue_blocks(merge_queues(parts))
 
-    async def inspect_jobs(self, r) -> bytes:
+    async def inspect_jobs(self, request) -> bytes:
         """inspect jobs / scheduled-jobs: every process's first offset+limit jobs in
         peer form, merged by their place (the same key everywhere)."""
         await self.engine.wait_ready()
-        upto = r.offset + r.limit
-        kind = type(r)
+        upto = request.offset + request.limit
+        kind = type(request)
         local = None
-        if self.index.known(r.name):
-            local = parse_blocks(self.gateway.ordered_jobs(r.name, kind, 0, upto))
-        others = await self.cluster.pages_of_others(lambda o, n: kind(r.name, o, n), upto)
+        if self.index.known(request.name):
+            local = parse_blocks(self.gateway.ordered_jobs(request.name, kind, 0, upto))
+        others = await self.cluster.pages_of_others(lambda o, n: kind(request.name, o, n), upto)
         parts = [blocks for blocks in (local, *others) if blocks is not None]
         if not parts:
             raise NotFound()
-        return blocks_reply(merge_job_pages(parts, r.offset, r.limit))
+        return blocks_reply(merge_job_pages(parts, request.offset, request.limit))
 
-    async def inspect_digest(self, r: rq.InspectDigest) -> bytes:
+    async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         state, served = await self.engine.digest_part()
         parts = [DigestPart(state.sum, state.count, frozenset(served))]
-        parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(r)]
+        parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(request)]
         check_covers(parts, self.cluster.partitions)
         combined = StateDigest.combined((part.sum, part.count) for part in parts)
         return replies.digest_reply(combined.hexdigest())
 
-    async def inspect_bulk(self, r: rq.InspectBulk) -> bytes:
-        blocks = parse_blocks(await self.gateway.inspect_bulk(r))
-        for reply in await self.cluster.ask_others(r):
+    async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
+        blocks = parse_blocks(await self.gateway.inspect_bulk(request))
+        for reply in await self.cluster.ask_others(request):
             blocks += parse_blocks(raise_if_error(reply))
         blocks.sort(key=lambda block: int(block.head))
         return blocks_reply(blocks)

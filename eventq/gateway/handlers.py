@@ -23,7 +23,8 @@ from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.cluster import KEYED
 from eventq.offers import confirm_window_ms
-from eventq.protocol import replies, requests
+from eventq.protocol import replies
+from eventq.protocol import requests as rq
 from eventq.waiters import Applied
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class Handover:
 
 
 class Gateway:
-    """Answers parsed requests. One per process; connections share it."""
+    """Answers parsed rq. One per process; connections share it."""
 
     def __init__(
         self,
@@ -97,53 +98,53 @@ class Gateway:
         self.clock_ms = clock_ms
         self._background: set[asyncio.Task] = set()
         self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
-            requests.Add: self.add,
-            requests.Schedule: self.schedule,
-            requests.Run: self.run,
-            requests.Result: self.result,
-            requests.Lease: self.lease,
-            requests.Complete: self.complete,
-            requests.Fail: self.fail,
-            requests.Delete: self.delete,
-            requests.Touch: self.touch,
-            requests.Pause: self.pause_or_resume,
-            requests.Resume: self.pause_or_resume,
-            requests.InspectServer: self.inspect_server,
-            requests.InspectQueues: self.inspect_queues,
-            requests.InspectQueue: self.inspect_queue,
-            requests.InspectJobs: self.inspect_jobs,
-            requests.InspectScheduledJobs: self.inspect_scheduled_jobs,
-            requests.InspectJob: self.inspect_job,
-            requests.InspectDigest: self.inspect_digest,
-            requests.InspectBulk: self.inspect_bulk,
-            requests.Peer: self.peer,
-            requests.Peek: self.peek,
-            requests.Confirm: self.confirm_for_client,
+            rq.Add: self.add,
+            rq.Schedule: self.schedule,
+            rq.Run: self.run,
+            rq.Result: self.result,
+            rq.Lease: self.lease,
+            rq.Complete: self.complete,
+            rq.Fail: self.fail,
+            rq.Delete: self.delete,
+            rq.Touch: self.touch,
+            rq.Pause: self.pause_or_resume,
+            rq.Resume: self.pause_or_resume,
+            rq.InspectServer: self.inspect_server,
+            rq.InspectQueues: self.inspect_queues,
+            rq.InspectQueue: self.inspect_queue,
+            rq.InspectJobs: self.inspect_jobs,
+            rq.InspectScheduledJobs: self.inspect_scheduled_jobs,
+            rq.InspectJob: self.inspect_job,
+            rq.InspectDigest: self.inspect_digest,
+            rq.InspectBulk: self.inspect_bulk,
+            rq.Peer: self.peer,
+            rq.Peek: self.peek,
+            rq.Confirm: self.confirm_for_client,
         }
         # Asked by another eventq process (a `peer` connection): this process's own
         # partitions only, and replies the asker merges carry what it merges by.
         self._peer_handlers = {
-            requests.Lease: self.lease_for_peer,
-            requests.InspectJobs: self.ordered_jobs_for_peer,
-            requests.InspectScheduledJobs: self.ordered_jobs_for_peer,
-            requests.InspectDigest: self.digest_for_peer,
-            requests.Confirm: self.confirm,
+            rq.Lease: self.lease_for_peer,
+            rq.InspectJobs: self.ordered_jobs_for_peer,
+            rq.InspectScheduledJobs: self.ordered_jobs_for_peer,
+            rq.InspectDigest: self.digest_for_peer,
+            rq.Confirm: self.confirm,
         }
         if cluster is not None:
             from eventq.gateway.everywhere import Everywhere  # it builds on this module
 
             everywhere = Everywhere(self, cluster)
             self._cluster_handlers = {
-                requests.Lease: everywhere.lease,
-                requests.InspectServer: everywhere.inspect_server,
-                requests.InspectQueues: everywhere.inspect_queues,
-                requests.InspectQueue: everywhere.inspect_queue,
-                requests.InspectJobs: everywhere.inspect_jobs,
-                requests.InspectScheduledJobs: everywhere.inspect_jobs,
-                requests.InspectDigest: everywhere.inspect_digest,
-                requests.InspectBulk: everywhere.inspect_bulk,
-                requests.Pause: everywhere.pause_or_resume,
-                requests.Resume: everywhere.pause_or_resume,
+                rq.Lease: everywhere.lease,
+                rq.InspectServer: everywhere.inspect_server,
+                rq.InspectQueues: everywhere.inspect_queues,
+                rq.InspectQueue: everywhere.inspect_queue,
+                rq.InspectJobs: everywhere.inspect_jobs,
+                rq.InspectScheduledJobs: everywhere.inspect_jobs,
+                rq.InspectDigest: everywhere.inspect_digest,
+                rq.InspectBulk: everywhere.inspect_bulk,
+                rq.Pause: everywhere.pause_or_resume,
+                rq.Resume: everywhere.pause_or_resume,
             }
 
     async def handle(
@@ -178,71 +179,72 @@ class Gateway:
             return None
         return await handler(request)
 
-    async def peer(self, r: requests.Peer) -> bytes:
+    async def peer(self, request: rq.Peer) -> bytes:
         return replies.ok()  # the server marks the connection (gateway/server.py)
 
-    async def peek(self, r: requests.Peek) -> bytes:
+    async def peek(self, request: rq.Peek) -> bytes:
         """Where each name's best ready job of this process stands (issue 11)."""
         if not self.engine.ready.is_set():
             return replies.heads_reply({})
-        heads = self.index.ready_heads(r.names, self.clock_ms(), self.engine.claimed)
+        heads = self.index.ready_heads(request.names, self.clock_ms(), self.engine.claimed)
         return replies.heads_reply(heads)
 
-    async def confirm(self, r: requests.Confirm) -> bytes:
+    async def confirm(self, request: rq.Confirm) -> bytes:
         """A peer takes the job claimed for its lease (eventq/offers.py): +OK while it
         is still offered, else -NOT-FOUND (withdrawn: the claim was given back)."""
-        if not self.engine.offers.confirm(r.id, r.claim):
+        if not self.engine.offers.confirm(request.id, request.claim):
             raise NotFound()
         return replies.ok()
 
-    async def confirm_for_client(self, r: requests.Confirm) -> bytes:
+    async def confirm_for_client(self, request: rq.Confirm) -> bytes:
         """Only another eventq process may take an offered claim; to a client the verb
         does not exist."""
         raise ClientError(UNKNOWN_COMMAND)
 
     # --- writes ------------------------------------------------------------------
 
-    async def add(self, r: requests.Add) -> bytes:
+    async def add(self, request: rq.Add) -> bytes:
         command = core.Add(
-            r.id, r.name, r.ttr_ms, r.ttl_ms, r.payload, r.priority, r.max_attempts,
-            r.max_fails, r.backoff_ms,
+            request.id, request.name, request.ttr_ms, request.ttl_ms, request.payload,
+            request.priority, request.max_attempts, request.max_fails, request.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
-    async def schedule(self, r: requests.Schedule) -> bytes:
+    async def schedule(self, request: rq.Schedule) -> bytes:
         command = core.Schedule(
-            r.id, r.name, r.ttr_ms, r.ttl_ms, r.time_ms, r.payload,
-            r.priority, r.max_attempts, r.max_fails, r.backoff_ms,
+            request.id, request.name, request.ttr_ms, request.ttl_ms, request.time_ms,
+            request.payload, request.priority, request.max_attempts, request.max_fails,
+            request.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
-    async def complete(self, r: requests.Complete) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Complete(r.id, r.result)))
+    async def complete(self, request: rq.Complete) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Complete(request.id, request.result)))
 
-    async def fail(self, r: requests.Fail) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Fail(r.id, r.result)))
+    async def fail(self, request: rq.Fail) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Fail(request.id, request.result)))
 
-    async def delete(self, r: requests.Delete) -> bytes:
-        if r.id.version != PROTOCOL_UUID_VERSION:
+    async def delete(self, request: rq.Delete) -> bytes:
+        if request.id.version != PROTOCOL_UUID_VERSION:
             raise NotFound()  # [eventq] no such job can exist; nothing to log
-        return ok_or_error(await self.engine.submit(core.Delete(r.id)))
+        return ok_or_error(await self.engine.submit(core.Delete(request.id)))
 
-    async def touch(self, r: requests.Touch) -> bytes:
+    async def touch(self, request: rq.Touch) -> bytes:
         """A worker's heartbeat (spec: Extensions). The command names the attempt that
         is LEASED now, so a touch racing a timeout and a new lease of the job is refused
         (-NOT-FOUND) rather than extending the new holder's lease."""
         await self.engine.wait_ready()
-        entry = self.index.entry(r.id)
+        entry = self.index.entry(request.id)
         if entry is None or entry.state is not State.LEASED:
             raise NotFound()
         return ok_or_error(
-            await self.engine.submit(core.Touch(r.id, entry.attempts, r.ttr_ms))
+            await self.engine.submit(core.Touch(request.id, entry.attempts, request.ttr_ms))
         )
 
-    async def pause_or_resume(self, r: requests.Pause | requests.Resume) -> bytes:
+    async def pause_or_resume(self, request: rq.Pause | rq.Resume) -> bytes:
         """Written to every partition; applying it names the queue (JobIndex.set_paused)."""
-        command = core.Pause if isinstance(r, requests.Pause) else core.Resume
-        await self.engine.submit_everywhere(command(r.name))
+        command = core.Pause if isinstance(request, rq.Pause) else core.Resume
+        await self.engine.submit_everywhere(command(request.name))
         return replies.ok()
 
     # --- blocking ----------------------------------------------------------------
@@ -254,39 +256,40 @@ class Gateway:
     async def _wait_final(self, job_id: uuid.UUID, timeout_s: float) -> tuple[bool, Job | None]:
         return await self.waiters.wait_final(job_id, timeout_s, lambda: self._final_now(job_id))
 
-    async def result(self, r: requests.Result) -> bytes:
-        job = self.engine.job(r.id)
+    async def result(self, request: rq.Result) -> bytes:
+        job = self.engine.job(request.id)
         if job is None:
             raise NotFound()
         if not is_final(job):
-            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
                 raise Timeout()
             if job is None:
                 raise NotFound()  # deleted or expired while waiting
         return result_of(job)
 
-    async def run(self, r: requests.Run) -> bytes:
+    async def run(self, request: rq.Run) -> bytes:
         """Enqueue, wait for a worker's result, and always delete the job at the end."""
-        command = core.Add(r.id, r.name, r.ttr_ms, 0, r.payload, r.priority)
+        command = core.Add(
+            request.id, request.name, request.ttr_ms, 0, request.payload, request.priority)
         # A run's job has no TTL and lives only as long as the run (spec: it is deleted
         # when run returns, whatever the outcome): an add that may still take effect
         # after the run gave up is followed by its delete, or the job would stay for good.
         ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: self._compensate(
-            core.Delete(r.id), "the run's job stays until deleted")))
+            core.Delete(request.id), "the run's job stays until deleted")))
         try:
-            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
                 # Leased when the wait ended: wait for that attempt's TTR (spec: run).
-                entry = self.index.entry(r.id)
+                entry = self.index.entry(request.id)
                 if entry is not None and entry.state is State.LEASED and entry.lease_deadline_ms:
                     remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
-                    done, job = await self._wait_final(r.id, remaining_s)
+                    done, job = await self._wait_final(request.id, remaining_s)
             if not done or job is None:
                 raise Timeout()
             return result_of(job)
         finally:
-            await self._delete_quietly(r.id)
+            await self._delete_quietly(request.id)
 
     async def _delete_quietly(self, job_id: uuid.UUID) -> None:
         try:
@@ -294,44 +297,44 @@ class Gateway:
         except EventqError:
             pass  # already gone, or Kafka is down: a run job without TTL stays visible
 
-    async def lease(self, r: requests.Lease, peer_form: bool = False) -> Handover:
+    async def lease(self, request: rq.Lease, peer_form: bool = False) -> Handover:
         return await self.lease_loop(
-            r, lambda names: self.take_here(names, peer_form), self.wait_here
+            request, lambda names: self.take_here(names, peer_form), self.wait_here
         )
 
-    async def lease_for_peer(self, r: requests.Lease) -> Handover:
-        return await self.lease(r, peer_form=True)
+    async def lease_for_peer(self, request: rq.Lease) -> Handover:
+        return await self.lease(request, peer_form=True)
 
     async def lease_loop(
         self,
-        r: requests.Lease,
+        request: rq.Lease,
         take: Callable[[tuple[str, ...]], Awaitable[Handover | None]],
         wait: Callable[[tuple[str, ...], float], Awaitable[Handover | None]],
     ) -> Handover:
         """A lease: ``take`` a ready job, else ``wait`` (until the loop-time deadline)
         for one to become ready (None) or to be handed over, again until the deadline.
         This process's jobs, or (eventq/gateway/everywhere.py) the cluster's."""
-        for name in r.names:
+        for name in request.names:
             self.index.name_queue(name)  # a lease names its queues into being (spec)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + r.wait_timeout_ms / MS
+        deadline = loop.time() + request.wait_timeout_ms / MS
         waited = False
         try:
             while True:
-                handover = await take(r.names)
+                handover = await take(request.names)
                 if handover is not None:
                     return handover
                 if deadline - loop.time() <= 0:
                     raise Timeout()
                 waited = True
-                handover = await wait(r.names, deadline)
+                handover = await wait(request.names, deadline)
                 if handover is not None:
                     return handover
         finally:
             if waited:
                 # A ready job wakes one waiter; this one may have taken a job of another
                 # of its names, or given up: pass the wake on where jobs are still ready.
-                self.waiters.on_ready(n for n in r.names if self._any_ready((n,)))
+                self.waiters.on_ready(n for n in request.names if self._any_ready((n,)))
 
     async def take_here(self, names, peer_form: bool = False) -> Handover | None:
         """Claim this process's best ready job of ``names`` and hand it over; the peer
@@ -437,7 +440,7 @@ class Gateway:
 
     # --- inspect -----------------------------------------------------------------
 
-    async def inspect_server(self, r: requests.InspectServer) -> bytes:
+    async def inspect_server(self, request: rq.InspectServer) -> bytes:
         return replies.server_reply(
             self.stats.active_clients, self.stats.evicted_jobs, self.engine.started_ms
         )
@@ -446,20 +449,20 @@ class Gateway:
         ready, scheduled = self.index.lengths(name, now_ms)
         return replies.QueueView(name, ready, scheduled, self.index.is_paused(name))
 
-    async def inspect_queues(self, r: requests.InspectQueues) -> bytes:
+    async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
         now_ms = self.clock_ms()
-        names = self.index.queue_names()[r.offset : r.offset + r.limit]
+        names = self.index.queue_names()[request.offset : request.offset + request.limit]
         return replies.queue_blocks([self.queue_view(name, now_ms) for name in names])
 
     def _known_queue(self, name: str) -> None:
         if not self.index.known(name):
             raise NotFound()
 
-    async def inspect_queue(self, r: requests.InspectQueue) -> bytes:
+    async def inspect_queue(self, request: rq.InspectQueue) -> bytes:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        return replies.queue_blocks([self.queue_view(r.name, self.clock_ms())])
+        self._known_queue(request.name)
+        return replies.queue_blocks([self.queue_view(request.name, self.clock_ms())])
 
     def _jobs(self, ids) -> Iterator[bytes]:
         """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
@@ -469,26 +472,27 @@ class Gateway:
         views = (view_of(pinned.get(job_id)) for job_id in present)
         return replies.job_blocks_stream(len(present), views)
 
-    async def inspect_jobs(self, r: requests.InspectJobs) -> Iterator[bytes]:
+    async def inspect_jobs(self, request: rq.InspectJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        ids = self.index.ready_page(r.name, self.clock_ms(), r.offset, r.limit)
+        self._known_queue(request.name)
+        ids = self.index.ready_page(request.name, self.clock_ms(), request.offset, request.limit)
         return self._jobs(ids)
 
-    async def inspect_scheduled_jobs(self, r: requests.InspectScheduledJobs) -> Iterator[bytes]:
+    async def inspect_scheduled_jobs(self, request: rq.InspectScheduledJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        ids = self.index.scheduled_page(r.name, self.clock_ms(), r.offset, r.limit)
+        self._known_queue(request.name)
+        ids = self.index.scheduled_page(
+            request.name, self.clock_ms(), request.offset, request.limit)
         return self._jobs(ids)
 
-    async def inspect_job(self, r: requests.InspectJob) -> bytes:
+    async def inspect_job(self, request: rq.InspectJob) -> bytes:
         await self.engine.wait_ready()
-        job = self.engine.job(r.id) if r.id.version == PROTOCOL_UUID_VERSION else None
+        job = self.engine.job(request.id) if request.id.version == PROTOCOL_UUID_VERSION else None
         if job is None:
             raise NotFound()
         return replies.job_blocks([view_of(job)])
 
-    async def inspect_bulk(self, r: requests.InspectBulk) -> bytes:
+    async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
         """The bulk lane's backlog per partition (eventq extension; issue 15)."""
         await self.engine.wait_ready()
         if self.bulk_status is None:
@@ -501,7 +505,7 @@ class Gateway:
                               f"({type(error).__name__}); try again") from None
         return replies.bulk_blocks([replies.BulkView(*row) for row in status])
 
-    async def inspect_digest(self, r: requests.InspectDigest) -> bytes:
+    async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         return replies.digest_reply(await self.engine.digest())
 
@@ -511,7 +515,7 @@ class Gateway:
         """A page of ``inspect jobs`` (or scheduled-jobs) in peer form: each block
         carries its place, for the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
-        if kind is requests.InspectJobs:
+        if kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
         else:
             keyed = self.index.scheduled_page_keys(name, now_ms, offset, limit)
@@ -520,12 +524,12 @@ class Gateway:
             [(key, view_of(pinned.get(job_id))) for key, job_id in keyed if pinned.has(job_id)]
         )
 
-    async def ordered_jobs_for_peer(self, r) -> bytes:
+    async def ordered_jobs_for_peer(self, request) -> bytes:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        return self.ordered_jobs(r.name, type(r), r.offset, r.limit)
+        self._known_queue(request.name)
+        return self.ordered_jobs(request.name, type(request), request.offset, request.limit)
 
-    async def digest_for_peer(self, r: requests.InspectDigest) -> bytes:
+    async def digest_for_peer(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         state, served = await self.engine.digest_part()
         return replies.digest_part_reply(state.sum, state.count, served)
