@@ -158,7 +158,7 @@ def test_a_peer_confirms_its_claim_once_and_then_nothing_is_given_back():
     gateway, engine, ready = owner_with_one_ready_job()
 
     async def main() -> list[bytes]:
-        handover = await gateway.take_here(("q",), peer_form=True)
+        handover = await gateway.leasing.take_here(("q",), peer_form=True)
         claim = handover.release.claim
         answers = [await gateway.handle(rq.Confirm(ready.id, claim), peer=True)
                    for _ in range(2)]
@@ -175,7 +175,7 @@ def test_an_offer_not_confirmed_in_its_window_is_given_back_and_refused_after():
     gateway, engine, ready = owner_with_one_ready_job()
 
     async def main() -> bytes:
-        await gateway.take_here(("q",), peer_form=True)
+        await gateway.leasing.take_here(("q",), peer_form=True)
         await asyncio.sleep(0.6)  # the window: half the TTR of 1 s
         return await gateway.handle(rq.Confirm(ready.id, CLAIM_AT), peer=True)
 
@@ -189,7 +189,7 @@ def test_a_claim_for_this_processs_own_client_is_no_offer():
     gateway, engine, _ = owner_with_one_ready_job()
 
     async def main() -> None:
-        await gateway.take_here(("q",))
+        await gateway.leasing.take_here(("q",))
         await asyncio.sleep(0.6)
 
     asyncio.run(main())
@@ -200,7 +200,7 @@ def test_a_client_cannot_confirm_an_offer():
     gateway, engine, ready = owner_with_one_ready_job()
 
     async def main() -> bytes:
-        await gateway.take_here(("q",), peer_form=True)
+        await gateway.leasing.take_here(("q",), peer_form=True)
         return await gateway.handle(rq.Confirm(ready.id, CLAIM_AT))
 
     assert asyncio.run(main()) == b"-CLIENT-ERROR Unknown command\r\n"

@@ -26,7 +26,7 @@ from eventq.gateway.cluster import (
     queue_views,
     raise_if_error,
 )
-from eventq.gateway.handlers import Handover
+from eventq.gateway.leasing import Handover
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
@@ -50,6 +50,7 @@ class UnconfirmedClaim(ServerError):
 class Everywhere:
     def __init__(self, gateway, cluster: Cluster) -> None:
         self.gateway = gateway
+        self.leasing = gateway.leasing
         self.cluster = cluster
         self.engine = gateway.engine
         self.index = gateway.index
@@ -63,7 +64,7 @@ class Everywhere:
         start-attempt, so no attempt is handed out twice. When none is ready anywhere,
         wait here and at every other process at once: the first job wins, a second
         one that arrives meanwhile is given back."""
-        return await self.gateway.lease_loop(request, self._lease_best, self._wait_anywhere)
+        return await self.leasing.lease_loop(request, self._lease_best, self._wait_anywhere)
 
     async def _lease_best(self, names) -> Handover | None:
         others = self.cluster.others()
@@ -79,7 +80,7 @@ class Everywhere:
             name, where = choice
             del heads[where][name]  # tried: if it is gone, the next best
             if where is None:
-                handover = await self.gateway.take_here((name,))
+                handover = await self.leasing.take_here((name,))
             else:
                 handover = await self._lease_at(where, (name,), 0)
             if handover is not None:
@@ -134,7 +135,7 @@ class Everywhere:
         if confirming.cancelled() or confirming.exception() is not None:
             return
         if confirming.result().startswith(b"+OK"):
-            self.gateway.give_back(handover.release)
+            self.leasing.give_back(handover.release)
 
     async def _wait_at(self, address: str, names, deadline: float):
         loop = asyncio.get_running_loop()
@@ -162,7 +163,7 @@ class Everywhere:
     async def _wait_anywhere(self, names, deadline: float) -> Handover | None:
         """Wait until a job is ready here (None: claim it) or another process leased
         one to us (its handover)."""
-        local = asyncio.ensure_future(self.gateway.wait_here(names, deadline))
+        local = asyncio.ensure_future(self.leasing.wait_here(names, deadline))
         remote = {asyncio.ensure_future(self._wait_at(a, names, deadline))
                   for a in self.cluster.others()}
         pending = {local, *remote}
@@ -192,7 +193,7 @@ class Everywhere:
                 if result is not None and result is not chosen and not isinstance(
                     result, BaseException
                 ):
-                    self.gateway.give_back(result.release)
+                    self.leasing.give_back(result.release)
 
     # --- inspect -----------------------------------------------------------------
 

@@ -9,25 +9,20 @@ the answer.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
-from dataclasses import dataclass
-from functools import partial
 from typing import Awaitable, Callable, Iterator
 
 from eventq import core
-from eventq.core import AttemptStarted, Job, State
+from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway.cluster import KEYED
-from eventq.offers import confirm_window_ms
+from eventq.gateway.leasing import Handover, Leasing
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.waiters import Applied
-
-log = logging.getLogger(__name__)
 
 MS = 1000.0
 PROTOCOL_UUID_VERSION = 4  # add/schedule/run require v4, so no other id can exist
@@ -68,18 +63,8 @@ def ok_or_error(applied: Applied) -> bytes:
     raise ServerError(f"command was not applied ({outcome.reason})")
 
 
-@dataclass(frozen=True)
-class Handover:
-    """A reply that hands a job to its client (a lease). If the client is gone before
-    it can be written, the attempt is given back with ``release`` instead (docs/architecture.md,
-    "Abandoned commands"): a job is never leased to nobody."""
-
-    reply: bytes
-    release: core.ReleaseAttempt
-
-
 class Gateway:
-    """Answers parsed rq. One per process; connections share it."""
+    """Answers parsed requests. One per process; connections share it."""
 
     def __init__(
         self,
@@ -96,7 +81,7 @@ class Gateway:
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
         self.clock_ms = clock_ms
-        self._background: set[asyncio.Task] = set()
+        self.leasing = Leasing(engine, stats, clock_ms)
         self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
             rq.Add: self.add,
             rq.Schedule: self.schedule,
@@ -178,6 +163,10 @@ class Gateway:
         if handler is None or not self.cluster.others():
             return None
         return await handler(request)
+
+    def give_back(self, release: core.ReleaseAttempt) -> None:
+        """A lease's attempt no client received (eventq/gateway/server.py)."""
+        self.leasing.give_back(release)
 
     async def peer(self, request: rq.Peer) -> bytes:
         return replies.ok()  # the server marks the connection (gateway/server.py)
@@ -275,8 +264,8 @@ class Gateway:
         # A run's job has no TTL and lives only as long as the run (spec: it is deleted
         # when run returns, whatever the outcome): an add that may still take effect
         # after the run gave up is followed by its delete, or the job would stay for good.
-        ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: self._compensate(
-            core.Delete(request.id), "the run's job stays until deleted")))
+        ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: (
+            self.leasing.compensate(core.Delete(request.id), "the run's job stays until deleted"))))
         try:
             done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
@@ -298,145 +287,13 @@ class Gateway:
             pass  # already gone, or Kafka is down: a run job without TTL stays visible
 
     async def lease(self, request: rq.Lease, peer_form: bool = False) -> Handover:
-        return await self.lease_loop(
-            request, lambda names: self.take_here(names, peer_form), self.wait_here
+        leasing = self.leasing
+        return await leasing.lease_loop(
+            request, lambda names: leasing.take_here(names, peer_form), leasing.wait_here
         )
 
     async def lease_for_peer(self, request: rq.Lease) -> Handover:
         return await self.lease(request, peer_form=True)
-
-    async def lease_loop(
-        self,
-        request: rq.Lease,
-        take: Callable[[tuple[str, ...]], Awaitable[Handover | None]],
-        wait: Callable[[tuple[str, ...], float], Awaitable[Handover | None]],
-    ) -> Handover:
-        """A lease: ``take`` a ready job, else ``wait`` (until the loop-time deadline)
-        for one to become ready (None) or to be handed over, again until the deadline.
-        This process's jobs, or (eventq/gateway/everywhere.py) the cluster's."""
-        for name in request.names:
-            self.index.name_queue(name)  # a lease names its queues into being (spec)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + request.wait_timeout_ms / MS
-        waited = False
-        try:
-            while True:
-                handover = await take(request.names)
-                if handover is not None:
-                    return handover
-                if deadline - loop.time() <= 0:
-                    raise Timeout()
-                waited = True
-                handover = await wait(request.names, deadline)
-                if handover is not None:
-                    return handover
-        finally:
-            if waited:
-                # A ready job wakes one waiter; this one may have taken a job of another
-                # of its names, or given up: pass the wake on where jobs are still ready.
-                self.waiters.on_ready(n for n in request.names if self._any_ready((n,)))
-
-    async def take_here(self, names, peer_form: bool = False) -> Handover | None:
-        """Claim this process's best ready job of ``names`` and hand it over; the peer
-        form of the reply carries the attempt, for the asking gateway to give back."""
-        claim = await self.claim_one(names)
-        if claim is None:
-            return None
-        job, release = claim
-        if peer_form:
-            self._offer(release, job.ttr_ms)
-            reply = replies.peer_lease_reply(
-                job.id, job.name, job.ttr_ms, release.attempt, int(release.state),
-                release.claim, job.payload)
-        else:
-            reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-        return Handover(reply, release)
-
-    def _offer(self, release: core.ReleaseAttempt, ttr_ms: int) -> None:
-        """Hold a claim for a peer's lease until it confirms it; give it back if it
-        does not in time (eventq/offers.py, issue 26)."""
-        if self.index.entry(release.job_id) is None:
-            return  # already gone again (deleted, expired): nothing to confirm
-        self.engine.offers.open(release)
-        asyncio.get_running_loop().call_later(
-            confirm_window_ms(ttr_ms) / MS, self._withdraw_offer, release)
-
-    def _withdraw_offer(self, release: core.ReleaseAttempt) -> None:
-        if self.engine.offers.withdraw(release.job_id, release.claim) is not None:
-            self.give_back(release)
-
-    async def wait_here(self, names, deadline: float) -> None:
-        """Until a job of ``names`` is ready here or the loop-time deadline passes."""
-        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-        await self.waiters.wait_ready(names, remaining, lambda: self._any_ready(names))
-
-    def _any_ready(self, names) -> bool:
-        candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
-        return next(candidates, None) is not None
-
-    async def claim_one(self, names) -> tuple[Job, core.ReleaseAttempt] | None:
-        """Claim the best ready job with start-attempt; the processor grants it only if
-        it is still ready at that attempt, so no attempt is ever handed out twice.
-
-        A claim this gateway gives up on while it is in the log (deadline passed,
-        connection ended) is given back, so its attempt is not spent on nobody. The
-        give-back names the claim by its log position: it undoes that claim only, never
-        another process's claim of the same attempt (core.ReleaseAttempt)."""
-        await self.engine.wait_ready()
-        claimed = self.engine.claimed
-        for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
-            entry = self.index.entry(job_id)
-            if entry is None:
-                continue
-            attempt = entry.attempts + 1
-            claimed.add(job_id)
-            try:
-                applied = await self.engine.submit(
-                    core.StartAttempt(job_id, attempt),
-                    # while still claimed
-                    on_abandoned=partial(self._give_back_claim, job_id, attempt, entry.state),
-                )
-            finally:
-                claimed.discard(job_id)
-            outcome = applied.outcome
-            if isinstance(outcome, Accepted) and isinstance(outcome.event, AttemptStarted):
-                return applied.job, core.ReleaseAttempt(job_id, attempt, entry.state, applied.at)
-            # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
-        return None
-
-    def _give_back_claim(self, job_id: uuid.UUID, attempt: int, state: State, at: int) -> None:
-        """Give back an abandoned claim, the start-attempt at log position ``at``."""
-        self.give_back(core.ReleaseAttempt(job_id, attempt, state, at))
-
-    def give_back(self, release: core.ReleaseAttempt) -> None:
-        """Append ``release`` (applied only while the job is as its claim left it). It
-        is queued at once; the client's reply does not wait."""
-        self.engine.offers.withdraw(release.job_id, release.claim)  # if it was one
-        self.stats.released += 1
-        self._compensate(release, "its TTR will time the attempt out instead")
-
-    def _compensate(self, command, otherwise: str) -> None:
-        """Queue ``command`` now behind the abandoned one (same job, same lane) and
-        wait for Kafka to take it in the background."""
-        try:
-            in_log = self.engine.append(command)
-        except EventqError as error:  # no producer yet
-            self._compensation_failed(command, otherwise, error)
-            return
-        task = asyncio.ensure_future(self._await_compensation(command, otherwise, in_log))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _await_compensation(self, command, otherwise: str, in_log) -> None:
-        try:
-            await in_log
-        except Exception as error:
-            self._compensation_failed(command, otherwise, error)
-
-    @staticmethod
-    def _compensation_failed(command, otherwise: str, error: Exception) -> None:
-        log.warning("could not write %s for job %s (%s): %s",
-                    type(command).__name__, command.job_id, otherwise, error)
 
     # --- inspect -----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
-from eventq.gateway.handlers import Handover
+from eventq.gateway.leasing import Handover
 from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer

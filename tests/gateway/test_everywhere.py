@@ -58,7 +58,8 @@ class Owner:
 
 def asker(owner: Owner) -> tuple[Everywhere, list]:
     given_back: list = []
-    gateway = SimpleNamespace(engine=None, index=None, give_back=given_back.append)
+    leasing = SimpleNamespace(give_back=given_back.append)
+    gateway = SimpleNamespace(engine=None, index=None, leasing=leasing)
     return Everywhere(gateway, owner), given_back
 
 
