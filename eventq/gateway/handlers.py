@@ -1,4 +1,5 @@
-"""What each workq request does, as one function per request type (spec/protocol.md).
+"""This process's answer to each workq request, one function per request type
+(spec/protocol.md).
 
 State changes become commands through ``engine.submit`` (written to the log, applied by
 the processor, then answered); reads come from the indexes and the table of the
@@ -11,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import cast
 
 from eventq import core
 from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
-from eventq.gateway.cluster import KEYED
+from eventq.gateway import ports
 from eventq.gateway.leasing import Handover, Leasing
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
@@ -50,6 +52,11 @@ def view_of(job: Job) -> replies.JobView:
     )
 
 
+def pinned_view(pinned: ports.PinnedJobs, job_id: uuid.UUID) -> replies.JobView:
+    """The view of a job ``pinned`` has (``pinned.has``)."""
+    return view_of(cast(Job, pinned.get(job_id)))
+
+
 def result_of(job: Job) -> bytes:
     return replies.result_reply(job.id, bool(job.result_ok), job.result or b"")
 
@@ -63,116 +70,34 @@ def ok_or_error(applied: Applied) -> bytes:
     raise ServerError(f"command was not applied ({outcome.reason})")
 
 
-class Gateway:
-    """Answers parsed requests. One per process; connections share it."""
+class LocalAnswers:
+    """This process's answer to each request, from the partitions it owns: one method
+    per request type, and the peer forms another eventq process asks for (merged there,
+    eventq/gateway/cluster_answers.py). One per process; eventq/gateway/dispatch.py
+    picks the answer a request gets."""
 
     def __init__(
         self,
-        engine,
-        stats,
+        engine: ports.Engine,
+        stats: ports.Stats,
+        leasing: Leasing,
         clock_ms: Callable[[], int] = wall_clock_ms,
         bulk_status: Callable[[], Awaitable[list[tuple[int, int, int]]]] | None = None,
-        cluster=None,
     ) -> None:
         self.engine = engine
-        self.cluster = cluster  # eventq/gateway/cluster.py: the other processes, if any
         self.bulk_status = bulk_status  # streams/admission.py: BulkAdmitter.status
         self.index = engine.index
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
+        self.leasing = leasing
         self.clock_ms = clock_ms
-        self.leasing = Leasing(engine, stats, clock_ms)
-        self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
-            rq.Add: self.add,
-            rq.Schedule: self.schedule,
-            rq.Run: self.run,
-            rq.Result: self.result,
-            rq.Lease: self.lease,
-            rq.Complete: self.complete,
-            rq.Fail: self.fail,
-            rq.Delete: self.delete,
-            rq.Touch: self.touch,
-            rq.Pause: self.pause_or_resume,
-            rq.Resume: self.pause_or_resume,
-            rq.InspectServer: self.inspect_server,
-            rq.InspectQueues: self.inspect_queues,
-            rq.InspectQueue: self.inspect_queue,
-            rq.InspectJobs: self.inspect_jobs,
-            rq.InspectScheduledJobs: self.inspect_scheduled_jobs,
-            rq.InspectJob: self.inspect_job,
-            rq.InspectDigest: self.inspect_digest,
-            rq.InspectBulk: self.inspect_bulk,
-            rq.Peer: self.peer,
-            rq.Peek: self.peek,
-            rq.Confirm: self.confirm_for_client,
-        }
-        # Asked by another eventq process (a `peer` connection): this process's own
-        # partitions only, and replies the asker merges carry what it merges by.
-        self._peer_handlers = {
-            rq.Lease: self.lease_for_peer,
-            rq.InspectJobs: self.ordered_jobs_for_peer,
-            rq.InspectScheduledJobs: self.ordered_jobs_for_peer,
-            rq.InspectDigest: self.digest_for_peer,
-            rq.Confirm: self.confirm,
-        }
-        if cluster is not None:
-            from eventq.gateway.everywhere import Everywhere  # it builds on this module
-
-            everywhere = Everywhere(self, cluster)
-            self._cluster_handlers = {
-                rq.Lease: everywhere.lease,
-                rq.InspectServer: everywhere.inspect_server,
-                rq.InspectQueues: everywhere.inspect_queues,
-                rq.InspectQueue: everywhere.inspect_queue,
-                rq.InspectJobs: everywhere.inspect_jobs,
-                rq.InspectScheduledJobs: everywhere.inspect_jobs,
-                rq.InspectDigest: everywhere.inspect_digest,
-                rq.InspectBulk: everywhere.inspect_bulk,
-                rq.Pause: everywhere.pause_or_resume,
-                rq.Resume: everywhere.pause_or_resume,
-            }
-
-    async def handle(
-        self, request: object, peer: bool = False
-    ) -> bytes | Handover | Iterator[bytes]:
-        """The reply: bytes, or for long replies an iterator of pieces to write in turn.
-        ``peer``: the request comes from another eventq process (never forwarded)."""
-        try:
-            if peer:
-                handler = self._peer_handlers.get(type(request))
-                if handler is not None:
-                    return await handler(request)
-            elif self.cluster is not None:
-                routed = await self._route(request)
-                if routed is not None:
-                    return routed
-            return await self._handlers[type(request)](request)
-        except EventqError as error:
-            return error.reply
-
-    async def _route(self, request: object) -> bytes | Handover | None:
-        """Where other processes serve: a job's request goes to its partition's owner
-        (its reply relayed as is), a request over all jobs asks every process. None:
-        this process answers alone."""
-        if isinstance(request, KEYED):
-            owner = self.cluster.remote_owner(request.id)
-            if owner is not None:
-                return await self.cluster.ask(owner, request)
-            return None
-        handler = self._cluster_handlers.get(type(request))
-        if handler is None or not self.cluster.others():
-            return None
-        return await handler(request)
-
-    def give_back(self, release: core.ReleaseAttempt) -> None:
-        """A lease's attempt no client received (eventq/gateway/server.py)."""
-        self.leasing.give_back(release)
 
     async def peer(self, request: rq.Peer) -> bytes:
         return replies.ok()  # the server marks the connection (gateway/server.py)
 
     async def peek(self, request: rq.Peek) -> bytes:
-        """Where each name's best ready job of this process stands (issue 11)."""
+        """Where each name's best ready job of this process stands (docs/architecture.md,
+        "Scaling out")."""
         if not self.engine.ready.is_set():
             return replies.heads_reply({})
         heads = self.index.ready_heads(request.names, self.clock_ms(), self.engine.claimed)
@@ -321,12 +246,12 @@ class Gateway:
         self._known_queue(request.name)
         return replies.queue_blocks([self.queue_view(request.name, self.clock_ms())])
 
-    def _jobs(self, ids) -> Iterator[bytes]:
+    def _jobs(self, ids: Sequence[uuid.UUID]) -> Iterator[bytes]:
         """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
-        each are never held in memory at once (issue 8)."""
+        each (docs/architecture.md, "Limits") are never held in memory at once."""
         pinned = self.engine.pinned(ids)
         present = [job_id for job_id in ids if pinned.has(job_id)]  # decoded once, below
-        views = (view_of(pinned.get(job_id)) for job_id in present)
+        views = (pinned_view(pinned, job_id) for job_id in present)
         return replies.job_blocks_stream(len(present), views)
 
     async def inspect_jobs(self, request: rq.InspectJobs) -> Iterator[bytes]:
@@ -350,7 +275,8 @@ class Gateway:
         return replies.job_blocks([view_of(job)])
 
     async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
-        """The bulk lane's backlog per partition (eventq extension; issue 15)."""
+        """The bulk lane's backlog per partition (eventq extension; docs/architecture.md,
+        "Lanes")."""
         await self.engine.wait_ready()
         if self.bulk_status is None:
             return replies.bulk_blocks([])
@@ -366,7 +292,7 @@ class Gateway:
         await self.engine.wait_ready()
         return replies.digest_reply(await self.engine.digest())
 
-    # --- peer forms (issue 11) ---------------------------------------------------
+    # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
     def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
         """A page of ``inspect jobs`` (or scheduled-jobs) in peer form: each block
@@ -378,10 +304,12 @@ class Gateway:
             keyed = self.index.scheduled_page_keys(name, now_ms, offset, limit)
         pinned = self.engine.pinned([job_id for _, job_id in keyed])
         return replies.ordered_job_blocks(
-            [(key, view_of(pinned.get(job_id))) for key, job_id in keyed if pinned.has(job_id)]
+            [(key, pinned_view(pinned, job_id)) for key, job_id in keyed if pinned.has(job_id)]
         )
 
-    async def ordered_jobs_for_peer(self, request) -> bytes:
+    async def ordered_jobs_for_peer(
+        self, request: rq.InspectJobs | rq.InspectScheduledJobs
+    ) -> bytes:
         await self.engine.wait_ready()
         self._known_queue(request.name)
         return self.ordered_jobs(request.name, type(request), request.offset, request.limit)

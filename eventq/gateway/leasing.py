@@ -105,7 +105,7 @@ class Leasing:
             self._offer(release, job.ttr_ms)
             reply = replies.peer_lease_reply(
                 job.id, job.name, job.ttr_ms, release.attempt, int(release.state),
-                release.claim, job.payload)
+                cast(int, release.claim), job.payload)  # claim_one names every claim
         else:
             reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
         return Handover(reply, release)
