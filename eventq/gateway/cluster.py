@@ -1,4 +1,4 @@
-"""Many eventq processes as one queue (issue 11; docs/architecture.md, "Scaling out").
+"""Many eventq processes as one queue (docs/architecture.md, "Scaling out").
 
 Each process owns some partitions (faust's assignment). A request for a job is answered
 by the process owning the job's partition: the gateway a client reached forwards it
