@@ -1,12 +1,12 @@
 """Claims made for another process's lease, until that process confirms them.
 
-A lease at one process may take a job another process owns (eventq/gateway/everywhere.py):
-the owner claims it (start-attempt) and sends the handover over a peer connection. If
-the asking process cannot take it (stopped with SIGSTOP, its ask timed out, its
-connection gone), the claimed attempt would be spent on nobody when its TTR passes, or
-worse, handed to a client long after the job was leased again. So a claim for a peer
-is only *offered* until the asker confirms it (``confirm <id> <claim>``) before it
-hands the job to its client:
+A lease at one process may take a job another process owns
+(eventq/gateway/cluster_answers.py): the owner claims it (start-attempt) and sends the
+handover over a peer connection. If the asking process cannot take it (stopped with
+SIGSTOP, its ask timed out, its connection gone), the claimed attempt would be spent on
+nobody when its TTR passes, or worse, handed to a client long after the job was leased
+again. So a claim for a peer is only *offered* until the asker confirms it
+(``confirm <id> <claim>``) before it hands the job to its client:
 
 - confirmed: the lease is the asker's, as any lease;
 - not confirmed in time (``confirm_window_ms``, always well within the TTR), or its TTR

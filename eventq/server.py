@@ -16,7 +16,10 @@ import mode
 
 from eventq import statedir
 from eventq.gateway.cluster import Cluster
-from eventq.gateway.handlers import Gateway, wall_clock_ms
+from eventq.gateway.cluster_answers import ClusterAnswers
+from eventq.gateway.dispatch import Gateway
+from eventq.gateway.handlers import LocalAnswers, wall_clock_ms
+from eventq.gateway.leasing import Leasing
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
@@ -47,9 +50,15 @@ class EventqService(mode.Service):
             peers=self.peers,
             request_timeout_s=2 * settings.write_timeout_ms / 1000 + 5,
         )
-        self.gateway = Gateway(
-            streams.engine, stats, bulk_status=streams.admitter.status, cluster=cluster
-        )
+        # The gateway in its parts (docs/architecture.md, "The gateway"): the lease protocol,
+        # this process's answers, the cluster's (built on both), and the dispatch.
+        engine = streams.engine
+        leasing = Leasing(engine, stats, wall_clock_ms)
+        local = LocalAnswers(engine, stats, leasing, wall_clock_ms,
+                             bulk_status=streams.admitter.status)
+        cluster_answers = ClusterAnswers(cluster=cluster, engine=engine, stats=stats,
+                                         leasing=leasing, local=local, clock_ms=wall_clock_ms)
+        self.gateway = Gateway(local, leasing, cluster_answers)
         listeners = listeners or Listeners()
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms,

@@ -17,6 +17,10 @@ a dependency). The rules:
    eventq.gateway, streams) imports ``eventq.spark`` (pyspark and the batch jobs).
 7. Neither layer imports the wiring (``streams`` and ``eventq.gateway`` never import
    ``eventq.server``).
+8. No module of ``eventq.gateway`` imports another in a cycle (directly or through
+   others): the wiring builds its parts and hands them to each other.
+9. The lease protocol (``eventq.gateway.leasing``) imports neither side that uses it
+   (``LEASE_USERS``: this process's answers, the cluster's, the dispatch).
 
 A broken rule fails naming the module, the line and the import.
 """
@@ -40,6 +44,9 @@ IO = (
 )  # fmt: skip
 WIRING = ("eventq.server",)  # builds the processors (streams) and the gateway together
 LIVE_SERVER = ("eventq.server", "eventq.observe", "eventq.gateway", "streams")
+LEASING = "eventq.gateway.leasing"
+LEASE_USERS = ("eventq.gateway.handlers", "eventq.gateway.cluster_answers",
+               "eventq.gateway.dispatch")
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,29 @@ def all_imports(root: Path = ROOT) -> list[Import]:
     return [i for module, path in files.items() for i in imports_of(module, path, known, root)]
 
 
+def reaches(imports: list[Import], start: str, goal: str) -> bool:
+    """Whether ``start`` imports ``goal``, directly or through other modules."""
+    targets: dict[str, set[str]] = {}
+    for i in imports:
+        targets.setdefault(i.module, set()).add(i.target)
+    seen, stack = {start}, [start]
+    while stack:
+        for target in targets.get(stack.pop(), ()):
+            if target == goal:
+                return True
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return False
+
+
+def import_cycles(imports: list[Import], within: str) -> list[Import]:
+    """The imports among the modules under ``within`` that close a cycle: the target
+    imports the importing module back, directly or not."""
+    inside = [i for i in imports if is_under(i.module, within) and is_under(i.target, within)]
+    return [i for i in inside if i.target == i.module or reaches(inside, i.target, i.module)]
+
+
 def broken_rules(imports: list[Import]) -> list[str]:
     """One line per import that breaks a rule (empty: every rule holds)."""
     broken = []
@@ -148,6 +178,16 @@ def broken_rules(imports: list[Import]) -> list[str]:
         lambda i: is_under(i.module, ("streams", "eventq.gateway"))
         and is_under(i.target, WIRING),
     )
+    broken.extend(
+        f"{i}: no module of eventq.gateway imports another in a cycle ({i.target} imports "
+        f"{i.module} back)"
+        for i in import_cycles(imports, "eventq.gateway")
+    )
+    breaks(
+        f"the lease protocol ({LEASING}) imports neither side that uses it ("
+        + ", ".join(LEASE_USERS) + ")",
+        lambda i: i.module == LEASING and is_under(i.target, LEASE_USERS),
+    )
     return broken
 
 
@@ -159,7 +199,8 @@ def test_every_layer_imports_only_what_its_rules_allow():
 def test_the_wiring_exists_and_wires_both_layers():
     """The rules name real modules, and the wiring is where the two layers meet."""
     files = module_files()
-    for name in (*PURE, *WIRING, *LIVE_SERVER, "eventq.gateway", "eventq.spark"):
+    for name in (*PURE, *WIRING, *LIVE_SERVER, "eventq.gateway", "eventq.spark", LEASING,
+                 *LEASE_USERS):
         assert name in files, f"the rules name {name}, which is not a module"
     targets = {i.target for i in all_imports() if i.module in WIRING}
     assert any(is_under(t, "streams") for t in targets)
@@ -182,6 +223,8 @@ def test_the_wiring_exists_and_wires_both_layers():
         ("eventq.observe.fake", "from ..spark.rows import JobFold\n",
          "never imports eventq.spark"),
         ("streams.fake", "from eventq import server\n", "never import the wiring"),
+        ("eventq.gateway.leasing", "def f():\n    from .cluster_answers import ClusterAnswers\n",
+         "the lease protocol (eventq.gateway.leasing) imports neither"),
     ],
 )
 def test_a_broken_rule_names_the_module_and_its_import(tmp_path, module, source, expected):
@@ -194,3 +237,19 @@ def test_a_broken_rule_names_the_module_and_its_import(tmp_path, module, source,
     broken = broken_rules(imports_of(module, path, known, tmp_path))
     assert any(expected in line for line in broken), broken
     assert all(line.startswith(f"{module} ({path.relative_to(tmp_path)}") for line in broken)
+
+
+def test_gateway_modules_that_import_each_other_are_a_cycle(tmp_path):
+    """Two gateway modules importing each other, one of them inside a function (as
+    handlers.py and everywhere.py did), break rule 8 at both imports; a third that
+    imports one of them without being imported back does not."""
+    gateway = tmp_path / "eventq" / "gateway"
+    gateway.mkdir(parents=True)
+    (gateway / "__init__.py").write_text("")
+    (gateway / "first.py").write_text("from eventq.gateway.second import Second\n")
+    (gateway / "second.py").write_text("def f():\n    from eventq.gateway import first\n")
+    (gateway / "third.py").write_text("from eventq.gateway import first, second\n")
+    broken = broken_rules(all_imports(tmp_path))
+    assert sorted(line.split(" ")[0] for line in broken) == [
+        "eventq.gateway.first", "eventq.gateway.second"], broken
+    assert all("in a cycle" in line for line in broken)

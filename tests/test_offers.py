@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from eventq import core
 from eventq.core import AttemptStarted, State
 from eventq.core.machine import Accepted
-from eventq.gateway.handlers import Gateway
+from eventq.gateway.dispatch import Gateway
+from eventq.gateway.handlers import LocalAnswers
+from eventq.gateway.leasing import Leasing
 from eventq.indexes import JobIndex
 from eventq.offers import CONFIRM_WINDOW_MAX_MS, Offers, confirm_window_ms
 from eventq.protocol import replies
@@ -152,14 +154,16 @@ def owner_with_one_ready_job(ttr_ms: int = 1000):
     ready = job()
     index.put(ready, 0, NOW)
     engine = ClaimingEngine(index)
-    return Gateway(engine, Stats(), clock_ms=lambda: NOW), engine, ready
+    leasing = Leasing(engine, Stats(), clock_ms=lambda: NOW)
+    local = LocalAnswers(engine, leasing.stats, leasing, clock_ms=lambda: NOW)
+    return Gateway(local, leasing), leasing, engine, ready
 
 
 def test_a_peer_confirms_its_claim_once_and_then_nothing_is_given_back():
-    gateway, engine, ready = owner_with_one_ready_job()
+    gateway, leasing, engine, ready = owner_with_one_ready_job()
 
     async def main() -> list[bytes]:
-        handover = await gateway.take_here(("q",), peer_form=True)
+        handover = await leasing.take_here(("q",), peer_form=True)
         claim = handover.release.claim
         answers = [await gateway.handle(rq.Confirm(ready.id, claim), peer=True)
                    for _ in range(2)]
@@ -173,24 +177,24 @@ def test_a_peer_confirms_its_claim_once_and_then_nothing_is_given_back():
 
 
 def test_an_offer_not_confirmed_in_its_window_is_given_back_and_refused_after():
-    gateway, engine, ready = owner_with_one_ready_job()
+    gateway, leasing, engine, ready = owner_with_one_ready_job()
 
     async def main() -> bytes:
-        await gateway.take_here(("q",), peer_form=True)
+        await leasing.take_here(("q",), peer_form=True)
         await asyncio.sleep(0.6)  # the window: half the TTR of 1 s
         return await gateway.handle(rq.Confirm(ready.id, CLAIM_AT), peer=True)
 
     late = asyncio.run(main())
     assert late.startswith(b"-NOT-FOUND")
     assert engine.appended == [core.ReleaseAttempt(ready.id, 1, State.NEW, CLAIM_AT)]
-    assert gateway.stats.released == 1
+    assert leasing.stats.released == 1
 
 
 def test_a_claim_for_this_processs_own_client_is_no_offer():
-    gateway, engine, _ = owner_with_one_ready_job()
+    _, leasing, engine, _ = owner_with_one_ready_job()
 
     async def main() -> None:
-        await gateway.take_here(("q",))
+        await leasing.take_here(("q",))
         await asyncio.sleep(0.6)
 
     asyncio.run(main())
@@ -198,10 +202,10 @@ def test_a_claim_for_this_processs_own_client_is_no_offer():
 
 
 def test_a_client_cannot_confirm_an_offer():
-    gateway, engine, ready = owner_with_one_ready_job()
+    gateway, leasing, engine, ready = owner_with_one_ready_job()
 
     async def main() -> bytes:
-        await gateway.take_here(("q",), peer_form=True)
+        await leasing.take_here(("q",), peer_form=True)
         return await gateway.handle(rq.Confirm(ready.id, CLAIM_AT))
 
     assert asyncio.run(main()) == b"-CLIENT-ERROR Unknown command\r\n"

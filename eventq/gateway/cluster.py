@@ -1,4 +1,4 @@
-"""Many eventq processes as one queue (issue 11; docs/architecture.md, "Scaling out").
+"""Many eventq processes as one queue (docs/architecture.md, "Scaling out").
 
 Each process owns some partitions (faust's assignment). A request for a job is answered
 by the process owning the job's partition: the gateway a client reached forwards it
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 from eventq.errors import EventqError, ServerError
@@ -152,7 +153,7 @@ def queue_views(blocks: Iterable[Block]) -> list[QueueView]:
 
 def merge_queues(parts: Iterable[Iterable[QueueView]]) -> list[QueueView]:
     """Every process's figures per queue name, summed, in the spec's bytewise order."""
-    totals: dict[str, list[int]] = {}
+    totals: dict[str, list[Any]] = {}  # ready-len, scheduled-len, paused
     for part in parts:
         for q in part:
             total = totals.setdefault(q.name, [0, 0, False])

@@ -3,11 +3,12 @@
 A client that pipes a script (``eventq client < script``, ``nc -N``) half-closes its
 socket after the last request and still reads every reply, as workq answers it; a client
 that fully closed while its lease waited reads nothing, and the job it would have got
-must go back (issue 15). Both arrive as the same FIN: TCP cannot tell them apart until
-data is sent. Then the peer's kernel acknowledges it (half-closed: still reading) or
-answers with RST (fully closed: RFC 1122 4.2.2.13, data after close is reset). So the
-reply is written and the kernel's view of the connection is watched until one of the two
-happened (Linux: the unacknowledged byte count and the TCP state).
+must go back (docs/architecture.md, "Abandoned commands"). Both arrive as the same FIN:
+TCP cannot tell them apart until data is sent. Then the peer's kernel acknowledges it
+(half-closed: still reading) or answers with RST (fully closed: RFC 1122 4.2.2.13, data
+after close is reset). So the reply is written and the kernel's view of the connection
+is watched until one of the two happened (Linux: the unacknowledged byte count and the
+TCP state).
 """
 
 from __future__ import annotations

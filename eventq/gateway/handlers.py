@@ -1,4 +1,5 @@
-"""What each workq request does, as one function per request type (spec/protocol.md).
+"""This process's answer to each workq request, one function per request type
+(spec/protocol.md).
 
 State changes become commands through ``engine.submit`` (written to the log, applied by
 the processor, then answered); reads come from the indexes and the table of the
@@ -9,24 +10,21 @@ the answer.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
-from dataclasses import dataclass
-from functools import partial
-from typing import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import cast
 
 from eventq import core
-from eventq.core import AttemptStarted, Job, State
+from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
-from eventq.gateway.cluster import KEYED
-from eventq.offers import confirm_window_ms
-from eventq.protocol import replies, requests
+from eventq.gateway import ports
+from eventq.gateway.leasing import Handover, Leasing
+from eventq.protocol import replies
+from eventq.protocol import requests as rq
 from eventq.waiters import Applied
-
-log = logging.getLogger(__name__)
 
 MS = 1000.0
 PROTOCOL_UUID_VERSION = 4  # add/schedule/run require v4, so no other id can exist
@@ -54,6 +52,11 @@ def view_of(job: Job) -> replies.JobView:
     )
 
 
+def pinned_view(pinned: ports.PinnedJobs, job_id: uuid.UUID) -> replies.JobView:
+    """The view of a job ``pinned`` has (``pinned.has``)."""
+    return view_of(cast(Job, pinned.get(job_id)))
+
+
 def result_of(job: Job) -> bytes:
     return replies.result_reply(job.id, bool(job.result_ok), job.result or b"")
 
@@ -67,182 +70,95 @@ def ok_or_error(applied: Applied) -> bytes:
     raise ServerError(f"command was not applied ({outcome.reason})")
 
 
-@dataclass(frozen=True)
-class Handover:
-    """A reply that hands a job to its client (a lease). If the client is gone before
-    it can be written, the attempt is given back with ``release`` instead (docs/architecture.md,
-    "Abandoned commands"): a job is never leased to nobody."""
-
-    reply: bytes
-    release: core.ReleaseAttempt
-
-
-class Gateway:
-    """Answers parsed requests. One per process; connections share it."""
+class LocalAnswers:
+    """This process's answer to each request, from the partitions it owns: one method
+    per request type, and the peer forms another eventq process asks for (merged there,
+    eventq/gateway/cluster_answers.py). One per process; eventq/gateway/dispatch.py
+    picks the answer a request gets."""
 
     def __init__(
         self,
-        engine,
-        stats,
+        engine: ports.Engine,
+        stats: ports.Stats,
+        leasing: Leasing,
         clock_ms: Callable[[], int] = wall_clock_ms,
         bulk_status: Callable[[], Awaitable[list[tuple[int, int, int]]]] | None = None,
-        cluster=None,
     ) -> None:
         self.engine = engine
-        self.cluster = cluster  # eventq/gateway/cluster.py: the other processes, if any
         self.bulk_status = bulk_status  # streams/admission.py: BulkAdmitter.status
         self.index = engine.index
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
+        self.leasing = leasing
         self.clock_ms = clock_ms
-        self._background: set[asyncio.Task] = set()
-        self._handlers: dict[type, Callable[[object], Awaitable[bytes | Iterator[bytes]]]] = {
-            requests.Add: self.add,
-            requests.Schedule: self.schedule,
-            requests.Run: self.run,
-            requests.Result: self.result,
-            requests.Lease: self.lease,
-            requests.Complete: self.complete,
-            requests.Fail: self.fail,
-            requests.Delete: self.delete,
-            requests.Touch: self.touch,
-            requests.Pause: self.pause_or_resume,
-            requests.Resume: self.pause_or_resume,
-            requests.InspectServer: self.inspect_server,
-            requests.InspectQueues: self.inspect_queues,
-            requests.InspectQueue: self.inspect_queue,
-            requests.InspectJobs: self.inspect_jobs,
-            requests.InspectScheduledJobs: self.inspect_scheduled_jobs,
-            requests.InspectJob: self.inspect_job,
-            requests.InspectDigest: self.inspect_digest,
-            requests.InspectBulk: self.inspect_bulk,
-            requests.Peer: self.peer,
-            requests.Peek: self.peek,
-            requests.Confirm: self.confirm_for_client,
-        }
-        # Asked by another eventq process (a `peer` connection): this process's own
-        # partitions only, and replies the asker merges carry what it merges by.
-        self._peer_handlers = {
-            requests.Lease: self.lease_for_peer,
-            requests.InspectJobs: self.ordered_jobs_for_peer,
-            requests.InspectScheduledJobs: self.ordered_jobs_for_peer,
-            requests.InspectDigest: self.digest_for_peer,
-            requests.Confirm: self.confirm,
-        }
-        if cluster is not None:
-            from eventq.gateway.everywhere import Everywhere  # it builds on this module
 
-            everywhere = Everywhere(self, cluster)
-            self._cluster_handlers = {
-                requests.Lease: everywhere.lease,
-                requests.InspectServer: everywhere.inspect_server,
-                requests.InspectQueues: everywhere.inspect_queues,
-                requests.InspectQueue: everywhere.inspect_queue,
-                requests.InspectJobs: everywhere.inspect_jobs,
-                requests.InspectScheduledJobs: everywhere.inspect_jobs,
-                requests.InspectDigest: everywhere.inspect_digest,
-                requests.InspectBulk: everywhere.inspect_bulk,
-                requests.Pause: everywhere.pause_or_resume,
-                requests.Resume: everywhere.pause_or_resume,
-            }
-
-    async def handle(
-        self, request: object, peer: bool = False
-    ) -> bytes | Handover | Iterator[bytes]:
-        """The reply: bytes, or for long replies an iterator of pieces to write in turn.
-        ``peer``: the request comes from another eventq process (never forwarded)."""
-        try:
-            if peer:
-                handler = self._peer_handlers.get(type(request))
-                if handler is not None:
-                    return await handler(request)
-            elif self.cluster is not None:
-                routed = await self._route(request)
-                if routed is not None:
-                    return routed
-            return await self._handlers[type(request)](request)
-        except EventqError as error:
-            return error.reply
-
-    async def _route(self, request: object) -> bytes | Handover | None:
-        """Where other processes serve: a job's request goes to its partition's owner
-        (its reply relayed as is), a request over all jobs asks every process. None:
-        this process answers alone."""
-        if isinstance(request, KEYED):
-            owner = self.cluster.remote_owner(request.id)
-            if owner is not None:
-                return await self.cluster.ask(owner, request)
-            return None
-        handler = self._cluster_handlers.get(type(request))
-        if handler is None or not self.cluster.others():
-            return None
-        return await handler(request)
-
-    async def peer(self, r: requests.Peer) -> bytes:
+    async def peer(self, request: rq.Peer) -> bytes:
         return replies.ok()  # the server marks the connection (gateway/server.py)
 
-    async def peek(self, r: requests.Peek) -> bytes:
-        """Where each name's best ready job of this process stands (issue 11)."""
+    async def peek(self, request: rq.Peek) -> bytes:
+        """Where each name's best ready job of this process stands (docs/architecture.md,
+        "Scaling out")."""
         if not self.engine.ready.is_set():
             return replies.heads_reply({})
-        heads = self.index.ready_heads(r.names, self.clock_ms(), self.engine.claimed)
+        heads = self.index.ready_heads(request.names, self.clock_ms(), self.engine.claimed)
         return replies.heads_reply(heads)
 
-    async def confirm(self, r: requests.Confirm) -> bytes:
+    async def confirm(self, request: rq.Confirm) -> bytes:
         """A peer takes the job claimed for its lease (eventq/offers.py): +OK while it
         is still offered, else -NOT-FOUND (withdrawn: the claim was given back)."""
-        if not self.engine.offers.confirm(r.id, r.claim):
+        if not self.engine.offers.confirm(request.id, request.claim):
             raise NotFound()
         return replies.ok()
 
-    async def confirm_for_client(self, r: requests.Confirm) -> bytes:
+    async def confirm_for_client(self, request: rq.Confirm) -> bytes:
         """Only another eventq process may take an offered claim; to a client the verb
         does not exist."""
         raise ClientError(UNKNOWN_COMMAND)
 
     # --- writes ------------------------------------------------------------------
 
-    async def add(self, r: requests.Add) -> bytes:
+    async def add(self, request: rq.Add) -> bytes:
         command = core.Add(
-            r.id, r.name, r.ttr_ms, r.ttl_ms, r.payload, r.priority, r.max_attempts,
-            r.max_fails, r.backoff_ms,
+            request.id, request.name, request.ttr_ms, request.ttl_ms, request.payload,
+            request.priority, request.max_attempts, request.max_fails, request.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
-    async def schedule(self, r: requests.Schedule) -> bytes:
+    async def schedule(self, request: rq.Schedule) -> bytes:
         command = core.Schedule(
-            r.id, r.name, r.ttr_ms, r.ttl_ms, r.time_ms, r.payload,
-            r.priority, r.max_attempts, r.max_fails, r.backoff_ms,
+            request.id, request.name, request.ttr_ms, request.ttl_ms, request.time_ms,
+            request.payload, request.priority, request.max_attempts, request.max_fails,
+            request.backoff_ms,
         )
         return ok_or_error(await self.engine.submit(command))
 
-    async def complete(self, r: requests.Complete) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Complete(r.id, r.result)))
+    async def complete(self, request: rq.Complete) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Complete(request.id, request.result)))
 
-    async def fail(self, r: requests.Fail) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Fail(r.id, r.result)))
+    async def fail(self, request: rq.Fail) -> bytes:
+        return ok_or_error(await self.engine.submit(core.Fail(request.id, request.result)))
 
-    async def delete(self, r: requests.Delete) -> bytes:
-        if r.id.version != PROTOCOL_UUID_VERSION:
+    async def delete(self, request: rq.Delete) -> bytes:
+        if request.id.version != PROTOCOL_UUID_VERSION:
             raise NotFound()  # [eventq] no such job can exist; nothing to log
-        return ok_or_error(await self.engine.submit(core.Delete(r.id)))
+        return ok_or_error(await self.engine.submit(core.Delete(request.id)))
 
-    async def touch(self, r: requests.Touch) -> bytes:
+    async def touch(self, request: rq.Touch) -> bytes:
         """A worker's heartbeat (spec: Extensions). The command names the attempt that
         is LEASED now, so a touch racing a timeout and a new lease of the job is refused
         (-NOT-FOUND) rather than extending the new holder's lease."""
         await self.engine.wait_ready()
-        entry = self.index.entry(r.id)
+        entry = self.index.entry(request.id)
         if entry is None or entry.state is not State.LEASED:
             raise NotFound()
         return ok_or_error(
-            await self.engine.submit(core.Touch(r.id, entry.attempts, r.ttr_ms))
+            await self.engine.submit(core.Touch(request.id, entry.attempts, request.ttr_ms))
         )
 
-    async def pause_or_resume(self, r: requests.Pause | requests.Resume) -> bytes:
+    async def pause_or_resume(self, request: rq.Pause | rq.Resume) -> bytes:
         """Written to every partition; applying it names the queue (JobIndex.set_paused)."""
-        command = core.Pause if isinstance(r, requests.Pause) else core.Resume
-        await self.engine.submit_everywhere(command(r.name))
+        command = core.Pause if isinstance(request, rq.Pause) else core.Resume
+        await self.engine.submit_everywhere(command(request.name))
         return replies.ok()
 
     # --- blocking ----------------------------------------------------------------
@@ -254,39 +170,40 @@ class Gateway:
     async def _wait_final(self, job_id: uuid.UUID, timeout_s: float) -> tuple[bool, Job | None]:
         return await self.waiters.wait_final(job_id, timeout_s, lambda: self._final_now(job_id))
 
-    async def result(self, r: requests.Result) -> bytes:
-        job = self.engine.job(r.id)
+    async def result(self, request: rq.Result) -> bytes:
+        job = self.engine.job(request.id)
         if job is None:
             raise NotFound()
         if not is_final(job):
-            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
                 raise Timeout()
             if job is None:
                 raise NotFound()  # deleted or expired while waiting
         return result_of(job)
 
-    async def run(self, r: requests.Run) -> bytes:
+    async def run(self, request: rq.Run) -> bytes:
         """Enqueue, wait for a worker's result, and always delete the job at the end."""
-        command = core.Add(r.id, r.name, r.ttr_ms, 0, r.payload, r.priority)
+        command = core.Add(
+            request.id, request.name, request.ttr_ms, 0, request.payload, request.priority)
         # A run's job has no TTL and lives only as long as the run (spec: it is deleted
         # when run returns, whatever the outcome): an add that may still take effect
         # after the run gave up is followed by its delete, or the job would stay for good.
-        ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: self._compensate(
-            core.Delete(r.id), "the run's job stays until deleted")))
+        ok_or_error(await self.engine.submit(command, on_abandoned=lambda at: (
+            self.leasing.compensate(core.Delete(request.id), "the run's job stays until deleted"))))
         try:
-            done, job = await self._wait_final(r.id, r.wait_timeout_ms / MS)
+            done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
                 # Leased when the wait ended: wait for that attempt's TTR (spec: run).
-                entry = self.index.entry(r.id)
+                entry = self.index.entry(request.id)
                 if entry is not None and entry.state is State.LEASED and entry.lease_deadline_ms:
                     remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
-                    done, job = await self._wait_final(r.id, remaining_s)
+                    done, job = await self._wait_final(request.id, remaining_s)
             if not done or job is None:
                 raise Timeout()
             return result_of(job)
         finally:
-            await self._delete_quietly(r.id)
+            await self._delete_quietly(request.id)
 
     async def _delete_quietly(self, job_id: uuid.UUID) -> None:
         try:
@@ -294,150 +211,18 @@ class Gateway:
         except EventqError:
             pass  # already gone, or Kafka is down: a run job without TTL stays visible
 
-    async def lease(self, r: requests.Lease, peer_form: bool = False) -> Handover:
-        return await self.lease_loop(
-            r, lambda names: self.take_here(names, peer_form), self.wait_here
+    async def lease(self, request: rq.Lease, peer_form: bool = False) -> Handover:
+        leasing = self.leasing
+        return await leasing.lease_loop(
+            request, lambda names: leasing.take_here(names, peer_form), leasing.wait_here
         )
 
-    async def lease_for_peer(self, r: requests.Lease) -> Handover:
-        return await self.lease(r, peer_form=True)
-
-    async def lease_loop(
-        self,
-        r: requests.Lease,
-        take: Callable[[tuple[str, ...]], Awaitable[Handover | None]],
-        wait: Callable[[tuple[str, ...], float], Awaitable[Handover | None]],
-    ) -> Handover:
-        """A lease: ``take`` a ready job, else ``wait`` (until the loop-time deadline)
-        for one to become ready (None) or to be handed over, again until the deadline.
-        This process's jobs, or (eventq/gateway/everywhere.py) the cluster's."""
-        for name in r.names:
-            self.index.name_queue(name)  # a lease names its queues into being (spec)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + r.wait_timeout_ms / MS
-        waited = False
-        try:
-            while True:
-                handover = await take(r.names)
-                if handover is not None:
-                    return handover
-                if deadline - loop.time() <= 0:
-                    raise Timeout()
-                waited = True
-                handover = await wait(r.names, deadline)
-                if handover is not None:
-                    return handover
-        finally:
-            if waited:
-                # A ready job wakes one waiter; this one may have taken a job of another
-                # of its names, or given up: pass the wake on where jobs are still ready.
-                self.waiters.on_ready(n for n in r.names if self._any_ready((n,)))
-
-    async def take_here(self, names, peer_form: bool = False) -> Handover | None:
-        """Claim this process's best ready job of ``names`` and hand it over; the peer
-        form of the reply carries the attempt, for the asking gateway to give back."""
-        claim = await self.claim_one(names)
-        if claim is None:
-            return None
-        job, release = claim
-        if peer_form:
-            self._offer(release, job.ttr_ms)
-            reply = replies.peer_lease_reply(
-                job.id, job.name, job.ttr_ms, release.attempt, int(release.state),
-                release.claim, job.payload)
-        else:
-            reply = replies.lease_reply(job.id, job.name, job.ttr_ms, job.payload)
-        return Handover(reply, release)
-
-    def _offer(self, release: core.ReleaseAttempt, ttr_ms: int) -> None:
-        """Hold a claim for a peer's lease until it confirms it; give it back if it
-        does not in time (eventq/offers.py, issue 26)."""
-        if self.index.entry(release.job_id) is None:
-            return  # already gone again (deleted, expired): nothing to confirm
-        self.engine.offers.open(release)
-        asyncio.get_running_loop().call_later(
-            confirm_window_ms(ttr_ms) / MS, self._withdraw_offer, release)
-
-    def _withdraw_offer(self, release: core.ReleaseAttempt) -> None:
-        if self.engine.offers.withdraw(release.job_id, release.claim) is not None:
-            self.give_back(release)
-
-    async def wait_here(self, names, deadline: float) -> None:
-        """Until a job of ``names`` is ready here or the loop-time deadline passes."""
-        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-        await self.waiters.wait_ready(names, remaining, lambda: self._any_ready(names))
-
-    def _any_ready(self, names) -> bool:
-        candidates = self.index.ready_candidates(names, self.clock_ms(), self.engine.claimed)
-        return next(candidates, None) is not None
-
-    async def claim_one(self, names) -> tuple[Job, core.ReleaseAttempt] | None:
-        """Claim the best ready job with start-attempt; the processor grants it only if
-        it is still ready at that attempt, so no attempt is ever handed out twice.
-
-        A claim this gateway gives up on while it is in the log (deadline passed,
-        connection ended) is given back, so its attempt is not spent on nobody. The
-        give-back names the claim by its log position: it undoes that claim only, never
-        another process's claim of the same attempt (core.ReleaseAttempt)."""
-        await self.engine.wait_ready()
-        claimed = self.engine.claimed
-        for job_id in self.index.ready_candidates(names, self.clock_ms(), claimed):
-            entry = self.index.entry(job_id)
-            if entry is None:
-                continue
-            attempt = entry.attempts + 1
-            claimed.add(job_id)
-            try:
-                applied = await self.engine.submit(
-                    core.StartAttempt(job_id, attempt),
-                    # while still claimed
-                    on_abandoned=partial(self._give_back_claim, job_id, attempt, entry.state),
-                )
-            finally:
-                claimed.discard(job_id)
-            outcome = applied.outcome
-            if isinstance(outcome, Accepted) and isinstance(outcome.event, AttemptStarted):
-                return applied.job, core.ReleaseAttempt(job_id, attempt, entry.state, applied.at)
-            # AttemptsExhausted (now FAILED) or a refused claim: try the next job.
-        return None
-
-    def _give_back_claim(self, job_id: uuid.UUID, attempt: int, state: State, at: int) -> None:
-        """Give back an abandoned claim, the start-attempt at log position ``at``."""
-        self.give_back(core.ReleaseAttempt(job_id, attempt, state, at))
-
-    def give_back(self, release: core.ReleaseAttempt) -> None:
-        """Append ``release`` (applied only while the job is as its claim left it). It
-        is queued at once; the client's reply does not wait."""
-        self.engine.offers.withdraw(release.job_id, release.claim)  # if it was one
-        self.stats.released += 1
-        self._compensate(release, "its TTR will time the attempt out instead")
-
-    def _compensate(self, command, otherwise: str) -> None:
-        """Queue ``command`` now behind the abandoned one (same job, same lane) and
-        wait for Kafka to take it in the background."""
-        try:
-            in_log = self.engine.append(command)
-        except EventqError as error:  # no producer yet
-            self._compensation_failed(command, otherwise, error)
-            return
-        task = asyncio.ensure_future(self._await_compensation(command, otherwise, in_log))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _await_compensation(self, command, otherwise: str, in_log) -> None:
-        try:
-            await in_log
-        except Exception as error:
-            self._compensation_failed(command, otherwise, error)
-
-    @staticmethod
-    def _compensation_failed(command, otherwise: str, error: Exception) -> None:
-        log.warning("could not write %s for job %s (%s): %s",
-                    type(command).__name__, command.job_id, otherwise, error)
+    async def lease_for_peer(self, request: rq.Lease) -> Handover:
+        return await self.lease(request, peer_form=True)
 
     # --- inspect -----------------------------------------------------------------
 
-    async def inspect_server(self, r: requests.InspectServer) -> bytes:
+    async def inspect_server(self, request: rq.InspectServer) -> bytes:
         return replies.server_reply(
             self.stats.active_clients, self.stats.evicted_jobs, self.engine.started_ms
         )
@@ -446,50 +231,52 @@ class Gateway:
         ready, scheduled = self.index.lengths(name, now_ms)
         return replies.QueueView(name, ready, scheduled, self.index.is_paused(name))
 
-    async def inspect_queues(self, r: requests.InspectQueues) -> bytes:
+    async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
         now_ms = self.clock_ms()
-        names = self.index.queue_names()[r.offset : r.offset + r.limit]
+        names = self.index.queue_names()[request.offset : request.offset + request.limit]
         return replies.queue_blocks([self.queue_view(name, now_ms) for name in names])
 
     def _known_queue(self, name: str) -> None:
         if not self.index.known(name):
             raise NotFound()
 
-    async def inspect_queue(self, r: requests.InspectQueue) -> bytes:
+    async def inspect_queue(self, request: rq.InspectQueue) -> bytes:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        return replies.queue_blocks([self.queue_view(r.name, self.clock_ms())])
+        self._known_queue(request.name)
+        return replies.queue_blocks([self.queue_view(request.name, self.clock_ms())])
 
-    def _jobs(self, ids) -> Iterator[bytes]:
+    def _jobs(self, ids: Sequence[uuid.UUID]) -> Iterator[bytes]:
         """The job blocks of ``ids``, streamed from a snapshot: up to 100 jobs of 1 MiB
-        each are never held in memory at once (issue 8)."""
+        each (docs/architecture.md, "Limits") are never held in memory at once."""
         pinned = self.engine.pinned(ids)
         present = [job_id for job_id in ids if pinned.has(job_id)]  # decoded once, below
-        views = (view_of(pinned.get(job_id)) for job_id in present)
+        views = (pinned_view(pinned, job_id) for job_id in present)
         return replies.job_blocks_stream(len(present), views)
 
-    async def inspect_jobs(self, r: requests.InspectJobs) -> Iterator[bytes]:
+    async def inspect_jobs(self, request: rq.InspectJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        ids = self.index.ready_page(r.name, self.clock_ms(), r.offset, r.limit)
+        self._known_queue(request.name)
+        ids = self.index.ready_page(request.name, self.clock_ms(), request.offset, request.limit)
         return self._jobs(ids)
 
-    async def inspect_scheduled_jobs(self, r: requests.InspectScheduledJobs) -> Iterator[bytes]:
+    async def inspect_scheduled_jobs(self, request: rq.InspectScheduledJobs) -> Iterator[bytes]:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        ids = self.index.scheduled_page(r.name, self.clock_ms(), r.offset, r.limit)
+        self._known_queue(request.name)
+        ids = self.index.scheduled_page(
+            request.name, self.clock_ms(), request.offset, request.limit)
         return self._jobs(ids)
 
-    async def inspect_job(self, r: requests.InspectJob) -> bytes:
+    async def inspect_job(self, request: rq.InspectJob) -> bytes:
         await self.engine.wait_ready()
-        job = self.engine.job(r.id) if r.id.version == PROTOCOL_UUID_VERSION else None
+        job = self.engine.job(request.id) if request.id.version == PROTOCOL_UUID_VERSION else None
         if job is None:
             raise NotFound()
         return replies.job_blocks([view_of(job)])
 
-    async def inspect_bulk(self, r: requests.InspectBulk) -> bytes:
-        """The bulk lane's backlog per partition (eventq extension; issue 15)."""
+    async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
+        """The bulk lane's backlog per partition (eventq extension; docs/architecture.md,
+        "Lanes")."""
         await self.engine.wait_ready()
         if self.bulk_status is None:
             return replies.bulk_blocks([])
@@ -501,31 +288,33 @@ class Gateway:
                               f"({type(error).__name__}); try again") from None
         return replies.bulk_blocks([replies.BulkView(*row) for row in status])
 
-    async def inspect_digest(self, r: requests.InspectDigest) -> bytes:
+    async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         return replies.digest_reply(await self.engine.digest())
 
-    # --- peer forms (issue 11) ---------------------------------------------------
+    # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
     def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
         """A page of ``inspect jobs`` (or scheduled-jobs) in peer form: each block
         carries its place, for the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
-        if kind is requests.InspectJobs:
+        if kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
         else:
             keyed = self.index.scheduled_page_keys(name, now_ms, offset, limit)
         pinned = self.engine.pinned([job_id for _, job_id in keyed])
         return replies.ordered_job_blocks(
-            [(key, view_of(pinned.get(job_id))) for key, job_id in keyed if pinned.has(job_id)]
+            [(key, pinned_view(pinned, job_id)) for key, job_id in keyed if pinned.has(job_id)]
         )
 
-    async def ordered_jobs_for_peer(self, r) -> bytes:
+    async def ordered_jobs_for_peer(
+        self, request: rq.InspectJobs | rq.InspectScheduledJobs
+    ) -> bytes:
         await self.engine.wait_ready()
-        self._known_queue(r.name)
-        return self.ordered_jobs(r.name, type(r), r.offset, r.limit)
+        self._known_queue(request.name)
+        return self.ordered_jobs(request.name, type(request), request.offset, request.limit)
 
-    async def digest_for_peer(self, r: requests.InspectDigest) -> bytes:
+    async def digest_for_peer(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         state, served = await self.engine.digest_part()
         return replies.digest_part_reply(state.sum, state.count, served)

@@ -1,4 +1,5 @@
-"""Connections to the other eventq processes of a cluster (issue 11).
+"""Connections to the other eventq processes of a cluster (docs/architecture.md,
+"Scaling out").
 
 A gateway that gets a request for a job another process owns sends it to that
 process's gateway over the workq protocol itself, on a connection that began with

@@ -17,7 +17,7 @@ from typing import Callable
 
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
-from eventq.gateway.handlers import Handover
+from eventq.gateway.leasing import Handover
 from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import Close, Parser, Peer
@@ -35,7 +35,8 @@ class _Connection:
     __slots__ = ("peer",)
 
     def __init__(self) -> None:
-        self.peer = False  # another eventq process's connection (issue 11)
+        # Another eventq process's connection (docs/architecture.md, "Scaling out").
+        self.peer = False
 
 
 class GatewayStats:
@@ -194,7 +195,8 @@ class GatewayServer:
         self, handover: Handover, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Write a lease's reply, or give its job back if no client will read it, so it
-        is not leased to nobody until its TTR (issue 15). False: given back.
+        is not leased to nobody until its TTR (docs/architecture.md, "Abandoned
+        commands"). False: given back.
 
         A client that sent EOF may have half-closed (a piped script: it reads every
         reply, as workq answers it) or be gone; only writing tells (issue 27,

@@ -26,12 +26,12 @@ class MalformedReply(ValueError):
     """The bytes are not a reply of the expected shape (a peer that is not eventq)."""
 
 
-def _line_end(data: bytes, start: int) -> int | None:
+def _line_end(data: bytes | bytearray, start: int) -> int | None:
     end = data.find(_CRLF, start)
     return None if end < 0 else end
 
 
-def _count(data: bytes, line_end: int) -> int:
+def _count(data: bytes | bytearray, line_end: int) -> int:
     words = data[:line_end].split()
     if not words or words[0] != b"+OK":
         raise MalformedReply(f"expected +OK, got {data[:line_end][:80]!r}")
@@ -41,7 +41,7 @@ def _count(data: bytes, line_end: int) -> int:
         raise MalformedReply(f"bad count in {data[:line_end][:80]!r}") from None
 
 
-def _block_end(data: bytes, start: int) -> int | None:
+def _block_end(data: bytes | bytearray, start: int) -> int | None:
     """End of one ``<head> <k>`` block: k key lines, ``payload`` sized by the
     ``payload-size`` line before it."""
     end = _line_end(data, start)
@@ -70,7 +70,7 @@ def _block_end(data: bytes, start: int) -> int | None:
     return position
 
 
-def reply_end(data: bytes, shape: Shape) -> int | None:
+def reply_end(data: bytes | bytearray, shape: Shape) -> int | None:
     """The length of the first complete reply in ``data``, or None if more is needed."""
     first = _line_end(data, 0)
     if first is None:

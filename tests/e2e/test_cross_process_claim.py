@@ -3,7 +3,7 @@ the requester cannot take it (found by the fault campaign, seed 3143; docs/fenci
 "A claim made for another process: offered, then confirmed").
 
 Two eventq processes. A client's lease waits on process A; A waits for the queue at B
-too (eventq/gateway/everywhere.py ``_wait_anywhere``: a peer lease). A is stopped with
+too (eventq/gateway/cluster_answers.py ``_wait_anywhere``: a peer lease). A is stopped with
 SIGSTOP; the queue is resumed, so B claims one of its jobs for A's peer lease
 (start-attempt) and writes the handover to A's connection, where nobody reads it. The
 job's TTR passes (time-out: an attempt counted), then A runs again, reads the handover

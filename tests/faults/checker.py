@@ -181,7 +181,7 @@ class UnansweredLeases:
     sorted): each may have started an attempt of some job of those queues that its
     client never received. An info lease may have been granted; and a lease answered
     -TIMEOUT (or -SERVER-ERROR) may have had another process claim a job for it
-    (a lease takes the cluster's best job, eventq/gateway/everywhere.py) whose reply
+    (a lease takes the cluster's best job, eventq/gateway/cluster_answers.py) whose reply
     came too late: the asking process gives that attempt back, unless its TTR passed
     first (the claiming process was paused past it), and then the attempt stays spent.
     Only a -CLIENT-ERROR (a malformed lease) claims nothing."""

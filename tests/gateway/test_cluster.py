@@ -1,5 +1,5 @@
 """The pure parts of serving from several processes (eventq/gateway/cluster.py): merging
-figures and pages, combining digests (choosing where to lease: test_everywhere.py)."""
+figures and pages, combining digests (choosing where to lease: test_cluster_answers.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 may be in the log (sent and not acknowledged by its deadline, cancelled on its way, or
 awaited in a partition that left) is handed to ``on_abandoned`` with its log position
 once Kafka has taken it, so the lease path can give the claim back by that position
-(tests/gateway/test_handlers.py); one that never left is not."""
+(tests/gateway/test_leasing.py); one that never left is not."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Leasing from several processes (eventq/gateway/everywhere.py): the heads a peek
+"""Leasing from several processes (eventq/gateway/cluster_answers.py): the heads a peek
 replies with, choosing where to lease, and the asking side of a claim another process
 offers (confirm before handing it on, eventq/offers.py)."""
 
@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from eventq.errors import ServerError
-from eventq.gateway.everywhere import Everywhere, UnconfirmedClaim, choose_lease, heads_of
+from eventq.gateway.cluster_answers import (
+    ClusterAnswers, UnconfirmedClaim, choose_lease, heads_of,
+)
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 
@@ -56,38 +58,41 @@ class Owner:
         return self.answer
 
 
-def asker(owner: Owner) -> tuple[Everywhere, list]:
+def asker(owner: Owner) -> tuple[ClusterAnswers, list]:
     given_back: list = []
-    gateway = SimpleNamespace(engine=None, index=None, give_back=given_back.append)
-    return Everywhere(gateway, owner), given_back
+    leasing = SimpleNamespace(give_back=given_back.append)
+    engine = SimpleNamespace(index=None)
+    answers = ClusterAnswers(cluster=owner, engine=engine, stats=None, leasing=leasing,
+                             local=None, clock_ms=lambda: 0)
+    return answers, given_back
 
 
 def test_a_confirmed_claim_is_handed_to_the_client():
     owner = Owner(b"+OK\r\n")
-    everywhere, given_back = asker(owner)
-    handover = asyncio.run(everywhere._take_offer("b:1", HANDOVER))
+    answers, given_back = asker(owner)
+    handover = asyncio.run(answers._take_offer("b:1", HANDOVER))
     assert handover.reply == replies.lease_reply(JOB, "q", 1000, b"payload")
     assert owner.asked == [rq.Confirm(JOB, CLAIM_AT)] and given_back == []
 
 
 def test_a_withdrawn_claim_is_not_handed_on_and_the_lease_goes_on():
-    everywhere, given_back = asker(Owner(b"-NOT-FOUND\r\n"))
-    assert asyncio.run(everywhere._take_offer("b:1", HANDOVER)) is None
+    answers, given_back = asker(Owner(b"-NOT-FOUND\r\n"))
+    assert asyncio.run(answers._take_offer("b:1", HANDOVER)) is None
     assert given_back == []  # the owner gave it back already
 
 
 def test_a_confirm_without_an_answer_ends_the_lease_with_an_error():
     """The claim may be ours with nobody to hand it to: neither "no job" nor another."""
-    everywhere, _ = asker(Owner(ServerError("did not answer")))
+    answers, _ = asker(Owner(ServerError("did not answer")))
     with pytest.raises(UnconfirmedClaim, match="lease again"):
-        asyncio.run(everywhere._take_offer("b:1", HANDOVER))
+        asyncio.run(answers._take_offer("b:1", HANDOVER))
 
 
 def test_a_confirm_no_longer_wanted_gives_the_job_back_if_it_lands():
-    everywhere, given_back = asker(Owner(b"+OK\r\n", delay_s=0.05))
+    answers, given_back = asker(Owner(b"+OK\r\n", delay_s=0.05))
 
     async def main() -> None:
-        taking = asyncio.ensure_future(everywhere._take_offer("b:1", HANDOVER))
+        taking = asyncio.ensure_future(answers._take_offer("b:1", HANDOVER))
         await asyncio.sleep(0.01)
         taking.cancel()  # another job came first
         with pytest.raises(asyncio.CancelledError):

@@ -1,7 +1,11 @@
-"""Answers that span every process of a cluster (issue 11): a lease takes a ready job
-wherever it is, preferring this process's own, and ``inspect`` shows figures of all
-jobs. Used by ``Gateway`` when other processes are in the group; requests about one
-job are forwarded instead (eventq/gateway/cluster.py).
+"""The cluster's answers, when other eventq processes are in the group
+(docs/architecture.md, "Scaling out"): a request about one job is answered by the owner
+of its partition (forwarded, its reply relayed as is: eventq/gateway/cluster.py); a lease
+takes a ready job wherever it is, preferring this process's own; ``inspect`` shows
+figures of all jobs; pause and resume hold everywhere once answered.
+
+This process's own part of each comes from the local answers it is given
+(eventq/gateway/handlers.py) and the lease protocol (eventq/gateway/leasing.py).
 """
 
 from __future__ import annotations
@@ -10,14 +14,17 @@ import asyncio
 import logging
 import random
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
+from typing import Any, cast
 
 from eventq import core
 from eventq.core import State
 from eventq.core.digest import StateDigest
-from eventq.errors import NotFound, ServerError
+from eventq.errors import EventqError, NotFound, ServerError
+from eventq.gateway import ports
 from eventq.gateway.cluster import (
-    Cluster,
+    KEYED,
     DigestPart,
     check_covers,
     digest_part_of,
@@ -26,7 +33,8 @@ from eventq.gateway.cluster import (
     queue_views,
     raise_if_error,
 )
-from eventq.gateway.handlers import Handover
+from eventq.gateway.handlers import LocalAnswers
+from eventq.gateway.leasing import Handover, Leasing
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
@@ -47,31 +55,70 @@ class UnconfirmedClaim(ServerError):
             f"confirm it ({why}); lease again (the job goes back at its TTR if it was ours)")
 
 
-class Everywhere:
-    def __init__(self, gateway, cluster: Cluster) -> None:
-        self.gateway = gateway
+class ClusterAnswers:
+    """What the cluster answers, where other processes serve too. One per process."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ports.Cluster,
+        engine: ports.Engine,
+        stats: ports.Stats,
+        leasing: Leasing,
+        local: LocalAnswers,
+        clock_ms: Callable[[], int],
+    ) -> None:
         self.cluster = cluster
-        self.engine = gateway.engine
-        self.index = gateway.index
+        self.engine = engine
+        self.index = engine.index
+        self.stats = stats  # .active_clients, .evicted_jobs
+        self.leasing = leasing
+        self.local = local  # this process's own answers
+        self.clock_ms = clock_ms
+        self._answers: dict[type, Callable[[Any], Awaitable[bytes | Handover]]] = {
+            rq.Lease: self.lease,
+            rq.InspectServer: self.inspect_server,
+            rq.InspectQueues: self.inspect_queues,
+            rq.InspectQueue: self.inspect_queue,
+            rq.InspectJobs: self.inspect_jobs,
+            rq.InspectScheduledJobs: self.inspect_jobs,
+            rq.InspectDigest: self.inspect_digest,
+            rq.InspectBulk: self.inspect_bulk,
+            rq.Pause: self.pause_or_resume,
+            rq.Resume: self.pause_or_resume,
+        }
+
+    async def answer(self, request: object) -> bytes | Handover | None:
+        """Where other processes serve: a job's request goes to its partition's owner
+        (its reply relayed as is), a request over all jobs asks every process. None:
+        this process answers alone."""
+        if isinstance(request, KEYED):
+            owner = self.cluster.remote_owner(request.id)
+            if owner is not None:
+                return await self.cluster.ask(owner, request)
+            return None
+        answer = self._answers.get(type(request))
+        if answer is None or not self.cluster.others():
+            return None
+        return await answer(request)
 
     # --- lease -------------------------------------------------------------------
 
-    async def lease(self, r: rq.Lease) -> Handover:
+    async def lease(self, request: rq.Lease) -> Handover:
         """The best ready job of the whole cluster, in the spec's lease order: a
         uniformly random name among those with ready jobs anywhere, then that name's
         best job wherever it is (this process's on a tie). Its owner claims it with
         start-attempt, so no attempt is handed out twice. When none is ready anywhere,
         wait here and at every other process at once: the first job wins, a second
         one that arrives meanwhile is given back."""
-        return await self.gateway.lease_loop(r, self._lease_best, self._wait_anywhere)
+        return await self.leasing.lease_loop(request, self._lease_best, self._wait_anywhere)
 
-    async def _lease_best(self, names) -> Handover | None:
+    async def _lease_best(self, names: tuple[str, ...]) -> Handover | None:
         others = self.cluster.others()
-        heads = dict(zip(others, await asyncio.gather(*(self._heads_at(a, names)
-                                                         for a in others))))
+        heads: dict[str | None, dict[str, int]] = dict(zip(
+            others, await asyncio.gather(*(self._heads_at(a, names) for a in others))))
         if self.engine.ready.is_set():
-            heads[None] = self.index.ready_heads(
-                names, self.gateway.clock_ms(), self.engine.claimed)
+            heads[None] = self.index.ready_heads(names, self.clock_ms(), self.engine.claimed)
         while True:
             choice = choose_lease(heads)
             if choice is None:
@@ -79,13 +126,13 @@ class Everywhere:
             name, where = choice
             del heads[where][name]  # tried: if it is gone, the next best
             if where is None:
-                handover = await self.gateway.take_here((name,))
+                handover = await self.leasing.take_here((name,))
             else:
                 handover = await self._lease_at(where, (name,), 0)
             if handover is not None:
                 return handover
 
-    async def _heads_at(self, address: str, names) -> dict[str, int]:
+    async def _heads_at(self, address: str, names: Iterable[str]) -> dict[str, int]:
         try:
             reply = await self.cluster.ask(address, rq.Peek(tuple(names)))
         except ServerError as error:
@@ -95,7 +142,9 @@ class Everywhere:
             return {}
         return heads_of(reply)
 
-    async def _lease_at(self, address: str, names, wait_ms: int):
+    async def _lease_at(
+        self, address: str, names: Iterable[str], wait_ms: int
+    ) -> Handover | None:
         """A job leased at ``address`` (None: none ready there, or it did not answer)."""
         try:
             reply = await self.cluster.ask(address, rq.Lease(tuple(names), wait_ms))
@@ -113,7 +162,8 @@ class Everywhere:
         ours with nobody to hand it to: the client must not be told "no job" nor be
         given another one (its attempt would be counted for nobody)."""
         handover = handover_from(reply)
-        job_id, claim = handover.release.job_id, handover.release.claim
+        job_id = handover.release.job_id
+        claim = cast(int, handover.release.claim)  # a peer's handover names its claim
         confirming = asyncio.ensure_future(self.cluster.ask(address, rq.Confirm(job_id, claim)))
         try:
             answer = await asyncio.shield(confirming)
@@ -130,13 +180,17 @@ class Everywhere:
             return None
         raise UnconfirmedClaim(address, answer.decode("latin-1").strip())
 
-    def _give_back_if_confirmed(self, handover: Handover, confirming: asyncio.Future) -> None:
+    def _give_back_if_confirmed(
+        self, handover: Handover, confirming: asyncio.Future[bytes]
+    ) -> None:
         if confirming.cancelled() or confirming.exception() is not None:
             return
         if confirming.result().startswith(b"+OK"):
-            self.gateway.give_back(handover.release)
+            self.leasing.give_back(handover.release)
 
-    async def _wait_at(self, address: str, names, deadline: float):
+    async def _wait_at(
+        self, address: str, names: Iterable[str], deadline: float
+    ) -> Handover | None:
         loop = asyncio.get_running_loop()
         while True:
             remaining_ms = int((deadline - loop.time()) * MS)
@@ -159,10 +213,12 @@ class Everywhere:
                 return None
             await asyncio.sleep(PEER_RETRY_S)  # recovering, or gone: ask again
 
-    async def _wait_anywhere(self, names, deadline: float) -> Handover | None:
+    async def _wait_anywhere(
+        self, names: tuple[str, ...], deadline: float
+    ) -> Handover | None:
         """Wait until a job is ready here (None: claim it) or another process leased
         one to us (its handover)."""
-        local = asyncio.ensure_future(self.gateway.wait_here(names, deadline))
+        local = asyncio.ensure_future(self.leasing.wait_here(names, deadline))
         remote = {asyncio.ensure_future(self._wait_at(a, names, deadline))
                   for a in self.cluster.others()}
         pending = {local, *remote}
@@ -192,82 +248,84 @@ class Everywhere:
                 if result is not None and result is not chosen and not isinstance(
                     result, BaseException
                 ):
-                    self.gateway.give_back(result.release)
+                    self.leasing.give_back(result.release)
 
     # --- inspect -----------------------------------------------------------------
 
-    async def pause_or_resume(self, r: rq.Pause | rq.Resume) -> bytes:
+    async def pause_or_resume(self, request: rq.Pause | rq.Resume) -> bytes:
         """pause/resume: written to every partition here, then each other process does
         the same and answers once its own partitions have applied it, so +OK means no
         process hands out the queue's jobs any more (the records are idempotent: the
         second copy of each changes nothing)."""
-        reply = await self.gateway.handle(r, peer=True)
+        try:
+            reply = await self.local.pause_or_resume(request)
+        except EventqError as error:
+            reply = error.reply
         if reply[:1] == b"-":
             return reply
-        for other in await self.cluster.ask_others(r):
+        for other in await self.cluster.ask_others(request):
             raise_if_error(other)
         return reply
 
-    async def inspect_server(self, r: rq.InspectServer) -> bytes:
+    async def inspect_server(self, request: rq.InspectServer) -> bytes:
         """Clients and evicted jobs of every process (peers' own connections are not
         clients); ``started`` is this process's."""
-        stats = self.gateway.stats
-        clients, evicted = stats.active_clients, stats.evicted_jobs
-        for reply in await self.cluster.ask_others(r):
+        clients, evicted = self.stats.active_clients, self.stats.evicted_jobs
+        for reply in await self.cluster.ask_others(request):
             (block,) = parse_blocks(raise_if_error(reply))
             clients += int(block.value(b"active-clients"))
             evicted += int(block.value(b"evicted-jobs"))
         return replies.server_reply(clients, evicted, self.engine.started_ms)
 
-    async def inspect_queues(self, r: rq.InspectQueues) -> bytes:
+    async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
-        upto = r.offset + r.limit
-        now_ms = self.gateway.clock_ms()
-        local = [self.gateway.queue_view(name, now_ms)
+        upto = request.offset + request.limit
+        now_ms = self.clock_ms()
+        local = [self.local.queue_view(name, now_ms)
                  for name in self.index.queue_names()[:upto]]
         others = await self.cluster.pages_of_others(lambda o, n: rq.InspectQueues(o, n), upto)
         parts = [local, *(queue_views(blocks or []) for blocks in others)]
-        return replies.queue_blocks(merge_queues(parts)[r.offset:upto])
+        return replies.queue_blocks(merge_queues(parts)[request.offset:upto])
 
-    async def inspect_queue(self, r: rq.InspectQueue) -> bytes:
+    async def inspect_queue(self, request: rq.InspectQueue) -> bytes:
         await self.engine.wait_ready()
         parts = []
-        if self.index.known(r.name):
-            parts.append([self.gateway.queue_view(r.name, self.gateway.clock_ms())])
-        for reply in await self.cluster.ask_others(r):
+        if self.index.known(request.name):
+            parts.append([self.local.queue_view(request.name, self.clock_ms())])
+        for reply in await self.cluster.ask_others(request):
             if not reply.startswith(b"-NOT-FOUND"):
                 parts.append(queue_views(parse_blocks(raise_if_error(reply))))
         if not parts:
             raise NotFound()
         return replies.queue_blocks(merge_queues(parts))
 
-    async def inspect_jobs(self, r) -> bytes:
+    async def inspect_jobs(self, request: rq.InspectJobs | rq.InspectScheduledJobs) -> bytes:
         """inspect jobs / scheduled-jobs: every process's first offset+limit jobs in
         peer form, merged by their place (the same key everywhere)."""
         await self.engine.wait_ready()
-        upto = r.offset + r.limit
-        kind = type(r)
+        upto = request.offset + request.limit
+        kind = type(request)
         local = None
-        if self.index.known(r.name):
-            local = parse_blocks(self.gateway.ordered_jobs(r.name, kind, 0, upto))
-        others = await self.cluster.pages_of_others(lambda o, n: kind(r.name, o, n), upto)
+        if self.index.known(request.name):
+            local = parse_blocks(self.local.ordered_jobs(request.name, kind, 0, upto))
+        others = await self.cluster.pages_of_others(lambda o, n: kind(request.name, o, n), upto)
         parts = [blocks for blocks in (local, *others) if blocks is not None]
         if not parts:
             raise NotFound()
-        return blocks_reply(merge_job_pages(parts, r.offset, r.limit))
+        return blocks_reply(merge_job_pages(parts, request.offset, request.limit))
 
-    async def inspect_digest(self, r: rq.InspectDigest) -> bytes:
+    async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()
         state, served = await self.engine.digest_part()
         parts = [DigestPart(state.sum, state.count, frozenset(served))]
-        parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(r)]
+        parts += [digest_part_of(reply) for reply in await self.cluster.ask_others(request)]
         check_covers(parts, self.cluster.partitions)
         combined = StateDigest.combined((part.sum, part.count) for part in parts)
         return replies.digest_reply(combined.hexdigest())
 
-    async def inspect_bulk(self, r: rq.InspectBulk) -> bytes:
-        blocks = parse_blocks(await self.gateway.inspect_bulk(r))
-        for reply in await self.cluster.ask_others(r):
+    async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
+        blocks = parse_blocks(await self.local.inspect_bulk(request))
+        for reply in await self.cluster.ask_others(request):
             blocks += parse_blocks(raise_if_error(reply))
         blocks.sort(key=lambda block: int(block.head))
         return blocks_reply(blocks)
@@ -280,7 +338,7 @@ def heads_of(reply: bytes) -> dict[str, int]:
             for name, key in (line.split(b" ") for line in lines)}
 
 
-def choose_lease(heads: dict) -> tuple[str, str | None] | None:
+def choose_lease(heads: dict[str | None, dict[str, int]]) -> tuple[str, str | None] | None:
     """Where to lease from, given each process's best ready key per name ({process:
     {name: key}}, this process as None): a uniformly random name among those ready
     anywhere (spec: lease), then the process holding its best job, this one on a tie."""

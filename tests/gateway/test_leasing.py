@@ -18,7 +18,7 @@ import pytest
 from eventq import core
 from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten
-from eventq.gateway.handlers import Gateway
+from eventq.gateway.leasing import Leasing
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
 from jobs import NOW, job
@@ -69,11 +69,11 @@ def test_a_claim_given_up_is_given_back_by_its_position(failure):
     pending = job(state=State.PENDING, attempts=2)
     index.put(pending, 0, NOW)
     engine = Engine(index, failure)
-    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
+    leasing = Leasing(engine, Stats(), clock_ms=lambda: NOW)
 
     async def claim() -> None:
         with pytest.raises(type(failure)):
-            await gateway.claim_one(("q",))
+            await leasing.claim_one(("q",))
         await asyncio.sleep(0)  # the background wait for the release's write
 
     asyncio.run(claim())
@@ -82,7 +82,7 @@ def test_a_claim_given_up_is_given_back_by_its_position(failure):
         core.ReleaseAttempt(pending.id, 3, State.PENDING, claim=CLAIM_AT),
     ]
     assert engine.claimed == set()  # and the job may be claimed again
-    assert gateway.stats.released == 1
+    assert leasing.stats.released == 1
 
 
 def test_a_claim_never_written_is_not_released():
@@ -90,12 +90,12 @@ def test_a_claim_never_written_is_not_released():
     ready = job()
     index.put(ready, 0, NOW)
     engine = Engine(index, NotWritten("Kafka did not take it"))
-    gateway = Gateway(engine, Stats(), clock_ms=lambda: NOW)
+    leasing = Leasing(engine, Stats(), clock_ms=lambda: NOW)
 
     async def claim() -> None:
         with pytest.raises(NotWritten):
-            await gateway.claim_one(("q",))
+            await leasing.claim_one(("q",))
 
     asyncio.run(claim())
     assert engine.lane == [core.StartAttempt(ready.id, 1)]
-    assert gateway.stats.released == 0
+    assert leasing.stats.released == 0

@@ -1,0 +1,95 @@
+"""Which answer a parsed request gets: this process's (eventq/gateway/handlers.py), or,
+with other eventq processes in the group, the cluster's (eventq/gateway/cluster_answers.py:
+the owner's for a request about one job, every process's for one over all jobs;
+docs/architecture.md, "Scaling out"). A request from another process (a ``peer``
+connection) is answered here, in the peer form where the asker merges, and never
+forwarded again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from eventq import core
+from eventq.errors import EventqError
+from eventq.gateway import ports
+from eventq.gateway.cluster_answers import ClusterAnswers
+from eventq.gateway.handlers import LocalAnswers
+from eventq.gateway.leasing import Handover, Leasing
+from eventq.protocol import requests as rq
+
+# A reply: bytes, a lease's hand-over, or for long replies the pieces to write in turn.
+Reply = bytes | Handover | Iterator[bytes]
+Answer = Callable[[Any], Awaitable[Reply]]
+
+
+class Gateway:
+    """Answers parsed requests. One per process; connections share it."""
+
+    def __init__(
+        self,
+        local: LocalAnswers,
+        leasing: Leasing,
+        cluster_answers: ClusterAnswers | None = None,
+    ) -> None:
+        self._leasing = leasing
+        self._cluster_answers = cluster_answers  # None: this process alone
+        self._answers: dict[type, Answer] = {
+            rq.Add: local.add,
+            rq.Schedule: local.schedule,
+            rq.Run: local.run,
+            rq.Result: local.result,
+            rq.Lease: local.lease,
+            rq.Complete: local.complete,
+            rq.Fail: local.fail,
+            rq.Delete: local.delete,
+            rq.Touch: local.touch,
+            rq.Pause: local.pause_or_resume,
+            rq.Resume: local.pause_or_resume,
+            rq.InspectServer: local.inspect_server,
+            rq.InspectQueues: local.inspect_queues,
+            rq.InspectQueue: local.inspect_queue,
+            rq.InspectJobs: local.inspect_jobs,
+            rq.InspectScheduledJobs: local.inspect_scheduled_jobs,
+            rq.InspectJob: local.inspect_job,
+            rq.InspectDigest: local.inspect_digest,
+            rq.InspectBulk: local.inspect_bulk,
+            rq.Peer: local.peer,
+            rq.Peek: local.peek,
+            rq.Confirm: local.confirm_for_client,
+        }
+        # Asked by another eventq process (a `peer` connection): this process's own
+        # partitions only, and replies the asker merges carry what it merges by.
+        self._peer_answers: dict[type, Answer] = {
+            rq.Lease: local.lease_for_peer,
+            rq.InspectJobs: local.ordered_jobs_for_peer,
+            rq.InspectScheduledJobs: local.ordered_jobs_for_peer,
+            rq.InspectDigest: local.digest_for_peer,
+            rq.Confirm: local.confirm,
+        }
+
+    @property
+    def cluster(self) -> ports.Cluster | None:
+        """The other processes, if any (the dashboard says whose figures it shows)."""
+        return None if self._cluster_answers is None else self._cluster_answers.cluster
+
+    async def handle(self, request: object, peer: bool = False) -> Reply:
+        """The reply: bytes, or for long replies an iterator of pieces to write in turn.
+        ``peer``: the request comes from another eventq process (never forwarded)."""
+        try:
+            if peer:
+                answer = self._peer_answers.get(type(request))
+                if answer is not None:
+                    return await answer(request)
+            elif self._cluster_answers is not None:
+                routed = await self._cluster_answers.answer(request)
+                if routed is not None:
+                    return routed
+            return await self._answers[type(request)](request)
+        except EventqError as error:
+            return error.reply
+
+    def give_back(self, release: core.ReleaseAttempt) -> None:
+        """A lease's attempt no client received (eventq/gateway/server.py)."""
+        self._leasing.give_back(release)

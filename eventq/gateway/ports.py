@@ -1,0 +1,105 @@
+"""What the gateway asks of the rest of its process, as types: exactly the members it
+uses, no more.
+
+- ``Engine``: the event-sourced core (streams/engine.py, ``Engine``): write a command
+  and wait until it is applied, read the jobs and indexes of the partitions this
+  process owns (docs/architecture.md, "The gateway");
+- ``Stats``: the gateway's own figures (eventq/gateway/server.py, ``GatewayStats``);
+- ``Cluster``: the other processes of the group, and asking them
+  (eventq/gateway/cluster.py, ``Cluster``; docs/architecture.md, "Scaling out").
+
+The gateway never imports streams (tests/test_layers.py); the wiring (eventq/server.py)
+hands it the real ones, and tests/gateway/test_ports.py checks that they have every
+member named here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from eventq.core import Command, Job, QueueCommand
+from eventq.core.digest import StateDigest
+from eventq.indexes import JobIndex
+from eventq.offers import Offers
+from eventq.protocol.reply_reader import Block
+from eventq.waiters import Applied, Waiters
+
+
+class PinnedJobs(Protocol):
+    """Jobs as they were at one moment, for a reply written over many event-loop turns
+    (streams/store.py, ``PinnedJobs``)."""
+
+    def has(self, job_id: uuid.UUID) -> bool: ...
+
+    def get(self, job_id: uuid.UUID) -> Job | None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    index: JobIndex  # the indexes of the owned partitions' jobs
+    waiters: Waiters  # where requests wait for the processor
+    offers: Offers  # claims made for other processes' leases, until confirmed
+    claimed: set[uuid.UUID]  # jobs a lease is claiming right now
+    ready: asyncio.Event  # set once the owned partitions are recovered
+    started_ms: int
+    write_timeout_s: float
+
+    async def submit(
+        self, command: Command, on_abandoned: Callable[[int], None] | None = None
+    ) -> Applied:
+        """Write ``command`` and wait until it is applied (``on_abandoned``: called with
+        its log position if it is given up on once Kafka has it)."""
+        ...
+
+    async def submit_everywhere(self, command: QueueCommand) -> None:
+        """Write a queue command to every partition; applied in the owned ones."""
+        ...
+
+    def append(self, command: Command) -> Awaitable[None]:
+        """Queue a compensation now; the result waits for Kafka to take it."""
+        ...
+
+    async def wait_ready(self) -> None: ...
+
+    def job(self, job_id: uuid.UUID) -> Job | None: ...
+
+    def pinned(self, job_ids: Sequence[uuid.UUID]) -> PinnedJobs: ...
+
+    async def digest(self) -> str: ...
+
+    async def digest_part(self) -> tuple[StateDigest, Sequence[int]]:
+        """The digest of the owned partitions' jobs, and those partitions."""
+        ...
+
+
+@runtime_checkable
+class Stats(Protocol):
+    active_clients: int
+    released: int  # leases given back because no client received them
+
+    @property
+    def evicted_jobs(self) -> int: ...
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    partitions: int
+
+    def others(self) -> list[str]:
+        """The other processes, by gateway address."""
+        ...
+
+    def remote_owner(self, job_id: uuid.UUID) -> str | None:
+        """The other process owning the job's partition (None: this one, or nobody)."""
+        ...
+
+    async def ask(self, address: str, request: object) -> bytes: ...
+
+    async def ask_others(self, request: object) -> list[bytes]: ...
+
+    async def pages_of_others(
+        self, page: Callable[[int, int], object], upto: int
+    ) -> list[list[Block] | None]: ...
