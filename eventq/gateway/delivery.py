@@ -1,4 +1,5 @@
-"""Did a lease's reply reach a client that has closed its sending side? (issue 27)
+"""Did a lease's reply reach a client that has closed its sending side?
+(docs/architecture.md, "Feedback to users": a piped script gets every reply)
 
 A client that pipes a script (``eventq client < script``, ``nc -N``) half-closes its
 socket after the last request and still reads every reply, as workq answers it; a client
@@ -49,7 +50,7 @@ class Delivery(enum.Enum):
 
 
 def kernel_delivery(sock) -> Delivery:
-    """One look at what the kernel knows of bytes written to ``sock`` (issue 27).
+    """One look at what the kernel knows of bytes written to ``sock``.
 
     ``sock`` is ``transport.get_extra_info("socket")``: asyncio's TransportSocket or
     uvloop's PseudoSocket; both have ``fileno()`` and ``getsockopt()`` (not ``ioctl``).
@@ -111,6 +112,7 @@ def client_sent_eof(reader: asyncio.StreamReader) -> bool:
     (a pipelined script that ends in a half-close), so it cannot say this. If a later
     asyncio drops the private flag, ``at_eof()`` is the closest public answer. A reader
     holding more than twice its limit has stopped reading and has not seen the EOF yet:
-    a lease of such a client that is gone runs until its TTR, as before issue 27."""
+    a lease of such a client that is gone runs until its TTR, as every lease of a client
+    that had sent EOF did before this check."""
     eof = getattr(reader, "_eof", None)
     return reader.at_eof() if eof is None else bool(eof)

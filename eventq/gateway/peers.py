@@ -10,8 +10,8 @@ blocking lease holds its connection, as for any client).
 Why forwarding and not routing through Kafka: a forwarded request costs one loopback
 or LAN round trip (~0.1-0.3 ms) on top of the owner's own work, and the owner answers
 as it answers its own clients; routing through the log would add a second produce and
-a consume (several ms at least, measured at ~0.7 ms of CPU per interactive record in
-issue 9) and a reply topic every process must read. Reads (``inspect``) and blocking
+a consume (several ms at least, measured at ~0.7 ms of CPU per interactive record:
+docs/architecture.md, "Batches") and a reply topic every process must read. Reads (``inspect``) and blocking
 waits (``result``, ``lease``) need the owner's indexes anyway.
 """
 

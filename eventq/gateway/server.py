@@ -100,7 +100,8 @@ class GatewayServer:
         Cancelled again while any is left: Python 3.11's ``asyncio.wait_for`` drops a
         cancellation that arrives as its inner future completes (gh-86296), and a stop
         during 300 `run` submissions then waited for a 1-day `run` until the watchdog
-        ended the process uncleanly (issue 8; tests/e2e/test_hostile_inputs.py)."""
+        ended the process uncleanly (docs/architecture.md, "Hostile inputs";
+        tests/e2e/test_hostile_inputs.py)."""
         if self._server is not None:
             self._server.close()
         for _ in range(STOP_CANCEL_ROUNDS):
@@ -115,7 +116,7 @@ class GatewayServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection. A client may leave while its request runs: the reply is then
         dropped (under uvloop a write to the closed transport raises RuntimeError,
-        found by the fuzzer, issue 8)."""
+        found by the fuzzer: docs/architecture.md, "Hostile inputs")."""
         task = asyncio.current_task()
         self._connections.add(task)
         self._stats.active_clients += 1
@@ -199,8 +200,8 @@ class GatewayServer:
         commands"). False: given back.
 
         A client that sent EOF may have half-closed (a piped script: it reads every
-        reply, as workq answers it) or be gone; only writing tells (issue 27,
-        eventq/gateway/delivery.py). A client that has not sent EOF is taken to read it
+        reply, as workq answers it) or be gone; only writing tells
+        (eventq/gateway/delivery.py). A client that has not sent EOF is taken to read it
         (one that dies later leaves the job to its TTR)."""
         if writer.transport.is_closing():  # reset, or closed by a failed write
             self._gateway.give_back(handover.release)
