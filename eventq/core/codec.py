@@ -317,6 +317,16 @@ EVENT_COMMON_FIELDS: tuple[Field, ...] = (
     Field("a", "at_ms", INT),
     Field("o", "offset", INT),
 )
+# The keys around the field tables: every record's schema version and type, and the
+# state record's envelope {version, event, job} (the module docstring). Readers that
+# project a few fields without a full decode (core/slim.py, migrate/importer.py) take
+# these and JOB_KEYS / EVENT_KEYS, never a spelled key.
+VERSION_KEY = "v"
+TYPE_KEY = "t"
+EVENT_KEY = "e"
+JOB_KEY = "j"
+JOB_KEYS: dict[str, str] = {f.attr: f.key for f in JOB_FIELDS}  # Job attribute -> key
+EVENT_KEYS: dict[str, str] = {f.attr: f.key for f in EVENT_COMMON_FIELDS}
 _RESULT_IN_JOB = Field("x", "result", BIN, absent=Absent.IN_JOB)
 _DEADLINE = Field("dl", "deadline_ms", INT)
 EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
@@ -755,16 +765,15 @@ def encode_state(event: Event, job: Job | None) -> bytes:
     problem = _inconsistency(event, job)
     if problem is not None:
         raise CodecError(problem)
-    e: dict[str, Any] = {"t": int(event.type)}
+    e: dict[str, Any] = {TYPE_KEY: int(event.type)}
     codec.write(event, job, e)
-    return _pack(
-        {"v": STATE_SCHEMA_VERSION, "e": e, "j": None if job is None else _enc_job(job)}
-    )
+    return _pack({VERSION_KEY: STATE_SCHEMA_VERSION, EVENT_KEY: e,
+                  JOB_KEY: None if job is None else _enc_job(job)})
 
 
 def _decode_event(v: object, job: Job | None) -> Event:
     em = _map(v, "event")
-    t = _int(em, "t")
+    t = _int(em, TYPE_KEY)
     codec = _EVENT_CODECS.get(t)
     if codec is None:
         raise CodecError(f"unknown event type {t}")
@@ -775,14 +784,15 @@ def _decode_event(v: object, job: Job | None) -> Event:
 
 
 def _decode_state(data: object) -> tuple[Event, Job | None]:
-    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS), ("e", "o"), ("j", "ver"))
-    _check_keys(m, frozenset({"v", "e", "j"}), "state record")
-    if "e" not in m:
-        raise _missing("e")
-    if "j" not in m:
-        raise _missing("j")
-    job = None if m["j"] is None else _dec_job(m["j"])
-    event = _decode_event(m["e"], job)
+    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS),
+                                (EVENT_KEY, EVENT_KEYS["offset"]), (JOB_KEY, JOB_KEYS["version"]))
+    _check_keys(m, frozenset({VERSION_KEY, EVENT_KEY, JOB_KEY}), "state record")
+    if EVENT_KEY not in m:
+        raise _missing(EVENT_KEY)
+    if JOB_KEY not in m:
+        raise _missing(JOB_KEY)
+    job = None if m[JOB_KEY] is None else _dec_job(m[JOB_KEY])
+    event = _decode_event(m[EVENT_KEY], job)
     problem = _inconsistency(event, job)
     if problem is not None:
         raise CodecError(problem)
@@ -798,15 +808,15 @@ def encode_job(job: Job) -> bytes:
     """A job on its own (its full state), e.g. for snapshots and exports."""
     if not isinstance(job, Job):
         raise CodecError(f"not a job: {job!r:.100}")
-    return _pack({"v": STATE_SCHEMA_VERSION, "j": _enc_job(job)})
+    return _pack({VERSION_KEY: STATE_SCHEMA_VERSION, JOB_KEY: _enc_job(job)})
 
 
 def _decode_job(data: object) -> Job:
-    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS), ("j", "ver"))
-    _check_keys(m, frozenset({"v", "j"}), "job record")
-    if "j" not in m:
-        raise _missing("j")
-    return _dec_job(m["j"])
+    m = _positions_from_offsets(_unpack(data, _STATE_VERSIONS), (JOB_KEY, JOB_KEYS["version"]))
+    _check_keys(m, frozenset({VERSION_KEY, JOB_KEY}), "job record")
+    if JOB_KEY not in m:
+        raise _missing(JOB_KEY)
+    return _dec_job(m[JOB_KEY])
 
 
 def decode_job(data: bytes) -> Job:

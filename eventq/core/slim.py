@@ -20,11 +20,16 @@ from typing import NamedTuple
 
 import msgpack
 
-from eventq.core.codec import POSITIONS_PER_OFFSET, CodecError
+from eventq.core.codec import JOB_KEY, JOB_KEYS, POSITIONS_PER_OFFSET, VERSION_KEY, CodecError
 from eventq.core.job import Job, State, ready_time_ms
 
 _STATES = {int(state): state for state in State}
 _STATE_RECORD_VERSIONS = (1, 2)  # codec.py: version 1 counted positions in offsets
+# The keys of the fields projected (codec.py's job table names them).
+_ID, _NAME, _STATE, _PRIORITY, _CREATED, _TIME, _EXPIRES, _LEASE_DEADLINE, _ATTEMPTS = (
+    JOB_KEYS[attr] for attr in ("id", "name", "state", "priority", "created_ms",
+                                "scheduled_ms", "expires_ms", "lease_deadline_ms", "attempts"))
+_VERSION, _RETRY = JOB_KEYS["version"], JOB_KEYS["retry_ms"]
 
 
 class Slim(NamedTuple):
@@ -72,28 +77,28 @@ def project_state(data: bytes) -> Slim | None:
         raise CodecError(f"not a msgpack record: {error}") from None
     if type(record) is not dict:
         raise CodecError("a state record must be a msgpack map")
-    version = record.get("v")
+    version = record.get(VERSION_KEY)
     if version not in _STATE_RECORD_VERSIONS or type(version) is not int:
         raise CodecError(f"unsupported schema version {version!r} (expected 1 or 2)")
-    job = record.get("j", ...)
+    job = record.get(JOB_KEY, ...)
     if job is None:
         return None
     if type(job) is not dict:
-        raise CodecError("field 'j' of a state record must be a job map")
-    raw_id, name, state = job.get("i"), job.get("n"), job.get("s")
+        raise CodecError(f"field {JOB_KEY!r} of a state record must be a job map")
+    raw_id, name, state = job.get(_ID), job.get(_NAME), job.get(_STATE)
     if type(raw_id) is not bytes or len(raw_id) != 16:
-        raise CodecError("job field 'i' must be 16 bytes of UUID")
+        raise CodecError(f"job field {_ID!r} must be 16 bytes of UUID")
     if type(name) is not str or not name:
-        raise CodecError("job field 'n' must be a queue name")
+        raise CodecError(f"job field {_NAME!r} must be a queue name")
     if type(state) is not int or state not in _STATES:
-        raise CodecError(f"job field 's' must be a job state, got {state!r:.40}")
-    position = _int(job, "ver")
+        raise CodecError(f"job field {_STATE!r} must be a job state, got {state!r:.40}")
+    position = _int(job, _VERSION)
     if version == 1:
         position *= POSITIONS_PER_OFFSET
-    retry_ms = _opt_int(job, "rt")  # a backoff's retry time is the job's time
+    retry_ms = _opt_int(job, _RETRY)  # a backoff's retry time is the job's time
     return Slim(
-        int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, "p"),
-        _int(job, "c"), _opt_int(job, "w") if retry_ms is None else retry_ms, _opt_int(job, "e"),
-        _opt_int(job, "ld"),
-        _int(job, "at"), position,
+        int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, _PRIORITY),
+        _int(job, _CREATED), _opt_int(job, _TIME) if retry_ms is None else retry_ms,
+        _opt_int(job, _EXPIRES), _opt_int(job, _LEASE_DEADLINE),
+        _int(job, _ATTEMPTS), position,
     )

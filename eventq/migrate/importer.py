@@ -35,6 +35,7 @@ import msgpack
 
 from eventq.bulklane import end_offsets
 from eventq.core.batch import offset_of
+from eventq.core.codec import EVENT_KEY, EVENT_KEYS, JOB_KEY, JOB_KEYS, TYPE_KEY, VERSION_KEY
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_commands
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
@@ -386,10 +387,11 @@ def _imported_at(value: bytes) -> tuple[int | None, int | None]:
     state record."""
     try:
         record = msgpack.unpackb(value, raw=False)
-        event, job = record["e"], record["j"]
-        version = job["ver"] if isinstance(job, dict) else None
-        imported = event["o"] if event["t"] == EventType.IMPORTED else None
-        if imported is not None and record["v"] != 1:  # a position (eventq/core/batch.py)
+        event, job = record[EVENT_KEY], record[JOB_KEY]
+        version = job[JOB_KEYS["version"]] if isinstance(job, dict) else None
+        imported = (event[EVENT_KEYS["offset"]] if event[TYPE_KEY] == EventType.IMPORTED
+                    else None)
+        if imported is not None and record[VERSION_KEY] != 1:  # a position (core/batch.py)
             imported = offset_of(imported)
         return imported, version
     except Exception:  # not ours to judge here: the full decode reports it

@@ -56,6 +56,7 @@ from eventq.core.batch import (
 )
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
+from eventq.core.job import JOB_FIELD_NAMES, make_job
 from eventq.errors import EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_TIME_MS, MIN_TIME_MS
@@ -268,21 +269,38 @@ def encode_rows(spec: EnqueueSpec, *columns):
 
 # --------------------------------------------------------------------- state log
 
-JOB_COLUMNS = (
-    "id", "name", "ttr_ms", "ttl_ms", "payload", "priority", "max_attempts", "max_fails",
-    "attempts", "fails", "state", "state_name", "created_ms", "scheduled_ms", "expires_ms",
-    "lease_deadline_ms", "result", "result_ok", "version", "backoff_ms", "returns",
-    "retry_ms",
-)  # fmt: skip
-JOB_DDL = (
-    "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
-    "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
-    "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
-    "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
-    "backoff_ms int, returns int, retry_ms bigint"  # docs/protocol.md, "-backoff"
-)
+# The Spark type of each ``Job`` field: the one table the state log's rows come from.
+# Columns follow the dataclass's field order, with ``state_name`` after ``state``; a
+# field added to ``Job`` is one line here (tests/spark/test_spark_rows.py fails without
+# it). Times and counts up to 2^64-1 are decimal(20,0) (docs/protocol.md, "Values").
+JOB_FIELD_KINDS: dict[str, str] = {
+    "id": "string", "name": "string", "ttr_ms": "bigint", "ttl_ms": "decimal(20,0)",
+    "payload": "binary", "priority": "int", "max_attempts": "int", "max_fails": "int",
+    "attempts": "int", "fails": "int", "state": "int", "created_ms": "bigint",
+    "scheduled_ms": "bigint", "expires_ms": "decimal(20,0)",
+    "lease_deadline_ms": "decimal(20,0)", "result": "binary", "result_ok": "boolean",
+    "version": "bigint", "backoff_ms": "int", "returns": "int", "retry_ms": "bigint",
+}  # fmt: skip
+_DERIVED_KINDS = {"state": ("state_name", "string")}  # a column written after a field's
+
+
+def _job_columns() -> tuple[tuple[str, str], ...]:
+    columns: list[tuple[str, str]] = []
+    for name in JOB_FIELD_NAMES:
+        columns.append((name, JOB_FIELD_KINDS[name]))
+        if name in _DERIVED_KINDS:
+            columns.append(_DERIVED_KINDS[name])
+    return tuple(columns)
+
+
+_COLUMN_KINDS = _job_columns()
+# Fields a Job holds as None when unset (their annotation admits None).
+_OPTIONAL_FIELDS = frozenset(
+    field.name for field in dataclasses.fields(Job) if "None" in str(field.type))
+JOB_COLUMNS = tuple(name for name, _ in _COLUMN_KINDS)
+JOB_DDL = ", ".join(f"{name} {kind}" for name, kind in _COLUMN_KINDS)
 DECODED_STATE_DDL = JOB_DDL + ", undecodable string"
-_U64_COLUMNS = ("ttl_ms", "expires_ms", "lease_deadline_ms")  # up to 2^64-1: decimal(20,0)
+_U64_COLUMNS = tuple(name for name, kind in _COLUMN_KINDS if kind == "decimal(20,0)")
 
 
 def _arrow_schema(ddl: str):
@@ -299,40 +317,47 @@ def _arrow_schema(ddl: str):
     return pa.schema(fields)
 
 
+def _to_column(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)  # canonical text
+    if isinstance(value, State):
+        return int(value)
+    if kind == "decimal(20,0)":
+        return Decimal(value)
+    return value
+
+
 def job_row(job: Job) -> dict[str, Any]:
     """A job as a row of ``JOB_COLUMNS`` (ids as canonical text, ms as integers)."""
-    return {
-        "id": str(job.id), "name": job.name, "ttr_ms": job.ttr_ms,
-        "ttl_ms": Decimal(job.ttl_ms), "payload": job.payload, "priority": job.priority,
-        "max_attempts": job.max_attempts, "max_fails": job.max_fails,
-        "attempts": job.attempts, "fails": job.fails, "state": int(job.state),
-        "state_name": job.state.name.lower(), "created_ms": job.created_ms,
-        "scheduled_ms": job.scheduled_ms,
-        "expires_ms": None if job.expires_ms is None else Decimal(job.expires_ms),
-        "lease_deadline_ms": (
-            None if job.lease_deadline_ms is None else Decimal(job.lease_deadline_ms)
-        ),
-        "result": job.result, "result_ok": job.result_ok, "version": job.version,
-        "backoff_ms": job.backoff_ms, "returns": job.returns, "retry_ms": job.retry_ms,
-    }  # fmt: skip
+    row = {name: _to_column(getattr(job, name), JOB_FIELD_KINDS[name])
+           for name in JOB_FIELD_NAMES}
+    row["state_name"] = job.state.name.lower()
+    return row
+
+
+def _of_column(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if name == "id":
+        return uuid.UUID(value)
+    if name == "state":
+        return State(value)
+    kind = JOB_FIELD_KINDS[name]
+    if kind == "binary":
+        return bytes(value)
+    if kind in ("int", "bigint", "decimal(20,0)"):
+        return int(value)
+    return value
 
 
 def job_of_row(row: dict[str, Any]) -> Job:
-    """The ``Job`` a row of ``JOB_COLUMNS`` describes (validated by ``Job`` itself)."""
-
-    def opt_int(value: object) -> int | None:
-        return None if value is None else int(value)  # type: ignore[call-overload]  # a column value: object
-
-    return Job(
-        uuid.UUID(row["id"]), row["name"], int(row["ttr_ms"]), int(row["ttl_ms"]),
-        bytes(row["payload"]), int(row["priority"]), int(row["max_attempts"]),
-        int(row["max_fails"]), int(row["attempts"]), int(row["fails"]), State(row["state"]),
-        int(row["created_ms"]), opt_int(row["scheduled_ms"]), opt_int(row["expires_ms"]),
-        opt_int(row["lease_deadline_ms"]),
-        None if row["result"] is None else bytes(row["result"]),
-        row["result_ok"], int(row["version"]), int(row.get("backoff_ms") or 0),
-        int(row.get("returns") or 0), opt_int(row.get("retry_ms")),
-    )  # fmt: skip
+    """The ``Job`` a row of ``JOB_COLUMNS`` describes (validated by ``Job`` itself). A
+    column a row lacks or leaves empty where its field cannot be None (a snapshot
+    written before that field existed) takes the field's default."""
+    return make_job({name: _of_column(name, row.get(name)) for name in JOB_FIELD_NAMES
+                     if row.get(name) is not None or name in _OPTIONAL_FIELDS})
 
 
 def _batch(rows: list[dict[str, Any]], schema):

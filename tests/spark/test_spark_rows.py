@@ -369,3 +369,33 @@ def test_batch_records_group_each_partitions_commands_within_bounds():
     for p in range(3):  # every command once, in its partition, in input order
         assert seen[p] == [v for v, q in zip(encoded["value"], encoded["partition"]) if q == p]
     assert len(out) < 100
+
+
+def test_the_state_log_columns_are_as_they_were():
+    """Derived from the field table now (rows.JOB_FIELD_KINDS): the same columns, order
+    and types as the snapshots written before."""
+    assert rows.JOB_COLUMNS == (
+        "id", "name", "ttr_ms", "ttl_ms", "payload", "priority", "max_attempts",
+        "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
+        "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
+        "version", "backoff_ms", "returns", "retry_ms")
+    assert rows.JOB_DDL == (
+        "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
+        "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
+        "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
+        "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
+        "backoff_ms int, returns int, retry_ms bigint")
+
+
+def test_every_job_field_has_a_column_type():
+    from eventq.core.job import JOB_FIELD_NAMES
+
+    assert set(rows.JOB_FIELD_KINDS) == set(JOB_FIELD_NAMES)
+
+
+def test_a_row_written_before_the_backoff_fields_reads_with_their_defaults():
+    job = _jobs(1)[0]
+    row = rows.job_row(job)
+    for column in ("backoff_ms", "returns", "retry_ms"):
+        del row[column]
+    assert rows.job_of_row(row) == job
