@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import BatchBuilder  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.partitioner import partition_for_key  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from support import cpu_s  # noqa: E402
 
 
@@ -94,6 +94,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from gateway_bench import start_profile, summarize_profile
+
     from support import ServerProcess, test_broker_config
 
     variants = [("metrics on", {})]

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
 from support import EventqCluster, cpu_s, test_cluster_configs  # noqa: E402
 

@@ -30,7 +30,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from faults.campaign import (  # noqa: E402
-    SERVE_BOUND_S, ClusterDidNotStart, RunReport, run_campaign,
+    SERVE_BOUND_S,
+    ClusterDidNotStart,
+    RunReport,
+    run_campaign,
 )
 
 

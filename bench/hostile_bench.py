@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 for path in (ROOT, ROOT / "tests"):
     sys.path.insert(0, str(path))
 
-from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.limits import MAX_PAYLOAD_BYTES  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from support import rss_mib  # noqa: E402
 
 BIG = b"b" * MAX_PAYLOAD_BYTES

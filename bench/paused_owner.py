@@ -31,9 +31,15 @@ from faults.campaign import changelog_violations, settled_digests  # noqa: E402
 from faults.checker import check, summary, violations_text  # noqa: E402
 from faults.history import Clock, HistoryWriter, Recorder  # noqa: E402
 from faults.load import (  # noqa: E402
-    BulkTarget, LoadConfig, created_job_ids, read_back, run_load, wait_bulk_admitted,
+    BulkTarget,
+    LoadConfig,
+    created_job_ids,
+    read_back,
+    run_load,
+    wait_bulk_admitted,
 )
 from ports import consecutive_free_ports  # noqa: E402
+
 from support import raw_exchange  # noqa: E402
 
 PROCESSES = 3

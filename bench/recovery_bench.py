@@ -34,13 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.core import Delete, Job, State, encode_command  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.partitioner import job_key  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 from support import (  # noqa: E402
-    ServerProcess, produce_state_records, rss_mib, test_broker_config,
+    ServerProcess,
+    produce_state_records,
+    rss_mib,
+    test_broker_config,
 )
 
 NOW_MS = int(time.time() * 1000)

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.kafka import broker  # noqa: E402
+from eventq.rawclient import RawClient as Client  # noqa: E402
 
 
 def generate(spark, path: str, rows: int) -> None:

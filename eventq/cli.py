@@ -172,7 +172,10 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.server import say_on_stderr, wait_for_kafka
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
-        EXIT_CANNOT_START, interrupt_on_sigterm, ports_problem, serve_processes,
+        EXIT_CANNOT_START,
+        interrupt_on_sigterm,
+        ports_problem,
+        serve_processes,
     )
 
     problem = ports_problem(settings)  # before anything starts, Kafka included

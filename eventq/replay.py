@@ -16,17 +16,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eventq import statedir
 from eventq.core import CodecError, Job, State, decode_command
-from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
+from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
-from eventq.limits import MAX_STATE_RECORD_BYTES
-from eventq import statedir
 from eventq.jobs_table import slims_of
 from eventq.kafka.logreader import Progress, Record, Undecodable, end_offsets, read_topic
+from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.restore import open_table, restore_tables, table_path
-
 
 
 class ReplayError(RuntimeError):

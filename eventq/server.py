@@ -22,9 +22,9 @@ from eventq.gateway.handlers import LocalAnswers, wall_clock_ms
 from eventq.gateway.leasing import Leasing
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
+from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
 from eventq.logformat import demote_routine_retries, logging_config
-from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.settings import Settings
 from streams.command_writer import CommandWriter
 
@@ -343,10 +343,9 @@ def restore_missing_tables(settings: Settings) -> bool:
     said why)."""
     import os
     import subprocess
+    import time
 
     from eventq.restore import partitions_to_restore
-
-    import time
 
     give_up_at = time.monotonic() + RESTORE_RETRY_S
     delay_s = RESTORE_RETRY_FIRST_S

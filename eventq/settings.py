@@ -12,7 +12,6 @@ from typing import Mapping, Sequence
 
 from eventq.address import host_and_port
 from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
-from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.kafka.topics import (
     ONE_WEEK_MS,
     TopicNames,
@@ -20,7 +19,7 @@ from eventq.kafka.topics import (
     bulk_name_for,
     eventq_topics,
 )
-
+from eventq.limits import MAX_STATE_RECORD_BYTES
 
 HTTP_OFF = "off"
 

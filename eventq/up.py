@@ -23,12 +23,16 @@ from typing import Sequence
 from eventq import die_with_parent
 from eventq.kafka.broker import BrokerConfig
 from eventq.kafka.supervise import BrokerNode
+
 # `eventq serve` exits with EXIT_CANNOT_START when it cannot start with its
 # configuration (a port in use, eventq's topics missing: eventq/server.py preflight).
 from eventq.listeners import EXIT_CANNOT_START
 from eventq.settings import Settings
 from eventq.supervisor import (
-    StartFailed, describe_exit_status, stop_on_signals, supervise,
+    StartFailed,
+    describe_exit_status,
+    stop_on_signals,
+    supervise,
 )
 
 STOP_TIMEOUT_S = 40.0

@@ -25,7 +25,8 @@ from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
 from eventq.waiters import Waiters
-from streams import durable_flush, faust_patches, fetch_wait, lease as lease_hooks, table_recovery
+from streams import durable_flush, faust_patches, fetch_wait, table_recovery
+from streams import lease as lease_hooks
 from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S

@@ -21,8 +21,8 @@ from eventq.core.commands import CommandType
 from eventq.core.machine import Rejected
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
 from eventq.indexes import JobIndex
-from eventq.offers import Offers
 from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.offers import Offers
 from eventq.waiters import Applied, Waiters
 from streams.store import JobStore, NotOwned
 

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from eventq.core import CodecError, Expired, correlation_of, decode_command
-from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
+from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
-from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.indexes import JobIndex
 from eventq.jobs_table import (
     BULK_ADMITTED_KEY,
@@ -54,6 +53,7 @@ from eventq.jobs_table import (
     paused_key,
 )
 from eventq.kafka.partitioner import job_key
+from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.observe.buckets import BATCH_COMMANDS, Histogram
 from eventq.observe.livestats import LiveStats
 from eventq.waiters import Applied, Waiters

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, settings
 from eventq.kafka import broker
 from support import test_broker_config, test_cluster_configs
 
-
 # The suite shares two cores with its brokers and the soak beside it: a slow example or
 # a slow draw is the machine's, not the code's (CI, 2026-11-26: "Input generation is
 # slow: 6 valid inputs after 1.64 s" for a strategy that draws in a millisecond).

@@ -190,9 +190,9 @@ class ServerProcess:
         thread's stack (py-spy) in its log."""
         import shutil
         import signal
-        import time
         import subprocess
         import sys
+        import time
         from pathlib import Path
 
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))

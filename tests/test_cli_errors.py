@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-
 from cli_run import EVENTQ, Watched
+
 from support import free_port
 
 FEEDBACK_S = 5.0  # everything below is said within this long

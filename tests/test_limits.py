@@ -6,8 +6,17 @@ from __future__ import annotations
 
 import uuid
 
-from eventq.core import Add, Complete, Fail, Import, apply, decode_command, decode_state
-from eventq.core import encode_command, encode_state
+from eventq.core import (
+    Add,
+    Complete,
+    Fail,
+    Import,
+    apply,
+    decode_command,
+    decode_state,
+    encode_command,
+    encode_state,
+)
 from eventq.kafka.broker import BrokerConfig, server_properties
 from eventq.kafka.topics import TopicNames, eventq_topics
 from eventq.limits import (

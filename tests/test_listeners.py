@@ -10,7 +10,12 @@ import socket
 import pytest
 
 from eventq.listeners import (
-    Endpoint, Listeners, PortUnusable, bind_endpoint, endpoints, port_problem,
+    Endpoint,
+    Listeners,
+    PortUnusable,
+    bind_endpoint,
+    endpoints,
+    port_problem,
 )
 from eventq.settings import Settings
 

@@ -14,6 +14,7 @@ import uuid
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jobs import NOW, job
 
 from eventq import core
 from eventq.core import AttemptStarted, State
@@ -26,7 +27,6 @@ from eventq.offers import CONFIRM_WINDOW_MAX_MS, Offers, confirm_window_ms
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.waiters import Applied, Waiters
-from jobs import NOW, job
 from streams.timers import DeadlineTimer
 
 JOB = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")

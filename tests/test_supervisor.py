@@ -6,8 +6,16 @@ from __future__ import annotations
 import signal
 
 from eventq.supervisor import (
-    HEALTHY_UPTIME_S, RESTART_BACKOFF_FIRST_S, RESTART_BACKOFF_MAX_S, ChildState,
-    describe_exit_status, due_for_restart, exited, restart_at, restart_delay_s, started,
+    HEALTHY_UPTIME_S,
+    RESTART_BACKOFF_FIRST_S,
+    RESTART_BACKOFF_MAX_S,
+    ChildState,
+    describe_exit_status,
+    due_for_restart,
+    exited,
+    restart_at,
+    restart_delay_s,
+    started,
 )
 
 

@@ -24,11 +24,11 @@ from eventq.client.models import (
     Result,
     ServerInfo,
 )
+from eventq.errors import INVALID_PAYLOAD_SIZE, INVALID_RESULT_SIZE, ClientError
+from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
 from eventq.protocol.reply_reader import Block, Shape, data_reply_fields, parse_blocks
-from eventq.errors import INVALID_PAYLOAD_SIZE, INVALID_RESULT_SIZE, ClientError
-from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.protocol.values import parse_name, parse_time_ms
 
 MS = 1000.0

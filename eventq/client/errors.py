@@ -7,8 +7,15 @@ Each is the server's reply turned back into the error the server raised, so
 
 from __future__ import annotations
 
-from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
-from eventq.errors import DUPLICATE_JOB, DUPLICATE_RESULT
+from eventq.errors import (
+    DUPLICATE_JOB,
+    DUPLICATE_RESULT,
+    ClientError,
+    EventqError,
+    NotFound,
+    ServerError,
+    Timeout,
+)
 
 
 class DuplicateJob(ClientError):

@@ -33,7 +33,8 @@ import builtins
 import textwrap
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields as dataclass_fields
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from enum import Enum
 from operator import attrgetter
 from typing import Any, TypeAlias

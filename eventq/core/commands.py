@@ -19,7 +19,8 @@ the core accepts any UUID.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, fields as dataclass_fields
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from operator import attrgetter
 from typing import ClassVar, TypeAlias

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields as dataclass_fields
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from operator import attrgetter
 from typing import Any
@@ -25,12 +26,12 @@ from eventq.core._check import (
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
-    MAX_RETURNS,
     MAX_DEADLINE_MS,
     MAX_FAILS_LIMIT,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
+    MAX_RETURNS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,

@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from eventq.errors import EventqError, ServerError
+from eventq.gateway.peers import Peers
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
 from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
-from eventq.gateway.peers import Peers
 
 # How each request's reply is framed (spec/protocol.md).
 SHAPES: dict[type, Shape] = {

@@ -16,7 +16,10 @@ from pathlib import Path
 from eventq.kafka import broker
 from eventq.settings import Settings
 from eventq.supervisor import (
-    StartFailed, describe_exit_status, stop_on_signals, supervise,
+    StartFailed,
+    describe_exit_status,
+    stop_on_signals,
+    supervise,
 )
 
 SUPERVISOR_START_TIMEOUT_S = 20.0  # until it has written its pid file (Python's imports)

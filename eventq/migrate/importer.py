@@ -34,12 +34,12 @@ from typing import Any
 import msgpack
 
 from eventq.bulklane import end_offsets
-from eventq.core.batch import offset_of
-from eventq.core.codec import EVENT_KEY, EVENT_KEYS, JOB_KEY, JOB_KEYS, TYPE_KEY, VERSION_KEY
-from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_commands
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
+from eventq.core.batch import offset_of
+from eventq.core.codec import EVENT_KEY, EVENT_KEYS, JOB_KEY, JOB_KEYS, TYPE_KEY, VERSION_KEY
+from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.migrate.mapping import Unimportable, import_command
 from eventq.progress import Progress
 from eventq.protocol.values import format_time

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.kafka.logreader import (
     META_KEY_PREFIX,
     reader_consumer,
     watermarks,
 )
+from eventq.limits import KAFKA_MESSAGE_BYTES
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
 MAX_MESSAGE_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: an import carries payload and result

@@ -143,7 +143,11 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
 def _wait_applied(settings, args: argparse.Namespace, rows: int) -> int:
     """--wait: until the server has admitted and applied every record written."""
     from eventq.bulklane import (
-        BulkWaitError, bulk_group_id, end_offsets, wait_admitted, wait_state_logged,
+        BulkWaitError,
+        bulk_group_id,
+        end_offsets,
+        wait_admitted,
+        wait_state_logged,
     )
     from eventq.progress import Progress
 

@@ -42,7 +42,6 @@ from eventq.core import (
     decode_state,
     encode_command,
 )
-from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.batch import (
     BATCH_RECORD_BYTES,
     MAX_BATCH_COMMANDS,
@@ -54,6 +53,7 @@ from eventq.core.batch import (
     position,
     read_record,
 )
+from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
 from eventq.core.job import JOB_FIELD_NAMES, make_job

@@ -21,9 +21,8 @@ from eventq.client.errors import (
     error_of,
 )
 from eventq.client.models import Job, JobInfo, QueueInfo, Result
-from eventq.protocol import Parser
+from eventq.protocol import Parser, replies
 from eventq.protocol import requests as rq
-from eventq.protocol import replies
 from eventq.protocol.reply_reader import reply_end
 
 NOW_MS = 1_800_000_000_000

@@ -9,7 +9,11 @@ import errno
 import pytest
 
 from eventq.client.connecting import (
-    REMIND_FIRST_S, REMIND_MAX_S, Reminder, cannot_connect, what_to_do,
+    REMIND_FIRST_S,
+    REMIND_MAX_S,
+    Reminder,
+    cannot_connect,
+    what_to_do,
 )
 
 

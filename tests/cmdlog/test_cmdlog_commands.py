@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cmdlog.cmdlog_strategies import add, commands, schedule
 from eventq.cmdlog import (
     COMMAND_NAMES,
     PayloadError,
@@ -16,8 +17,6 @@ from eventq.cmdlog import (
     decode_payload,
     encode_payload,
 )
-
-from cmdlog.cmdlog_strategies import add, commands, schedule
 
 ID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cmdlog.cmdlog_strategies import MS, NOW_NS
 from eventq.cmdlog import (
     WorkqJob,
     WorkqState,
@@ -23,8 +24,6 @@ from eventq.cmdlog import (
     replay,
     write_jobs,
 )
-
-from cmdlog.cmdlog_strategies import MS, NOW_NS
 
 A = uuid.UUID(int=1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from cmdlog.cmdlog_strategies import NOW_NS, add
 from eventq.cmdlog import (
     SegmentWriter,
     WorkqState,
@@ -13,8 +14,6 @@ from eventq.cmdlog import (
     list_segments,
     replay_with_summary,
 )
-
-from cmdlog.cmdlog_strategies import NOW_NS, add
 
 N_JOBS = 40_000  # 40k adds + 40k start-attempts + 20k completes = 100k records
 

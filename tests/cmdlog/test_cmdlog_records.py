@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cmdlog.cmdlog_strategies import instants
 from eventq.cmdlog import (
     BAD_SIZE,
     BAD_TIME,
@@ -15,8 +16,6 @@ from eventq.cmdlog import (
     read_record,
 )
 from eventq.cmdlog.varint import encode_uvarint
-
-from cmdlog.cmdlog_strategies import instants
 
 records = st.lists(st.tuples(instants, st.binary(max_size=200)), max_size=8)
 

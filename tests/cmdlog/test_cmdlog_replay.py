@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 
+from cmdlog.cmdlog_strategies import MS, NOW_NS, add, schedule
 from eventq.cmdlog import (
     Replayer,
     SegmentWriter,
@@ -20,8 +21,6 @@ from eventq.cmdlog import (
     replay,
     replay_with_summary,
 )
-
-from cmdlog.cmdlog_strategies import MS, NOW_NS, add, schedule
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)

@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 
+from cmdlog.cmdlog_strategies import add
 from eventq.cmdlog import (
     BAD_HEADER,
     BAD_PAYLOAD,
@@ -24,8 +25,6 @@ from eventq.cmdlog import (
     list_segments,
     segment_name,
 )
-
-from cmdlog.cmdlog_strategies import add
 
 T0 = 1_700_000_000 * 10**9
 

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cmdlog.cmdlog_strategies import INT64, UINT64
 from eventq.cmdlog import (
     TruncatedVarint,
     VarintError,
@@ -15,8 +16,6 @@ from eventq.cmdlog import (
     zigzag_decode,
     zigzag_encode,
 )
-
-from cmdlog.cmdlog_strategies import INT64, UINT64
 
 
 @given(UINT64)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.core_strategies import commands
 from eventq.core import Add, CodecError, Complete, Delete, decode_command, encode_command
 from eventq.core.batch import (
     NOTHING_ADMITTED,
@@ -24,8 +25,6 @@ from eventq.core.batch import (
     read_record,
     split_record,
 )
-
-from core.core_strategies import commands
 
 
 def test_a_single_command_record_is_a_batch_of_one():

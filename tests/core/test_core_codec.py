@@ -11,12 +11,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from core.core_strategies import commands, live_jobs, names, state_records
 from eventq.core import (
-    CommandType,
     Add,
     Added,
     AttemptTimedOut,
     CodecError,
+    CommandType,
     Complete,
     Completed,
     DecodedCommand,
@@ -31,6 +32,7 @@ from eventq.core import (
     StartAttempt,
     TimeoutAttempt,
     apply,
+    codec,
     decode_command,
     decode_job,
     decode_state,
@@ -38,11 +40,8 @@ from eventq.core import (
     encode_job,
     encode_state,
 )
-from eventq.core import codec
-from eventq.limits import MAX_PAYLOAD_BYTES, MAX_REQUEST_ID
 from eventq.core.batch import position
-
-from core.core_strategies import commands, live_jobs, names, state_records
+from eventq.limits import MAX_PAYLOAD_BYTES, MAX_REQUEST_ID
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 T0 = 1_700_000_000_000

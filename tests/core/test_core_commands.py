@@ -28,9 +28,8 @@ from eventq.core import (
     TimeoutAttempt,
     apply,
 )
-from eventq.limits import MAX_PAYLOAD_BYTES, MAX_TIME_MS, MAX_TTL_MS, MIN_TIME_MS
-
 from eventq.core.commands import QUEUE_COMMAND_CLASSES
+from eventq.limits import MAX_PAYLOAD_BYTES, MAX_TIME_MS, MAX_TTL_MS, MIN_TIME_MS
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.core_strategies import live_jobs
 from eventq.core import (
     Job,
     State,
@@ -18,8 +19,6 @@ from eventq.core import (
     state_digest,
 )
 from eventq.limits import MAX_DEADLINE_MS, MAX_TTL_MS
-
-from core.core_strategies import live_jobs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 T0 = 1_700_000_000_000

@@ -10,6 +10,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.core_strategies import live_jobs, names
 from eventq.core import (
     Accepted,
     Add,
@@ -31,8 +32,6 @@ from eventq.core.commands import is_paused_after
 from eventq.core.job import is_scheduled_waiting, ready_time_ms, retry_wait_ms
 from eventq.errors import NotFound
 from eventq.limits import MAX_BACKOFF_MS, MAX_TTR_MS
-
-from core.core_strategies import live_jobs, names
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 T0 = 1_700_000_000_000

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from core.core_strategies import FEW_IDS, histories, small_command, time_steps
 from eventq.core import (
     ALREADY_APPLIED,
     Accepted,
@@ -28,8 +29,8 @@ from eventq.core import (
     Ignored,
     Job,
     Rejected,
-    Schedule,
     ReleaseAttempt,
+    Schedule,
     StartAttempt,
     State,
     TimeoutAttempt,
@@ -42,8 +43,6 @@ from eventq.core import (
     next_deadline,
 )
 from eventq.errors import DUPLICATE_JOB, DUPLICATE_RESULT, INVALID_TIME, ClientError, NotFound
-
-from core.core_strategies import FEW_IDS, histories, small_command, time_steps
 
 # ------------------------------------------------------------------- reference model
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.core_strategies import live_jobs
 from eventq.core import (
     Job,
     State,
@@ -22,8 +23,6 @@ from eventq.core import (
 from eventq.core import make_job as core_make_job
 from eventq.core.job import JOB_FIELD_NAMES
 from eventq.limits import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_MS, MAX_PAYLOAD_BYTES, MAX_TTL_MS
-
-from core.core_strategies import live_jobs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 

@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from eventq.core import (
-    COMMAND_CLASSES,
     ALREADY_APPLIED,
     CLAIM_REFUSED,
+    COMMAND_CLASSES,
     NO_SUCH_JOB,
     NOT_YET_DUE,
     STALE_ATTEMPT,

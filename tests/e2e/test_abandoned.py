@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import Delete, ReleaseAttempt, StartAttempt, State, decode_command
 from eventq.core.batch import position, split_record
-from eventq.kafka.logreader import read_topic
 from eventq.errors import NotFound, ServerError, Timeout
+from eventq.kafka.logreader import read_topic
+from eventq.rawclient import RawClient as Client
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]

@@ -13,7 +13,6 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import (
     Add,
     Complete,
@@ -27,6 +26,7 @@ from eventq.core.batch import MAX_BATCH_COMMANDS, encode_batch
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs
 from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.rawclient import RawClient as Client
 from eventq.replay import compare, derive_from_commands
 from support import ServerProcess
 

@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+from fake_workq import FakeWorkq
 
 from eventq.client import (
     AddManyError,
@@ -27,7 +28,6 @@ from eventq.client import (
     Result,
     TimedOut,
 )
-from fake_workq import FakeWorkq
 
 pytestmark = pytest.mark.kafka
 

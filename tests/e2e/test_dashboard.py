@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser import Browser, chromium_path
 from prometheus_client.parser import text_string_to_metric_families
 
-from browser import Browser, chromium_path
 from eventq.client import Client, NotFound, TimedOut
 
 pytestmark = [pytest.mark.kafka]

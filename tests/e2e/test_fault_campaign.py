@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from faults.campaign import run_campaign
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_WAIT_TIMEOUT_MS
+from eventq.rawclient import RawClient as Client
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

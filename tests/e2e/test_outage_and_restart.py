@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.errors import EventqError, ServerError, Timeout
 from eventq.kafka import broker
+from eventq.rawclient import RawClient as Client
 from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -20,13 +20,20 @@ import os
 import signal
 
 import pytest
-
-from eventq.kafka.topics import bulk_name_for
 from faults.campaign import changelog_violations, settled_digests
 from faults.checker import check, summary, violations_text
 from faults.explain import explain
 from faults.history import Clock, Recorder
-from faults.load import BulkTarget, LoadConfig, created_job_ids, read_back, run_load, wait_bulk_admitted
+from faults.load import (
+    BulkTarget,
+    LoadConfig,
+    created_job_ids,
+    read_back,
+    run_load,
+    wait_bulk_admitted,
+)
+
+from eventq.kafka.topics import bulk_name_for
 from support import EventqCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]

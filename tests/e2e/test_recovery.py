@@ -14,13 +14,13 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import AttemptReleased, AttemptStarted, Completed, state_digest
 from eventq.core.machine import Accepted
 from eventq.errors import ClientError, EventqError, NotFound, Timeout
 from eventq.kafka import broker
 from eventq.kafka.logreader import latest_jobs
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
+from eventq.rawclient import RawClient as Client
 from eventq.replay import compare, derive_from_commands
 from support import ServerProcess
 

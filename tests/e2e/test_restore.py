@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import Job, State, decode_state, state_digest
 from eventq.jobs_table import is_job_key
+from eventq.rawclient import RawClient as Client
 from eventq.replay import derive_from_commands
 from eventq.restore import open_table, table_path
 from support import ServerProcess, produce_state_records

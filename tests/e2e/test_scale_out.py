@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import state_digest
 from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.kafka import broker
+from eventq.rawclient import RawClient as Client
 from eventq.replay import derive_from_commands
 from support import EventqCluster
 
@@ -32,7 +32,8 @@ def test_pause_through_one_process_holds_the_queue_at_every_process(eventq_clust
     """pause/resume (docs/protocol.md, "pause and resume") go to every partition, and
     +OK waits until every process applied them: no process hands out the queue's jobs
     after a pause's +OK, and a resume wakes a lease waiting at another process."""
-    from eventq.client import Client as Sync, QueueInfo, TimedOut
+    from eventq.client import Client as Sync
+    from eventq.client import QueueInfo, TimedOut
 
     name = "paused-" + uuid.uuid4().hex[:12]
     a, b, c = [Sync(port=p.port) for p in eventq_cluster.processes]

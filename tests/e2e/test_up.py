@@ -12,9 +12,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from ports import consecutive_free_ports
 
 from eventq.kafka import broker
-from ports import consecutive_free_ports
 from support import free_port, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(480)]

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.errors import ClientError, NotFound, Timeout
+from eventq.rawclient import RawClient as Client
 from support import raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]

@@ -73,7 +73,17 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from .history import (
-    COMPLETED, CREATES, FAIL, FOUND, INFO, KINDS, NOT_FOUND, OK, OUTCOMES, Op, ReadBack,
+    COMPLETED,
+    CREATES,
+    FAIL,
+    FOUND,
+    INFO,
+    KINDS,
+    NOT_FOUND,
+    OK,
+    OUTCOMES,
+    Op,
+    ReadBack,
 )
 
 TOLERANCE_S = 0.1  # clock skew between our monotonic clock and the broker's timestamps

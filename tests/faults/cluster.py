@@ -32,13 +32,21 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from ports import quiet_free_port
+
 from eventq.kafka import broker
 from eventq.kafka.topics import TopicNames, bulk_name_for, ensure_topics, eventq_topics
-from ports import quiet_free_port
+from faults.proxy import (
+    BLACKHOLE,
+    DELAY,
+    PASS,
+    RESET,
+    FaultProxy,
+    ModeChange,
+    read_tcp_sockets,
+    socket_inodes_of_pid,
+)
 from support import TEST_BROKER_TUNING, ServerProcess, raw_exchange
-
-from faults.proxy import BLACKHOLE, DELAY, PASS, RESET, FaultProxy, ModeChange
-from faults.proxy import read_tcp_sockets, socket_inodes_of_pid
 
 BROKERS = 3  # a quorum that survives one node, and replication 3 / min.insync 2
 BROKER_HEAP_MB = 512

@@ -46,8 +46,20 @@ from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER, partition_f
 from eventq.rawclient import RawClient
 
 from .history import (
-    FOUND, INFO, NOT_FOUND, OK, UNKNOWN, Args, BulkJob, Clock, Op, ReadBack, Recorder,
-    Reply, classify, error_line,
+    FOUND,
+    INFO,
+    NOT_FOUND,
+    OK,
+    UNKNOWN,
+    Args,
+    BulkJob,
+    Clock,
+    Op,
+    ReadBack,
+    Recorder,
+    Reply,
+    classify,
+    error_line,
 )
 
 TTL_MS = 3_600_000

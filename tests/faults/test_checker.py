@@ -15,8 +15,22 @@ from hypothesis import strategies as st
 
 from faults.checker import check, summary, violations_text
 from faults.history import (
-    COMPLETED, FAIL, FAILED, INFO, LEASED, NEW, OK, PENDING, Args, BulkJob, Op, ReadBack,
-    Reply, classify, op_from_json, op_to_json,
+    COMPLETED,
+    FAIL,
+    FAILED,
+    INFO,
+    LEASED,
+    NEW,
+    OK,
+    PENDING,
+    Args,
+    BulkJob,
+    Op,
+    ReadBack,
+    Reply,
+    classify,
+    op_from_json,
+    op_to_json,
 )
 
 CONNECTION_LOST = "ConnectionResetError: reset by peer"

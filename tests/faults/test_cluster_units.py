@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from faults.cluster import (
-    BrokerPorts, broker_overrides, client_route, controller_route, inter_broker_route,
-    isolation_modes, owners_from_cluster_page,
+    BrokerPorts,
+    broker_overrides,
+    client_route,
+    controller_route,
+    inter_broker_route,
+    isolation_modes,
+    owners_from_cluster_page,
 )
 from faults.proxy import BLACKHOLE, PASS, ModeChange
 

@@ -19,9 +19,27 @@ from eventq.core.batch import split_record
 from eventq.errors import ClientError, MayTakeEffect, NotFound, NotWritten, ServerError, Timeout
 from eventq.kafka.partitioner import partition_for_key
 from faults.history import (
-    FAIL, INFO, KINDS, OK, Args, BulkJob, Clock, Op, ReadBack, Recorded, Recorder, Reply,
-    HistoryWriter, classify, error_line, op_from_json, op_to_json, read_back_from_json,
-    read_back_to_json, read_history, write_history,
+    FAIL,
+    INFO,
+    KINDS,
+    OK,
+    Args,
+    BulkJob,
+    Clock,
+    HistoryWriter,
+    Op,
+    ReadBack,
+    Recorded,
+    Recorder,
+    Reply,
+    classify,
+    error_line,
+    op_from_json,
+    op_to_json,
+    read_back_from_json,
+    read_back_to_json,
+    read_history,
+    write_history,
 )
 from faults.load import bulk_record, created_job_ids, schedule_time
 

@@ -13,9 +13,24 @@ import time
 import pytest
 
 from faults.proxy import (
-    BLACKHOLE, DELAY, PASS, PASS_MODE, RESET, FaultProxy, ModeChange, ModeTable, ProxyError,
-    RouteMode, TcpSocket, decode_proc_address, effective_mode, find_socket_inode,
-    owners_of_connections, parse_mode, parse_proc_net_tcp_line, release_time,
+    BLACKHOLE,
+    DELAY,
+    PASS,
+    PASS_MODE,
+    RESET,
+    FaultProxy,
+    ModeChange,
+    ModeTable,
+    ProxyError,
+    RouteMode,
+    TcpSocket,
+    decode_proc_address,
+    effective_mode,
+    find_socket_inode,
+    owners_of_connections,
+    parse_mode,
+    parse_proc_net_tcp_line,
+    release_time,
     socket_inode_of_link,
 )
 

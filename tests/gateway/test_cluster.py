@@ -13,7 +13,11 @@ from eventq.core import Job, State, state_digest
 from eventq.core.digest import StateDigest
 from eventq.errors import ServerError
 from eventq.gateway.cluster import (
-    DigestPart, check_covers, digest_part_of, merge_job_pages, merge_queues,
+    DigestPart,
+    check_covers,
+    digest_part_of,
+    merge_job_pages,
+    merge_queues,
 )
 from eventq.protocol import replies
 from eventq.protocol.reply_reader import parse_blocks

@@ -13,7 +13,10 @@ import pytest
 
 from eventq.errors import ServerError
 from eventq.gateway.cluster_answers import (
-    ClusterAnswers, UnconfirmedClaim, choose_lease, heads_of,
+    ClusterAnswers,
+    UnconfirmedClaim,
+    choose_lease,
+    heads_of,
 )
 from eventq.protocol import replies
 from eventq.protocol import requests as rq

@@ -14,6 +14,7 @@ import asyncio
 import uuid
 
 import pytest
+from jobs import NOW, job
 
 from eventq import core
 from eventq.core import State
@@ -21,7 +22,6 @@ from eventq.errors import MayTakeEffect, NotWritten
 from eventq.gateway.leasing import Leasing
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
-from jobs import NOW, job
 
 CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
 

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import consecutive_free_ports
 
 from eventq.kafka import broker
 from eventq.kafka.supervise import supervisor_log_file, supervisor_pid
 from eventq.settings import Settings
-from ports import consecutive_free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TIMESTAMP_LOG_APPEND_TIME
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from eventq.kafka.topics import TopicSpec, commands_topic, ensure_topics

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.kafka.topics import (
     TopicNames,
     commands_topic,
@@ -13,6 +12,7 @@ from eventq.kafka.topics import (
     ensure_topics,
     eventq_topics,
 )
+from eventq.limits import KAFKA_MESSAGE_BYTES
 
 pytestmark = pytest.mark.kafka
 

@@ -12,11 +12,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.cmdlog import iter_commands, list_segments, replay
 from eventq.core import Import, State
 from eventq.migrate.mapping import import_command
-
+from eventq.rawclient import RawClient as Client
 from migrate.migrate_support import run_cli, server_flags, state_jobs, wait_state_jobs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]

@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.cmdlog import (
     HEADER,
     WqAdd,
@@ -26,8 +25,8 @@ from eventq.core import State
 from eventq.errors import NotFound
 from eventq.migrate.cli import register
 from eventq.protocol.values import format_time
+from eventq.rawclient import RawClient as Client
 from eventq.settings import add_arguments
-
 from migrate.migrate_support import (
     SPEC_ADD,
     SPEC_COMPLETE,

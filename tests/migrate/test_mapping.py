@@ -6,6 +6,7 @@ import dataclasses
 import uuid
 
 import pytest
+from core.core_strategies import live_jobs
 from hypothesis import given, settings
 
 from eventq.cmdlog import (
@@ -31,8 +32,6 @@ from eventq.migrate.mapping import (
     placement,
     workq_job,
 )
-
-from core.core_strategies import live_jobs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 CREATED_NS = 1_480_586_400_000_000_000  # 2016-12-01T10:00:00Z

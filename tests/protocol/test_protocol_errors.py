@@ -31,7 +31,16 @@ from eventq.errors import (
 )
 from eventq.protocol import Parser, Schedule
 
-from .helpers import NOW_MS, TRAILER, V1_TEXT, V4_ID, V4_TEXT, assert_error, events_bytewise, events_whole
+from .helpers import (
+    NOW_MS,
+    TRAILER,
+    V1_TEXT,
+    V4_ID,
+    V4_TEXT,
+    assert_error,
+    events_bytewise,
+    events_whole,
+)
 
 ID = V4_TEXT
 C = ClientError

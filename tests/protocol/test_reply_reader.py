@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from eventq.errors import NotFound, ServerError
 from eventq.protocol import replies
 from eventq.protocol.reply_reader import (
-    Block, MalformedReply, Shape, blocks_reply, data_reply_fields, parse_blocks, reply_end,
+    Block,
+    MalformedReply,
+    Shape,
+    blocks_reply,
+    data_reply_fields,
+    parse_blocks,
+    reply_end,
 )
 
 ID = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")

@@ -13,15 +13,15 @@ import uuid
 
 import pytest
 
-from eventq.kafka.topics import bulk_name_for
-from eventq.rawclient import RawClient as Client
 from eventq.core import decode_command, state_digest
 from eventq.core.batch import read_record, split_record
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs, read_topic
-from eventq.replay import derive_from_commands, derive_more
 from eventq.kafka.partitioner import partition_for_key
+from eventq.kafka.topics import bulk_name_for
 from eventq.limits import MAX_PAYLOAD_BYTES
+from eventq.rawclient import RawClient as Client
+from eventq.replay import derive_from_commands, derive_more
 from eventq.spark import cli as spark_cli
 from eventq.spark import dataframe_digest, enqueue
 from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id

@@ -21,9 +21,9 @@ from eventq.core import (
     TimeoutAttempt,
     decode_command,
     encode_command,
+    histogram,
     state_digest,
 )
-from eventq.core import histogram
 from eventq.core.batch import encode_batch, position, split_record
 from eventq.core.machine import apply
 from eventq.kafka.partitioner import job_key, partition_for_key

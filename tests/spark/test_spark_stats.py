@@ -11,11 +11,11 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient as Client
 from eventq.core import histogram as core_histogram
 from eventq.core import state_digest
 from eventq.errors import NotFound
 from eventq.kafka.logreader import latest_jobs
+from eventq.rawclient import RawClient as Client
 from eventq.spark import cli as spark_cli
 from eventq.spark import compute_stats, format_stats, histogram
 

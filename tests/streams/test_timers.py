@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from jobs import NOW, job
+
 from eventq.core import State
 from eventq.indexes import JobIndex
 from eventq.waiters import Waiters
-from jobs import NOW, job
 from streams.timers import WARN_AFTER_FAILING_MS, DeadlineTimer
 
 
