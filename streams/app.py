@@ -269,8 +269,9 @@ def build_streams(settings: Settings) -> Streams:
 
         def caught_up() -> None:
             engine.ready.set()
-            # The admitted offsets are the table's now: the bulk lane may go on.
-            admitter.start(taken)
+            # The admitted offsets are the table's now: the bulk lane may go on, in every
+            # partition served (one taken again on its own meanwhile included).
+            steward.admit_served()
             log.info("serving: state is up to date with %s", settings.commands_topic)
 
         processor.expect_catch_up(targets, caught_up)

@@ -47,6 +47,12 @@ class GatedChangelogs:
 
 
 class Admitter:
+    def __init__(self) -> None:
+        self.started: list[list[int]] = []  # the partitions of each start
+
+    def start(self, partitions) -> None:
+        self.started.append(list(partitions))
+
     async def stop(self) -> None:
         pass
 
@@ -58,6 +64,17 @@ class Processor:
         return {}
 
     def forget(self, partitions) -> None:
+        pass
+
+    def set_aside(self, partition: int) -> None:
+        pass
+
+    def expect_partition_caught_up(self, partition, target, on_caught_up) -> None:
+        on_caught_up()  # nothing left to apply
+
+
+class Index:
+    def drop_partition(self, partition: int) -> None:
         pass
 
 
@@ -74,7 +91,7 @@ def steward(changelogs: GatedChangelogs) -> Steward:
     made = Steward(app, settings, Lease())
     made.attach(engine=SimpleNamespace(ready=asyncio.Event(), let_go=lambda partitions: None),
                 store=SimpleNamespace(active=frozenset(), db=lambda p: None),
-                index=None, processor=Processor(), changelogs=changelogs,
+                index=Index(), processor=Processor(), changelogs=changelogs,
                 admitter=Admitter(), timer=None)
     return made
 
@@ -124,3 +141,50 @@ def test_takes_in_turn_each_start_only_what_the_one_before_did_not_hold():
     changelogs = asyncio.run(scenario())
     assert changelogs.starting == [[0, 1], [2]]
     assert changelogs.owned() == {1, 2}
+
+
+def test_a_partition_taken_again_is_admitted_into_once_it_serves_again(monkeypatch):
+    """Campaign seed 4005: partitions whose take failed (the group coordinator was
+    loading) were taken again on their own and served, but the bulk lane was never
+    started for them: 478 acknowledged bulk adds stayed unadmitted, and `inspect bulk`,
+    which reports the partitions admitted into, said no backlog."""
+    async def scenario():
+        changelogs = GatedChangelogs()
+        changelogs.gate.set()
+        it = steward(changelogs)
+        admitter = it._admitter
+        it._engine.ready.set()  # serving
+        it._store.active = frozenset({0, 1})
+
+        async def resume(partitions, generation=None):
+            return SimpleNamespace(targets={})
+
+        monkeypatch.setattr(it, "resume", resume)
+        it.take_again(1, "its transaction could not commit")
+        assert admitter.started == [[0]]  # not into the partition set aside
+        await it._retaking[1]
+        return admitter.started, it._store.active
+
+    started, active = asyncio.run(scenario())
+    assert started == [[0], [0, 1]] and active == {0, 1}
+
+
+def test_the_bulk_lane_waits_for_the_process_to_serve(monkeypatch):
+    """Before the catch-up ends the admitted offsets are not the table's yet: a retake
+    then leaves the start to the catch-up (streams/app.py), which admits into every
+    partition served by then."""
+    async def scenario():
+        changelogs = GatedChangelogs()
+        changelogs.gate.set()
+        it = steward(changelogs)
+        it._store.active = frozenset({0, 1})
+
+        async def resume(partitions, generation=None):
+            return SimpleNamespace(targets={})
+
+        monkeypatch.setattr(it, "resume", resume)
+        it.take_again(1, "its transaction could not commit")
+        await it._retaking[1]
+        return it._admitter.started
+
+    assert asyncio.run(scenario()) == []
