@@ -216,6 +216,7 @@ class _Seeks(Ownership):
 
     async def read_again(self, partition: int, offset: int) -> None:
         self._driver.fetch[partition] = offset
+        self._driver.seeking[partition] = offset
 
 
 Changelog = list[tuple[bytes, "bytes | None"]]
@@ -252,6 +253,7 @@ class Driver:
         self.changelogs: dict[int, Changelog] = {p: [] for p in partitions}
         self.committed: dict[int, tuple[int, int]] = {p: (0, 0) for p in partitions}
         self.fetch: dict[int, int] = {p: 0 for p in partitions}
+        self.seeking: dict[int, int] = {}  # partition -> where the processor asked to read
         self.crashes = 0
         self.index = JobIndex()
         self.waiters = Waiters()
@@ -280,6 +282,8 @@ class Driver:
         while handed < count and self.fetch[partition] < self.log.end(partition):
             message = self.log.records(partition, self.fetch[partition])[0]
             self.fetch[partition] += 1
+            if self.seeking.get(partition) == message.offset:
+                del self.seeking[partition]
             handed += 1
             await self.processor.handle(message, message.value)
         return handed
@@ -298,9 +302,17 @@ class Driver:
         self.fetch[partition] = max(0, self.fetch[partition] - count)
 
     def skip(self, partition: int, count: int) -> None:
-        """Pass over ``count`` records without handing them (faust's fetcher can:
-        streams/processor.py ``_in_order``)."""
-        self.fetch[partition] = min(self.log.end(partition), self.fetch[partition] + count)
+        """Pass over up to ``count`` records without handing them, as faust's fetcher
+        can when it drops a fetch (streams/processor.py ``_in_order``): always in front
+        of a record it hands over next, by which the processor sees the gap and reads
+        the partition again, and never in the records a seek asked for (the processor
+        takes what arrives meanwhile for records fetched before the seek). Records
+        passed over at the end of the log, or again after a seek, would wait for a
+        later record or ``READ_AGAIN_S``: only a catch-up watches (streams/catch_up.py)."""
+        if partition in self.seeking:
+            return
+        last = self.log.end(partition) - 1
+        self.fetch[partition] = max(self.fetch[partition], min(last, self.fetch[partition] + count))
 
     def commit(self, partitions: Iterable[int] | None = None) -> None:
         """Commit the partitions' transactions: their changelog so far and the next
@@ -325,6 +337,7 @@ class Driver:
             db.data.clear()
             db.write(changelog)
             self.fetch[partition] = offset
+        self.seeking.clear()
         self.processor = self._start()
 
 
