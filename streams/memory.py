@@ -122,7 +122,7 @@ class MemoryLog:
     ) -> None:
         self.partitions = partitions
         self.topic = topic
-        self.now_ms = start_ms
+        self.start_ms = self.now_ms = start_ms
         self._records: list[list[Message]] = [[] for _ in range(partitions)]
 
     def advance(self, ms: int) -> None:
