@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from eventq.core import (
     Add, Expire, Fail, Job, Pause, Resume, StartAttempt, apply, decode_command, state_digest,
 )
-from eventq.core.batch import SliceSource, position
+from eventq.core.batch import SliceSource, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.fold import JobFold
 from eventq.jobs_table import PAUSED_KEY_PREFIX
@@ -83,8 +83,6 @@ class History:
 
 
 def describe(value: bytes) -> str:
-    from eventq.core.batch import read_record
-
     source, items = read_record(value)
     commands = [decode_command(item).command for item in items]
     return (f"slice {source.describe()} " if source else "") + repr(commands)
