@@ -133,10 +133,14 @@ small_max_fails = st.sampled_from([0, 1, 2, 3, 3])
 small_backoffs = st.sampled_from([0, 0, 5, 20])
 
 
+ALL_KINDS = tuple(_ALL_KINDS)
+
+
 @st.composite
-def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int):
-    """A plausible command for ``job_id`` given its current state (or any command)."""
-    kind = draw(st.sampled_from(_KINDS[None if job is None else job.state]))
+def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=None):
+    """A plausible command for ``job_id`` given its current state (or any command), of
+    one of ``kinds`` if given (e.g. ``ALL_KINDS``: any kind alike, whatever the state)."""
+    kind = draw(st.sampled_from(kinds or _KINDS[None if job is None else job.state]))
     current = job.attempts if job is not None else 0
     attempt = draw(st.sampled_from([current + 1, current + 1, current, current + 2, 1]))
     if kind == "add":

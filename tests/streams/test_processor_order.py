@@ -8,44 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
 
-from eventq.core import Add, decode_state, encode_command
+from eventq.core import Add, encode_command
 from eventq.indexes import JobIndex
 from eventq.waiters import Waiters
+from streams.memory import MemoryStore, Message
 from streams.processor import Ownership, Processor
 
-AT_S = 1_800_000_000.0
-
-
-@dataclass(frozen=True)
-class Message:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: float = AT_S
-
-
-class MemoryStore:
-    """What the processor reads of the table: a dict per partition."""
-
-    def __init__(self) -> None:
-        self.tables: dict[int, dict[bytes, bytes]] = {}
-        self.active = frozenset({0})
-
-    def read(self, partition: int, key: bytes):
-        return self.tables.get(partition, {}).get(key)
-
-    def decode(self, raw: bytes, partition: int, key: bytes):
-        return decode_state(raw)[1]
-
-    async def persist(self, partition: int, records) -> None:
-        table = self.tables.setdefault(partition, {})
-        for key, value in records:
-            if value is None:
-                table.pop(key, None)
-            else:
-                table[key] = value
+AT_MS = 1_800_000_000_000
 
 
 class Held(Ownership):
@@ -77,7 +47,7 @@ def processor(store: MemoryStore, ownership: Held) -> Processor:
 
 
 def jobs(store: MemoryStore) -> int:
-    return sum(1 for key in store.tables.get(0, {}) if len(key) == 36)
+    return sum(1 for key in store.table(0) if len(key) == 36)
 
 
 def run(coroutine):
@@ -89,10 +59,10 @@ def test_records_apply_in_order_from_where_the_partition_resumed():
     p = processor(store, held)
 
     async def scenario():
-        await p.handle(Message("c", 0, 4), add_record(4))  # before any resume: not ours
+        await p.handle(Message("c", 0, 4, AT_MS), add_record(4))  # before any resume: not ours
         p.resumed_at({0: 5})
         for offset in (5, 6, 7):
-            await p.handle(Message("c", 0, offset), add_record(offset))
+            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
 
     run(scenario())
     assert jobs(store) == 3 and p.next_offsets() == {0: 8}
@@ -105,13 +75,13 @@ def test_a_record_delivered_again_is_not_applied_again():
 
     async def scenario():
         p.resumed_at({0: 0})
-        await p.handle(Message("c", 0, 0), add_record(0))
-        before = dict(store.tables[0])
-        await p.handle(Message("c", 0, 0), add_record(0))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        before = dict(store.table(0))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
         return before
 
     before = run(scenario())
-    assert store.tables[0] == before and p.counters.skipped == 1
+    assert store.table(0) == before and p.counters.skipped == 1
 
 
 def test_a_gap_is_never_applied_over_the_partition_is_read_again():
@@ -123,11 +93,11 @@ def test_a_gap_is_never_applied_over_the_partition_is_read_again():
 
     async def scenario():
         p.resumed_at({0: 10})
-        await p.handle(Message("c", 0, 10), add_record(10))
-        await p.handle(Message("c", 0, 13), add_record(13))  # 11 and 12 were skipped
-        await p.handle(Message("c", 0, 14), add_record(14))  # fetched before the seek
+        await p.handle(Message("c", 0, 10, AT_MS), add_record(10))
+        await p.handle(Message("c", 0, 13, AT_MS), add_record(13))  # 11 and 12 were skipped
+        await p.handle(Message("c", 0, 14, AT_MS), add_record(14))  # fetched before the seek
         for offset in (11, 12, 13, 14):  # read again
-            await p.handle(Message("c", 0, offset), add_record(offset))
+            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
 
     run(scenario())
     assert held.reads_again == [(0, 11)]  # once, not once per stale record
@@ -145,7 +115,7 @@ def test_records_deleted_by_retention_are_passed_over_with_an_error():
 
     async def scenario():
         p.resumed_at({0: 3})
-        await p.handle(Message("c", 0, 20), add_record(20))
+        await p.handle(Message("c", 0, 20, AT_MS), add_record(20))
 
     run(scenario())
     assert held.reads_again == [] and jobs(store) == 1
@@ -157,14 +127,14 @@ def test_an_expired_lease_stops_every_apply_until_resumed():
 
     async def scenario():
         p.resumed_at({0: 0})
-        await p.handle(Message("c", 0, 0), add_record(0))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
         held.held = False  # paused past the session: the partitions may be elsewhere
-        await p.handle(Message("c", 0, 1), add_record(1))
+        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
         held.held = True  # a heartbeat got through: still, nothing until resumed
-        await p.handle(Message("c", 0, 2), add_record(2))
+        await p.handle(Message("c", 0, 2, AT_MS), add_record(2))
         assert len(held.losses) == 1 and p.suspended
         p.resumed_at({0: 1})  # after the rebalance, from the committed offset
-        await p.handle(Message("c", 0, 1), add_record(1))
+        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
 
     run(scenario())
     assert jobs(store) == 2 and not p.suspended
@@ -180,7 +150,7 @@ def test_a_forgotten_partition_applies_nothing_and_releases_its_waiters():
         await asyncio.sleep(0)
         p.forget([0])
         await asyncio.wait_for(waiting, 1)
-        await p.handle(Message("c", 0, 0), add_record(0))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
 
     run(scenario())
     assert jobs(store) == 0 and p.next_offsets() == {}
@@ -205,7 +175,7 @@ def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_tak
 
     async def scenario():
         p.resumed_at({0: 0})
-        applying = asyncio.ensure_future(p.handle(Message("c", 0, 0), add_record(0)))
+        applying = asyncio.ensure_future(p.handle(Message("c", 0, 0, AT_MS), add_record(0)))
         await storing.wait()
         p.forget([0])  # given up mid-apply ...
         proceed.set()
@@ -213,7 +183,7 @@ def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_tak
         assert p.next_offsets() == {}  # ... so the finished apply counts for nothing
         p.resumed_at({0: 0})  # taken again from the committed offset
         for offset in (0, 1):
-            await p.handle(Message("c", 0, offset), add_record(offset))
+            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
         return p.next_offsets()
 
     assert run(scenario()) == {0: 2} and jobs(store) == 2
@@ -232,8 +202,8 @@ def test_a_partition_set_aside_during_the_catch_up_does_not_hold_the_others_back
     async def scenario():
         p.resumed_at({0: 0, 1: 0})
         p.expect_catch_up({0: 1, 1: 1}, lambda: serving.append("all"))
-        await p.handle(Message("c", 0, 0), add_record(0))
-        await p.handle(Message("c", 0, 1), add_record(1))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
         assert serving == []  # partition 1 is still behind
         p.set_aside(1)
 
@@ -250,7 +220,7 @@ def test_a_partition_set_aside_after_the_catch_up_calls_nothing_again():
     async def scenario():
         p.resumed_at({0: 0})
         p.expect_catch_up({0: 0}, lambda: serving.append("all"))
-        await p.handle(Message("c", 0, 0), add_record(0))
+        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
         p.set_aside(0)
 
     run(scenario())
