@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 import uuid
 
-from core.core_strategies import histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs import NOW, job
 
+from core.core_strategies import histories
 from eventq.core import Accepted, Job, State, encode_state, lease_order_key
 from eventq.core.slim import project_state, slim_of
 from eventq.indexes import TTL, TTR, JobIndex

@@ -272,7 +272,7 @@ def encode_rows(spec: EnqueueSpec, *columns):
 # The Spark type of each ``Job`` field: the one table the state log's rows come from.
 # Columns follow the dataclass's field order, with ``state_name`` after ``state``; a
 # field added to ``Job`` is one line here (tests/spark/test_spark_rows.py fails without
-# it). Times and counts up to 2^64-1 are decimal(20,0) (docs/protocol.md, "Values").
+# it). Times up to 2^64-1 are decimal(20,0) (docs/protocol.md, "Arguments": a TTL).
 JOB_FIELD_KINDS: dict[str, str] = {
     "id": "string", "name": "string", "ttr_ms": "bigint", "ttl_ms": "decimal(20,0)",
     "payload": "binary", "priority": "int", "max_attempts": "int", "max_fails": "int",

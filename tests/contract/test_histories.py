@@ -33,8 +33,18 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from core.core_strategies import ALL_KINDS, small_command, time_steps
 from eventq.core import (
-    Add, Expire, Fail, Job, Pause, Resume, StartAttempt, apply, decode_command, state_digest,
+    Add,
+    Expire,
+    Fail,
+    Job,
+    Pause,
+    Resume,
+    StartAttempt,
+    apply,
+    decode_command,
+    state_digest,
 )
 from eventq.core.batch import SliceSource, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
@@ -44,8 +54,6 @@ from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.replay import Derived, compare
 from eventq.spark import rows
 from streams.memory import Driver, MemoryLog
-
-from core.core_strategies import ALL_KINDS, small_command, time_steps
 
 PARTITION_COUNTS = (2, 3)
 QUEUES = ("a", "b")  # the names small_command gives jobs

@@ -6,9 +6,9 @@ import dataclasses
 import uuid
 
 import pytest
-from core.core_strategies import live_jobs
 from hypothesis import given, settings
 
+from core.core_strategies import live_jobs
 from eventq.cmdlog import (
     WorkqJob,
     WorkqState,

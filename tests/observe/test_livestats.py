@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from core.core_strategies import histories
 from hypothesis import given, settings
 
+from core.core_strategies import histories
 from eventq.core import Accepted, Add, Complete, StartAttempt, apply
 from eventq.core.fold import JobFold
 from eventq.observe.livestats import LiveStats
