@@ -19,12 +19,25 @@ from eventq.kafka.logreader import META_KEY_PREFIX
 # Keys of the table that are not jobs. faust keeps its changelog offset in every
 # partition's RocksDB; eventq keeps its tombstone watermark (streams/processor.py).
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
+# The same offset as eventq last wrote it (local only, never in the changelog). faust
+# writes FAUST_OFFSET_KEY alone when it brings a standby copy up to date, and a standby
+# copy can claim an offset while it lacks records before it (the fault campaign's seed
+# 4116: a table taken over from a standby copy lacked a committed complete, and the job
+# was leased again). A table whose two offsets differ is therefore rebuilt from the
+# changelog when taken (streams/table_recovery.py; docs/fencing.md, "Taking a partition").
+EVENTQ_OFFSET_KEY = b"__eventq\x00offset__"
 WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
 LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
 # The bulk lane's admission: the next bulk position to admit (eventq/core/batch.py).
 BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
 # A queue's pause state, as this partition's log left it: b"1" paused, b"0" resumed.
 PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
+
+
+def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | None]]:
+    """The table's persisted changelog offset (None: deleted), as faust and eventq keep
+    it: every write of it by eventq writes both."""
+    return [(FAUST_OFFSET_KEY, value), (EVENTQ_OFFSET_KEY, value)]
 
 
 def paused_key(name: str) -> bytes:

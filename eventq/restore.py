@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from eventq.jobs_table import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS
+from eventq.jobs_table import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS, persisted_offset_records
 from eventq.kafka.logreader import Progress, end_offsets, read_batches
 
 WRITE_BATCH_RECORDS = 20_000  # per partition: ~5 MB of 225-byte records per write
@@ -124,7 +124,8 @@ def restore_tables(
         for partition in partitions:
             low, high = ends.get(partition, (0, 0))
             if high > low:  # faust resumes after this offset: nothing left to restore
-                batches[partition].put(FAUST_OFFSET_KEY, str(high - 1).encode())
+                for key, value in persisted_offset_records(str(high - 1).encode()):
+                    batches[partition].put(key, value)
             write(partition)
             dbs[partition].flush()
     finally:

@@ -30,7 +30,7 @@ from typing import Callable
 
 from rocksdict import WriteBatch
 
-from eventq.jobs_table import FAUST_OFFSET_KEY
+from eventq.jobs_table import EVENTQ_OFFSET_KEY, FAUST_OFFSET_KEY, persisted_offset_records
 from eventq.kafka.logreader import end_offsets, read_batches
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,14 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
     for partition, db in dbs.items():
         low, end = ends.get(partition, (0, 0))
         persisted = persisted_offset(db)
-        if persisted is not None and persisted >= end:
+        if db.get(FAUST_OFFSET_KEY) != db.get(EVENTQ_OFFSET_KEY):
+            # faust's standby copy moved it since eventq last did: not to be trusted.
+            log.info("partition %d's table was last brought up to date as a standby copy "
+                     "(to offset %s): rebuilding it from the changelog", partition, persisted)
+            wipe(db)
+            wiped.add(partition)
+            persisted = None
+        elif persisted is not None and persisted >= end:
             # A table ahead of the log (the topic was recreated, or its tail truncated by
             # an unclean leader election): what it holds is not a prefix of this log.
             log.warning("partition %d's table says it holds changelog records up to %d, "
@@ -137,7 +144,8 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
     for partition in dbs:
         end = ends.get(partition, (0, 0))[1]
         if end > 0:  # faust resumes after this: nothing left to recover
-            batches[partition].put(FAUST_OFFSET_KEY, str(end - 1).encode())
+            for key, value in persisted_offset_records(str(end - 1).encode()):
+                batches[partition].put(key, value)
         write(partition)
         results.append(Recovered(partition, counts[partition], end, partition in wiped,
                                  time.monotonic() - began))

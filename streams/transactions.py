@@ -33,7 +33,7 @@ from typing import Awaitable, Callable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
-from eventq.jobs_table import FAUST_OFFSET_KEY
+from eventq.jobs_table import FAUST_OFFSET_KEY, persisted_offset_records
 from eventq.kafka.commit_metadata import commit_metadata
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from streams.store import JobStore, write_records
@@ -111,7 +111,7 @@ class _Undo:
         return _Undo({**self.before, **older.before}, older.persisted)
 
     def write_back(self, db) -> int:
-        write_records(db, [*self.before.items(), (FAUST_OFFSET_KEY, self.persisted)])
+        write_records(db, [*self.before.items(), *persisted_offset_records(self.persisted)])
         return len(self.before)
 
 
@@ -308,7 +308,7 @@ class PartitionChangelog:
         if self._last_offset is not None:
             self.changelog_end = self._last_offset + 1
             persisted = str(self._last_offset).encode()
-            self._db().put(FAUST_OFFSET_KEY, persisted)
+            write_records(self._db(), persisted_offset_records(persisted))
             self._last_offset = None
             self._undo.persisted = persisted
         else:

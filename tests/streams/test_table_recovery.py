@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from eventq.jobs_table import FAUST_OFFSET_KEY
+from eventq.jobs_table import EVENTQ_OFFSET_KEY, FAUST_OFFSET_KEY
 from eventq.kafka.committed import committed_positions
 from eventq.kafka.logreader import end_offsets
 from streams.table_recovery import ChangelogBehind, recover_tables
@@ -119,3 +119,38 @@ def test_a_wait_for_a_stale_end_stops_once_given_up(kafka_bootstrap, topic_prefi
                                ends_of=lambda: {0: (0, first_end + 1)}, wait_s=30.0,
                                given_up=lambda: time.monotonic() - began > 1.0)
     assert recovered[0].behind is not None and time.monotonic() - began < 5
+
+
+def test_a_table_brought_up_to_date_as_a_standby_copy_is_rebuilt(
+        kafka_bootstrap, topic_prefix, tables, tmp_path):
+    """Campaign seed 4116: a process took over a partition whose table faust had kept as
+    a standby copy; the copy claimed the changelog's last offset but lacked a committed
+    complete (and the job was leased again). eventq does not trust an offset faust wrote:
+    such a table is read again from the changelog's start."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    first_end, committed = commit_twice(kafka_bootstrap, tables, jobs, commands, topic_prefix)
+    end = end_offsets(kafka_bootstrap, jobs)[0][1]
+    standby = Tables(tmp_path / "standby")
+    try:
+        db = standby.db(0)
+        # What a standby copy with a gap holds: the first transaction only, and faust's
+        # persisted offset at the changelog's end.
+        db[b"added"], db[b"other"] = b"NEW", b"NEW"
+        db[FAUST_OFFSET_KEY] = str(end - 1).encode()
+        recovered = recover_tables(kafka_bootstrap, jobs, {0: db},
+                                   {0: committed.changelog_end})
+        assert recovered[0].wiped
+        assert db.get(b"added") == b"FAILED" and db.get(b"late") == b"NEW"
+        assert db.get(FAUST_OFFSET_KEY) == db.get(EVENTQ_OFFSET_KEY) == str(end - 1).encode()
+    finally:
+        standby.close()
+
+
+def test_a_table_eventq_wrote_last_is_read_on_from_its_offset(
+        kafka_bootstrap, topic_prefix, tables):
+    """The owner's own table (both offsets agree) is not rebuilt: only what came after."""
+    jobs, commands = make_topics(kafka_bootstrap, topic_prefix)
+    _, committed = commit_twice(kafka_bootstrap, tables, jobs, commands, topic_prefix)
+    recovered = recover_tables(kafka_bootstrap, jobs, {0: tables.db(0)},
+                               {0: committed.changelog_end})
+    assert not recovered[0].wiped and recovered[0].records == 0
