@@ -69,11 +69,6 @@ class Recovered:
     behind: ChangelogBehind | None = None
 
 
-def persisted_offset(db) -> int | None:
-    raw = db.get(FAUST_OFFSET_KEY)
-    return None if raw is None else int(raw)
-
-
 def recover_tables(bootstrap: str, topic: str, dbs: dict,
                    at_least: dict[int, int] | None = None,
                    ends_of: Callable[[], Ends] | None = None,
@@ -95,8 +90,9 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
     starts, wiped = {}, set()
     for partition, db in dbs.items():
         low, end = ends.get(partition, (0, 0))
-        persisted = persisted_offset(db)
-        if db.get(FAUST_OFFSET_KEY) != db.get(EVENTQ_OFFSET_KEY):
+        raw = db.get(FAUST_OFFSET_KEY)
+        persisted = None if raw is None else int(raw)
+        if raw != db.get(EVENTQ_OFFSET_KEY):
             # faust's standby copy moved it since eventq last did: not to be trusted.
             log.info("partition %d's table was last brought up to date as a standby copy "
                      "(to offset %s): rebuilding it from the changelog", partition, persisted)

@@ -131,9 +131,6 @@ class PartitionChangelog:
         self._pending: list[Records] = []  # handed in while a commit was under way
         self._last_offset: int | None = None  # of the open transaction's records
         self._unacknowledged: set[asyncio.Future] = set()  # batches sent, not yet in the log
-        # The changelog's end after the last commit (before its first record: None):
-        # every commit names it (eventq/kafka/commit_metadata.py).
-        self.changelog_end: int | None = None
         self._committing = False
         self._sending = 0  # batches being handed to the producer right now
         self._sent = asyncio.Event()  # set whenever none is
@@ -159,9 +156,7 @@ class PartitionChangelog:
         what was written since)."""
         if self.open:
             return
-        persisted = self._db().get(FAUST_OFFSET_KEY)
-        self._undo = _Undo(persisted=persisted)
-        self.changelog_end = None if persisted is None else int(persisted) + 1
+        self._undo = _Undo(persisted=self._db().get(FAUST_OFFSET_KEY))
         await self._producer.begin_transaction()
         self.open = True
 
@@ -291,10 +286,17 @@ class PartitionChangelog:
         return True
 
     def _end_after_commit(self) -> int | None:
-        """The changelog's end once this transaction commits: after its last record."""
-        if self._last_offset is None:
-            return self.changelog_end
-        return self._last_offset + 1
+        """The changelog's end once this transaction commits: after its last record, or
+        (none in it) after the table's persisted offset, which only a commit or a
+        recovery moves (None: the changelog has no record yet)."""
+        if self._last_offset is not None:
+            return self._last_offset + 1
+        return self.changelog_end()
+
+    def changelog_end(self) -> int | None:
+        """The changelog's end as of the last commit (or recovery) of this partition."""
+        persisted = self._db().get(FAUST_OFFSET_KEY)
+        return None if persisted is None else int(persisted) + 1
 
     def _committed(self, next_offset: int) -> None:
         """What the transaction held is in the log: remember faust's persisted offset
@@ -306,7 +308,6 @@ class PartitionChangelog:
             raise ChangelogLost(f"given up while committing: {describe(self.failure)}")
         assert self._committing_undo is not None
         if self._last_offset is not None:
-            self.changelog_end = self._last_offset + 1
             persisted = str(self._last_offset).encode()
             write_records(self._db(), persisted_offset_records(persisted))
             self._last_offset = None

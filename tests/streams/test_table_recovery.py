@@ -34,7 +34,7 @@ def commit_twice(bootstrap: str, tables: Tables, jobs: str, commands: str, app_i
         await logs.begin()
         await logs.persist(0, [(b"added", b"NEW"), (b"other", b"NEW")])
         await logs.commit({0: 2})
-        first_end = logs.log_of(0).changelog_end
+        first_end = logs.log_of(0).changelog_end()
         await logs.persist(0, [(b"added", b"FAILED"), (b"late", b"NEW")])
         await logs.commit({0: 4})
         await logs.release_all(None)
