@@ -30,8 +30,11 @@ WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark.position"  # a position
 LEGACY_WATERMARK_KEY = META_KEY_PREFIX + b"eventq.watermark"  # an offset (before batches)
 # The bulk lane's admission: the next bulk position to admit (eventq/core/batch.py).
 BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
-# A queue's pause state, as this partition's log left it: b"1" paused, b"0" resumed.
+# A queue's pause state, as this partition's log left it, with the position of the
+# command that set it: b"1 <position>" paused, b"0 <position>" resumed (b"1"/b"0", no
+# position, were written before positions were kept: any command applies over them).
 PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
+PAUSED_WITHOUT_POSITION = -1
 
 
 def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | None]]:
@@ -42,6 +45,17 @@ def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | N
 
 def paused_key(name: str) -> bytes:
     return PAUSED_KEY_PREFIX + name.encode()
+
+
+def pause_record(paused: bool, at: int) -> bytes:
+    """The value of a queue's pause record, set by the command at position ``at``."""
+    return b"%d %d" % (int(paused), at)
+
+
+def read_pause_record(value: bytes) -> tuple[bool, int]:
+    """(paused, position of the command that set it) of a pause record's value."""
+    state, _, at = value.partition(b" ")
+    return state == b"1", int(at) if at else PAUSED_WITHOUT_POSITION
 
 
 MIB = 1024 * 1024

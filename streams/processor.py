@@ -50,7 +50,9 @@ from eventq.jobs_table import (
     BULK_ADMITTED_KEY,
     LEGACY_WATERMARK_KEY,
     WATERMARK_KEY,
+    pause_record,
     paused_key,
+    read_pause_record,
 )
 from eventq.kafka.partitioner import job_key
 from eventq.limits import MAX_STATE_RECORD_BYTES
@@ -400,7 +402,7 @@ class Processor:
             return
         command = decoded.command
         if isinstance(command, QUEUE_COMMANDS):
-            self._apply_queue_command(command, partition, decoded, batch)
+            self._apply_queue_command(command, partition, at, decoded, batch)
             return
         key = job_key(command.job_id)
         job = batch.jobs.get(key, _UNREAD)
@@ -429,16 +431,25 @@ class Processor:
         if decoded.node == self._node and decoded.request_id is not None:
             batch.replies.append((decoded.request_id, Applied(outcome, result.job, at)))
 
-    def _apply_queue_command(self, command, partition: int, decoded, batch: "_Batch") -> None:
+    def _apply_queue_command(self, command, partition: int, at: int, decoded,
+                             batch: "_Batch") -> None:
         """pause/resume (spec: Extensions): the queue's state in this partition is what
-        the last of them said. Re-applying a re-read tail ends in the same state, so no
-        position check is needed. A resume wakes the leases waiting on the queue."""
-        paused = is_paused_after(command)
-        batch.records[paused_key(command.name)] = b"1" if paused else b"0"
-        self._index.set_paused(partition, command.name, paused)
-        if not paused:
-            self._waiters.wake_all(command.name)
-        self.counters.applied += 1
+        the last of them said. The pause record keeps the position of the command that
+        set it, and a command at or below it was applied already: re-reading a tail over
+        a table that holds a later command's state (a slice skipped whole as admitted,
+        streams/memory.py's contract) must not bring an older state back. A resume wakes
+        the leases waiting on the queue."""
+        key = paused_key(command.name)
+        stored = batch.records.get(key) or self._store.read(partition, key)
+        if stored is not None and read_pause_record(stored)[1] >= at:
+            self.counters.ignored += 1
+        else:
+            paused = is_paused_after(command)
+            batch.records[key] = pause_record(paused, at)
+            self._index.set_paused(partition, command.name, paused)
+            if not paused:
+                self._waiters.wake_all(command.name)
+            self.counters.applied += 1
         if decoded.node == self._node and decoded.request_id is not None:
             batch.replies.append((decoded.request_id, Applied(QUEUE_STATE_SET, None)))
 

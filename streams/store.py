@@ -16,7 +16,7 @@ from rocksdict import WriteBatch
 
 from eventq.core import CodecError, Job, decode_state
 from eventq.core.slim import Slim
-from eventq.jobs_table import PAUSED_KEY_PREFIX, is_job_key, slims_of
+from eventq.jobs_table import PAUSED_KEY_PREFIX, is_job_key, read_pause_record, slims_of
 from eventq.kafka.partitioner import job_key, partition_for_key
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class JobStore:
         for key, value in self.db(partition).items(from_key=PAUSED_KEY_PREFIX):
             if not key.startswith(PAUSED_KEY_PREFIX):
                 break
-            if value == b"1":
+            if read_pause_record(value)[0]:
                 paused.append(key[len(PAUSED_KEY_PREFIX):].decode())
         return paused
 

@@ -29,7 +29,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -340,18 +339,12 @@ def test_a_history_without_crashes_applies_each_record_once():
     assert not any(key.startswith(PAUSED_KEY_PREFIX) for key in driver.store.table(0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a queue command in a slice is skipped with the slice when the table already holds "
-    "the slice's admission, while the older queue commands of the re-read tail are "
-    "applied again (they have no position check): the queue ends as the older one said"))
 def test_a_resume_in_an_admitted_slice_survives_a_table_ahead_of_its_commit():
     """Found by the contract: a table that holds changelog records past its commit (a
     prefix of them: streams/processor.py says any is safe to restore from) re-reads
-    the tail from the committed offset. The pause before the slice is applied again,
-    the slice (its admission is in the table) is skipped whole, resume and all, and the
-    queue stays paused. eventq's own bulk writers (Spark, import) write no queue
-    commands, and a transactional changelog restores no records past the commit, so
-    nothing reaches this today."""
+    the tail from the committed offset. The slice (its admission is in the table) is
+    skipped whole, resume and all, so the pause before it, read again, must not undo
+    the resume: the pause record keeps the position of the command that set it."""
     log = MemoryLog(1)
     log.append_commands(0, [Pause("a")])
     log.append_slice(SliceSource(0, 0, 1), [Resume("a")])
