@@ -130,7 +130,7 @@ class LiveStats:
             return Since()
         ready = self._requeued.get(key)
         if ready is None:
-            ready = before.retry_ms if before.retry_ms is not None else ready_from_state(before)
+            ready = _ready_estimate(before)
         started = self._started.get(key)
         if started is None and before.state is State.LEASED and before.lease_deadline_ms:
             started = before.lease_deadline_ms - before.ttr_ms  # estimated (see above)
@@ -141,7 +141,7 @@ class LiveStats:
             self._requeued.pop(key, None)
             self._started.pop(key, None)
             return
-        if since.ready_ms is not None and since.ready_ms != ready_from_state(after):
+        if since.ready_ms is not None and since.ready_ms != _ready_estimate(after):
             self._keep(self._requeued, key, since.ready_ms)
         else:
             self._requeued.pop(key, None)
@@ -172,3 +172,13 @@ class LiveStats:
                     rows.append({"queue": name, "metric": metric, "lower_s": lower,
                                  "width_s": width, "label": text, "count": count})
         return rows
+
+
+def _ready_estimate(job: Job) -> int:
+    """Since when ``job`` waits, as far as its state tells (after a restart, or for a job
+    this process never saw requeued): its backoff's end, else ``ready_from_state``. A
+    requeue time that differs from this estimate must be remembered, or the next lease
+    would be measured from the estimate: a fail with a backoff requeues at the fail's
+    time, and its state says only when the backoff ends (the rule of
+    eventq/core/timing.py measures from the fail)."""
+    return job.retry_ms if job.retry_ms is not None else ready_from_state(job)

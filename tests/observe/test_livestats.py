@@ -7,7 +7,7 @@ import uuid
 from hypothesis import given, settings
 
 from core.core_strategies import histories
-from eventq.core import Accepted, Add, Complete, StartAttempt, apply
+from eventq.core import Accepted, Add, Complete, Fail, StartAttempt, apply
 from eventq.core.fold import JobFold
 from eventq.observe.livestats import LiveStats
 
@@ -90,6 +90,21 @@ def test_a_lease_from_before_a_restart_is_estimated_from_its_deadline():
     _, at, _, outcome, after = steps[2]
     restarted.observe(outcome.event, steps[1][4], after, at)
     assert restarted.queues["q"].run.sum_ms == 7_000  # deadline - ttr = the lease time
+
+
+def test_a_wait_after_a_fail_with_a_backoff_counts_from_the_fail():
+    """Found by the property above (its falsifying example): the fail requeues the job
+    at its own time, the state keeps only the backoff's end, and the live statistics
+    measured the next wait from that end (0 ms here) while the fold measures from the
+    fail (eventq/core/timing.py)."""
+    job = uuid.uuid4()
+    steps = history_of(
+        (Add(job, "q", 30_000, 86_400_000, b"", max_fails=2, backoff_ms=5_000), T0),
+        (Fail(job, b"no"), T0 + 1_000),  # fails left: ready again at T0 + 6,000
+        (StartAttempt(job, 1), T0 + 6_000),
+    )
+    assert live(steps).queues["q"].wait.sum_ms == 5_000
+    assert fold_samples(steps) == {("q", "wait"): [5_000]}
 
 
 def test_remembered_times_are_bounded():
