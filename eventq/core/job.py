@@ -52,7 +52,7 @@ class State(IntEnum):
 
 
 FINAL_STATES = frozenset({State.COMPLETED, State.FAILED})
-WAITING_STATES = frozenset({State.NEW, State.PENDING})  # may be leased once due
+LEASABLE_STATES = frozenset({State.NEW, State.PENDING})  # may be leased once due
 
 
 def deadline_after(start_ms: int, duration_ms: int) -> int:
@@ -239,13 +239,13 @@ def ready_time_ms(job: Job) -> int | None:
 def is_ready(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and not due in the future: a lease may take it now."""
     time_ms = ready_time_ms(job)
-    return job.state in WAITING_STATES and (time_ms is None or time_ms <= now_ms)
+    return job.state in LEASABLE_STATES and (time_ms is None or time_ms <= now_ms)
 
 
 def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and due in the future (listed by ``inspect scheduled-jobs``)."""
     time_ms = ready_time_ms(job)
-    return job.state in WAITING_STATES and time_ms is not None and time_ms > now_ms
+    return job.state in LEASABLE_STATES and time_ms is not None and time_ms > now_ms
 
 
 def retry_wait_ms(backoff_ms: int, returns: int) -> int:

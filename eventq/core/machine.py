@@ -442,7 +442,7 @@ def _removed(job: Job, e: Event) -> None:
 
 
 _LIVE = frozenset({State.NEW, State.PENDING, State.LEASED})
-_WAITING = frozenset({State.NEW, State.PENDING})
+_LEASABLE = frozenset({State.NEW, State.PENDING})
 _ANY = frozenset(State)
 
 EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
@@ -450,8 +450,8 @@ EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
     EventType.COMPLETED:              (_LIVE,                _completed),
     EventType.FAILED:                 (_LIVE,                _failed),
     EventType.FAIL_RETRIED:           (_LIVE,                _fail_retried),
-    EventType.ATTEMPT_STARTED:        (_WAITING,             _attempt_started),
-    EventType.ATTEMPTS_EXHAUSTED:     (_WAITING,             _attempts_exhausted),
+    EventType.ATTEMPT_STARTED:        (_LEASABLE,            _attempt_started),
+    EventType.ATTEMPTS_EXHAUSTED:     (_LEASABLE,            _attempts_exhausted),
     EventType.ATTEMPT_TIMED_OUT:      (frozenset({State.LEASED}), _attempt_timed_out),
     EventType.ATTEMPT_RELEASED:       (frozenset({State.LEASED}), _attempt_released),
     EventType.TOUCHED:                (frozenset({State.LEASED}), _touched),
