@@ -23,6 +23,7 @@ MAX_ADD_FLAGS_WITH_BACKOFF = 4  # [eventq] ... or 4 when -backoff is one of them
 MAX_BACKOFF_MS = 86_400_000  # [eventq] -backoff, and the cap of any one retry's wait
 MAX_RETURNS = 2 * 255  # returns to PENDING: at most one per attempt and one per fail
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
+MAX_AFTER = 100  # [eventq] -after names 1 to 100 upstreams (spec/workflows.md)
 
 # Times and log positions of the pure core (eventq/core). Times are integer ms since the
 # Unix epoch (UTC); offsets are Kafka log offsets.
