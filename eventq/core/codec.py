@@ -995,6 +995,27 @@ def decode_input(data: bytes) -> Input:
     return _guarded("input", _decode_input, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
+def encode_links(links: tuple[Link, ...]) -> bytes:
+    """A dependent's links on their own, as its job map holds them (``up``): for
+    readers that keep them apart from the job (eventq/spark/rows.py)."""
+    return msgpack.packb(_write_links(links), use_bin_type=True)  # type: ignore[no-any-return]  # msgpack is untyped
+
+
+def _decode_links(data: object) -> tuple[Link, ...]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"links must be bytes, got {type(data).__name__}")
+    try:
+        value = msgpack.unpackb(data, raw=False, use_list=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CodecError(f"not msgpack links: {exc}") from None
+    return _read_links(JOB_KEYS["upstreams"], value)
+
+
+def decode_links(data: bytes) -> tuple[Link, ...]:
+    """The links of ``encode_links``; ``CodecError`` if they are malformed."""
+    return _guarded("links", _decode_links, data)  # type: ignore[no-any-return]  # _guarded: Any
+
+
 # ------------------------------------------------------------ the tables, as text
 # The docstring's tables are made of the field tables, so they cannot disagree.
 

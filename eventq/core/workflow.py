@@ -2,7 +2,7 @@
 
 spec/workflows.md keeps two kinds of records apart from the job records, each of its
 own so that no record holds more than one payload and one result, and fan-out has no
-bound (docs/architecture.md, "Workflows"):
+bound (the design's ARCHITECTURE.md, "Workflows"):
 
 - a ``Registration``, in the *upstream's* partition, one per (upstream id, dependent
   id): the dependent registered by a ``depend`` (commands.Depend), the position of its
