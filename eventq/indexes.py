@@ -37,7 +37,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
-from eventq.core.job import WAITING_STATES, Job, State
+from eventq.core.job import LEASABLE_STATES, Job, State
 from eventq.core.slim import Slim, slim_of
 from eventq.limits import MAX_PRIORITY, MIN_TIME_MS
 
@@ -277,7 +277,7 @@ class JobIndex:
         if counts is None:
             counts = self._state_counts[slim.name] = [0] * len(_STATES)
         counts[slim.state] += 1
-        if slim.state in WAITING_STATES:
+        if slim.state in LEASABLE_STATES:
             order = order_key(slim.priority, slim.scheduled_ms, slim.created_ms, slim.id)
             if slim.scheduled_ms is not None and slim.scheduled_ms > now_ms:
                 key = _scheduled_key(slim.scheduled_ms, order)

@@ -14,6 +14,7 @@ from rocksdict import ReadOptions
 
 from eventq.core import CodecError
 from eventq.core.slim import Slim, project_state
+from eventq.core.workflow import INPUT_KEY_PREFIX, REGISTRATION_KEY_PREFIX
 from eventq.kafka.logreader import META_KEY_PREFIX
 
 # Keys of the table that are not jobs. faust keeps its changelog offset in every
@@ -35,6 +36,13 @@ BULK_ADMITTED_KEY = META_KEY_PREFIX + b"eventq.bulk.admitted"
 # position, were written before positions were kept: any command applies over them).
 PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
 PAUSED_WITHOUT_POSITION = -1
+# Workflows' records beside the jobs (eventq/core/workflow.py builds their keys, pure):
+# a registration in the upstream's partition, \x00eventq.reg:<upstream>:<dependent>,
+# scanned by prefix when the upstream ends (registrations_prefix); an input in the
+# dependent's partition, \x00eventq.input:<dependent>:<upstream>, read by its links.
+# Under the meta prefix, so every reader of jobs passes over them (is_job_key).
+assert REGISTRATION_KEY_PREFIX.startswith(META_KEY_PREFIX)
+assert INPUT_KEY_PREFIX.startswith(META_KEY_PREFIX)
 
 
 def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | None]]:

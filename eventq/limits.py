@@ -23,6 +23,7 @@ MAX_ADD_FLAGS_WITH_BACKOFF = 4  # [eventq] ... or 4 when -backoff is one of them
 MAX_BACKOFF_MS = 86_400_000  # [eventq] -backoff, and the cap of any one retry's wait
 MAX_RETURNS = 2 * 255  # returns to PENDING: at most one per attempt and one per fail
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
+MAX_AFTER = 100  # [eventq] -after names 1 to 100 upstreams (spec/workflows.md)
 
 # Times and log positions of the pure core (eventq/core). Times are integer ms since the
 # Unix epoch (UTC); offsets are Kafka log offsets.
@@ -41,9 +42,11 @@ KIB = 1024
 MIB = 1024 * KIB
 MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES  # complete/fail carry a data block like add (spec)
 # Everything in a command or state record but its payload and result, encoded: a name
-# (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys.
-# Measured at 568 B for the largest (tests/test_limits.py keeps it true).
-MAX_RECORD_FIELDS_BYTES = 4 * KIB
+# (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys,
+# and a dependent's links to up to 100 upstreams (spec/workflows.md: about 38 B each).
+# Measured at 568 B for the largest job without upstreams and 4,303 B for the largest
+# dependent (tests/test_limits.py keeps it true); 16 KiB leaves room for -tags.
+MAX_RECORD_FIELDS_BYTES = 16 * KIB
 # An import command carries a whole job: a payload and a result.
 MAX_COMMAND_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES
 # A state record (`eventq.jobs` value) holds the job (payload and result) once, and its

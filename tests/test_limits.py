@@ -11,6 +11,9 @@ from eventq.core import (
     Complete,
     Fail,
     Import,
+    StartAttempt,
+    Upstream,
+    UpstreamOutcome,
     apply,
     decode_command,
     decode_state,
@@ -21,8 +24,11 @@ from eventq.kafka.broker import BrokerConfig, server_properties
 from eventq.kafka.topics import TopicNames, eventq_topics
 from eventq.limits import (
     KAFKA_MESSAGE_BYTES,
+    MAX_AFTER,
     MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_MS,
     MAX_COMMAND_RECORD_BYTES,
+    MAX_FAILS_LIMIT,
     MAX_NAME_BYTES,
     MAX_NODE_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -30,6 +36,7 @@ from eventq.limits import (
     MAX_REQUEST_ID,
     MAX_RESULT_BYTES,
     MAX_STATE_RECORD_BYTES,
+    MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
     MIN_PRIORITY,
@@ -60,6 +67,32 @@ def test_the_largest_state_records_fit_and_hold_the_result_once():
         assert len(record) <= MAX_STATE_RECORD_BYTES
         decoded_event, decoded_job = decode_state(record)
         assert decoded_event == event and decoded_job == job
+
+
+def largest_finished_dependent():
+    """A dependent of 100 upstreams, all completed, leased and completed itself."""
+    upstreams = tuple(uuid.UUID(int=2**127 + n) for n in range(MAX_AFTER))
+    add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT,
+              MAX_FAILS_LIMIT, MAX_BACKOFF_MS, upstreams)
+    at = 2**62
+    _, job = apply(None, add, T0, at)
+    for upstream in upstreams:
+        notice = Upstream(JID, 2**62, upstream, UpstreamOutcome.COMPLETED, 2**62, MAX_TIME_MS, b"")
+        at += 1
+        _, job = apply(job, notice, MAX_TIME_MS, at)
+    _, job = apply(job, StartAttempt(JID, 1), MAX_TIME_MS, at + 1)
+    outcome, job = apply(job, Complete(JID, RESULT), MAX_TIME_MS, at + 2)
+    return add, outcome.event, job
+
+
+def test_the_largest_dependents_records_fit():
+    add, event, job = largest_finished_dependent()
+    record = encode_state(event, job)
+    assert len(record) - MAX_PAYLOAD_BYTES - MAX_RESULT_BYTES <= MAX_RECORD_FIELDS_BYTES
+    assert len(record) <= MAX_STATE_RECORD_BYTES and decode_state(record) == (event, job)
+    command = encode_command(add, node=NODE, request_id=MAX_REQUEST_ID)
+    assert len(command) - MAX_PAYLOAD_BYTES <= MAX_RECORD_FIELDS_BYTES
+    assert decode_command(command).command == add
 
 
 def test_the_largest_command_record_fits():

@@ -9,6 +9,9 @@
 - ``machine``: ``decide`` / ``evolve`` / ``apply``, the transition table, timer helpers.
 - ``codec``: msgpack records of the command log and the state log.
 - ``digest``: order-independent digests of job state.
+- ``workflow``: the records of workflows kept beside the jobs (registrations, inputs)
+  and their keys; ``followups``: what applying a command asks of other partitions and
+  of those records (spec/workflows.md).
 """
 
 from eventq.core.codec import (
@@ -17,10 +20,14 @@ from eventq.core.codec import (
     DecodedCommand,
     correlation_of,
     decode_command,
+    decode_input,
     decode_job,
+    decode_registration,
     decode_state,
     encode_command,
+    encode_input,
     encode_job,
+    encode_registration,
     encode_state,
 )
 from eventq.core.commands import (
@@ -31,6 +38,7 @@ from eventq.core.commands import (
     CommandType,
     Complete,
     Delete,
+    Depend,
     Expire,
     Fail,
     Import,
@@ -42,6 +50,7 @@ from eventq.core.commands import (
     StartAttempt,
     TimeoutAttempt,
     Touch,
+    Upstream,
 )
 from eventq.core.digest import StateDigest, job_digest_bytes, job_hash, state_digest
 from eventq.core.events import (
@@ -56,22 +65,34 @@ from eventq.core.events import (
     Event,
     EventType,
     Expired,
+    FailCounted,
     Failed,
     FailRetried,
     Imported,
+    Released,
     Touched,
+    UpstreamFailed,
+    UpstreamNoted,
 )
 from eventq.core.job import (
     FINAL_STATES,
+    LEASABLE_STATES,
+    UPSTREAM_FAILED_GROUP,
     Job,
+    Link,
     State,
+    UpstreamOutcome,
+    after_ids,
     attempt_limit,
     is_final,
     is_ready,
     is_scheduled_waiting,
     job_with,
     lease_order_key,
+    link_of,
     make_job,
+    ready_time_ms,
+    waiting_count,
 )
 from eventq.core.machine import (
     ALREADY_APPLIED,
@@ -79,7 +100,10 @@ from eventq.core.machine import (
     EXPIRED_BEFORE_IMPORT,
     NO_SUCH_JOB,
     NOT_YET_DUE,
+    REGISTERED,
+    REGISTERED_FINISHED,
     STALE_ATTEMPT,
+    STALE_NOTICE,
     TRANSITIONS,
     Accepted,
     Ignored,
@@ -90,6 +114,15 @@ from eventq.core.machine import (
     due_commands,
     evolve,
     next_deadline,
+    upstream_failure,
+)
+from eventq.core.workflow import (
+    Input,
+    Registration,
+    input_key,
+    inputs_prefix,
+    registration_key,
+    registrations_prefix,
 )
 
 __all__ = [
@@ -99,6 +132,34 @@ __all__ = [
     "EVENT_CLASSES",
     "EXPIRED_BEFORE_IMPORT",
     "FINAL_STATES",
+    "LEASABLE_STATES",
+    "REGISTERED",
+    "REGISTERED_FINISHED",
+    "STALE_NOTICE",
+    "UPSTREAM_FAILED_GROUP",
+    "Depend",
+    "FailCounted",
+    "Input",
+    "Link",
+    "Registration",
+    "Released",
+    "Upstream",
+    "UpstreamFailed",
+    "UpstreamNoted",
+    "UpstreamOutcome",
+    "after_ids",
+    "decode_input",
+    "decode_registration",
+    "encode_input",
+    "encode_registration",
+    "input_key",
+    "inputs_prefix",
+    "link_of",
+    "ready_time_ms",
+    "registration_key",
+    "registrations_prefix",
+    "upstream_failure",
+    "waiting_count",
     "FIRST_EXTENSION_TYPE",
     "NOT_YET_DUE",
     "NO_SUCH_JOB",

@@ -15,6 +15,10 @@ job of Added and Imported is the record's job, and the result of Completed and F
 is the job's (``x`` only in a record without a job). ``encode_job`` writes a job on its
 own: ``{"v": 2, "j": job}``.
 
+[eventq] Workflows' records beside the jobs (eventq/core/workflow.py) are maps of their
+own: ``encode_registration`` ``{"v": 1, "dp", "c", "dl"}`` and ``encode_input``
+``{"v": 1, "ok", "x"}`` (``REGISTRATION_FIELDS``, ``INPUT_FIELDS``).
+
 The fields of every map are data, in the order they are written: ``COMMAND_FIELDS``
 (then ``CORRELATION_FIELDS``), ``EVENT_FIELDS`` (after ``EVENT_COMMON_FIELDS``),
 ``JOB_FIELDS`` and ``SNAPSHOT_FIELDS`` (an import's job) give each field's key, the
@@ -51,6 +55,7 @@ from eventq.core.commands import (
 )
 from eventq.core.events import (
     EVENT_CLASSES,
+    NOTICE_EVENTS,
     REMOVING_EVENTS,
     Added,
     AttemptReleased,
@@ -62,9 +67,22 @@ from eventq.core.events import (
     Failed,
     Imported,
     Touched,
+    UpstreamFailed,
 )
-from eventq.core.job import Job, State, make_job
-from eventq.limits import MAX_NODE_BYTES, MAX_REQUEST_ID
+from eventq.core.job import (
+    NOTICE_OUTCOMES,
+    UPSTREAM_FAILED_GROUP,
+    Job,
+    Link,
+    State,
+    UpstreamOutcome,
+    link_of,
+    link_outcome,
+    make_job,
+    upstream_failure,
+)
+from eventq.core.workflow import Input, Registration
+from eventq.limits import MAX_AFTER, MAX_NODE_BYTES, MAX_REQUEST_ID
 
 SCHEMA_VERSION = 1  # of command records
 # State and job records: 2 counts versions in positions (eventq/core/batch.py); version
@@ -188,7 +206,53 @@ def _write_request_id(request_id: Any) -> int:
     return request_id  # type: ignore[no-any-return]  # Any, checked an int just above
 
 
+def _read_uuids(key: str, value: Any) -> tuple[uuid.UUID, ...]:
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER:
+        raise CodecError(f"field {key!r} must be an array of 1 to {MAX_AFTER} UUIDs")
+    return tuple(_read_uuid(key, item) for item in value)
+
+
+def _write_uuids(ids: tuple[uuid.UUID, ...]) -> list[bytes]:
+    return [u.bytes for u in ids]
+
+
+def _read_notice_outcome(key: str, value: Any) -> UpstreamOutcome:
+    if type(value) is not int or value not in NOTICE_OUTCOMES:
+        raise CodecError(f"field {key!r} must be an upstream notice's outcome (1 to 5), "
+                         f"got {value!r:.40}")
+    return UpstreamOutcome(value)
+
+
+_LINK_RULE = "an array of 1 to %d links [id, outcome, change or nil, completed or nil]" % MAX_AFTER
+
+
+def _read_links(key: str, value: Any) -> tuple[Link, ...]:
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER:
+        raise CodecError(f"field {key!r} must be {_LINK_RULE}")
+    links = []
+    for item in value:
+        if type(item) is not tuple or len(item) != 4:
+            raise CodecError(f"field {key!r} must be {_LINK_RULE}")
+        raw_id, outcome, change, completed = item
+        if type(outcome) is not int or (change is not None and type(change) is not int) or (
+            completed is not None and type(completed) is not int
+        ):
+            raise CodecError(f"field {key!r} must be {_LINK_RULE}")
+        try:
+            links.append(Link(_read_uuid(key, raw_id), UpstreamOutcome(outcome), change, completed))
+        except ValueError as error:
+            raise CodecError(f"field {key!r}: {error}") from None
+    return tuple(links)
+
+
+def _write_links(links: tuple[Link, ...]) -> list[list[Any]]:
+    return [[x.id.bytes, int(x.outcome), x.change, x.completed_ms] for x in links]
+
+
 UUID_BYTES = Kind("UUID: 16 bytes", _read_uuid, write=attrgetter("bytes"))
+UUIDS = Kind("array of UUIDs", _read_uuids, write=_write_uuids)
+NOTICE_OUTCOME = Kind("UpstreamOutcome: 1 to 5", _read_notice_outcome, write=int)
+LINKS = Kind("array of links", _read_links, write=_write_links)
 STATE = Kind("State", _read_state, write=int)
 WAITING_STATE = Kind("State: NEW or PENDING", _read_waiting_state, write=int)
 NODE = Kind(_NODE_RULE.removeprefix("a "), _read_node, write=_write_node)
@@ -261,6 +325,14 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("b", "backoff_ms", INT, absent=0),
     Field("rn", "returns", INT, absent=0),
     Field("rt", "retry_ms", INT, absent=None),
+    # Workflows', only when set: a job without upstreams has the record it had before
+    # workflows existed.
+    Field("up", "upstreams", LINKS, absent=(), note="[id, outcome, change, completed ms]"),
+    Field("ca", "added_at", INT, absent=None, note="the add's position"),
+    Field("rl", "released_ms", INT, absent=None),
+    Field("fp", "finished_at", INT, absent=None, note="a position"),
+    Field("fm", "finished_ms", INT, absent=None),
+    Field("g", "group", STR, absent=None),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
 # An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
@@ -279,7 +351,9 @@ _NEW_JOB_REST = (
     Field("a", "max_attempts", INT),
     Field("f", "max_fails", INT),
     Field("b", "backoff_ms", INT, absent=0),  # absent when 0: workq's commands' bytes
+    Field("af", "after", UUIDS, absent=()),  # absent when none, likewise
 )
+_DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
 
 COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
@@ -305,6 +379,22 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
     ),
     CommandType.PAUSE: (_QUEUE_NAME,),  # a queue's command: no job, no ``i``
     CommandType.RESUME: (_QUEUE_NAME,),
+    # Workflows': ``i`` is the id of the job whose partition applies it, as for all.
+    CommandType.DEPEND: (
+        Field("i", "upstream", UUID_BYTES),
+        Field("dp", "dependent", UUID_BYTES),
+        _DEPENDENT_CREATED,
+        Field("dl", "dependent_deadline_ms", INT, nil=True),
+    ),
+    CommandType.UPSTREAM: (
+        Field("i", "dependent", UUID_BYTES),
+        _DEPENDENT_CREATED,
+        Field("u", "upstream", UUID_BYTES),
+        Field("oc", "outcome", NOTICE_OUTCOME),
+        Field("ch", "change", INT, note="a position"),
+        Field("a", "at_ms", INT),
+        Field("x", "result", BIN, absent=None, note="completed, failed"),
+    ),
 }
 # Last in every command record: its issuer, when known (absent or nil: unknown).
 CORRELATION_FIELDS: tuple[Field, ...] = (
@@ -330,6 +420,11 @@ JOB_KEYS: dict[str, str] = {f.attr: f.key for f in JOB_FIELDS}  # Job attribute 
 EVENT_KEYS: dict[str, str] = {f.attr: f.key for f in EVENT_COMMON_FIELDS}
 _RESULT_IN_JOB = Field("x", "result", BIN, absent=Absent.IN_JOB)
 _DEADLINE = Field("dl", "deadline_ms", INT)
+_UPSTREAM = Field("u", "upstream", UUID_BYTES)
+_NOTICE = (
+    _UPSTREAM, Field("oc", "outcome", NOTICE_OUTCOME), Field("ch", "change", INT),
+    Field("cm", "change_ms", INT),
+)  # fmt: skip
 EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.ADDED: (),
     EventType.COMPLETED: (_RESULT_IN_JOB,),
@@ -343,7 +438,19 @@ EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.IMPORTED: (),
     EventType.ATTEMPT_RELEASED: (_ATTEMPT, Field("s", "state", WAITING_STATE)),
     EventType.TOUCHED: (_ATTEMPT, _DEADLINE),
+    EventType.FAIL_COUNTED: (),
+    EventType.UPSTREAM_NOTED: _NOTICE,
+    EventType.RELEASED: _NOTICE,
+    EventType.UPSTREAM_FAILED: _NOTICE,
 }
+# Registrations and inputs (eventq/core/workflow.py), each a record of its own.
+REGISTRATION_FIELDS: tuple[Field, ...] = (
+    Field("dp", "dependent", UUID_BYTES),
+    _DEPENDENT_CREATED,
+    Field("dl", "deadline_ms", INT, nil=True),
+)
+INPUT_FIELDS: tuple[Field, ...] = (Field("ok", "completed", BOOL), Field("x", "result", BIN))
+WORKFLOW_RECORD_VERSION = 1
 # Events whose ``job`` is the record's job (stored once, with its payload).
 JOB_OF_THE_RECORD = frozenset({EventType.ADDED, EventType.IMPORTED})
 
@@ -596,6 +703,8 @@ _CORRELATION = _compiled(DecodedCommand, CORRELATION_FIELDS, frozenset(), "comma
 _EVENT_CODECS: dict[int, _Codec] = {t: _event_codec(t) for t in EventType}
 _EVENT_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _EVENT_CODECS.values()}
 _JOB = _compiled(Job, JOB_FIELDS, frozenset(), build=make_job)  # by name, as all of core
+_REGISTRATION = _compiled(Registration, REGISTRATION_FIELDS, frozenset({VERSION_KEY}))
+_INPUT = _compiled(Input, INPUT_FIELDS, frozenset({VERSION_KEY}))
 
 # ------------------------------------------------------------------------ records
 
@@ -693,7 +802,7 @@ def correlation_of(data: object) -> tuple[str | None, int | None]:
 
 # The state a job is in right after an event of each type (None: gone).
 _STATES_AFTER: dict[int, frozenset[State] | None] = {
-    EventType.ADDED: frozenset({State.NEW}),
+    EventType.ADDED: frozenset({State.NEW, State.WAITING}),
     EventType.COMPLETED: frozenset({State.COMPLETED}),
     EventType.FAILED: frozenset({State.FAILED}),
     EventType.FAIL_RETRIED: frozenset({State.PENDING}),
@@ -705,6 +814,10 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.IMPORTED: frozenset(State),  # a snapshot may be in any state
     EventType.ATTEMPT_RELEASED: frozenset({State.NEW, State.PENDING}),
     EventType.TOUCHED: frozenset({State.LEASED}),
+    EventType.FAIL_COUNTED: frozenset({State.WAITING}),
+    EventType.UPSTREAM_NOTED: frozenset(State),  # recorded in any state
+    EventType.RELEASED: frozenset({State.NEW}),
+    EventType.UPSTREAM_FAILED: frozenset({State.FAILED}),
 }
 assert set(_STATES_AFTER) == set(EventType) and set(EVENT_FIELDS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -741,6 +854,17 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         return "the job's attempts or state differ from AttemptReleased"
     if isinstance(event, (Completed, Failed)) and job.result != event.result:
         return "the job's result differs from the event's"
+    if isinstance(event, NOTICE_EVENTS):
+        link = link_of(job, event.upstream)
+        if link is None or link.change != event.change or link.outcome is not link_outcome(
+            event.outcome
+        ):
+            return f"the job's link to its upstream differs from {type(event).__name__}"
+        if isinstance(event, UpstreamFailed) and (
+            job.group != UPSTREAM_FAILED_GROUP
+            or job.result != upstream_failure(event.upstream, event.outcome)
+        ):
+            return "the job's group or result differs from UpstreamFailed"
     return None
 
 
@@ -823,6 +947,73 @@ def _decode_job(data: object) -> Job:
 def decode_job(data: bytes) -> Job:
     """The job of an ``encode_job`` record; ``CodecError`` if it is malformed."""
     return _guarded("job record", _decode_job, data)  # type: ignore[no-any-return]  # _guarded: Any
+
+
+# ------------------------------------------------------- registrations and inputs
+
+
+def encode_registration(registration: Registration) -> bytes:
+    """The value of a registration record (eventq/core/workflow.py)."""
+    if not isinstance(registration, Registration):
+        raise CodecError(f"not a registration: {registration!r:.100}")
+    m: dict[str, Any] = {VERSION_KEY: WORKFLOW_RECORD_VERSION}
+    _REGISTRATION.write(registration, None, m)
+    return _pack(m)
+
+
+def _decode_side(codec: _Codec, what: str) -> Callable[[object], Any]:
+    versions = frozenset({WORKFLOW_RECORD_VERSION})
+
+    def decode(data: object) -> Any:
+        m = _unpack(data, versions)
+        _check_keys(m, codec.keys, what)
+        return codec.read(m, None)
+
+    return decode
+
+
+_decode_registration = _decode_side(_REGISTRATION, "registration")
+_decode_input = _decode_side(_INPUT, "input")
+
+
+def decode_registration(data: bytes) -> Registration:
+    """The registration of a registration record; ``CodecError`` if it is malformed."""
+    return _guarded("registration", _decode_registration, data)  # type: ignore[no-any-return]  # _guarded: Any
+
+
+def encode_input(input_: Input) -> bytes:
+    """The value of an input record (eventq/core/workflow.py)."""
+    if not isinstance(input_, Input):
+        raise CodecError(f"not an input: {input_!r:.100}")
+    m: dict[str, Any] = {VERSION_KEY: WORKFLOW_RECORD_VERSION}
+    _INPUT.write(input_, None, m)
+    return _pack(m)
+
+
+def decode_input(data: bytes) -> Input:
+    """The input of an input record; ``CodecError`` if it is malformed."""
+    return _guarded("input", _decode_input, data)  # type: ignore[no-any-return]  # _guarded: Any
+
+
+def encode_links(links: tuple[Link, ...]) -> bytes:
+    """A dependent's links on their own, as its job map holds them (``up``): for
+    readers that keep them apart from the job (eventq/spark/rows.py)."""
+    return msgpack.packb(_write_links(links), use_bin_type=True)  # type: ignore[no-any-return]  # msgpack is untyped
+
+
+def _decode_links(data: object) -> tuple[Link, ...]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"links must be bytes, got {type(data).__name__}")
+    try:
+        value = msgpack.unpackb(data, raw=False, use_list=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CodecError(f"not msgpack links: {exc}") from None
+    return _read_links(JOB_KEYS["upstreams"], value)
+
+
+def decode_links(data: bytes) -> tuple[Link, ...]:
+    """The links of ``encode_links``; ``CodecError`` if they are malformed."""
+    return _guarded("links", _decode_links, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
 # ------------------------------------------------------------ the tables, as text

@@ -3,8 +3,10 @@
 Types 1-8 are workq's command-log types; eventq's own types take numbers from
 ``FIRST_EXTENSION_TYPE`` (64) up. Extensions: ``Import`` (64), a complete job
 snapshot brought over from another system (``eventq import-cmdlog``); ``ReleaseAttempt``
-(65); ``Touch`` (66); and the queue commands ``Pause`` and ``Resume`` (67, 68), which
-name a queue, not a job.
+(65); ``Touch`` (66); the queue commands ``Pause`` and ``Resume`` (67, 68), which
+name a queue, not a job; and the workflow commands ``Depend`` (69) and ``Upstream`` (70)
+that processors write to each other (spec/workflows.md, "Command types"), each keyed
+by the job whose partition applies it (its ``job_id``).
 
 A command is the intent written to ``eventq.commands`` (keyed by its ``job_id``). It
 carries no time: the broker stamps it (LogAppendTime) and that stamp is passed to
@@ -26,10 +28,22 @@ from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bytes, check_int, check_name, check_uuid
-from eventq.core.job import JOB_FIELD_NAMES, Job, State, make_job
+from eventq.core.job import (
+    JOB_FIELD_NAMES,
+    NOTICE_OUTCOMES,
+    WITH_RESULT,
+    WORKFLOW_FIELD_NAMES,
+    Job,
+    State,
+    UpstreamOutcome,
+    has_workflow,
+    make_job,
+)
 from eventq.limits import (
+    MAX_AFTER,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
+    MAX_DEADLINE_MS,
     MAX_FAILS_LIMIT,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
@@ -61,6 +75,8 @@ class CommandType(IntEnum):
     TOUCH = 66  # eventq: a worker's heartbeat sets its lease's deadline (`touch`)
     PAUSE = 67  # eventq: a queue hands out no jobs (`pause`); not a job's command
     RESUME = 68  # eventq: it does again (`resume`)
+    DEPEND = 69  # eventq: a dependent registers with its upstream (keyed by the upstream)
+    UPSTREAM = 70  # eventq: an upstream's outcome, told its dependent (keyed by it)
 
 
 FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
@@ -77,12 +93,30 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     check_int("max_attempts", c.max_attempts, 0, MAX_ATTEMPTS_LIMIT)
     check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
     check_int("backoff_ms", c.backoff_ms, 0, MAX_BACKOFF_MS)
+    _check_after(c.job_id, c.after)
+
+
+def _check_after(job_id: uuid.UUID, after: object) -> None:
+    """-after: at most ``MAX_AFTER`` distinct ids, not the job's own (the protocol's
+    "1-100" is its spelling: none is no -after)."""
+    if type(after) is not tuple:
+        raise ValueError(f"after must be a tuple of UUIDs, got {type(after).__name__}")
+    if len(after) > MAX_AFTER:
+        raise ValueError(f"after names at most {MAX_AFTER} upstreams, not {len(after)}")
+    for upstream in after:
+        check_uuid("an upstream id", upstream)
+    if len(set(after)) != len(after):
+        raise ValueError("after names an upstream twice")
+    if job_id in after:
+        raise ValueError("a job cannot be its own upstream")
 
 
 @dataclass(frozen=True, slots=True)
 class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
-    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions)."""
+    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions).
+    ``after`` (spec: workflows.md, -after): its upstreams; the job is then accepted
+    WAITING until they complete."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -94,6 +128,7 @@ class Add:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0
+    after: tuple[uuid.UUID, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, 0)
@@ -114,6 +149,7 @@ class Schedule:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0
+    after: tuple[uuid.UUID, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, MIN_TTL_MS)
@@ -269,6 +305,80 @@ class Resume:
         check_name("name", self.name)
 
 
+@dataclass(frozen=True, slots=True)
+class Depend:
+    """A dependent's registration with one of its upstreams (spec: workflows.md, type
+    69), written by the dependent's processor once it has applied the dependent's add,
+    into the *upstream's* partition: ``job_id`` is ``upstream``. ``dependent_created`` is
+    the position of the dependent's add (the notices for it name it) and
+    ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which the
+    registration is told nothing and may be dropped."""
+
+    type: ClassVar[CommandType] = CommandType.DEPEND
+    upstream: uuid.UUID
+    dependent: uuid.UUID
+    dependent_created: int
+    dependent_deadline_ms: int | None
+
+    def __post_init__(self) -> None:
+        check_uuid("upstream", self.upstream)
+        check_uuid("dependent", self.dependent)
+        if self.upstream == self.dependent:
+            raise ValueError("a job cannot be its own upstream")
+        check_int("dependent_created", self.dependent_created, 0, MAX_OFFSET)
+        if self.dependent_deadline_ms is not None:
+            check_int("dependent_deadline_ms", self.dependent_deadline_ms, MIN_TIME_MS,
+                      MAX_DEADLINE_MS)
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        """The job whose partition applies it (its key): the upstream."""
+        return self.upstream
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """An upstream's outcome, told one dependent (spec: workflows.md, type 70), written
+    by the upstream's processor into the *dependent's* partition: ``job_id`` is
+    ``dependent``. ``change`` is the position of the upstream's change that had this
+    outcome and ``at_ms`` its broker time; ``result`` is the upstream's result for
+    ``completed`` and ``failed`` (copied to the dependent as an input), None otherwise.
+    Applied only to the dependent created at ``dependent_created``, and only when
+    ``change`` is after the last change applied from that upstream (machine.py)."""
+
+    type: ClassVar[CommandType] = CommandType.UPSTREAM
+    dependent: uuid.UUID
+    dependent_created: int
+    upstream: uuid.UUID
+    outcome: UpstreamOutcome
+    change: int
+    at_ms: int
+    result: bytes | None = None
+
+    def __post_init__(self) -> None:
+        check_uuid("dependent", self.dependent)
+        check_int("dependent_created", self.dependent_created, 0, MAX_OFFSET)
+        check_uuid("upstream", self.upstream)
+        if self.upstream == self.dependent:
+            raise ValueError("a job cannot be its own upstream")
+        outcome = self.outcome
+        if type(outcome) is bool or not isinstance(outcome, int) or outcome not in NOTICE_OUTCOMES:
+            raise ValueError(f"outcome must be one of {sorted(o.word for o in NOTICE_OUTCOMES)}, "
+                             f"got {outcome!r}")
+        object.__setattr__(self, "outcome", UpstreamOutcome(outcome))
+        check_int("change", self.change, 0, MAX_OFFSET)
+        check_int("at_ms", self.at_ms, MIN_TIME_MS, MAX_TIME_MS)
+        if self.outcome in WITH_RESULT:
+            check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+        elif self.result is not None:
+            raise ValueError(f"a {self.outcome.word} notice carries no result")
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        """The job whose partition applies it (its key): the dependent."""
+        return self.dependent
+
+
 QueueCommand: TypeAlias = Pause | Resume
 QUEUE_COMMANDS = (Pause, Resume)  # isinstance(command, QUEUE_COMMANDS): it names no job
 
@@ -334,27 +444,33 @@ class Import:
 
     @classmethod
     def from_job(cls, job: Job) -> Import:
-        """The snapshot of ``job`` (every field but ``version``)."""
+        """The snapshot of ``job`` (every field but ``version``). A job of a workflow has
+        no snapshot: its links and its creation's position are those of its own log."""
+        if has_workflow(job):
+            raise ValueError("a job with upstreams or a failure group cannot be imported")
         return cls(job_id=job.id, **dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(job))))
 
 
-# An import's snapshot: every Job field but its id (the command's ``job_id``) and its
-# version (the applying offset). Import must declare them all, in Job's order.
-SNAPSHOT_FIELD_NAMES = tuple(name for name in JOB_FIELD_NAMES if name not in ("id", "version"))
+# An import's snapshot: every Job field but its id (the command's ``job_id``), its
+# version (the applying offset) and the workflow's fields (an imported job has no
+# upstreams). Import must declare them all, in Job's order.
+SNAPSHOT_FIELD_NAMES = tuple(
+    name for name in JOB_FIELD_NAMES if name not in ("id", "version", *WORKFLOW_FIELD_NAMES)
+)
 _snapshot_values = attrgetter(*SNAPSHOT_FIELD_NAMES)  # of a Job or an Import, in that order
 assert tuple(f.name for f in dataclass_fields(Import)) == ("job_id", *SNAPSHOT_FIELD_NAMES)
 
 
 Command: TypeAlias = (
     Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt | Import
-    | ReleaseAttempt | Touch
+    | ReleaseAttempt | Touch | Depend | Upstream
 )
 
 COMMAND_CLASSES: dict[CommandType, type] = {
     cls.type: cls
     for cls in (
         Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import,
-        ReleaseAttempt, Touch,
+        ReleaseAttempt, Touch, Depend, Upstream,
     )
 }
 """The job commands (each names a job: ``job_id``); queue commands are apart."""

@@ -2,7 +2,8 @@
 
 A processor's table, a replay of the state log and a fold of the command log hold the
 same jobs when their digests are equal. ``version`` is left out: it is a log offset, so
-the same state imported into another log has other versions.
+the same state imported into another log has other versions, and so are left out the
+other positions a dependent keeps (its links' changes, ``added_at``, ``finished_at``).
 
 The state digest is the sum modulo 2^256 of per-job SHA-256 hashes, together with the
 number of jobs, hashed once more. A sum is independent of order and can be kept up to
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 
 import msgpack
 
-from eventq.core.job import Job
+from eventq.core.job import Job, has_workflow
 
 DIGEST_VERSION = 1
 _MODULUS = 1 << 256
@@ -48,9 +49,17 @@ def job_digest_bytes(job: Job) -> bytes:
             # The backoff fields only when set: a job without one digests as it did
             # before backoffs existed.
             *((job.backoff_ms, job.returns, job.retry_ms) if job.backoff_ms else ()),
+            # The workflow's fields only when set, likewise, as one array (so that no
+            # job of one shape digests as a job of another).
+            *((_workflow(job),) if has_workflow(job) else ()),
         ),
         use_bin_type=True,
     )
+
+
+def _workflow(job: Job) -> tuple[object, ...]:
+    links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
+    return (links, job.released_ms, job.finished_ms, job.group)
 
 
 def job_hash(job: Job) -> int:

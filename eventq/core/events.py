@@ -13,7 +13,13 @@ from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
 from eventq.core._check import check_bool, check_bytes, check_int, check_uuid
-from eventq.core.job import Job, State
+from eventq.core.job import (
+    ENDED_UNCOMPLETED,
+    NOTICE_OUTCOMES,
+    Job,
+    State,
+    UpstreamOutcome,
+)
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DEADLINE_MS,
@@ -39,6 +45,10 @@ class EventType(IntEnum):
     IMPORTED = 10
     ATTEMPT_RELEASED = 11
     TOUCHED = 12
+    FAIL_COUNTED = 13  # [eventq] workflows (spec/workflows.md)
+    UPSTREAM_NOTED = 14
+    RELEASED = 15
+    UPSTREAM_FAILED = 16
 
 
 def _check_common(e: Event) -> None:
@@ -49,7 +59,8 @@ def _check_common(e: Event) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Added:
-    """add or schedule created ``job`` (state NEW, version = offset)."""
+    """add or schedule created ``job`` (state NEW, or WAITING with upstreams; version =
+    offset)."""
 
     type: ClassVar[EventType] = EventType.ADDED
     job_id: uuid.UUID
@@ -64,8 +75,10 @@ class Added:
         j = self.job
         if j.id != self.job_id or j.version != self.offset or j.created_ms != self.at_ms:
             raise ValueError("an added job has the event's id, version = offset, created = at")
-        if j.state is not State.NEW or j.attempts or j.fails:
-            raise ValueError("an added job is NEW with no attempts and no fails")
+        if j.state is not (State.WAITING if j.upstreams else State.NEW) or j.attempts or j.fails:
+            raise ValueError(
+                "an added job is NEW (WAITING with upstreams) with no attempts and no fails"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +255,86 @@ class Imported:
             raise ValueError("an imported job has the event's id and version = offset")
 
 
+@dataclass(frozen=True, slots=True)
+class FailCounted:
+    """fail with fails left on a WAITING job: fails + 1, still WAITING (no backoff)."""
+
+    type: ClassVar[EventType] = EventType.FAIL_COUNTED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+def _check_notice(e: UpstreamNoted | Released | UpstreamFailed, outcomes: frozenset) -> None:
+    _check_common(e)
+    check_uuid("upstream", e.upstream)
+    if type(e.outcome) is bool or not isinstance(e.outcome, int) or e.outcome not in outcomes:
+        raise ValueError(f"outcome cannot be {e.outcome!r} in {type(e).__name__}")
+    object.__setattr__(e, "outcome", UpstreamOutcome(e.outcome))
+    check_int("change", e.change, 0, MAX_OFFSET)
+    check_int("change_ms", e.change_ms, MIN_TIME_MS, MAX_TIME_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamNoted:
+    """An upstream notice recorded in the dependent's link to ``upstream`` (its outcome,
+    the position ``change`` and broker time ``change_ms`` of the upstream's change); the
+    dependent's state does not change."""
+
+    type: ClassVar[EventType] = EventType.UPSTREAM_NOTED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    upstream: uuid.UUID
+    outcome: UpstreamOutcome
+    change: int
+    change_ms: int
+
+    def __post_init__(self) -> None:
+        _check_notice(self, NOTICE_OUTCOMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """The last upstream of a WAITING dependent completed: NEW, ready at max(schedule
+    time, the latest completion among its upstreams)."""
+
+    type: ClassVar[EventType] = EventType.RELEASED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    upstream: uuid.UUID
+    outcome: UpstreamOutcome
+    change: int
+    change_ms: int
+
+    def __post_init__(self) -> None:
+        _check_notice(self, frozenset({UpstreamOutcome.COMPLETED}))
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamFailed:
+    """An upstream of a WAITING dependent ended without completing: FAILED, group
+    ``upstream-failed``, result ``upstream <id> <failed|deleted|evicted>``."""
+
+    type: ClassVar[EventType] = EventType.UPSTREAM_FAILED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    upstream: uuid.UUID
+    outcome: UpstreamOutcome
+    change: int
+    change_ms: int
+
+    def __post_init__(self) -> None:
+        _check_notice(self, ENDED_UNCOMPLETED)
+
+
+NOTICE_EVENTS = (UpstreamNoted, Released, UpstreamFailed)  # an upstream notice applied
+
 Event: TypeAlias = (
     Added
     | Completed
@@ -255,6 +348,10 @@ Event: TypeAlias = (
     | Imported
     | AttemptReleased
     | Touched
+    | FailCounted
+    | UpstreamNoted
+    | Released
+    | UpstreamFailed
 )
 
 EVENT_CLASSES: dict[EventType, type] = {
@@ -272,6 +369,10 @@ EVENT_CLASSES: dict[EventType, type] = {
         Imported,
         AttemptReleased,
         Touched,
+        FailCounted,
+        UpstreamNoted,
+        Released,
+        UpstreamFailed,
     )
 }
 

@@ -3,6 +3,14 @@
 A ``Job`` validates on construction: every combination of fields that the transition
 rules (``machine.py``) can never produce raises ``ValueError``. Times are integer ms
 since the Unix epoch (UTC), taken from the broker's clock of the command that set them.
+
+[eventq] Workflows (spec/workflows.md, "Dependencies"): a job added with ``-after`` is a
+*dependent*. It holds one ``Link`` per upstream, in -after order: what it knows of that
+upstream (the latest outcome a notice applied, the position of the upstream's change
+that carried it, the broker time of a completion). Everything else of a workflow lives
+in records of its own beside the jobs (eventq/core/workflow.py). A job without
+upstreams has none of these fields set, so its records and digest are what they were
+before workflows existed.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from eventq.core._check import (
     is_valid_name,
 )
 from eventq.limits import (
+    MAX_AFTER,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
@@ -49,10 +58,83 @@ class State(IntEnum):
     FAILED = 2
     PENDING = 3
     LEASED = 4
+    WAITING = 5  # [eventq] a dependent waiting for its upstreams: never leased
 
 
 FINAL_STATES = frozenset({State.COMPLETED, State.FAILED})
-WAITING_STATES = frozenset({State.NEW, State.PENDING})  # may be leased once due
+LEASABLE_STATES = frozenset({State.NEW, State.PENDING})  # may be leased once due
+
+
+class UpstreamOutcome(IntEnum):
+    """An upstream's outcome, as a dependent's ``Link`` keeps it and as an ``upstream``
+    notice (commands.Upstream) carries it. ``UNFINISHED`` is only a link's (no notice
+    yet, or the upstream was retried); ``RETRIED`` only a notice's (the upstream is
+    unfinished again). The lowercase name is the protocol's word (``upstream <id>
+    failed``)."""
+
+    UNFINISHED = 0
+    COMPLETED = 1
+    FAILED = 2
+    DELETED = 3
+    EVICTED = 4
+    RETRIED = 5
+
+    @property
+    def word(self) -> str:
+        return self.name.lower()
+
+
+LINK_OUTCOMES = frozenset(set(UpstreamOutcome) - {UpstreamOutcome.RETRIED})
+NOTICE_OUTCOMES = frozenset(set(UpstreamOutcome) - {UpstreamOutcome.UNFINISHED})
+# Outcomes that end a WAITING dependent (spec: "An upstream that ends without completing").
+ENDED_UNCOMPLETED = frozenset(
+    {UpstreamOutcome.FAILED, UpstreamOutcome.DELETED, UpstreamOutcome.EVICTED}
+)
+# Outcomes whose notice carries a result, copied to the dependent as an input.
+WITH_RESULT = frozenset({UpstreamOutcome.COMPLETED, UpstreamOutcome.FAILED})
+UPSTREAM_FAILED_GROUP = "upstream-failed"  # the failure group of a dependent an upstream ended
+
+
+def upstream_failure(upstream: uuid.UUID, outcome: UpstreamOutcome) -> bytes:
+    """The result of a dependent an upstream ended: ``upstream <id> <reason>``."""
+    return b"upstream %s %s" % (str(upstream).encode(), outcome.word.encode())
+
+
+def link_outcome(outcome: UpstreamOutcome) -> UpstreamOutcome:
+    """What a link records of a notice's outcome (a retried upstream is unfinished)."""
+    return UpstreamOutcome.UNFINISHED if outcome is UpstreamOutcome.RETRIED else outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """What a dependent knows of upstream ``id``: the latest ``outcome`` applied, the
+    position of the upstream's change that carried it (``change``; None: no notice yet),
+    and the broker time of that change when it was a completion (``completed_ms``: the
+    release time counts from it). A notice whose change is not after ``change`` is
+    ignored (commands.Upstream)."""
+
+    id: uuid.UUID
+    outcome: UpstreamOutcome = UpstreamOutcome.UNFINISHED
+    change: int | None = None
+    completed_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        check_uuid("upstream id", self.id)
+        if type(self.outcome) is not UpstreamOutcome:
+            if type(self.outcome) is not int or self.outcome not in LINK_OUTCOMES:
+                raise ValueError(f"a link's outcome must be an UpstreamOutcome, got {self.outcome!r}")
+            object.__setattr__(self, "outcome", UpstreamOutcome(self.outcome))
+        if self.outcome not in LINK_OUTCOMES:
+            raise ValueError(f"a link's outcome cannot be {self.outcome.name}")
+        if self.change is None:
+            if self.outcome is not UpstreamOutcome.UNFINISHED:
+                raise ValueError("a link with an outcome has the position of its change")
+        else:
+            check_int("change", self.change, 0, MAX_OFFSET)
+        if self.outcome is UpstreamOutcome.COMPLETED:
+            check_int("completed_ms", self.completed_ms, MIN_TIME_MS, MAX_TIME_MS)
+        elif self.completed_ms is not None:
+            raise ValueError("completed_ms is set only for a COMPLETED upstream")
 
 
 def deadline_after(start_ms: int, duration_ms: int) -> int:
@@ -77,6 +159,16 @@ class Job:
       often the job went back to PENDING) and ``retry_ms`` (when its last return's wait
       ends; set only with a backoff, and kept once set, spec: Extensions): while set,
       it is the job's ``time`` (``ready_time_ms``), not ``scheduled_ms``.
+    - [eventq] workflows, all unset for a job without upstreams: ``upstreams`` (its
+      links, in -after order); ``added_at``, the position of the add that created it
+      (the notices for it name it, so that one for an earlier job of the same id is
+      ignored); ``released_ms``, when its last upstream completed: max(schedule time,
+      latest upstream completion), its ``time`` from then on; ``finished_at`` and
+      ``finished_ms``, the position and broker time of the change that made it
+      COMPLETED or FAILED (a notice to a dependent registered later carries them:
+      its version moves on with the notices it records); ``group``, the failure group
+      of a FAILED job (only ``upstream-failed`` is produced yet; None: the default).
+      WAITING: a dependent not released, never leased, neither ready nor scheduled.
     """
 
     id: uuid.UUID
@@ -100,6 +192,12 @@ class Job:
     backoff_ms: int = 0
     returns: int = 0
     retry_ms: int | None = None
+    upstreams: tuple[Link, ...] = ()
+    added_at: int | None = None
+    released_ms: int | None = None
+    finished_at: int | None = None
+    finished_ms: int | None = None
+    group: str | None = None
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
@@ -188,6 +286,49 @@ class Job:
             check_int("version", self.version, 0, MAX_OFFSET)
         if self.backoff_ms or self.returns or self.retry_ms is not None:
             self._check_backoff()
+        if (
+            self.upstreams or state is State.WAITING or self.added_at is not None
+            or self.released_ms is not None or self.finished_at is not None
+            or self.finished_ms is not None or self.group is not None
+        ):  # fmt: skip
+            self._check_workflow(final)
+
+    def _check_workflow(self, final: bool) -> None:
+        upstreams, state = self.upstreams, self.state
+        if type(upstreams) is not tuple:
+            raise ValueError(f"upstreams must be a tuple, got {type(upstreams).__name__}")
+        if len(upstreams) > MAX_AFTER:
+            raise ValueError(f"a job has at most {MAX_AFTER} upstreams, not {len(upstreams)}")
+        seen = set()
+        for link in upstreams:
+            if type(link) is not Link:
+                raise ValueError(f"an upstream must be a Link, got {type(link).__name__}")
+            if link.id == self.id:
+                raise ValueError("a job is not its own upstream")
+            if link.id in seen:
+                raise ValueError(f"upstream {link.id} is named twice")
+            seen.add(link.id)
+        if self.group is not None:
+            check_name("group", self.group)
+            if state is not State.FAILED:
+                raise ValueError(f"group is set only in FAILED, not {state.name}")
+        if not upstreams:
+            if state is State.WAITING:
+                raise ValueError("a WAITING job has upstreams")
+            for name in ("added_at", "released_ms", "finished_at", "finished_ms"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} is set only for a job with upstreams")
+            return
+        check_int("added_at", self.added_at, 0, self.version)
+        if self.released_ms is not None:
+            check_int("released_ms", self.released_ms, MIN_TIME_MS, MAX_TIME_MS)
+            if state is State.WAITING:
+                raise ValueError("a WAITING job is not released")
+        if final:
+            check_int("finished_at", self.finished_at, self.added_at or 0, self.version)
+            check_int("finished_ms", self.finished_ms, MIN_TIME_MS, MAX_TIME_MS)
+        elif self.finished_at is not None or self.finished_ms is not None:
+            raise ValueError(f"finished_at and finished_ms are set only in final states, not {state.name}")
 
     def _check_backoff(self) -> None:
         check_int("backoff_ms", self.backoff_ms, 0, MAX_BACKOFF_MS)
@@ -225,6 +366,39 @@ def job_with(job: Job, **changes: Any) -> Job:
     return Job(*values)
 
 
+# The fields of workflows: all unset on a job without upstreams (its records and digest
+# are those of a job before workflows), never in an import's snapshot.
+WORKFLOW_FIELD_NAMES = (
+    "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group",
+)  # fmt: skip
+assert JOB_FIELD_NAMES[-len(WORKFLOW_FIELD_NAMES):] == WORKFLOW_FIELD_NAMES
+
+
+def has_workflow(job: Job) -> bool:
+    """Whether any workflow field is set (a dependent, or a job in a failure group)."""
+    return bool(job.upstreams) or job.group is not None
+
+
+def link_of(job: Job, upstream: uuid.UUID) -> Link | None:
+    """The job's link to ``upstream`` (None: not one of its upstreams)."""
+    for link in job.upstreams:
+        if link.id == upstream:
+            return link
+    return None
+
+
+def after_ids(job: Job) -> tuple[uuid.UUID, ...]:
+    """The job's upstream ids, in -after order."""
+    return tuple(link.id for link in job.upstreams)
+
+
+def waiting_count(job: Job) -> int:
+    """The protocol's ``waiting``: its upstreams not COMPLETED, 0 once it is released."""
+    if job.released_ms is not None:
+        return 0
+    return sum(1 for link in job.upstreams if link.outcome is not UpstreamOutcome.COMPLETED)
+
+
 def is_final(job: Job) -> bool:
     """COMPLETED or FAILED: only delete or TTL expiry changes it now."""
     return job.state in FINAL_STATES
@@ -232,20 +406,23 @@ def is_final(job: Job) -> bool:
 
 def ready_time_ms(job: Job) -> int | None:
     """The job's ``time``: when it is ready (None: at once). A retry's backoff wait
-    (``retry_ms``) replaces the schedule time (spec: Extensions, -backoff)."""
-    return job.scheduled_ms if job.retry_ms is None else job.retry_ms
+    (``retry_ms``) replaces the schedule time (spec: Extensions, -backoff), and so does a
+    dependent's release time (spec: workflows.md, never earlier than its schedule time)."""
+    if job.retry_ms is not None:
+        return job.retry_ms
+    return job.scheduled_ms if job.released_ms is None else job.released_ms
 
 
 def is_ready(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and not due in the future: a lease may take it now."""
     time_ms = ready_time_ms(job)
-    return job.state in WAITING_STATES and (time_ms is None or time_ms <= now_ms)
+    return job.state in LEASABLE_STATES and (time_ms is None or time_ms <= now_ms)
 
 
 def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and due in the future (listed by ``inspect scheduled-jobs``)."""
     time_ms = ready_time_ms(job)
-    return job.state in WAITING_STATES and time_ms is not None and time_ms > now_ms
+    return job.state in LEASABLE_STATES and time_ms is not None and time_ms > now_ms
 
 
 def retry_wait_ms(backoff_ms: int, returns: int) -> int:

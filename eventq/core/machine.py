@@ -21,6 +21,21 @@ a partition is read again), so every decision is a function of (job, command, of
   per-job check cheap and self-evident in the stored state, and lets state-log replays
   verify that versions only grow.
 
+Workflows (spec/workflows.md, "Dependencies"). An add or schedule with ``after`` makes a
+WAITING job (state 5), never leased; ``complete`` and ``fail`` apply to it as to any
+non-final job, but a fail with fails left keeps it WAITING (``FailCounted``, no backoff
+wait); touch is ``-NOT-FOUND``. The workflow commands are rows of the table too:
+``Depend`` (69) never changes the upstream it is applied to: it is ``Ignored`` as
+``REGISTERED`` (or ``REGISTERED_FINISHED`` when the upstream is COMPLETED or FAILED,
+which it is told at once), and the registration beside the job is what
+eventq/core/followups.py makes of it. ``Upstream`` (70) is applied to the dependent
+it names, created at ``dependent_created`` (its ``added_at``), and only when its
+``change`` is after the last change applied from that upstream (else
+``STALE_NOTICE``): recorded in the link (``UpstreamNoted``), releasing a WAITING job
+whose last upstream completed (``Released``: NEW), or failing one whose upstream ended
+without completing (``UpstreamFailed``). Positions of an upstream's changes grow (one
+upstream's commands are all in one partition), so a repeated notice is ignored.
+
 Import (``commands.Import``, eventq's extension type 64) installs a complete job
 snapshot: on an absent job it is accepted as ``Imported`` with the snapshot as given
 (``version`` = offset); on any existing job it is ``Duplicate job`` (so re-running an
@@ -53,6 +68,7 @@ from eventq.core.commands import (
     StartAttempt,
     TimeoutAttempt,
     Touch,
+    Upstream,
 )
 from eventq.core.events import (
     EVENT_CLASSES,
@@ -66,21 +82,33 @@ from eventq.core.events import (
     Event,
     EventType,
     Expired,
+    FailCounted,
     Failed,
     FailRetried,
     Imported,
+    Released,
     Touched,
+    UpstreamFailed,
+    UpstreamNoted,
 )
 from eventq.core.job import (
+    ENDED_UNCOMPLETED,
+    FINAL_STATES,
+    UPSTREAM_FAILED_GROUP,
     Job,
+    Link,
     State,
+    UpstreamOutcome,
     attempt_limit,
     deadline_after,
     is_final,
     is_ready,
     job_with,
+    link_of,
+    link_outcome,
     make_job,
     retry_wait_ms,
+    upstream_failure,
 )
 from eventq.errors import (
     DUPLICATE_JOB,
@@ -141,6 +169,9 @@ STALE_ATTEMPT = "stale attempt"  # timeout-attempt for an attempt that is not cu
 OTHER_CLAIM = "other claim"  # a give-back of a claim that did not start this attempt
 NOT_YET_DUE = "not yet due"  # a timer fired before the deadline (by the broker's clock)
 EXPIRED_BEFORE_IMPORT = "expired before import"  # an import whose TTL passed at at_ms
+REGISTERED = "registered"  # a depend: the upstream is unchanged (followups.py registers)
+REGISTERED_FINISHED = "registered, upstream finished"  # ... and told at once of its end
+STALE_NOTICE = "stale notice"  # an upstream notice for another creation, or not newer
 
 # ------------------------------------------------------------------- decide handlers
 
@@ -155,6 +186,9 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
     else:
         start = at_ms if scheduled_ms is None else scheduled_ms
         expires_ms = deadline_after(start, c.ttl_ms)
+    workflow: dict[str, Any] = {}
+    if c.after:  # a dependent: WAITING, one link per upstream, in -after order
+        workflow = dict(state=State.WAITING, upstreams=tuple(map(Link, c.after)), added_at=offset)
     return make_job(
         dict(
             id=c.job_id,
@@ -177,6 +211,7 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
             version=offset,
             backoff_ms=c.backoff_ms,
         )
+        | workflow
     )
 
 
@@ -278,6 +313,44 @@ def _fail(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
     return Accepted(Failed(c.job_id, at_ms, offset, c.result))
 
 
+def _fail_waiting(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
+    """A WAITING job's fail: with fails left it stays WAITING, counted (spec)."""
+    assert job is not None
+    if job.fails + 1 < job.max_fails:
+        return Accepted(FailCounted(c.job_id, at_ms, offset))
+    return Accepted(Failed(c.job_id, at_ms, offset, c.result))
+
+
+def _stale_notice(job: Job, c: Upstream) -> bool:
+    """A notice for another job of this id, or not after the last from its upstream."""
+    if job.added_at != c.dependent_created:
+        return True
+    link = link_of(job, c.upstream)
+    return link is None or (link.change is not None and c.change <= link.change)
+
+
+def _upstream_noted(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if _stale_notice(job, c):
+        return Ignored(STALE_NOTICE)
+    return Accepted(UpstreamNoted(c.dependent, at_ms, offset, c.upstream, c.outcome, c.change,
+                                  c.at_ms))
+
+
+def _upstream_waiting(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Outcome:
+    assert job is not None
+    if _stale_notice(job, c):
+        return Ignored(STALE_NOTICE)
+    fields = (c.dependent, at_ms, offset, c.upstream, c.outcome, c.change, c.at_ms)
+    if c.outcome in ENDED_UNCOMPLETED:
+        return Accepted(UpstreamFailed(*fields))
+    if c.outcome is UpstreamOutcome.COMPLETED and all(
+        link.outcome is UpstreamOutcome.COMPLETED for link in job.upstreams if link.id != c.upstream
+    ):
+        return Accepted(Released(*fields))
+    return Accepted(UpstreamNoted(*fields))
+
+
 def _delete(job: Job | None, c: Command, at_ms: int, offset: int) -> Outcome:
     return Accepted(Deleted(c.job_id, at_ms, offset))
 
@@ -299,26 +372,31 @@ COLUMNS: tuple[State | None, ...] = (
     State.LEASED,
     State.COMPLETED,
     State.FAILED,
+    State.WAITING,
 )
 
 _no_job = _ignore(NO_SUCH_JOB)
+_registered = _ignore(REGISTERED)
+_registered_finished = _ignore(REGISTERED_FINISHED)
 _refused = _ignore(CLAIM_REFUSED)
 _stale = _ignore(STALE_ATTEMPT)
 
 # fmt: off
 _GRID: dict[CommandType, tuple[Handler, ...]] = {
-    # command                    absent       NEW                 PENDING             LEASED              COMPLETED           FAILED  # noqa: E501 (a row of the grid)
-    CommandType.ADD:             (_add,       _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501 (a row of the grid)
-    CommandType.SCHEDULE:        (_schedule,  _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing),  # noqa: E501 (a row of the grid)
-    CommandType.START_ATTEMPT:   (_no_job,    _start_attempt,     _start_attempt,     _refused,           _refused,           _refused),            # noqa: E501 (a row of the grid)
-    CommandType.TIMEOUT_ATTEMPT: (_no_job,    _stale,             _stale,             _timeout_attempt,   _stale,             _stale),              # noqa: E501 (a row of the grid)
-    CommandType.COMPLETE:        (_not_found, _complete,          _complete,          _complete,          _duplicate_result,  _duplicate_result),   # noqa: E501 (a row of the grid)
-    CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,  _duplicate_result),   # noqa: E501 (a row of the grid)
-    CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,            _delete),             # noqa: E501 (a row of the grid)
-    CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,            _expire),             # noqa: E501 (a row of the grid)
-    CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job),      # noqa: E501 (a row of the grid)
-    CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,             _stale),              # noqa: E501 (a row of the grid)
-    CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,         _not_found),          # noqa: E501 (a row of the grid)
+    # command                    absent       NEW                 PENDING             LEASED              COMPLETED             FAILED                WAITING  # noqa: E501 (a row of the grid)
+    CommandType.ADD:             (_add,       _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,       _duplicate_job,       _duplicate_job),      # noqa: E501 (a row of the grid)
+    CommandType.SCHEDULE:        (_schedule,  _schedule_existing, _schedule_existing, _schedule_existing, _schedule_existing,   _schedule_existing,   _schedule_existing),  # noqa: E501 (a row of the grid)
+    CommandType.START_ATTEMPT:   (_no_job,    _start_attempt,     _start_attempt,     _refused,           _refused,             _refused,             _refused),            # noqa: E501 (a row of the grid)
+    CommandType.TIMEOUT_ATTEMPT: (_no_job,    _stale,             _stale,             _timeout_attempt,   _stale,               _stale,               _stale),              # noqa: E501 (a row of the grid)
+    CommandType.COMPLETE:        (_not_found, _complete,          _complete,          _complete,          _duplicate_result,    _duplicate_result,    _complete),           # noqa: E501 (a row of the grid)
+    CommandType.FAIL:            (_not_found, _fail,              _fail,              _fail,              _duplicate_result,    _duplicate_result,    _fail_waiting),       # noqa: E501 (a row of the grid)
+    CommandType.DELETE:          (_not_found, _delete,            _delete,            _delete,            _delete,              _delete,              _delete),             # noqa: E501 (a row of the grid)
+    CommandType.EXPIRE:          (_no_job,    _expire,            _expire,            _expire,            _expire,              _expire,              _expire),             # noqa: E501 (a row of the grid)
+    CommandType.IMPORT:          (_import,    _duplicate_job,     _duplicate_job,     _duplicate_job,     _duplicate_job,       _duplicate_job,       _duplicate_job),      # noqa: E501 (a row of the grid)
+    CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,               _stale,               _stale),              # noqa: E501 (a row of the grid)
+    CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,           _not_found,           _not_found),          # noqa: E501 (a row of the grid)
+    CommandType.DEPEND:          (_registered, _registered,       _registered,        _registered,        _registered_finished, _registered_finished, _registered),         # noqa: E501 (a row of the grid)
+    CommandType.UPSTREAM:        (_no_job,    _upstream_noted,    _upstream_noted,    _upstream_noted,    _upstream_noted,      _upstream_noted,      _upstream_waiting),   # noqa: E501 (a row of the grid)
 }
 # fmt: on
 
@@ -372,7 +450,14 @@ def _next(
     result_ok: bool | None,
 ) -> Job:
     """``job`` with the fields an event may change (the rest is fixed at creation,
-    but for a return to PENDING: see ``_returned``)."""
+    but for a return to PENDING: see ``_returned``). A dependent keeps the position and
+    time of the change that made it final (its later notices carry them)."""
+    if job.upstreams and state in FINAL_STATES:
+        return job_with(
+            job, attempts=attempts, fails=fails, state=state, lease_deadline_ms=lease_deadline_ms,
+            result=result, result_ok=result_ok, version=event.offset,
+            finished_at=event.offset, finished_ms=event.at_ms,
+        )  # fmt: skip
     return job_with(
         job, attempts=attempts, fails=fails, state=state, lease_deadline_ms=lease_deadline_ms,
         result=result, result_ok=result_ok, version=event.offset,
@@ -441,22 +526,65 @@ def _removed(job: Job, e: Event) -> None:
     return None
 
 
+def _fail_counted(job: Job, e: FailCounted) -> Job:
+    return job_with(job, fails=job.fails + 1, version=e.offset)
+
+
+def _links_after(job: Job, e: UpstreamNoted | Released | UpstreamFailed) -> tuple[Link, ...]:
+    """The job's links with the notice of ``e`` recorded in its upstream's."""
+    if link_of(job, e.upstream) is None:
+        raise ValueError(f"{e.upstream} is not an upstream of job {job.id}")
+    outcome = link_outcome(e.outcome)
+    completed = e.change_ms if outcome is UpstreamOutcome.COMPLETED else None
+    noted = Link(e.upstream, outcome, e.change, completed)
+    return tuple(noted if link.id == e.upstream else link for link in job.upstreams)
+
+
+def _noted(job: Job, e: UpstreamNoted) -> Job:
+    return job_with(job, upstreams=_links_after(job, e), version=e.offset)
+
+
+def _released(job: Job, e: Released) -> Job:
+    links = _links_after(job, e)
+    times = [link.completed_ms for link in links]
+    if None in times:
+        raise ValueError(f"job {job.id} is released with an upstream not COMPLETED")
+    if job.scheduled_ms is not None:
+        times.append(job.scheduled_ms)
+    return job_with(job, upstreams=links, state=State.NEW, released_ms=max(times),  # type: ignore[type-var]  # None is not in times: checked
+                    version=e.offset)
+
+
+def _upstream_failed(job: Job, e: UpstreamFailed) -> Job:
+    return job_with(
+        job, upstreams=_links_after(job, e), state=State.FAILED,
+        result=upstream_failure(e.upstream, e.outcome), result_ok=False,
+        group=UPSTREAM_FAILED_GROUP, finished_at=e.offset, finished_ms=e.at_ms, version=e.offset,
+    )  # fmt: skip
+
+
 _LIVE = frozenset({State.NEW, State.PENDING, State.LEASED})
-_WAITING = frozenset({State.NEW, State.PENDING})
+_NOT_FINAL = _LIVE | {State.WAITING}
+_LEASABLE = frozenset({State.NEW, State.PENDING})
+_WAITING = frozenset({State.WAITING})
 _ANY = frozenset(State)
 
 EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
     # event type                      states it applies to   how
-    EventType.COMPLETED:              (_LIVE,                _completed),
-    EventType.FAILED:                 (_LIVE,                _failed),
+    EventType.COMPLETED:              (_NOT_FINAL,           _completed),
+    EventType.FAILED:                 (_NOT_FINAL,           _failed),
     EventType.FAIL_RETRIED:           (_LIVE,                _fail_retried),
-    EventType.ATTEMPT_STARTED:        (_WAITING,             _attempt_started),
-    EventType.ATTEMPTS_EXHAUSTED:     (_WAITING,             _attempts_exhausted),
+    EventType.ATTEMPT_STARTED:        (_LEASABLE,            _attempt_started),
+    EventType.ATTEMPTS_EXHAUSTED:     (_LEASABLE,            _attempts_exhausted),
     EventType.ATTEMPT_TIMED_OUT:      (frozenset({State.LEASED}), _attempt_timed_out),
     EventType.ATTEMPT_RELEASED:       (frozenset({State.LEASED}), _attempt_released),
     EventType.TOUCHED:                (frozenset({State.LEASED}), _touched),
     EventType.DELETED:                (_ANY,                 _removed),
     EventType.EXPIRED:                (_ANY,                 _removed),
+    EventType.FAIL_COUNTED:           (_WAITING,             _fail_counted),
+    EventType.UPSTREAM_NOTED:         (_ANY,                 _noted),
+    EventType.RELEASED:               (_WAITING,             _released),
+    EventType.UPSTREAM_FAILED:        (_WAITING,             _upstream_failed),
 }  # fmt: skip
 """Event type → (the job states it may apply to, the function applying it).
 
@@ -535,7 +663,10 @@ __all__ = [
     "EXPIRED_BEFORE_IMPORT",
     "NOT_YET_DUE",
     "NO_SUCH_JOB",
+    "REGISTERED",
+    "REGISTERED_FINISHED",
     "STALE_ATTEMPT",
+    "STALE_NOTICE",
     "TRANSITIONS",
     "Accepted",
     "Ignored",
@@ -546,4 +677,5 @@ __all__ = [
     "due_commands",
     "evolve",
     "next_deadline",
+    "upstream_failure",
 ]

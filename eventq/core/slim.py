@@ -29,7 +29,7 @@ _STATE_RECORD_VERSIONS = (1, 2)  # codec.py: version 1 counted positions in offs
 _ID, _NAME, _STATE, _PRIORITY, _CREATED, _TIME, _EXPIRES, _LEASE_DEADLINE, _ATTEMPTS = (
     JOB_KEYS[attr] for attr in ("id", "name", "state", "priority", "created_ms",
                                 "scheduled_ms", "expires_ms", "lease_deadline_ms", "attempts"))
-_VERSION, _RETRY = JOB_KEYS["version"], JOB_KEYS["retry_ms"]
+_VERSION, _RETRY, _RELEASED = JOB_KEYS["version"], JOB_KEYS["retry_ms"], JOB_KEYS["released_ms"]
 
 
 class Slim(NamedTuple):
@@ -48,7 +48,8 @@ class Slim(NamedTuple):
 
 
 def slim_of(job: Job) -> Slim:
-    """``scheduled_ms`` is the job's time: a backoff's retry time replaces it."""
+    """``scheduled_ms`` is the job's time: a backoff's retry time or a dependent's release
+    time replaces it."""
     return Slim(
         job.id.int, job.name, job.state, job.priority, job.created_ms, ready_time_ms(job),
         job.expires_ms, job.lease_deadline_ms, job.attempts, job.version,
@@ -95,10 +96,16 @@ def project_state(data: bytes) -> Slim | None:
     position = _int(job, _VERSION)
     if version == 1:
         position *= POSITIONS_PER_OFFSET
-    retry_ms = _opt_int(job, _RETRY)  # a backoff's retry time is the job's time
+    # A backoff's retry time is the job's time, else a dependent's release time, else
+    # its schedule time (job.ready_time_ms).
+    time_ms = _opt_int(job, _RETRY)
+    if time_ms is None:
+        time_ms = _opt_int(job, _RELEASED)
+        if time_ms is None:
+            time_ms = _opt_int(job, _TIME)
     return Slim(
         int.from_bytes(raw_id, "big"), name, _STATES[state], _int(job, _PRIORITY),
-        _int(job, _CREATED), _opt_int(job, _TIME) if retry_ms is None else retry_ms,
+        _int(job, _CREATED), time_ms,
         _opt_int(job, _EXPIRES), _opt_int(job, _LEASE_DEADLINE),
         _int(job, _ATTEMPTS), position,
     )

@@ -12,6 +12,12 @@ exceed the record limit, so it could never be written) becomes
 ``-SERVER-ERROR <reason>``, and the processor moves on. A poison command must never stop
 the processor: after a restart the same command would be read again, and a crash would
 repeat forever.
+
+Workflows (spec/workflows.md): a step also gives what the command asks beyond its job's
+record (eventq/core/followups.py): ``follow_ups`` to write into other partitions, each
+under its key, ``side`` records to write or delete beside the jobs, and ``then``, the
+registrations to read before ``followups.register`` or ``followups.notify`` give the
+rest. The processor writes all of them with the batch, before it commits it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 
 from eventq.core.codec import encode_state
 from eventq.core.commands import Command
+from eventq.core.followups import NONE, FollowUp, SideRecord, Then, derive
 from eventq.core.job import Job
 from eventq.core.machine import Accepted, Outcome, Rejected, decide, evolve
 from eventq.errors import ServerError
@@ -31,12 +38,16 @@ MAX_REASON_CHARS = 300  # a reason ends up in one reply line
 @dataclass(frozen=True, slots=True)
 class Step:
     """What applying one command does: the outcome, the job after it (the job as it was
-    when nothing changes; None when absent or gone), and whether to store a record."""
+    when nothing changes; None when absent or gone), and whether to store a record;
+    then what it asks beyond the job's record (eventq/core/followups.py)."""
 
     outcome: Outcome
     job: Job | None
     record: bytes | None = None  # the state record to store (Accepted, job alive)
     removes: bool = False  # Accepted and the job is gone: store a tombstone
+    follow_ups: tuple[FollowUp, ...] = ()  # commands for other partitions, each with its key
+    side: tuple[SideRecord, ...] = ()  # records beside the jobs: (key, value or None)
+    then: Then | None = None  # registrations to read, then followups.register / notify
 
 
 def unappliable(reason: str) -> Rejected:
@@ -58,10 +69,13 @@ def step(
     try:
         outcome = decide(job, command, at_ms, offset)
         if not isinstance(outcome, Accepted):
-            return Step(outcome, job)
+            derived = derive(job, command, outcome, None, job, at_ms, offset)
+            return Step(outcome, job) if derived is NONE else Step(outcome, job, then=derived.then)
         after = evolve(job, outcome.event)
+        derived = derive(job, command, outcome, outcome.event, after, at_ms, offset)
         if after is None:
-            return Step(outcome, None, removes=True)
+            return Step(outcome, None, removes=True, follow_ups=derived.follow_ups,
+                        side=derived.side, then=derived.then)
         record = encode_state(outcome.event, after)
     except Exception as error:  # a bug or an impossible value: contain it
         return Step(unappliable(f"{type(error).__name__}: {error}"), job)
@@ -73,4 +87,5 @@ def step(
             ),
             job,
         )
-    return Step(outcome, after, record)
+    return Step(outcome, after, record, follow_ups=derived.follow_ups, side=derived.side,
+                then=derived.then)

@@ -5,7 +5,8 @@ processor's live statistics (eventq/observe/livestats.py) measure with this rule
 their histograms agree:
 
     wait = lease time (attempt started) - when the job became ready to lease: its add
-           (or its scheduled time, if later), or the fail / TTR timeout that requeued it
+           (or its scheduled time, if later), or the fail / TTR timeout that requeued it,
+           or for a dependent its release time (spec/workflows.md)
     run  = complete / fail time - the start of that attempt (timed-out attempts and
            attempts given back before reaching a client have none)
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from eventq.core.events import EventType
-from eventq.core.job import Job, State
+from eventq.core.job import Job, State, ready_time_ms
 
 
 class Since(NamedTuple):
@@ -50,8 +51,13 @@ def advance(since: Since, event: Any, before: Job | None, after: Job | None, at_
     kind = event.type
     if kind is EventType.ADDED or kind is EventType.IMPORTED:
         assert after is not None
+        if after.state is State.WAITING:  # not ready until released
+            return Samples(NOTHING)
         leased = at_ms if after.state is State.LEASED else None
         return Samples(Since(ready_from_state(after), leased))
+    if kind is EventType.RELEASED:
+        assert after is not None
+        return Samples(Since(ready_time_ms(after), None))
     if kind is EventType.ATTEMPT_STARTED:
         wait = None if since.ready_ms is None else at_ms - since.ready_ms
         return Samples(Since(since.ready_ms, at_ms), wait_ms=wait, attempt=event.attempt)

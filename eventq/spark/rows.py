@@ -53,6 +53,7 @@ from eventq.core.batch import (
     position,
     read_record,
 )
+from eventq.core.codec import decode_links, encode_links
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
@@ -280,6 +281,10 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "scheduled_ms": "bigint", "expires_ms": "decimal(20,0)",
     "lease_deadline_ms": "decimal(20,0)", "result": "binary", "result_ok": "boolean",
     "version": "bigint", "backoff_ms": "int", "returns": "int", "retry_ms": "bigint",
+    # A dependent's (spec/workflows.md), null for other jobs; its links as the job map
+    # holds them (msgpack, eventq.core.codec.encode_links).
+    "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
+    "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
 }  # fmt: skip
 _DERIVED_KINDS = {"state": ("state_name", "string")}  # a column written after a field's
 
@@ -320,6 +325,8 @@ def _arrow_schema(ddl: str):
 def _to_column(value: Any, kind: str) -> Any:
     if value is None:
         return None
+    if isinstance(value, tuple):  # a dependent's links; none: null
+        return encode_links(value) if value else None
     if isinstance(value, uuid.UUID):
         return str(value)  # canonical text
     if isinstance(value, State):
@@ -344,6 +351,8 @@ def _of_column(name: str, value: Any) -> Any:
         return uuid.UUID(value)
     if name == "state":
         return State(value)
+    if name == "upstreams":
+        return decode_links(bytes(value))
     kind = JOB_FIELD_KINDS[name]
     if kind == "binary":
         return bytes(value)

@@ -41,6 +41,7 @@ from eventq.core import (
     encode_state,
 )
 from eventq.core.batch import position
+from eventq.core.job import WORKFLOW_FIELD_NAMES
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_REQUEST_ID
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
@@ -426,8 +427,8 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 # Fields a command record may leave out (eventq's extensions: absent means the default,
 # so that records of workq's commands keep their bytes).
 OPTIONAL_COMMAND_KEYS = {
-    CommandType.ADD: {"b"}, CommandType.SCHEDULE: {"b"}, CommandType.TOUCH: {"r"},
-    CommandType.RELEASE_ATTEMPT: {"c"},
+    CommandType.ADD: {"b", "af"}, CommandType.SCHEDULE: {"b", "af"}, CommandType.TOUCH: {"r"},
+    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"},
 }
 
 
@@ -437,7 +438,11 @@ def test_structurally_mutated_command_maps(data, command, value):
     m = msgpack.unpackb(encode_command(command))
     key = data.draw(st.sampled_from(sorted(m)))
     op = data.draw(st.sampled_from(["drop", "retype", "extra"]))
-    if op == "drop" and key in OPTIONAL_COMMAND_KEYS.get(command.type, ()):
+    if op == "drop" and command.type is CommandType.UPSTREAM and key == "x":
+        del m[key]  # a notice's result: absent only for outcomes that carry none
+        with pytest.raises(CodecError):
+            decode_command(packed(m))
+    elif op == "drop" and key in OPTIONAL_COMMAND_KEYS.get(command.type, ()):
         del m[key]  # an optional field: its default, so another valid command
         decoded = decode_command(packed(m)).command
         assert decoded != command and type(decoded) is type(command)
@@ -462,9 +467,9 @@ def test_structurally_mutated_command_maps(data, command, value):
         assert decode_command(encode_command(decoded.command)).command == decoded.command
 
 
-# Job fields a state record may leave out (present only when -backoff is set, so that
-# workq's jobs keep their record bytes).
-OPTIONAL_JOB_KEYS = {"b", "rn", "rt"}
+# Job fields a state record may leave out (present only when -backoff is set, or for a
+# job of a workflow, so that workq's jobs keep their record bytes).
+OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g"}
 
 
 @given(st.data(), state_records(), msgpack_values)
@@ -558,10 +563,9 @@ def test_a_table_that_misses_an_attribute_does_not_compile():
     codec._compiled(Add, add, frozenset())
 
 
-def test_the_snapshot_is_the_job_map_without_id_and_version():
-    assert [f for f in codec.JOB_FIELDS if f not in codec.SNAPSHOT_FIELDS] == [
-        codec.JOB_FIELDS[0], codec.JOB_FIELDS[-1]
-    ]  # fmt: skip
+def test_the_snapshot_is_the_job_map_without_id_workflow_and_version():
+    left_out = [f.attr for f in codec.JOB_FIELDS if f not in codec.SNAPSHOT_FIELDS]
+    assert left_out == ["id", *WORKFLOW_FIELD_NAMES, "version"]
     assert (codec.JOB_FIELDS[0].attr, codec.JOB_FIELDS[-1].attr) == ("id", "version")
 
 

@@ -36,23 +36,32 @@ from eventq.core import (
     DecodedCommand,
     Delete,
     Deleted,
+    Depend,
     Expire,
     Expired,
     Fail,
     Import,
+    Input,
     Job,
+    Registration,
     ReleaseAttempt,
     Schedule,
     StartAttempt,
     State,
     TimeoutAttempt,
     Touch,
+    Upstream,
+    UpstreamOutcome,
     apply,
     decode_command,
+    decode_input,
     decode_job,
+    decode_registration,
     decode_state,
     encode_command,
+    encode_input,
     encode_job,
+    encode_registration,
     encode_state,
 )
 from eventq.core.batch import position
@@ -98,6 +107,13 @@ ADD = Add(JID, "q", 1000, 60_000, b"payload", priority=5, max_attempts=2, max_fa
 ADD_BACKOFF = Add(JID, "q", 1000, 60_000, b"", max_attempts=3, max_fails=3, backoff_ms=250)
 SCHEDULE = Schedule(JID, "later.q-1_x", 30, 90_000, T0 + 5000, b"\x00\xff" * 4, -3, 0, 1)
 START, TIMEOUT = StartAttempt(JID, 1), TimeoutAttempt(JID, 1)
+# Workflows (spec/workflows.md): a dependent of two upstreams, added at position(100).
+UP1 = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
+UP2 = uuid.UUID("c9bf9e57-1685-4c89-bafb-ff5af830be8a")
+ADD_AFTER = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, after=(UP1, UP2))
+_OK = UpstreamOutcome.COMPLETED
+DONE1 = Upstream(JID, position(100), UP1, _OK, position(7, 1), T0 - 5, b"r1")
+DONE2 = Upstream(JID, position(100), UP2, _OK, BIG_POSITION, T0 - 3, b"")
 
 
 def last(*commands: Any, step: int = 10) -> tuple[Any, Job | None]:
@@ -140,6 +156,15 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         ),
         "touched": last(ADD, START, Touch(JID, 1, 5000)),
         "touched-own-ttr": last(ADD, START, Touch(JID, 1)),
+        "added-waiting": last(ADD_AFTER),
+        "fail-counted": last(ADD_AFTER, Fail(JID, b"not yet")),
+        "upstream-noted": last(ADD_AFTER, DONE1),
+        "upstream-noted-retried": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP1, UpstreamOutcome.RETRIED, position(9), T0, None)),
+        "released": last(ADD_AFTER, DONE1, DONE2),
+        "upstream-failed": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.EVICTED, position(8), T0, None)),
+        "completed-dependent": last(ADD_AFTER, DONE1, DONE2, START, Complete(JID, b"done")),
     }
 
 
@@ -155,6 +180,10 @@ def job_cases() -> dict[str, Job]:
         "backoff-only": states["added-backoff"][1],  # b, no rn or rt
         "backoff-returned": states["fail-retried-backoff"][1],  # b, rn and rt
         "backoff-leased": states["attempt-started-backoff"][1],
+        "waiting": states["added-waiting"][1],
+        "released": states["released"][1],
+        "upstream-failed": states["upstream-failed"][1],
+        "completed-dependent": states["completed-dependent"][1],
     }
 
 
@@ -200,7 +229,37 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "pause": (Pause("q"), None, None),
         "pause-node-request": (Pause("emails"), "n1", 8),
         "resume": (Resume("q"), None, None),
+        "add-after": (ADD_AFTER, None, None),
+        "schedule-after": (
+            Schedule(JID, "q", 1000, 60_000, T0, b"s", after=(UP2,)), "n1", 4
+        ),
+        "depend": (Depend(UP1, JID, position(100), T0 + 60_000), "n1", 5),
+        "depend-no-deadline": (Depend(UP1, JID, BIG_POSITION, None), None, None),
+        "upstream-completed": (DONE1, "n1", 6),
+        "upstream-failed": (
+            Upstream(JID, BIG_POSITION, UP2, UpstreamOutcome.FAILED, 0, T0, b""), None, None
+        ),
+        "upstream-deleted": (
+            Upstream(JID, 0, UP1, UpstreamOutcome.DELETED, BIG_POSITION, T0, None), None, None
+        ),
+        "upstream-retried": (
+            Upstream(JID, 7, UP1, UpstreamOutcome.RETRIED, 8, T0, None), None, None
+        ),
     }
+
+
+def side_cases() -> dict[str, tuple[str, Any, bytes]]:
+    """The records of workflows beside the jobs (eventq/core/workflow.py)."""
+    cases: list[tuple[str, str, Any]] = [
+        ("registration", "registration", Registration(JID, position(100), T0 + 60_000)),
+        ("registration-no-deadline", "registration", Registration(JID, BIG_POSITION, None)),
+        ("input-completed", "input", Input(True, b"r1")),
+        ("input-failed", "input", Input(False, b"")),
+    ]
+    encoders: dict[str, Callable[[Any], bytes]] = {
+        "registration": encode_registration, "input": encode_input,
+    }  # fmt: skip
+    return {name: (decoder, value, encoders[decoder](value)) for name, decoder, value in cases}
 
 
 def old_state_records() -> dict[str, tuple[bytes, tuple[Any, Job | None]]]:
@@ -232,11 +291,14 @@ def golden_records() -> dict[str, tuple[str, Any, bytes]]:
         records[f"job/{name}"] = ("job", job, encode_job(job))
     for name, (data, expected) in old_state_records().items():
         records[f"old/{name}"] = ("job" if name.startswith("job") else "state", expected, data)
+    for name, (decoder, value, data) in side_cases().items():
+        records[f"{decoder}/{name}"] = (decoder, value, data)
     return records
 
 
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "command": decode_command, "state": decode_state, "job": decode_job,
+    "registration": decode_registration, "input": decode_input,
 }  # fmt: skip
 
 
@@ -253,7 +315,7 @@ VALUES: dict[str, object] = {
 # are read by the same code in all of them).
 JOB_MAP_MUTATED = {
     "state/attempt-started-backoff", "state/completed", "state/imported", "job/completed",
-    "job/backoff-returned",
+    "job/backoff-returned", "state/upstream-failed", "job/released",
 }  # fmt: skip
 
 
@@ -304,6 +366,10 @@ def outcome(decoder: str, data: bytes) -> str:
         again = encode_command(value.command, node=value.node, request_id=value.request_id)
     elif decoder == "state":
         again = encode_state(*value)
+    elif decoder == "registration":
+        again = encode_registration(value)
+    elif decoder == "input":
+        again = encode_input(value)
     else:
         again = encode_job(value)
     return "ok " + hashlib.sha256(again).hexdigest()[:16]

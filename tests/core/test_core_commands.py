@@ -41,6 +41,7 @@ def test_command_type_numbers_match_workq():
         "IMPORT": 64,  # eventq's extensions (FIRST_EXTENSION_TYPE), see test_import_command
         "RELEASE_ATTEMPT": 65,  # and test_core_release
         "TOUCH": 66, "PAUSE": 67, "RESUME": 68,  # and test_core_extensions
+        "DEPEND": 69, "UPSTREAM": 70,  # spec/workflows.md, and test_core_workflow
     }  # fmt: skip
     # A command names a job or (pause, resume) a queue.
     assert set(COMMAND_CLASSES) | set(QUEUE_COMMAND_CLASSES) == set(CommandType)

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from core.core_strategies import live_jobs
 from eventq.core import (
     Job,
+    Link,
     State,
     StateDigest,
+    UpstreamOutcome,
     job_digest_bytes,
     job_hash,
     state_digest,
@@ -69,10 +71,55 @@ VARIANTS = {
 }
 
 
+# A dependent (spec/workflows.md): leased once its upstream completed, and failed by it.
+UP = uuid.UUID(int=5)
+COMPLETED_LINK = Link(UP, UpstreamOutcome.COMPLETED, 500, T0 - 10)
+DEPENDENT = base(upstreams=(COMPLETED_LINK,), added_at=2, released_ms=T0 - 10)
+UPSTREAM_FAILED = base(
+    upstreams=(Link(UP, UpstreamOutcome.FAILED, 500),), added_at=2, state=State.FAILED,
+    attempts=0, fails=0, lease_deadline_ms=None, result=b"upstream x failed", result_ok=False,
+    group="upstream-failed", finished_at=9, finished_ms=T0,
+)  # fmt: skip
+
+# Changes of a dependent's observable workflow fields (and what they determine).
+WORKFLOW_VARIANTS = {
+    "upstreams": lambda: dataclasses.replace(DEPENDENT, upstreams=(
+        COMPLETED_LINK, Link(uuid.UUID(int=6), UpstreamOutcome.COMPLETED, 3, T0 - 10))),
+    "upstreams id": lambda: dataclasses.replace(
+        DEPENDENT, upstreams=(dataclasses.replace(COMPLETED_LINK, id=uuid.UUID(int=6)),)),
+    "upstreams completed_ms": lambda: dataclasses.replace(
+        DEPENDENT, upstreams=(dataclasses.replace(COMPLETED_LINK, completed_ms=T0 - 11),)),
+    "upstreams outcome": lambda: dataclasses.replace(
+        UPSTREAM_FAILED, upstreams=(Link(UP, UpstreamOutcome.DELETED, 500),)),
+    "released_ms": lambda: dataclasses.replace(DEPENDENT, released_ms=T0 - 9),
+    "finished_ms": lambda: dataclasses.replace(UPSTREAM_FAILED, finished_ms=T0 + 1),
+    "group": lambda: dataclasses.replace(UPSTREAM_FAILED, group="other"),
+}
+WORKFLOW_BASES = {"finished_ms": UPSTREAM_FAILED, "group": UPSTREAM_FAILED,
+                  "upstreams outcome": UPSTREAM_FAILED}  # fmt: skip
+# Positions, left out like ``version``: the same state in another log has others.
+POSITIONS = {"added_at", "finished_at"}
+
+
 def test_every_observable_field_has_a_variant():
-    observable = {f.name for f in dataclasses.fields(Job)} - {"version", "expires_ms"}
-    covered = {name.split(" ")[0].split("=")[0] for name in VARIANTS}
+    observable = {f.name for f in dataclasses.fields(Job)} - {"version", "expires_ms", *POSITIONS}
+    covered = {name.split(" ")[0].split("=")[0] for name in [*VARIANTS, *WORKFLOW_VARIANTS]}
     assert observable <= covered
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOW_VARIANTS))
+def test_changing_any_workflow_field_changes_the_digest(name):
+    variant, original = WORKFLOW_VARIANTS[name](), WORKFLOW_BASES.get(name, DEPENDENT)
+    assert job_digest_bytes(variant) != job_digest_bytes(original)
+
+
+def test_a_dependents_positions_do_not_change_the_digest():
+    moved = dataclasses.replace(
+        UPSTREAM_FAILED, version=90, added_at=20, finished_at=90,
+        upstreams=(Link(UP, UpstreamOutcome.FAILED, 5000),),
+    )  # fmt: skip
+    assert job_digest_bytes(moved) == job_digest_bytes(UPSTREAM_FAILED)
+    assert job_digest_bytes(DEPENDENT) != job_digest_bytes(LEASED)
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

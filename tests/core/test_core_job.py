@@ -54,7 +54,8 @@ def make_job(**changes) -> Job:
 
 def test_state_numbers_are_the_protocols():
     assert [(s.name, int(s)) for s in State] == [
-        ("NEW", 0), ("COMPLETED", 1), ("FAILED", 2), ("PENDING", 3), ("LEASED", 4)
+        ("NEW", 0), ("COMPLETED", 1), ("FAILED", 2), ("PENDING", 3), ("LEASED", 4),
+        ("WAITING", 5),
     ]  # fmt: skip
 
 

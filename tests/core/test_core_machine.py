@@ -56,6 +56,7 @@ from eventq.errors import (
 from eventq.limits import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_MS, MAX_TTL_MS
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
+UPSTREAM_ID = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")  # of a WAITING job
 T0 = 1_700_000_000_000
 TTR = 1_000
 TTL = 60_000
@@ -93,6 +94,10 @@ def leased(max_attempts=0, max_fails=0, at_ms=T0) -> Log:
 
 def in_state(state: State) -> Log:
     """A job in ``state``, reached through real commands."""
+    if state is State.WAITING:
+        log = added(Add(JID, "q", TTR, TTL, b"p", 0, 0, 3, after=(UPSTREAM_ID,)))
+        assert log.job is not None and log.job.state is state
+        return log
     log = added(Add(JID, "q", TTR, TTL, b"p", 0, 0, 3))
     if state is State.NEW:
         return log
@@ -440,7 +445,7 @@ def test_expire_when_due_removes_and_counts_evictions(state):
     log = in_state(state)
     expires = log.job.expires_ms
     event = event_of(log(Expire(JID), expires))
-    assert event == Expired(JID, expires, log.offset, evicted=state in LIVE_STATES)
+    assert event == Expired(JID, expires, log.offset, evicted=state not in FINAL_STATES)
     assert log.job is None
 
 

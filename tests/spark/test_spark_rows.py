@@ -378,13 +378,16 @@ def test_the_state_log_columns_are_as_they_were():
         "id", "name", "ttr_ms", "ttl_ms", "payload", "priority", "max_attempts",
         "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
         "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
-        "version", "backoff_ms", "returns", "retry_ms")
+        "version", "backoff_ms", "returns", "retry_ms",
+        # workflows' (spec/workflows.md), after all the columns snapshots had before
+        "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
         "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
         "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
-        "backoff_ms int, returns int, retry_ms bigint")
+        "backoff_ms int, returns int, retry_ms bigint, upstreams binary, added_at bigint, "
+        "released_ms bigint, finished_at bigint, finished_ms bigint, group string")
 
 
 def test_every_job_field_has_a_column_type():
@@ -399,3 +402,21 @@ def test_a_row_written_before_the_backoff_fields_reads_with_their_defaults():
     for column in ("backoff_ms", "returns", "retry_ms"):
         del row[column]
     assert rows.job_of_row(row) == job
+
+
+def test_a_dependents_row_round_trips_and_other_jobs_leave_its_columns_null():
+    from eventq.core import Upstream, UpstreamOutcome
+
+    up1, up2 = uuid.UUID(int=1), uuid.UUID(int=2)
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p", after=(up1, up2)), NOW_MS, 5)[1]
+    for n, (up, outcome) in enumerate([(up1, UpstreamOutcome.COMPLETED),
+                                       (up2, UpstreamOutcome.FAILED)]):
+        job = apply(job, Upstream(job.id, 5, up, outcome, 9, NOW_MS, b"r"), NOW_MS + n, 6 + n)[1]
+        assert rows.job_of_row(rows.job_row(job)) == job
+    assert job.group == "upstream-failed"
+    plain = _jobs(1)[0]
+    row = rows.job_row(plain)
+    assert all(row[c] is None for c in ("upstreams", "added_at", "released_ms", "group"))
+    for column in ("upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group"):
+        del row[column]  # a snapshot written before workflows
+    assert rows.job_of_row(row) == plain
