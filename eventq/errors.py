@@ -99,6 +99,7 @@ INVALID_MAX_ATTEMPTS = "Invalid Max Attempts"
 INVALID_MAX_FAILS = "Invalid Max Fails"
 INVALID_PRIORITY = "Invalid Priority"
 INVALID_BACKOFF = "Invalid Backoff"  # [eventq] -backoff (spec: Extensions)
+INVALID_AFTER = "Invalid After"  # [eventq] -after (spec/workflows.md, "Values and checks")
 INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
 DUPLICATE_JOB = "Duplicate job"
 DUPLICATE_RESULT = "Duplicate result"

@@ -23,7 +23,10 @@ MAX_ADD_FLAGS_WITH_BACKOFF = 4  # [eventq] ... or 4 when -backoff is one of them
 MAX_BACKOFF_MS = 86_400_000  # [eventq] -backoff, and the cap of any one retry's wait
 MAX_RETURNS = 2 * 255  # returns to PENDING: at most one per attempt and one per fail
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
-MAX_AFTER = 100  # [eventq] -after names 1 to 100 upstreams (spec/workflows.md)
+# [eventq] -after on add and schedule (spec/workflows.md, "Values and checks"): 1 to 100
+# upstream ids. 100 ids in their longest spelling (urn:uuid:, 45 bytes) make 4,599 bytes.
+MIN_AFTER_IDS = 1
+MAX_AFTER_IDS = 100
 
 # Times and log positions of the pure core (eventq/core). Times are integer ms since the
 # Unix epoch (UTC); offsets are Kafka log offsets.

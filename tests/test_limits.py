@@ -24,7 +24,7 @@ from eventq.kafka.broker import BrokerConfig, server_properties
 from eventq.kafka.topics import TopicNames, eventq_topics
 from eventq.limits import (
     KAFKA_MESSAGE_BYTES,
-    MAX_AFTER,
+    MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_COMMAND_RECORD_BYTES,
@@ -71,7 +71,7 @@ def test_the_largest_state_records_fit_and_hold_the_result_once():
 
 def largest_finished_dependent():
     """A dependent of 100 upstreams, all completed, leased and completed itself."""
-    upstreams = tuple(uuid.UUID(int=2**127 + n) for n in range(MAX_AFTER))
+    upstreams = tuple(uuid.UUID(int=2**127 + n) for n in range(MAX_AFTER_IDS))
     add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT,
               MAX_FAILS_LIMIT, MAX_BACKOFF_MS, upstreams)
     at = 2**62

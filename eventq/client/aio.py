@@ -171,6 +171,7 @@ class AsyncClient:
     schedule = _async(calls.schedule)
     run = _async(calls.run)
     result = _async(calls.result)
+    inputs = _async(calls.inputs)
     lease = _async(calls.lease)
     complete = _async(calls.complete)
     fail = _async(calls.fail)

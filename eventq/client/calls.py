@@ -28,7 +28,13 @@ from eventq.errors import INVALID_PAYLOAD_SIZE, INVALID_RESULT_SIZE, ClientError
 from eventq.limits import MAX_PAYLOAD_BYTES
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
-from eventq.protocol.reply_reader import Block, Shape, data_reply_fields, parse_blocks
+from eventq.protocol.reply_reader import (
+    Block,
+    Shape,
+    data_reply_entries,
+    data_reply_fields,
+    parse_blocks,
+)
 from eventq.protocol.values import parse_name, parse_time_ms
 
 MS = 1000.0
@@ -80,6 +86,11 @@ def _id(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
+def _ids(values: Iterable[uuid.UUID | str]) -> tuple[uuid.UUID, ...]:
+    """-after's upstreams, in order (the server checks them: ``Invalid After``)."""
+    return tuple(map(_id, values))
+
+
 def _time_ms(when: dt.datetime | int | str) -> int:
     """A schedule time: an aware datetime, unix ms, or the protocol's UTC text."""
     if isinstance(when, dt.datetime):
@@ -105,6 +116,11 @@ def _result(reply: bytes) -> Result:
     return Result(uuid.UUID(words[0].decode()), words[1] == b"1", data)
 
 
+def _inputs(reply: bytes) -> list[Result]:
+    return [Result(uuid.UUID(words[0].decode()), words[1] == b"1", data)
+            for words, data in data_reply_entries(check(reply))]
+
+
 def _job_info(block: Block) -> JobInfo:
     v = dict(block.lines)
     time = v.get(b"time")
@@ -113,13 +129,14 @@ def _job_info(block: Block) -> JobInfo:
         v[b"payload"], int(v[b"max-attempts"]), int(v[b"attempts"]), int(v[b"max-fails"]),
         int(v[b"fails"]), int(v[b"priority"]), STATE_NAMES[int(v[b"state"])],
         v[b"created"].decode(), None if time is None else time.decode(),
+        int(v.get(b"after", 0)), int(v.get(b"waiting", 0)),
     )  # fmt: skip
 
 
 def _queue_info(block: Block) -> QueueInfo:
     v = dict(block.lines)
     return QueueInfo(block.head.decode(), int(v[b"ready-len"]), int(v[b"scheduled-len"]),
-                     v.get(b"paused") == b"1")
+                     v.get(b"paused") == b"1", int(v.get(b"waiting-len", 0)))
 
 
 def _jobs(reply: bytes) -> list[JobInfo]:
@@ -156,36 +173,40 @@ def _digest(reply: bytes) -> str:
 
 def add(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
         ttl_ms: int = DEFAULT_TTL_MS, id: uuid.UUID | str | None = None, priority: int = 0,
-        max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0) -> Call:
+        max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0,
+        after: Iterable[uuid.UUID | str] = ()) -> Call:
     """Enqueue a job; returns its id (generated when ``id`` is None).
 
     ``max_fails=N`` retries a failed job while it has failed fewer than N times;
-    ``backoff_ms`` (eventq) makes each retry wait backoff x 2^(r-1)::
+    ``backoff_ms`` (eventq) makes each retry wait backoff x 2^(r-1); ``after`` (eventq,
+    1-100 ids) makes it wait until those jobs complete (``inputs`` gives their results)::
 
         job_id = client.add("emails", b'{"to": "a@b.c"}', ttr_ms=30_000, max_fails=5,
                             backoff_ms=1_000)
     """
     job_id = uuid.uuid4() if id is None else _id(id)
     request = rq.Add(job_id, _name(name), ttr_ms, ttl_ms, _bytes(payload), priority, max_attempts,
-                     max_fails, backoff_ms)
+                     max_fails, backoff_ms, _ids(after))
     return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
 
 
 def add_job(job: NewJob) -> Call:
     return add(job.name, job.payload, ttr_ms=job.ttr_ms, ttl_ms=job.ttl_ms, id=job.id,
                priority=job.priority, max_attempts=job.max_attempts, max_fails=job.max_fails,
-               backoff_ms=job.backoff_ms)
+               backoff_ms=job.backoff_ms, after=job.after)
 
 
 def schedule(name: str, payload: bytes | str, when: dt.datetime | int | str, *,
              ttr_ms: int = DEFAULT_TTR_MS, ttl_ms: int = DEFAULT_TTL_MS,
              id: uuid.UUID | str | None = None, priority: int = 0, max_attempts: int = 0,
-             max_fails: int = 0, backoff_ms: int = 0) -> Call:
+             max_fails: int = 0, backoff_ms: int = 0,
+             after: Iterable[uuid.UUID | str] = ()) -> Call:
     """Enqueue a job that becomes ready at ``when`` (aware datetime, unix ms or
-    ``YYYY-MM-DDTHH:MM:SSZ``); its TTL counts from then. Returns its id."""
+    ``YYYY-MM-DDTHH:MM:SSZ``), or when its ``after`` jobs complete if that is later; its
+    TTL counts from ``when``. Returns its id."""
     job_id = uuid.uuid4() if id is None else _id(id)
     request = rq.Schedule(job_id, _name(name), ttr_ms, ttl_ms, _time_ms(when), _bytes(payload),
-                          priority, max_attempts, max_fails, backoff_ms)
+                          priority, max_attempts, max_fails, backoff_ms, _ids(after))
     return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
 
 
@@ -205,6 +226,12 @@ def result(id: uuid.UUID | str, wait_timeout_ms: int = 0) -> Call:
     request = rq.Result(_id(id), wait_timeout_ms)
     return Call(encode_request(request), Shape.DATA, _result, wait_s=wait_timeout_ms / MS,
                 retry_safe=True)
+
+
+def inputs(id: uuid.UUID | str) -> Call:
+    """eventq: the results of a job's finished upstreams, in its ``after`` order, each a
+    ``Result`` (``ok`` False for a failed one); unfinished ones are left out."""
+    return Call(encode_request(rq.Inputs(_id(id))), Shape.DATA, _inputs, retry_safe=True)
 
 
 def lease(names: str | Iterable[str], wait_timeout_ms: int = 30_000) -> Call:
@@ -281,6 +308,6 @@ def digest() -> Call:
 
 # The operations both clients offer, each the function above under its own name.
 OPERATIONS: tuple[Callable[..., Call], ...] = (
-    add, schedule, run, result, lease, complete, fail, delete, touch, pause, resume,
+    add, schedule, run, result, inputs, lease, complete, fail, delete, touch, pause, resume,
     inspect_job, inspect_jobs, inspect_queue, inspect_queues, inspect_server, digest,
 )

@@ -40,13 +40,15 @@ class Result:
         return self.data.decode("utf-8")
 
 
-STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased"}
+STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased",
+               5: "waiting"}  # 5: eventq, a job with upstreams (spec/workflows.md)
 
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """``inspect job``: a job in any state. ``time`` is its schedule (or backoff retry)
-    time as the server prints it, None when it has none."""
+    """``inspect job``: a job in any state. ``time`` is its schedule (or backoff retry,
+    or release) time as the server prints it, None when it has none. eventq: ``after``
+    is its number of upstreams (-after), ``waiting`` how many are not completed yet."""
 
     id: uuid.UUID
     name: str
@@ -58,19 +60,23 @@ class JobInfo:
     max_fails: int
     fails: int
     priority: int
-    state: str  # new, completed, failed, pending, leased
+    state: str  # new, completed, failed, pending, leased, waiting
     created: str
     time: str | None = None
+    after: int = 0
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class QueueInfo:
-    """``inspect queue(s)``: ready and scheduled counts, and whether it is paused."""
+    """``inspect queue(s)``: ready and scheduled counts, whether it is paused, and
+    (eventq) how many of its jobs wait for upstreams."""
 
     name: str
     ready: int
     scheduled: int
     paused: bool = False
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +99,4 @@ class NewJob:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0
+    after: tuple[uuid.UUID, ...] = ()  # eventq: the upstreams it waits for

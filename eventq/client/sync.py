@@ -190,6 +190,7 @@ class Client:
     schedule = _sync(calls.schedule)
     run = _sync(calls.run)
     result = _sync(calls.result)
+    inputs = _sync(calls.inputs)
     lease = _sync(calls.lease)
     complete = _sync(calls.complete)
     fail = _sync(calls.fail)

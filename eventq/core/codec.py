@@ -82,7 +82,7 @@ from eventq.core.job import (
     upstream_failure,
 )
 from eventq.core.workflow import Input, Registration
-from eventq.limits import MAX_AFTER, MAX_NODE_BYTES, MAX_REQUEST_ID
+from eventq.limits import MAX_AFTER_IDS, MAX_NODE_BYTES, MAX_REQUEST_ID
 
 SCHEMA_VERSION = 1  # of command records
 # State and job records: 2 counts versions in positions (eventq/core/batch.py); version
@@ -207,8 +207,8 @@ def _write_request_id(request_id: Any) -> int:
 
 
 def _read_uuids(key: str, value: Any) -> tuple[uuid.UUID, ...]:
-    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER:
-        raise CodecError(f"field {key!r} must be an array of 1 to {MAX_AFTER} UUIDs")
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER_IDS:
+        raise CodecError(f"field {key!r} must be an array of 1 to {MAX_AFTER_IDS} UUIDs")
     return tuple(_read_uuid(key, item) for item in value)
 
 
@@ -223,11 +223,11 @@ def _read_notice_outcome(key: str, value: Any) -> UpstreamOutcome:
     return UpstreamOutcome(value)
 
 
-_LINK_RULE = "an array of 1 to %d links [id, outcome, change or nil, completed or nil]" % MAX_AFTER
+_LINK_RULE = "an array of 1 to %d links [id, outcome, change or nil, completed or nil]" % MAX_AFTER_IDS
 
 
 def _read_links(key: str, value: Any) -> tuple[Link, ...]:
-    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER:
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_AFTER_IDS:
         raise CodecError(f"field {key!r} must be {_LINK_RULE}")
     links = []
     for item in value:

@@ -40,7 +40,7 @@ from eventq.core.job import (
     make_job,
 )
 from eventq.limits import (
-    MAX_AFTER,
+    MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
@@ -97,12 +97,12 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
 
 
 def _check_after(job_id: uuid.UUID, after: object) -> None:
-    """-after: at most ``MAX_AFTER`` distinct ids, not the job's own (the protocol's
+    """-after: at most ``MAX_AFTER_IDS`` distinct ids, not the job's own (the protocol's
     "1-100" is its spelling: none is no -after)."""
     if type(after) is not tuple:
         raise ValueError(f"after must be a tuple of UUIDs, got {type(after).__name__}")
-    if len(after) > MAX_AFTER:
-        raise ValueError(f"after names at most {MAX_AFTER} upstreams, not {len(after)}")
+    if len(after) > MAX_AFTER_IDS:
+        raise ValueError(f"after names at most {MAX_AFTER_IDS} upstreams, not {len(after)}")
     for upstream in after:
         check_uuid("an upstream id", upstream)
     if len(set(after)) != len(after):

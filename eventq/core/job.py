@@ -32,7 +32,7 @@ from eventq.core._check import (
     is_valid_name,
 )
 from eventq.limits import (
-    MAX_AFTER,
+    MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
@@ -297,8 +297,8 @@ class Job:
         upstreams, state = self.upstreams, self.state
         if type(upstreams) is not tuple:
             raise ValueError(f"upstreams must be a tuple, got {type(upstreams).__name__}")
-        if len(upstreams) > MAX_AFTER:
-            raise ValueError(f"a job has at most {MAX_AFTER} upstreams, not {len(upstreams)}")
+        if len(upstreams) > MAX_AFTER_IDS:
+            raise ValueError(f"a job has at most {MAX_AFTER_IDS} upstreams, not {len(upstreams)}")
         seen = set()
         for link in upstreams:
             if type(link) is not Link:

@@ -6,6 +6,7 @@ client would have sent.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable
 
 from . import requests as rq
@@ -18,10 +19,15 @@ def _line(*words: object) -> bytes:
     return " ".join(str(word) for word in words if word != "").encode("latin-1") + _CRLF
 
 
-def _flags(**values: int) -> str:
-    """Non-default flags only (add and schedule take at most 3, or 4 with -backoff;
-    run 1)."""
+def _flags(**values: int | str) -> str:
+    """Non-default flags only (add and schedule take at most 3, plus one each for
+    -backoff and -after; run 1)."""
     return " ".join(f"-{key.replace('_', '-')}={value}" for key, value in values.items() if value)
+
+
+def _after(ids: tuple[uuid.UUID, ...]) -> str:
+    """[eventq] -after's value, canonical ids in -after order ("" when there are none)."""
+    return ",".join(map(canonical_id, ids))
 
 
 def _with_data(line: bytes, data: bytes) -> bytes:
@@ -30,7 +36,7 @@ def _with_data(line: bytes, data: bytes) -> bytes:
 
 def _add(r: rq.Add) -> bytes:
     flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms)
+                   backoff=r.backoff_ms, after=_after(r.after))
     return _with_data(
         _line("add", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms, len(r.payload), flags),
         r.payload,
@@ -39,7 +45,7 @@ def _add(r: rq.Add) -> bytes:
 
 def _schedule(r: rq.Schedule) -> bytes:
     flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms)
+                   backoff=r.backoff_ms, after=_after(r.after))
     line = _line("schedule", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms,
                  format_time_ms(r.time_ms), len(r.payload), flags)
     return _with_data(line, r.payload)
@@ -64,11 +70,13 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.Touch: lambda r: _line("touch", canonical_id(r.id), "" if r.ttr_ms is None else f"-ttr={r.ttr_ms}"),
     rq.Pause: lambda r: _line("pause", r.name),
     rq.Resume: lambda r: _line("resume", r.name),
+    rq.Inputs: lambda r: _line("inputs", canonical_id(r.id)),
     rq.InspectServer: lambda r: _line("inspect", "server"),
     rq.InspectQueues: lambda r: _line("inspect", "queues", r.offset, r.limit),
     rq.InspectQueue: lambda r: _line("inspect", "queue", r.name),
     rq.InspectJobs: lambda r: _line("inspect", "jobs", r.name, r.offset, r.limit),
     rq.InspectScheduledJobs: lambda r: _line("inspect", "scheduled-jobs", r.name, r.offset, r.limit),
+    rq.InspectWaitingJobs: lambda r: _line("inspect", "waiting-jobs", r.name, r.offset, r.limit),
     rq.InspectJob: lambda r: _line("inspect", "job", canonical_id(r.id)),
     rq.InspectDigest: lambda r: _line("inspect", "digest"),
     rq.InspectBulk: lambda r: _line("inspect", "bulk"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventq.errors import (
+    INVALID_AFTER,
     INVALID_PAYLOAD_SIZE,
     INVALID_RESULT_SIZE,
     INVALID_TIME,
@@ -24,6 +25,7 @@ from eventq.limits import MAX_ADD_FLAGS, MAX_RUN_FLAGS
 
 from . import requests as rq
 from .values import (
+    parse_after,
     parse_backoff_ms,
     parse_claim,
     parse_cursor_offset,
@@ -110,11 +112,11 @@ class Command:
     fields: tuple[Field, ...] = ()
     max_flags: int = 0
     data: DataBlock | None = None
-    extra_flag: str | None = None  # a flag that, when given, allows one flag more
+    extra_flags: frozenset[str] = frozenset()  # each one given allows one flag more
 
     def accepts_flag_count(self, flags: Mapping[str, str]) -> bool:
-        """At most ``max_flags`` flags, one more when ``extra_flag`` is among them."""
-        return len(flags) <= self.max_flags + (self.extra_flag in flags)
+        """At most ``max_flags`` flags, plus one for each of ``extra_flags`` among them."""
+        return len(flags) <= self.max_flags + len(self.extra_flags.intersection(flags))
 
     @property
     def flag_names(self) -> frozenset[str]:
@@ -151,21 +153,37 @@ def _time_plus_ttl_in_future(values: ParsedFields, now_ms: Clock) -> None:
         raise ClientError(INVALID_TIME)
 
 
+def _after_excludes_own_id(values: ParsedFields, now_ms: Clock) -> None:
+    """[eventq] -after: no upstream is the job itself (spec/workflows.md, "Values and
+    checks"), compared as UUID values like the rest of -after. The id is the first
+    field, so it is parsed by now."""
+    if values["id"] in values["after"]:
+        raise ClientError(INVALID_AFTER)
+
+
 # --- the table ------------------------------------------------------------------------
 
 _MAX_ATTEMPTS = Field("max_attempts", Flag("max-attempts", 0), parse_max_attempts)
 _MAX_FAILS = Field("max_fails", Flag("max-fails", 0), parse_max_fails)
 _PRIORITY = Field("priority", Flag("priority", 0), parse_priority)
-# pause, resume and touch judge every flag by its name (spec: Extensions): any other
+# pause, resume, touch and inputs judge every flag by its name (spec: Extensions;
+# workflows.md, "Values and checks": new verbs have no flag count): any other
 # flag is "Invalid command flags", however many there are (a line holds fewer than this).
 ANY_FLAG_COUNT = 10_000
 # [eventq] checked after priority; with it add and schedule take one flag more.
 _BACKOFF = Field("backoff_ms", Flag("backoff", 0), parse_backoff_ms)
+# [eventq] -after (spec/workflows.md, "1. Dependencies"): after backoff, before tags.
+_AFTER = Field("after", Flag("after", ()), parse_after, check=_after_excludes_own_id)
+# [eventq] add and schedule take at most MAX_ADD_FLAGS flags plus one for each of these
+# among them (spec/workflows.md, "Values and checks", flag counts), so a line without
+# them is judged as workq judges it. `-tags` joins them with tags (workflows.md, 4); until
+# then it is an unknown flag, counted like any other.
+_EVENTQ_JOB_FLAGS = frozenset({"backoff", "after"})
 
 # fmt: off
 GRAMMAR: Mapping[str, Command | Subcommands] = {
     # add <id> <name> <ttr> <ttl> <size> [flags]; id, name, ttr, ttl, max-attempts,
-    # max-fails, priority.
+    # max-fails, priority, [eventq] backoff, after.
     "add": Command(
         rq.Add, 5, 5,
         fields=(
@@ -173,14 +191,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("name", Arg(1), parse_name),
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER,
         ),
         max_flags=MAX_ADD_FLAGS,
-        extra_flag="backoff",
+        extra_flags=_EVENTQ_JOB_FLAGS,
         data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # schedule <id> <name> <ttr> <ttl> <time> <size> [flags]; id, name, ttr, ttl, time,
-    # max-attempts, max-fails, priority.
+    # max-attempts, max-fails, priority, [eventq] backoff, after.
     "schedule": Command(
         rq.Schedule, 6, 6,
         fields=(
@@ -189,14 +207,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
             Field("time_ms", Arg(4), parse_time_ms, check=_time_plus_ttl_in_future),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER,
         ),
         max_flags=MAX_ADD_FLAGS,
-        extra_flag="backoff",
+        extra_flags=_EVENTQ_JOB_FLAGS,
         data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
-    # wait-timeout.
+    # wait-timeout. [eventq] -after is unknown to run (spec/workflows.md, flag counts).
     "run": Command(
         rq.Run, 5, 5,
         fields=(
@@ -251,6 +269,11 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "resume": Command(
         rq.Resume, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
     ),
+    # eventq extension (spec/workflows.md, "2. Inputs"): inputs <id>; one positional,
+    # then any flag is "Invalid command flags" (no flag count), then the id (v4).
+    "inputs": Command(
+        rq.Inputs, 1, 1, fields=(Field("id", Arg(0), _job_id),), max_flags=ANY_FLAG_COUNT
+    ),
     # eventq extension, internal: the connection is another eventq process's
     # (docs/architecture.md, "Scaling out").
     "peer": Command(rq.Peer, 0, 0),
@@ -281,6 +304,16 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         ),
         "scheduled-jobs": Command(
             rq.InspectScheduledJobs, 3, 3,
+            fields=(
+                Field("name", Arg(0), parse_name),
+                Field("offset", Arg(1), parse_cursor_offset),
+                Field("limit", Arg(2), parse_limit),
+            ),
+        ),
+        # eventq extension (spec/workflows.md, "1. Dependencies"): as inspect jobs, same
+        # checks in the same order; flags are "Invalid command args" like every object's.
+        "waiting-jobs": Command(
+            rq.InspectWaitingJobs, 3, 3,
             fields=(
                 Field("name", Arg(0), parse_name),
                 Field("offset", Arg(1), parse_cursor_offset),

@@ -22,7 +22,14 @@ _TEXT_ENCODING = "latin-1"  # names are ASCII; latin-1 mirrors the parser's deco
 @dataclass(frozen=True, slots=True)
 class JobView:
     """What ``inspect job(s)`` shows of one job. ``scheduled_ms`` is None unless the
-    job was scheduled; ``state`` is 0 NEW, 1 COMPLETED, 2 FAILED, 3 PENDING, 4 LEASED."""
+    job has a ready time (schedule, -backoff, -after); ``state`` is 0 NEW, 1 COMPLETED,
+    2 FAILED, 3 PENDING, 4 LEASED, [eventq] 5 WAITING (spec/workflows.md, "Job and queue
+    blocks").
+
+    [eventq] ``after`` is the job's number of upstreams (-after) and ``waiting`` how many
+    of them are not COMPLETED (0 once it is released). A job without upstreams has
+    ``after`` 0 and its block shows neither key, so every workq job's block is workq's.
+    """
 
     id: uuid.UUID
     name: str
@@ -37,6 +44,12 @@ class JobView:
     state: int
     created_ms: int
     scheduled_ms: int | None = None
+    after: int = 0
+    waiting: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.waiting <= self.after:
+            raise ValueError(f"a job waits on {self.waiting} of {self.after} upstreams")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +60,24 @@ class QueueView:
     ready_len: int
     scheduled_len: int
     paused: bool = False  # [eventq] pause (spec: Extensions)
+    # [eventq] WAITING jobs (spec/workflows.md, "inspect queue, inspect queues"): shown
+    # only when > 0, so a queue without any keeps workq's block.
+    waiting_len: int = 0
+
+    def __post_init__(self) -> None:
+        if self.waiting_len < 0:
+            raise ValueError(f"a queue has {self.waiting_len} waiting jobs")
+
+
+@dataclass(frozen=True, slots=True)
+class InputView:
+    """[eventq] What ``inputs`` shows of one finished upstream (spec/workflows.md,
+    "2. Inputs"): its id, whether it COMPLETED (else it FAILED), and its result (the
+    fail result for a FAILED one)."""
+
+    upstream: uuid.UUID
+    completed: bool
+    result: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +104,38 @@ def ok() -> bytes:
     return b"+OK\r\n"
 
 
+def _result_entry(id: uuid.UUID, success: bool, result: bytes) -> bytes:
+    """``<id> <1|0> <size>``, then the raw result: one entry of result, run, inputs."""
+    return _line(canonical_id(id), 1 if success else 0, len(result)) + result + _CRLF
+
+
 def result_reply(id: uuid.UUID, success: bool, result: bytes) -> bytes:
     """run and result: ``+OK 1``, ``<id> <1|0> <size>``, then the raw result."""
-    header = _line(canonical_id(id), 1 if success else 0, len(result))
-    return _ok_count(1) + header + result + _CRLF
+    return _ok_count(1) + _result_entry(id, success, result)
+
+
+def _input_entry(view: InputView) -> bytes:
+    return _result_entry(view.upstream, view.completed, view.result)
+
+
+def inputs_reply(inputs: Sequence[InputView]) -> bytes:
+    """[eventq] inputs (spec/workflows.md, "2. Inputs"): ``+OK <n>``, then per finished
+    upstream in -after order ``<upstream-id> <1|0> <size>`` and its raw result. A job
+    without upstreams (or none finished): ``+OK 0``."""
+    return _ok_count(len(inputs)) + b"".join(map(_input_entry, inputs))
+
+
+def inputs_reply_stream(count: int, inputs: Iterable[InputView]) -> Iterator[bytes]:
+    """``inputs_reply`` in pieces, one upstream at a time, for ``count`` upstreams: 100
+    results of 1 MiB are 100 MiB, written as they are produced (spec: "written in
+    pieces, like an inspect jobs page")."""
+    yield _ok_count(count)
+    written = 0
+    for view in inputs:
+        written += 1
+        yield _input_entry(view)
+    if written != count:
+        raise ValueError(f"a reply announced {count} inputs and had {written}")
 
 
 def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
@@ -86,9 +145,11 @@ def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
 
 
 def _job_block(job: JobView, order: int | None = None) -> bytes:
-    """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled.
-    ``order`` (peer form: docs/architecture.md, "Scaling out") adds a last key, the
-    job's place in its list."""
+    """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled;
+    [eventq] then ``after`` and ``waiting`` only for a job with upstreams
+    (spec/workflows.md, "Job and queue blocks": after the workq keys and ``time``, before
+    ``tags`` and ``group``). ``order`` (peer form: docs/architecture.md, "Scaling out")
+    adds a last key, the job's place in its list."""
     lines = [
         _line("name", job.name),
         _line("ttr", job.ttr_ms),
@@ -105,20 +166,24 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
     ]
     if job.scheduled_ms is not None:
         lines.append(_line("time", format_time(job.scheduled_ms)))
+    if job.after:
+        lines += (_line("after", job.after), _line("waiting", job.waiting))
     if order is not None:
         lines.append(_line("order", order))
     return _line(canonical_id(job.id), len(lines)) + b"".join(lines)
 
 
 def _queue_block(queue: QueueView) -> bytes:
-    """``<name> 2``, ``ready-len R``, ``scheduled-len S``; [eventq] a paused queue has
-    key count 3 and a third line ``paused 1`` (an unpaused one's block is workq's)."""
-    block = (
-        _line(queue.name, 3 if queue.paused else 2)
-        + _line("ready-len", queue.ready_len)
-        + _line("scheduled-len", queue.scheduled_len)
-    )
-    return block + _line("paused", 1) if queue.paused else block
+    """``<name> 2``, ``ready-len R``, ``scheduled-len S``; [eventq] then ``waiting-len
+    W`` when W > 0 (spec/workflows.md) and ``paused 1`` when paused (spec: Extensions),
+    each raising the key count by one (2 to 4), so a queue with neither keeps workq's
+    block."""
+    lines = [_line("ready-len", queue.ready_len), _line("scheduled-len", queue.scheduled_len)]
+    if queue.waiting_len:
+        lines.append(_line("waiting-len", queue.waiting_len))
+    if queue.paused:
+        lines.append(_line("paused", 1))
+    return _line(queue.name, len(lines)) + b"".join(lines)
 
 
 def _blocks(blocks: Iterable[bytes], count: int) -> bytes:

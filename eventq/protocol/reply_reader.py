@@ -17,8 +17,12 @@ _CRLF = b"\r\n"
 
 class Shape(enum.Enum):
     STATUS = "status"  # +OK (add, schedule, complete, fail, delete, peer)
-    DATA = "data"  # +OK 1, a header whose last word is a size, the data (lease, result, run)
-    BLOCKS = "blocks"  # +OK n, n blocks "<head> <k>" of k key lines (inspect ...)
+    # +OK n, n headers whose last word is a size, each with its data (lease, result, run:
+    # n = 1; [eventq] inputs: n finished upstreams, spec/workflows.md "2. Inputs")
+    DATA = "data"
+    # +OK n, n blocks "<head> <k>" of k key lines (inspect ...); a block's keys are read
+    # whatever their names ([eventq] after, waiting, waiting-len among them)
+    BLOCKS = "blocks"
     LINES = "lines"  # +OK n, n lines (inspect digest)
 
 
@@ -161,6 +165,29 @@ def parse_blocks(reply: bytes) -> list[Block]:
 
 def blocks_reply(blocks: list[Block]) -> bytes:
     return b"+OK %d\r\n" % len(blocks) + b"".join(block.to_bytes() for block in blocks)
+
+
+def data_reply_entries(reply: bytes) -> list[tuple[list[bytes], bytes]]:
+    """Every entry of a complete ``Shape.DATA`` reply of ``+OK <n>``: its header words
+    and its data ([eventq] inputs: ``<upstream-id> <1|0> <size>`` and the result)."""
+    first = _line_end(reply, 0)
+    if first is None:
+        raise MalformedReply("incomplete reply")
+    entries = []
+    position = first + 2
+    for _ in range(_count(reply, first)):
+        end = _line_end(reply, position)
+        if end is None:
+            raise MalformedReply("incomplete reply")
+        words = reply[position:end].split(b" ")
+        if not words[-1].isdigit():
+            raise MalformedReply(f"no data size in {reply[position:end][:80]!r}")
+        start = end + 2
+        position = start + int(words[-1]) + 2
+        if len(reply) < position or reply[position - 2:position] != _CRLF:
+            raise MalformedReply("incomplete reply")
+        entries.append((words, reply[start:position - 2]))
+    return entries
 
 
 def data_reply_fields(reply: bytes) -> tuple[list[bytes], bytes]:

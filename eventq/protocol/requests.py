@@ -26,6 +26,9 @@ class Add:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0  # [eventq] -backoff
+    # [eventq] -after (spec/workflows.md, "1. Dependencies"): the upstreams, in -after
+    # order; empty for a job without upstreams (every workq add).
+    after: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class Schedule:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0  # [eventq] -backoff
+    after: tuple[uuid.UUID, ...] = ()  # [eventq] -after, as for Add
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,15 @@ class Resume:
 
 
 @dataclass(frozen=True, slots=True)
+class Inputs:
+    """``inputs <id>``: eventq extension (spec/workflows.md, "2. Inputs"), the results
+    of a job's finished upstreams. Any valid v4 UUID; whether the job exists is the
+    server's lookup."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
 class InspectServer:
     """``inspect server``."""
 
@@ -150,6 +163,16 @@ class InspectJobs:
 @dataclass(frozen=True, slots=True)
 class InspectScheduledJobs:
     """``inspect scheduled-jobs <name> <offset> <limit>``: jobs not yet woken."""
+
+    name: str
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectWaitingJobs:
+    """``inspect waiting-jobs <name> <offset> <limit>``: eventq extension
+    (spec/workflows.md, "1. Dependencies"), WAITING jobs in lease order."""
 
     name: str
     offset: int
@@ -219,11 +242,13 @@ Request = Union[
     Touch,
     Pause,
     Resume,
+    Inputs,
     InspectServer,
     InspectQueues,
     InspectQueue,
     InspectJobs,
     InspectScheduledJobs,
+    InspectWaitingJobs,
     InspectJob,
     InspectDigest,
     InspectBulk,

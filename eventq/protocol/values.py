@@ -20,6 +20,7 @@ import re
 import uuid
 
 from eventq.errors import (
+    INVALID_AFTER,
     INVALID_BACKOFF,
     INVALID_COMMAND_ARGS,
     INVALID_CURSOR_OFFSET,
@@ -37,6 +38,7 @@ from eventq.errors import (
     FramingError,
 )
 from eventq.limits import (
+    MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_CURSOR_OFFSET,
@@ -50,6 +52,7 @@ from eventq.limits import (
     MAX_TTL_MS,
     MAX_TTR_MS,
     MAX_WAIT_TIMEOUT_MS,
+    MIN_AFTER_IDS,
     MIN_LIMIT,
     MIN_PRIORITY,
     MIN_TIME_MS,
@@ -211,6 +214,31 @@ def parse_id(token: str, require_v4: bool) -> uuid.UUID:
     if require_v4 and not (value.variant == uuid.RFC_4122 and value.version == 4):
         raise ClientError(INVALID_ID)
     return value
+
+
+_AFTER_SEPARATOR = ","
+
+
+def parse_after(token: str) -> tuple[uuid.UUID, ...]:
+    """[eventq] -after: 1–100 ids separated by ``,``, no empty element, each in any
+    spelling ``parse_id`` accepts for a version 4 UUID, all distinct as UUID values
+    (``A`` and ``{A}`` are one id), in -after order (spec/workflows.md, "Values and
+    checks"; "Choices made"). ``Invalid After`` otherwise, whichever rule fails: an
+    element that is no v4 id is ``Invalid After`` too, not ``Invalid ID``.
+
+    That none is the job's own id needs the id: the grammar checks it
+    (``grammar._after_excludes_own_id``).
+    """
+    elements = token.split(_AFTER_SEPARATOR)
+    if not MIN_AFTER_IDS <= len(elements) <= MAX_AFTER_IDS:
+        raise ClientError(INVALID_AFTER)
+    try:
+        ids = tuple(parse_id(element, require_v4=True) for element in elements)
+    except ClientError:
+        raise ClientError(INVALID_AFTER) from None
+    if len(set(ids)) != len(ids):
+        raise ClientError(INVALID_AFTER)
+    return ids
 
 
 def canonical_id(value: uuid.UUID) -> str:

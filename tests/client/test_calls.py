@@ -20,13 +20,15 @@ from eventq.client.errors import (
     TimedOut,
     error_of,
 )
-from eventq.client.models import Job, JobInfo, QueueInfo, Result
+from eventq.client.models import Job, JobInfo, NewJob, QueueInfo, Result
 from eventq.protocol import Parser, replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import reply_end
 
 NOW_MS = 1_800_000_000_000
 ID = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
+UP1 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c5")
+UP2 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c6")
 
 
 def parsed(data: bytes):
@@ -61,15 +63,24 @@ def test_each_call_sends_the_request_the_server_reads():
         (calls.inspect_queues(3, 4), rq.InspectQueues(3, 4)),
         (calls.inspect_server(), rq.InspectServer()),
         (calls.digest(), rq.InspectDigest()),
+        # eventq: -after (spec/workflows.md, 1) and inputs (2)
+        (calls.add("q", b"", id=ID, after=[UP1, str(UP2)]),
+         rq.Add(ID, "q", 60_000, 86_400_000, b"", after=(UP1, UP2))),
+        (calls.schedule("q", b"", NOW_MS, id=ID, backoff_ms=1, after=(UP2,)),
+         rq.Schedule(ID, "q", 60_000, 86_400_000, NOW_MS, b"", backoff_ms=1, after=(UP2,))),
+        (calls.add_job(NewJob("q", b"", id=ID, after=(UP1,))),
+         rq.Add(ID, "q", 60_000, 86_400_000, b"", after=(UP1,))),
+        (calls.inputs(str(ID)), rq.Inputs(ID)),
     ]
-    assert len({type(expected) for _, expected in cases}) == 17  # every request kind
+    assert len({type(expected) for _, expected in cases}) == 18  # every request kind
     for call, expected in cases:
         assert parsed(call.data) == expected
 
 
 def test_every_operation_is_in_the_table_and_covered():
     names = {op.__name__ for op in calls.OPERATIONS}
-    assert names == {"add", "schedule", "run", "result", "lease", "complete", "fail", "delete",
+    assert names == {"add", "schedule", "run", "result", "inputs", "lease", "complete", "fail",
+                     "delete",
                      "touch", "pause", "resume", "inspect_job", "inspect_jobs",
                      "inspect_queue", "inspect_queues", "inspect_server", "digest"}
 
@@ -111,6 +122,23 @@ def test_replies_become_typed_values():
     assert parse(calls.inspect_queues(), queues) == [QueueInfo("a", 1, 2),
                                                      QueueInfo("b", 0, 0, True)]
     assert parse(calls.digest(), replies.digest_reply("ab" * 32)) == "ab" * 32
+
+
+def test_workflow_replies_become_typed_values():
+    """eventq (spec/workflows.md, 1 and 2): a WAITING job, a queue with waiting jobs,
+    the inputs of a dependent."""
+    view = replies.JobView(ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, 5, NOW_MS, after=2, waiting=1)
+    assert parse(calls.inspect_job(ID), replies.job_blocks([view])) == JobInfo(
+        ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, "waiting", "2027-01-15T08:00:00Z", None, 2, 1)
+    queues = replies.queue_blocks([replies.QueueView("a", 1, 2, True, 3)])
+    assert parse(calls.inspect_queues(), queues) == [QueueInfo("a", 1, 2, True, 3)]
+    inputs = replies.inputs_reply([replies.InputView(UP2, True, b"a\r\nb"),
+                                   replies.InputView(UP1, False, b"")])
+    assert parse(calls.inputs(ID), inputs) == [Result(UP2, True, b"a\r\nb"),
+                                               Result(UP1, False, b"")]
+    assert parse(calls.inputs(ID), replies.inputs_reply([])) == []
+    with pytest.raises(NotFound):
+        parse(calls.inputs(ID), b"-NOT-FOUND\r\n")
 
 
 @pytest.mark.parametrize(("line", "error"), [

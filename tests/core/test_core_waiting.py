@@ -67,7 +67,7 @@ from eventq.core.machine import COLUMNS
 from eventq.core.slim import project_state, slim_of
 from eventq.core.timing import NOTHING, Since, advance
 from eventq.errors import DUPLICATE_JOB, DUPLICATE_RESULT, INVALID_TIME, ClientError, NotFound
-from eventq.limits import MAX_AFTER
+from eventq.limits import MAX_AFTER_IDS
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 U1 = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
@@ -182,7 +182,7 @@ def test_an_add_without_after_is_exactly_as_before():
 @pytest.mark.parametrize("after, error", [
     ((U1, U1), "twice"),
     ((JID,), "own upstream"),
-    (tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER + 2)), "at most 100"),
+    (tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER_IDS + 2)), "at most 100"),
     ([U1], "tuple"),
     (("16fd2706-8baf-433b-82eb-8c7fada847da",), "uuid.UUID"),
 ])  # fmt: skip
@@ -194,9 +194,9 @@ def test_after_is_checked_on_add_and_schedule(after, error):
 
 
 def test_after_takes_up_to_100_upstreams():
-    after = tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER + 1))
+    after = tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER_IDS + 1))
     _, job = apply(None, Add(JID, "q", TTR, TTL, b"", after=after), T0, 5)
-    assert after_ids(job) == after and waiting_count(job) == MAX_AFTER
+    assert after_ids(job) == after and waiting_count(job) == MAX_AFTER_IDS
 
 
 # ------------------------------------------------------------- the WAITING column

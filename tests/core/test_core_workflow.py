@@ -49,7 +49,7 @@ from eventq.core.workflow import (
 from eventq.jobs_table import PAUSED_KEY_PREFIX, WATERMARK_KEY, is_job_key
 from eventq.kafka.logreader import META_KEY_PREFIX
 from eventq.kafka.partitioner import job_key
-from eventq.limits import MAX_AFTER, MAX_DEADLINE_MS, MAX_OFFSET
+from eventq.limits import MAX_AFTER_IDS, MAX_DEADLINE_MS, MAX_OFFSET
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 U1 = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
@@ -187,7 +187,7 @@ NOTICE = Upstream(JID, 5, U1, OK, 7, T0, b"r")
 
 @pytest.mark.parametrize("command", [
     ADD, Schedule(JID, "q", 1000, 60_000, T0, b"p", after=(U2,)),
-    Add(JID, "q", 1, 1, b"", after=tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER + 1))),
+    Add(JID, "q", 1, 1, b"", after=tuple(uuid.UUID(int=n) for n in range(1, MAX_AFTER_IDS + 1))),
     DEPEND, Depend(U1, JID, MAX_OFFSET, None), Depend(U1, JID, 0, MAX_DEADLINE_MS), NOTICE,
     *(Upstream(JID, 5, U1, o, 7, T0, b"" if o in (OK, UpstreamOutcome.FAILED) else None)
       for o in UpstreamOutcome if o is not UpstreamOutcome.UNFINISHED),

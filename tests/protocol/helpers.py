@@ -13,6 +13,7 @@ from eventq.protocol import (
     Confirm,
     Delete,
     Fail,
+    Inputs,
     InspectBulk,
     InspectDigest,
     InspectJob,
@@ -21,6 +22,7 @@ from eventq.protocol import (
     InspectQueues,
     InspectScheduledJobs,
     InspectServer,
+    InspectWaitingJobs,
     Lease,
     Parser,
     Pause,
@@ -118,15 +120,21 @@ def assert_error(wire: bytes, error: EventqError) -> None:
 IdFormat = Callable[[uuid.UUID], str]
 
 
-def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dict[str, int], bytes | None]:
+Flags = dict[str, int | str]
+
+
+def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Flags, bytes | None]:
     """The words after the verb, the flags, and the data block of a request."""
     match request:
-        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails, backoff):
+        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails, backoff, after):
             words = ["add", fmt_id(id), name, str(ttr), str(ttl), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails, backoff), payload
-        case Schedule(id, name, ttr, ttl, time_ms, payload, priority, max_attempts, max_fails, backoff):
+            return words, _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id), payload
+        case Schedule(id, name, ttr, ttl, time_ms, payload, priority, max_attempts, max_fails, backoff,
+                      after):
             words = ["schedule", fmt_id(id), name, str(ttr), str(ttl), _time(time_ms), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails, backoff), payload
+            return words, _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id), payload
+        case Inputs(id):
+            return ["inputs", fmt_id(id)], {}, None
         case Touch(id, ttr):
             return ["touch", fmt_id(id)], ({} if ttr is None else {"ttr": ttr}), None
         case Pause(name):
@@ -166,15 +174,20 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], dic
             return ["inspect", "jobs", name, str(offset), str(limit)], {}, None
         case InspectScheduledJobs(name, offset, limit):
             return ["inspect", "scheduled-jobs", name, str(offset), str(limit)], {}, None
+        case InspectWaitingJobs(name, offset, limit):
+            return ["inspect", "waiting-jobs", name, str(offset), str(limit)], {}, None
         case InspectJob(id):
             return ["inspect", "job", fmt_id(id)], {}, None
     raise TypeError(request)
 
 
-def _job_flags(priority: int, max_attempts: int, max_fails: int, backoff: int = 0) -> dict[str, int]:
-    flags = {"priority": priority, "max-attempts": max_attempts, "max-fails": max_fails}
+def _job_flags(priority: int, max_attempts: int, max_fails: int, backoff: int = 0,
+               after: tuple[uuid.UUID, ...] = (), fmt_id: IdFormat = canonical_id) -> Flags:
+    flags: Flags = {"priority": priority, "max-attempts": max_attempts, "max-fails": max_fails}
     if backoff:  # [eventq] a fourth flag, only when given (workq clients never send it)
         flags["backoff"] = backoff
+    if after:  # [eventq] one more, only when given; each id spelled by fmt_id
+        flags["after"] = ",".join(map(fmt_id, after))
     return flags
 
 

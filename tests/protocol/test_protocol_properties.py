@@ -32,9 +32,20 @@ from eventq.protocol import (
     canonical_id,
 )
 from eventq.protocol.encode import encode_request
-from eventq.protocol.requests import Confirm, Pause, Peek, Peer, Request, Resume, Touch
+from eventq.protocol.requests import (
+    Confirm,
+    Inputs,
+    InspectWaitingJobs,
+    Pause,
+    Peek,
+    Peer,
+    Request,
+    Resume,
+    Touch,
+)
 
 from .helpers import NOW_MS, closes, events_in_chunks, events_whole, serialize, split_at
+from .test_protocol_workflows import jobs_with_after
 
 REQUEST_TYPES = typing.get_args(Request)
 
@@ -52,6 +63,8 @@ FRAGMENTS = [
     b"2016-06-14T06:46:46.5Z", b"6ba7b810-9dad-41d1-80b4-00c04fd430c4",
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
     b"pong", b"\x00", b"\xff", "é".encode(),
+    # [eventq] spec/workflows.md sections 1 and 2
+    b"-after=", b",", b"inputs", b"waiting-jobs", b"-tags=", b"retry",
 ]
 # fmt: on
 
@@ -138,6 +151,10 @@ requests_ = st.one_of(
     st.builds(Touch, v4_ids, st.none() | ttrs),
     st.builds(Pause, names),
     st.builds(Resume, names),
+    # [eventq] spec/workflows.md sections 1 and 2
+    jobs_with_after(),
+    st.builds(Inputs, v4_ids),
+    st.builds(InspectWaitingJobs, names, offsets, limits),
 )
 
 
