@@ -1,9 +1,13 @@
 """Derived in-memory indexes over the live jobs of the partitions this process owns.
 
 docs/architecture.md, "The processor": ready jobs per queue name in lease order, scheduled
-jobs per name, and deadline heaps. They are pure derived data: rebuilt from the jobs
-table when a partition is assigned, updated by the processor after every applied
-command, and read by the gateway. No I/O and no clock here: ``now_ms`` is passed in.
+jobs per name, WAITING jobs per name (spec/workflows.md: dependents waiting for their
+upstreams, never leased, in neither ready-len nor scheduled-len; ``waiting_len`` and
+``waiting_page`` in lease order), and deadline heaps: the jobs' TTR and TTL, and the
+deadlines of registrations (an absent upstream's are dropped by a timer's ``expire``).
+They are pure derived data: rebuilt from the jobs table when a partition is assigned,
+updated by the processor after every applied command, and read by the gateway. No
+I/O and no clock here: ``now_ms`` is passed in.
 
 Memory per job is the design constraint (docs/architecture.md, "Memory and restores": at
 most 400 bytes of RSS per queued job, at 1,000,000 jobs). A job costs no Python object
@@ -13,11 +17,14 @@ per field here:
   keyed by the id's 128-bit integer;
 - its place in a queue is one integer whose order is the lease order
   (``lease_order_key`` packed most significant field first, the id in the low bits);
-- its deadline is one integer in a heap: the time, the kind, the id.
+- its deadline is one integer in a heap: the time, the kind, the id;
+- a registration with a deadline (eventq/core/workflow.py) is one integer in a heap of
+  its own: the deadline and the upstream's id (its dependent is not needed: the timer
+  reads the upstream's registrations from the table when the deadline comes).
 
 Payloads and results are never here: they stay in RocksDB.
 
-A queue holding no ready or scheduled job is only a name, and at most
+A queue holding no ready, scheduled or WAITING job is only a name, and at most
 ``MAX_EMPTY_QUEUE_NAMES`` of those are remembered (the least recently named are
 forgotten): a lease names its queues into being (spec: inspect queues), and one lease
 line can name 2,500 new queues, each an empty queue object of 740 bytes, never freed.
@@ -86,6 +93,10 @@ def _scheduled_key(scheduled_ms: int, order: int) -> int:
 
 def _deadline_item(deadline_ms: int, kind: str, id_int: int) -> int:
     return ((deadline_ms - MIN_TIME_MS) << _DEADLINE_SHIFT) | (_KIND_BITS[kind] << _KIND_SHIFT) | id_int
+
+
+def _registration_item(deadline_ms: int, id_int: int) -> int:
+    return ((min(deadline_ms, NEVER_MS) - MIN_TIME_MS) << _ID_BITS) | id_int
 
 
 def _clamp(deadline_ms: int | None) -> int | None:
@@ -159,15 +170,17 @@ class Due:
 
 
 class Queue:
-    """One queue name: its ready jobs in lease order and its not-yet-due scheduled jobs
-    (``order_key`` and ``_scheduled_key`` integers)."""
+    """One queue name: its ready jobs in lease order, its not-yet-due scheduled jobs
+    (``order_key`` and ``_scheduled_key`` integers) and its WAITING jobs in lease order
+    (``order_key``: never leased, listed by ``inspect waiting-jobs``)."""
 
-    __slots__ = ("name", "ready", "scheduled")
+    __slots__ = ("name", "ready", "scheduled", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.ready: SortedList = SortedList()
         self.scheduled: SortedList = SortedList()
+        self.waiting: SortedList = SortedList()
 
     def promote_due(self, now_ms: int) -> int:
         """Move scheduled jobs whose time has come into ready. Returns how many moved."""
@@ -188,11 +201,14 @@ class JobIndex:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._entries: dict[int, bytes] = {}  # id int -> packed entry
-        self.queues: dict[str, Queue] = {}  # queues holding ready or scheduled jobs
+        self.queues: dict[str, Queue] = {}  # queues holding ready, scheduled or WAITING jobs
         self.empty_names: OrderedDict[str, None] = OrderedDict()  # named, no such jobs
         self._partition_sizes: Counter[int] = Counter()
         self._deadlines: list[int] = []  # heap of _deadline_item, checked when popped
         self._rearmed: list[tuple[int, int, int, int]] = []  # (when, kind, id, version)
+        # Registration deadlines (``_registration_item``), checked when due.
+        self._registrations: list[int] = []
+        self._registrations_kept = 0  # their count after the last removal of repeats
         # Paused queues (spec: Extensions, pause) as each owned partition's log says:
         # every partition gets every pause and resume, and a queue is paused here while
         # any of them says so (they agree once each has applied the same commands).
@@ -224,7 +240,7 @@ class JobIndex:
             self.empty_names.popitem(last=False)
 
     def _release_if_empty(self, queue: Queue) -> None:
-        if not queue.ready and not queue.scheduled:
+        if not queue.ready and not queue.scheduled and not queue.waiting:
             del self.queues[queue.name]
             self._remember_empty(queue.name)
 
@@ -268,7 +284,8 @@ class JobIndex:
         if len(self._deadlines) > HEAP_SLACK * len(self._entries) + 1000:
             self._rebuild_deadlines()
 
-    def _index(self, slim: Slim, partition: int, now_ms: int, ready=None, scheduled=None):
+    def _index(self, slim: Slim, partition: int, now_ms: int, ready=None, scheduled=None,
+               waiting=None):
         """Enter the job in the entries and its queue (or the given lists, to be sorted
         into the queues at once by ``rebuild``)."""
         self._entries[slim.id] = _pack_entry(slim, partition)
@@ -289,6 +306,12 @@ class JobIndex:
                 self.queue(slim.name).ready.add(order)
             else:
                 ready.setdefault(slim.name, []).append(order)
+        elif slim.state is State.WAITING:
+            order = order_key(slim.priority, slim.scheduled_ms, slim.created_ms, slim.id)
+            if waiting is None:
+                self.queue(slim.name).waiting.add(order)
+            else:
+                waiting.setdefault(slim.name, []).append(order)
         else:
             self.name_queue(slim.name)
 
@@ -311,7 +334,10 @@ class JobIndex:
         queue = self.queues.get(entry.name)
         if queue is not None:
             order = order_key(entry.priority, entry.scheduled_ms, entry.created_ms, id_int)
-            queue.ready.discard(order)
+            if entry.state is State.WAITING:
+                queue.waiting.discard(order)
+            else:
+                queue.ready.discard(order)
             if entry.scheduled_ms is not None:
                 queue.scheduled.discard(_scheduled_key(entry.scheduled_ms, order))
             self._release_if_empty(queue)
@@ -331,23 +357,28 @@ class JobIndex:
         return set(self._partition_sizes)
 
     def rebuild(
-        self, partition: int, jobs: Iterable[Slim], now_ms: int, paused: Iterable[str] = ()
+        self, partition: int, jobs: Iterable[Slim], now_ms: int, paused: Iterable[str] = (),
+        registrations: Iterable[tuple[uuid.UUID, int]] = (),
     ) -> int:
-        """Replace a partition's jobs by ``jobs`` and its paused queues by ``paused``
-        (its table, after a recovery). Their queue places are sorted in at once and the
-        deadline heap is heapified once, so 1,000,000 jobs take seconds, not a million
-        heap pushes."""
+        """Replace a partition's jobs by ``jobs``, its paused queues by ``paused`` and
+        add its ``registrations`` (upstream, deadline) (its table, after a recovery).
+        Their queue places are sorted in at once and the deadline heaps are heapified
+        once, so 1,000,000 jobs take seconds, not a million heap pushes."""
         self.drop_partition(partition)
         for name in paused:
             self.set_paused(partition, name, True)
+        self._registrations.extend(
+            _registration_item(deadline, upstream.int) for upstream, deadline in registrations)
+        heapq.heapify(self._registrations)
         ready: dict[str, list[int]] = {}
         scheduled: dict[str, list[int]] = {}
+        waiting: dict[str, list[int]] = {}
         deadlines = self._deadlines
         count = 0
         for slim in jobs:
             if slim.id in self._entries:  # never in one table; keep one entry per id
                 self._unindex(slim.id)
-            self._index(slim, partition, now_ms, ready, scheduled)
+            self._index(slim, partition, now_ms, ready, scheduled, waiting)
             lease, expires = _deadlines_of(slim)
             if lease is not None:
                 deadlines.append(_deadline_item(lease, TTR, slim.id))
@@ -358,6 +389,8 @@ class JobIndex:
             self.queue(name).ready.update(keys)
         for name, keys in scheduled.items():
             self.queue(name).scheduled.update(keys)
+        for name, keys in waiting.items():
+            self.queue(name).waiting.update(keys)
         heapq.heapify(deadlines)
         return count
 
@@ -452,12 +485,29 @@ class JobIndex:
         return [(key, _id_of(key)) for key in queue.scheduled.islice(offset, offset + limit)]
 
     def lengths(self, name: str, now_ms: int) -> tuple[int, int]:
-        """(ready-len, scheduled-len) of a queue."""
+        """(ready-len, scheduled-len) of a queue: its WAITING jobs are in neither."""
         queue = self.queues.get(name)
         if queue is None:
             return 0, 0
         queue.promote_due(now_ms)
         return len(queue.ready), len(queue.scheduled)
+
+    def waiting_len(self, name: str) -> int:
+        """waiting-len of a queue (spec/workflows.md): its WAITING jobs."""
+        queue = self.queues.get(name)
+        return 0 if queue is None else len(queue.waiting)
+
+    def waiting_page(self, name: str, offset: int, limit: int) -> list[uuid.UUID]:
+        """A page of ``inspect waiting-jobs``: the queue's WAITING jobs in lease order."""
+        return [job_id for _, job_id in self.waiting_page_keys(name, offset, limit)]
+
+    def waiting_page_keys(self, name: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
+        """``waiting_page`` with each job's place in lease order as an integer (the same
+        in every process: pages of several processes merge by it, as ready pages do)."""
+        queue = self.queues.get(name)
+        if queue is None:
+            return []
+        return [(key, _id_of(key)) for key in queue.waiting.islice(offset, offset + limit)]
 
     def state_counts(self) -> dict[str, dict[State, int]]:
         """{queue name: {state: live jobs}} of the queues holding any job."""
@@ -518,6 +568,28 @@ class JobIndex:
             found[(kind, id_int)] = Due(kind, uuid.UUID(int=id_int), entry.attempts, version)
         return list(found.values())
 
+    def put_registration(self, upstream: uuid.UUID, deadline_ms: int) -> None:
+        """A registration with ``upstream`` that expires at ``deadline_ms`` is stored (or
+        its timer is to be checked again then): ``due_registrations`` gives it then."""
+        heapq.heappush(self._registrations, _registration_item(deadline_ms, upstream.int))
+        if len(self._registrations) > HEAP_SLACK * self._registrations_kept + 1000:
+            self._registrations = sorted(set(self._registrations))  # repeats gone
+            self._registrations_kept = len(self._registrations)
+
+    def due_registrations(self, now_ms: int) -> list[uuid.UUID]:
+        """Upstreams, each once, with a registration deadline passed by ``now_ms`` and
+        no live job here: the timer checks their registrations in the table and sends
+        ``expire`` for them if one has expired (a live upstream's are dropped by its
+        ending or its removal instead: eventq/core/followups.py)."""
+        heap = self._registrations
+        below = (now_ms - MIN_TIME_MS + 1) << _ID_BITS
+        found: dict[int, None] = {}
+        while heap and heap[0] < below:
+            id_int = heapq.heappop(heap) & _ID_MASK
+            if id_int not in self._entries:
+                found[id_int] = None
+        return [uuid.UUID(int=id_int) for id_int in found]
+
     def rearm(self, due: Due, when_ms: int) -> None:
         """Try a deadline again later (its command was not applied yet)."""
         entry = self.entry(due.job_id)
@@ -533,6 +605,8 @@ class JobIndex:
         candidates = [(heap[0] >> _DEADLINE_SHIFT) + MIN_TIME_MS] if heap else []
         if self._rearmed:
             candidates.append(self._rearmed[0][0])
+        if self._registrations:
+            candidates.append((self._registrations[0] >> _ID_BITS) + MIN_TIME_MS)
         candidates.extend(
             queue.next_wake_ms for queue in self.queues.values() if queue.scheduled
         )
