@@ -24,6 +24,30 @@ watermark, then the tombstones. A prefix without the watermark has no tombstone 
 this batch; with it, every state written before any removal in the batch is there, and
 a job whose tombstone is missing is still present and gets its removal again.
 
+Workflows (spec/workflows.md; docs/architecture.md, "Workflows"). A step also gives
+records beside the jobs (``Step.side``: a dependent's inputs, an upstream's
+registrations), registrations to read (``Step.then``: the one a ``depend`` stores, or
+all of an upstream that ended, read through this batch's own earlier writes) and
+follow-up commands for other partitions. Side records are stored with the batch, and
+first in its changelog: side records, live states, the watermark, tombstones. Why that
+order keeps every prefix safe, given that the follow-ups of the records in the prefix
+are in the command log: a side record goes with a job's state (an input with the
+notice that changed its dependent, a registration deleted with its upstream's ending
+or removal) or with no state at all (a ``depend``'s registration, an ``expire`` of an
+absent upstream that drops expired ones). A prefix that holds the state or the
+watermark that makes the command read again ``ALREADY_APPLIED`` therefore holds its
+side records too; a prefix that holds side records without their state re-applies the
+command, which writes the same values again (what the registrations it reads lack was
+deleted by this batch and its notices are in the log already; what they hold extra was
+written by a later command of the batch: a later job of the dependent's id wins, and a
+notice read from it tells of a real change, a duplicate its dependent passes over).
+The follow-ups are handed on (``follow_ups``) before the batch's records, and the
+partition's next commit waits until the broker has them (streams/follow_ups.py,
+streams/transactions.py): every committed record's follow-ups are in the log, so a
+crash repeats them at worst. A table ahead of its commit is safe only up to the last
+record whose follow-ups are acknowledged; eventq never keeps one (a rollback restores
+the last commit, and a killed process's tables are rebuilt: eventq/statedir.py).
+
 Slices (docs/architecture.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
 range (eventq/core/batch.py). The partition's admitted-through offset is kept like the
 watermark, in the table and written last in the changelog (a prefix without it re-reads
@@ -37,14 +61,16 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
-from eventq.core import CodecError, Expired, correlation_of, decode_command
+from eventq.core import CodecError, Expired, correlation_of, decode_command, decode_registration
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
+from eventq.core.followups import FollowUp, Register, SideRecord, notify, register
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step, unappliable
+from eventq.core.workflow import REGISTRATION_KEY_PREFIX, Registration, registration_ids
 from eventq.indexes import JobIndex
 from eventq.jobs_table import (
     BULK_ADMITTED_KEY,
@@ -102,6 +128,11 @@ class Counters:
     evicted: int = 0
     slices: int = 0  # slice records admitted from the bulk lane and applied
     readmitted: int = 0  # slice records skipped: a second copy of an admitted range
+    follow_ups: int = 0  # commands handed on for other partitions (workflows)
+
+
+def _no_follow_ups(partition: int, follow_ups: Sequence[FollowUp]) -> None:
+    """Tests that write none: a processor built without a follow-up writer."""
 
 
 class Processor:
@@ -117,6 +148,7 @@ class Processor:
         max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
         stats: LiveStats | None = None,
         ownership: "Ownership | None" = None,
+        follow_ups: Callable[[int, Sequence[FollowUp]], None] = _no_follow_ups,
     ) -> None:
         self._store = store
         self._index = index
@@ -126,6 +158,10 @@ class Processor:
         # Stores one applied record's states: the local table, and the changelog in
         # the partition's open transaction (streams/transactions.py).
         self._persist = persist
+        # Hands one record's follow-up commands on to be written, each to its key's
+        # partition of the command log; the partition's next commit waits for their
+        # acknowledgement (streams/follow_ups.py).
+        self._follow_ups = follow_ups
         self._ownership = ownership or Ownership()
         self._next: dict[int, int] = {}  # partition -> the offset to apply next
         self._reading_again: dict[int, tuple[int, float]] = {}  # partition -> (from, at)
@@ -366,7 +402,10 @@ class Processor:
         at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
         for index, data in enumerate(items):
             self._apply(message, position(offset, index), at_ms, data, batch)
-        if batch.records or batch.admitted is not None:
+        if batch.follow_ups:  # before the records: the commit that covers them waits
+            self.counters.follow_ups += len(batch.follow_ups)
+            self._follow_ups(partition, batch.follow_ups)
+        if batch.records or batch.side or batch.admitted is not None:
             records = batch.changelog(self._watermarks.get(partition))
             await self._persist(partition, records)
             if batch.admitted is not None:
@@ -428,6 +467,8 @@ class Processor:
             self._log_contained(message, outcome.error.text)
         else:
             self.counters.rejected += 1
+        if result.follow_ups or result.side or result.then is not None:
+            self._apply_workflow(message, at, result, batch)
         if decoded.node == self._node and decoded.request_id is not None:
             batch.replies.append((decoded.request_id, Applied(outcome, result.job, at)))
 
@@ -498,11 +539,76 @@ class Processor:
             del self._partition_catch_up[partition]
             alone[1]()
 
+    def _apply_workflow(self, message, at: int, result: Step, batch: "_Batch") -> None:
+        """What a step asks beyond its job's record (eventq/core/followups.py): its
+        follow-ups and side records, then the registrations its ``then`` reads (through
+        this batch's own writes) and what ``register`` or ``notify`` make of them. Runs
+        for ignored outcomes too: a ``depend`` and an ``expire`` of an absent job are
+        ``Ignored`` and still carry work."""
+        partition = message.partition
+        batch.follow_ups.extend(result.follow_ups)
+        self._put_side(partition, result.side, batch)
+        then = result.then
+        if then is None:
+            return
+        if isinstance(then, Register):
+            raw = self._read_side(partition, then.key, batch)
+            existing = None if raw is None else self._registration(message, then.key, raw)
+            effects = register(then, existing)
+        else:
+            effects = notify(then, self._registrations(message, then.prefix, batch))
+        batch.follow_ups.extend(effects.follow_ups)
+        self._put_side(partition, effects.side, batch)
+        if effects.removes:  # registrations of an absent job dropped: as a tombstone
+            self._watermarks[partition] = at
+            batch.removed = True
+
+    def _put_side(self, partition: int, side: Sequence[SideRecord], batch: "_Batch") -> None:
+        for key, value in side:
+            batch.side[key] = value
+            if value is not None and key.startswith(REGISTRATION_KEY_PREFIX):
+                deadline = decode_registration(value).deadline_ms
+                if deadline is not None:  # an absent upstream's is dropped then
+                    self._index.put_registration(registration_ids(key)[0], deadline)
+                    self._on_deadline(deadline)
+
+    def _read_side(self, partition: int, key: bytes, batch: "_Batch") -> bytes | None:
+        """A record beside the jobs as this batch left it so far."""
+        if key in batch.side:
+            return batch.side[key]
+        return self._store.read(partition, key)
+
+    def _registrations(self, message, prefix: bytes, batch: "_Batch") -> list[Registration]:
+        """Every registration under ``prefix`` as this batch left it so far, in key
+        order (an undecodable one is logged and passed over)."""
+        found = dict(self._store.scan(message.partition, prefix))
+        for key, value in batch.side.items():
+            if key.startswith(prefix):
+                found[key] = value
+        registrations = []
+        for key in sorted(found):
+            raw = found[key]
+            if raw is not None:
+                registration = self._registration(message, key, raw)
+                if registration is not None:
+                    registrations.append(registration)
+        return registrations
+
+    def _registration(self, message, key: bytes, raw: bytes) -> Registration | None:
+        try:
+            return decode_registration(raw)
+        except CodecError as error:
+            self._store.undecodable += 1
+            log.error("%s[%d]@%d: undecodable registration %r (passed over): %s",
+                      message.topic, message.partition, message.offset, key, error)
+            return None
+
     def _store_job(self, key, partition, at, event, result: Step, job_id, batch) -> None:
         after = result.job
         batch.jobs[key] = after
         if result.removes:
             self._watermarks[partition] = at
+            batch.removed = True
             batch.records[key] = None
             self._index.remove(job_id)
             if isinstance(event, Expired) and event.evicted:
@@ -527,26 +633,31 @@ QUEUE_STATE_SET = Ignored("queue state set")  # the reply to pause/resume: no jo
 
 
 class _Batch:
-    """What one record's commands did: each job's last state, the replies to send."""
+    """What one record's commands did: each job's last state, the records beside the
+    jobs, the follow-ups to hand on, the replies to send."""
 
-    __slots__ = ("jobs", "records", "replies", "admitted")
+    __slots__ = ("jobs", "records", "side", "follow_ups", "removed", "replies", "admitted")
 
     def __init__(self) -> None:
         self.jobs: dict[bytes, object] = {}  # key -> Job or None, after this batch
         self.records: dict[bytes, bytes | None] = {}  # key -> last state record or None
+        self.side: dict[bytes, bytes | None] = {}  # key -> last side record or None
+        self.follow_ups: list[FollowUp] = []  # in the order the commands gave them
+        self.removed = False  # a removal moved the partition's watermark
         self.replies: list[tuple[int, Applied]] = []
         self.admitted: int | None = None  # a slice's last bulk offset
 
     def changelog(self, watermark: int | None) -> list[tuple[bytes, bytes | None]]:
         """The records to store, in the order that keeps every prefix restorable (see
-        the module's docstring): live states, the watermark, tombstones, and last the
-        bulk offset this record admitted."""
+        the module's docstring): records beside the jobs (written and deleted), live
+        states, the watermark, tombstones, and last the bulk offset this record
+        admitted."""
         live = [(key, value) for key, value in self.records.items() if value is not None]
         dead = [(key, None) for key, value in self.records.items() if value is None]
-        records = live
-        if dead:
+        records = [*self.side.items(), *live]
+        if dead or self.removed:
             assert watermark is not None
-            records = [*live, (WATERMARK_KEY, str(watermark).encode()), *dead]
+            records = [*records, (WATERMARK_KEY, str(watermark).encode()), *dead]
         if self.admitted is not None:
             records.append((BULK_ADMITTED_KEY, str(self.admitted).encode()))
         return records

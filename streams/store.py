@@ -14,8 +14,14 @@ from typing import Iterator
 
 from rocksdict import WriteBatch
 
-from eventq.core import CodecError, Job, decode_state
+from eventq.core import CodecError, Input, Job, decode_input, decode_registration, decode_state
 from eventq.core.slim import Slim
+from eventq.core.workflow import (
+    REGISTRATION_KEY_PREFIX,
+    input_key,
+    registration_ids,
+    registrations_prefix,
+)
 from eventq.jobs_table import PAUSED_KEY_PREFIX, is_job_key, read_pause_record, slims_of
 from eventq.kafka.partitioner import job_key, partition_for_key
 
@@ -45,10 +51,24 @@ class PinnedJobs:
             return None
         return self._store.decode(raw, self._store.partition_of(job_id), job_key(job_id))
 
+    def inputs(self, job: Job) -> list[tuple[uuid.UUID, Input]]:
+        """A dependent's inputs as they were at the same moment as the job (see
+        ``JobStore.inputs``): a reply of up to 100 inputs of 1 MiB is written in
+        pieces, and an input may be written or dropped meanwhile."""
+        found = []
+        for link in job.upstreams:
+            raw = self._read(job.id, input_key(job.id, link.id))
+            if raw is not None:
+                found.append((link.id, decode_input(raw)))
+        return found
+
     def _raw(self, job_id: uuid.UUID) -> bytes | None:
+        return self._read(job_id, job_key(job_id))
+
+    def _read(self, job_id: uuid.UUID, key: bytes) -> bytes | None:
         snapshot = self._snapshots[self._store.partition_of(job_id)]
         try:
-            return snapshot[job_key(job_id)]
+            return snapshot[key]
         except Exception:  # rocksdict's snapshot says "key not found" this way
             return None
 
@@ -73,6 +93,14 @@ class JobStore:
     def read(self, partition: int, key: bytes) -> bytes | None:
         return self.db(partition).get(key)
 
+    def scan(self, partition: int, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The records whose keys start with ``prefix``, in key order (a workflow's
+        records beside the jobs: eventq/core/workflow.py)."""
+        for key, value in self.db(partition).items(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            yield key, value
+
     def write_batch(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Store the records of one applied batch atomically (a RocksDB write batch;
         value None deletes). The processor sends the same records to the changelog
@@ -89,6 +117,53 @@ class JobStore:
             raise NotOwned(partition)
         raw = self.db(partition).get(job_key(job_id))
         return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
+
+    def inputs(self, job: Job) -> list[tuple[uuid.UUID, Input]]:
+        """A dependent's inputs (spec/workflows.md, ``inputs <id>``): for each upstream
+        that has finished, in -after order, what it handed on (eventq/core/workflow.py).
+        Read from the owned partition of ``job`` (as ``get`` read it: read both from one
+        ``pinned`` view where they must agree)."""
+        partition = self.partition_of(job.id)
+        if partition not in self.active:
+            raise NotOwned(partition)
+        db = self.db(partition)
+        found = []
+        for link in job.upstreams:
+            raw = db.get(input_key(job.id, link.id))
+            if raw is not None:
+                found.append((link.id, decode_input(raw)))
+        return found
+
+    def earliest_registration_ms(self, upstream: uuid.UUID) -> int | None:
+        """The earliest deadline among the registrations stored with ``upstream`` (None:
+        none with a deadline, or its partition is not owned here): when a timer's
+        ``expire`` of it, absent, drops one (streams/timers.py)."""
+        partition = self.partition_of(upstream)
+        if partition not in self.active:
+            return None
+        earliest = None
+        for key, raw in self.scan(partition, registrations_prefix(upstream)):
+            try:
+                deadline = decode_registration(raw).deadline_ms
+            except CodecError as error:
+                self._undecodable(partition, key, error)
+                continue
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
+        return earliest
+
+    def registrations_in(self, partition: int) -> Iterator[tuple[uuid.UUID, int]]:
+        """(upstream, deadline) of every registration with a deadline stored in a
+        partition (to rebuild the timers of the indexes)."""
+        for key, raw in self.scan(partition, REGISTRATION_KEY_PREFIX):
+            try:
+                deadline = decode_registration(raw).deadline_ms
+                upstream = registration_ids(key)[0]
+            except (CodecError, ValueError) as error:
+                self._undecodable(partition, key, error)
+                continue
+            if deadline is not None:
+                yield upstream, deadline
 
     def pinned(self, job_ids) -> PinnedJobs:
         """A consistent view of ``job_ids`` for a long reply (see ``PinnedJobs``)."""
