@@ -118,6 +118,7 @@ class EventqService(mode.Service):
     async def on_stop(self) -> None:
         # Runs after the app stopped (faust stops the app first): the app's last
         # flush and commit are done, so the command producer is no longer needed.
+        await self._streams.follow_ups.writer.stop()  # the app's last commit is done
         writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()

@@ -32,6 +32,7 @@ from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S
 from streams.catch_up import CatchUpWatch
 from streams.engine import Engine
+from streams.follow_ups import FollowUpWriter, follow_up_writer
 from streams.lease import OwnershipLease
 from streams.ownership import Steward
 from streams.processor import Processor, wall_clock_ms
@@ -81,6 +82,7 @@ class Streams:
     owner_of: object  # partition -> gateway address of its active owner, or None
     members: object  # () -> gateway addresses of every process in the group
     lag: object  # () -> {owned partition: (last offset applied, log end or None)}
+    follow_ups: FollowUpWriter  # workflows' commands for other partitions
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -192,17 +194,24 @@ def build_streams(settings: Settings) -> Streams:
         holds=steward.holds,
     )
     timer = DeadlineTimer(index, waiters, engine.send, wall_clock_ms,
-                          unconfirmed=engine.offers.withdraw_attempt)
+                          unconfirmed=engine.offers.withdraw_attempt,
+                          registrations=store.earliest_registration_ms)
     changelogs = Changelogs(
         bootstrap=settings.kafka_bootstrap, app_id=settings.app_id,
         topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,
         on_lost=steward.changelog_lost,
     )
+    # Workflows' follow-ups go to the command log with faust's producer (acks=all,
+    # idempotent, as the gateway's commands), each partition's commit waiting for those
+    # of what it covers (streams/follow_ups.py).
+    follow_ups = follow_up_writer(
+        lambda: app.producer._producer, settings.commands_topic, settings.partitions,
+        changelogs, lambda partition, offset: processor.applied(partition, offset))
     processor = Processor(
         store, index, waiters, node, timer.consider, changelogs.persist,
         max_state_record_bytes=settings.max_state_record_bytes,
         stats=LiveStats() if settings.http_address is not None else None,
-        ownership=steward,
+        ownership=steward, follow_ups=follow_ups,
     )
 
     admitter = BulkAdmitter(
@@ -330,5 +339,5 @@ def build_streams(settings: Settings) -> Streams:
 
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelogs, steward, admitter, owner_of, members, lag,
+        changelogs, steward, admitter, owner_of, members, lag, follow_ups,
     )

@@ -22,6 +22,15 @@ last commit (``_Undo``); an aborted or fenced transaction is rolled back from it
 faust's persisted offset, and the local table is exactly the committed changelog again:
 a later recovery (streams/table_recovery.py) continues from it, and whoever owns the
 partition next re-applies the uncommitted commands from the log.
+
+Workflows' follow-up commands (spec/workflows.md, "Determinism"; streams/follow_ups.py)
+are not in the transaction: they go to `eventq.commands`, which faust reads, and an open
+transaction on a command partition would hold its last stable offset back. Each one a
+transaction's records caused is handed to it (``follow_up``) as it is sent, and a commit
+waits for the broker's acknowledgement of every one, as it waits for its own batches':
+a committed offset never passes a command whose follow-ups are not in the log. One the
+broker refuses fails the transaction, like a changelog batch it refuses: its commands
+are applied again by the partition's next owner, who writes their follow-ups again.
 """
 
 from __future__ import annotations
@@ -131,6 +140,7 @@ class PartitionChangelog:
         self._pending: list[Records] = []  # handed in while a commit was under way
         self._last_offset: int | None = None  # of the open transaction's records
         self._unacknowledged: set[asyncio.Future] = set()  # batches sent, not yet in the log
+        self._follow_ups: set[asyncio.Future] = set()  # follow-ups sent, not yet in the log
         self._committing = False
         self._sending = 0  # batches being handed to the producer right now
         self._sent = asyncio.Event()  # set whenever none is
@@ -233,6 +243,24 @@ class PartitionChangelog:
         if self._last_offset is None or last > self._last_offset:
             self._last_offset = last
 
+    def follow_up(self, written: asyncio.Future) -> None:
+        """A follow-up command of a record applied in this partition is on its way to
+        the command log (``written``: done once the broker has it): the next commit
+        waits for it; if the broker refuses it, the transaction cannot commit."""
+        self._follow_ups.add(written)
+        written.add_done_callback(self._followed_up)
+
+    def _followed_up(self, written: asyncio.Future) -> None:
+        self._follow_ups.discard(written)
+        if written.cancelled():
+            self._fail(RuntimeError("a follow-up command was withdrawn before it was written"))
+        elif written.exception() is not None:
+            self._fail(written.exception())  # type: ignore[arg-type]  # not None here
+
+    def fail(self, error: BaseException) -> None:
+        """This transaction cannot commit (what it covers must be applied again)."""
+        self._fail(error)
+
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
@@ -268,6 +296,10 @@ class PartitionChangelog:
                     # it ends the transaction.
                     if self._unacknowledged:
                         await asyncio.wait(set(self._unacknowledged))
+                    # And the follow-ups of what it covers must be in the command log
+                    # (those of records applied since may be waited for too).
+                    if self._follow_ups:
+                        await asyncio.wait(set(self._follow_ups))
                     if self.failure is not None:
                         raise self.failure
                     end = self._end_after_commit()
@@ -450,6 +482,11 @@ class Changelogs:
         results = await asyncio.gather(*(log_.begin() for log_ in logs), return_exceptions=True)
         return {log_.partition: result for log_, result in zip(logs, results)
                 if isinstance(result, BaseException)}
+
+    def open_log(self, partition: int) -> PartitionChangelog | None:
+        """The partition's changelog, if it has an open transaction here."""
+        log_ = self._logs.get(partition)
+        return log_ if log_ is not None and log_.open else None
 
     async def persist(self, partition: int, records: Records) -> None:
         """Store one applied batch's records: the local table now, the changelog in the
