@@ -7,6 +7,19 @@ so it is not counted); the processor re-checks each one when it is applied,
 so a complete that came first wins. A scheduled job's wake-up is not a command (spec:
 schedule), but lease waiters of its queue are woken. The timer sleeps until the next
 deadline (no polling) and is woken early when an earlier one appears.
+
+Workflows (spec/workflows.md): a registration of a dependent with an absent upstream
+(eventq/core/workflow.py) is dropped by an ``expire`` of the upstream's id once the
+dependent's TTL deadline, which it carries, has passed (eventq/core/followups.py: an
+``expire`` of an absent job drops the expired registrations of that id, by the
+broker's clock). The index keeps each stored registration's deadline with its
+upstream's id (``put_registration``; rebuilt from the table with the jobs); when one
+passes and the upstream is not a live job here, the timer reads the upstream's
+registrations from the table (``registrations``): none left, nothing; the earliest
+still ahead, checked again then; one expired, ``expire(upstream)``, checked again
+``RETRY_AFTER_MS`` later until it is gone. A live upstream's registrations go with its
+ending or removal, so it needs no timer. Every check reads the table, so a repeated or
+late ``expire`` is harmless: it drops what has expired by then, or nothing.
 """
 
 from __future__ import annotations
@@ -38,12 +51,16 @@ class DeadlineTimer:
         send: Callable[[Command], Awaitable[None]],
         clock_ms: Callable[[], int],
         unconfirmed: Callable[[uuid.UUID, int], ReleaseAttempt | None] = lambda *_: None,
+        registrations: Callable[[uuid.UUID], int | None] = lambda _: None,
     ) -> None:
         self._index = index
         self._waiters = waiters
         self._send = send
         self._clock_ms = clock_ms
         self._unconfirmed = unconfirmed  # Offers.withdraw_attempt
+        # The earliest deadline of an upstream's stored registrations (JobStore
+        # .earliest_registration_ms: None when none, or not owned here).
+        self._registrations = registrations
         self._wake = asyncio.Event()
         self._target_ms: int | None = None
         self._failing_since_ms: int | None = None  # the first of the failures in a row
@@ -79,10 +96,21 @@ class DeadlineTimer:
         woken = self._index.promote_due(now_ms)
         if woken:
             self._waiters.on_ready(woken)
+        commands: list[Command] = []
         for due in self._index.due(now_ms):
-            command = self._command_for(due)
+            commands.append(self._command_for(due))
             # If it is not applied (Kafka down, broker clock behind), try again later.
             self._index.rearm(due, now_ms + RETRY_AFTER_MS)
+        for upstream in self._index.due_registrations(now_ms):
+            earliest = self._registrations(upstream)
+            if earliest is None:
+                continue  # none left (or no longer owned here)
+            if earliest > now_ms:
+                self._index.put_registration(upstream, earliest)
+                continue
+            self._index.put_registration(upstream, now_ms + RETRY_AFTER_MS)  # until gone
+            commands.append(Expire(upstream))
+        for command in commands:
             try:
                 await self._send(command)
                 self.sent += 1
