@@ -13,7 +13,11 @@ in lists, and a driver that feeds one to the processor over the other
   order, with the changelog and its commit points (docs/architecture.md, "The
   changelog"): ``commit`` remembers each partition's changelog and its next offset,
   ``crash`` is a kill -9 between apply and commit (the table back to what the changelog
-  holds once recovered, a new processor, the uncommitted tail read again).
+  holds once recovered, a new processor, the uncommitted tail read again). Workflows'
+  follow-up commands (streams/follow_ups.py) go into the log as the broker would take
+  them: at once, or (``acks_at_once=False``) when ``ack`` or a ``commit``, which waits
+  for them as streams/transactions.py does, acknowledges them; a crash loses those not
+  acknowledged yet (or, told so, finds them written).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Callable
 from eventq.core import encode_command
 from eventq.core.batch import BatchBuilder, SliceSource, encode_slice, position
 from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.followups import FollowUp
 from eventq.indexes import JobIndex
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.waiters import Waiters
@@ -236,7 +241,15 @@ class Driver:
     records, and ``keep`` more of those written since: 0 for a transactional changelog,
     more for any prefix of it, which the processor's changelog order keeps safe), a new
     processor with a new index resumes at the committed offsets, and the tail after them
-    is read again."""
+    is read again.
+
+    Follow-ups the processor hands on (``follow_up``) are appended to the log, each as a
+    record of its own in its key's partition, once acknowledged: at once by default;
+    with ``acks_at_once=False`` they stay ``in_flight`` until ``ack`` or a ``commit``.
+    A table ahead of its commit holds at most the records whose follow-ups were
+    acknowledged (``acked``): eventq never keeps one (docs/architecture.md,
+    "Workflows"), and beyond that point it could hold a state whose follow-ups were
+    never written."""
 
     def __init__(
         self,
@@ -244,6 +257,7 @@ class Driver:
         store: MemoryStore | None = None,
         node: str = "memory",
         make_processor: Callable[["Driver"], Processor] | None = None,
+        acks_at_once: bool = True,
     ) -> None:
         self.log = log
         self.store = store if store is not None else MemoryStore(log.partitions)
@@ -255,6 +269,11 @@ class Driver:
         self.fetch: dict[int, int] = {p: 0 for p in partitions}
         self.seeking: dict[int, int] = {}  # partition -> where the processor asked to read
         self.crashes = 0
+        self.acks_at_once = acks_at_once
+        self.in_flight: list[FollowUp] = []  # handed on, not acknowledged yet
+        # partition -> length of its changelog whose records' follow-ups are in the log
+        self.acked: dict[int, int] = {p: 0 for p in partitions}
+        self.follow_ups_written = 0
         self.index = JobIndex()
         self.waiters = Waiters()
         self.processor = self._start()
@@ -264,7 +283,8 @@ class Driver:
         self.waiters = Waiters()
         for partition in range(self.log.partitions):
             self.index.rebuild(partition, self.store.slims_in(partition), self.log.now_ms,
-                               self.store.paused_in(partition))
+                               self.store.paused_in(partition),
+                               self.store.registrations_in(partition))
         processor = self._make_processor(self)
         processor.resumed_at({p: offset for p, (_, offset) in self.committed.items()})
         return processor
@@ -274,6 +294,23 @@ class Driver:
         (streams/transactions.py: RocksDB, then the open transaction)."""
         self.store.write_batch(partition, records)
         self.changelogs[partition].extend(records)
+        if not self.in_flight:
+            self.acked[partition] = len(self.changelogs[partition])
+
+    def follow_up(self, partition: int, follow_ups) -> None:
+        """The processor's ``follow_ups``: on their way to the log (streams/follow_ups.py)."""
+        self.in_flight.extend(follow_ups)
+        if self.acks_at_once:
+            self.ack()
+
+    def ack(self) -> None:
+        """The broker takes every follow-up in flight: each becomes a record of its key's
+        partition, stamped with the log's clock."""
+        in_flight, self.in_flight = self.in_flight, []
+        for follow_up in in_flight:
+            self.log.append_command(follow_up.command)
+            self.follow_ups_written += 1
+        self.acked = {p: len(changelog) for p, changelog in self.changelogs.items()}
 
     async def deliver(self, partition: int, count: int = 1) -> int:
         """Hand the processor up to ``count`` records of ``partition`` from its fetch
@@ -316,23 +353,31 @@ class Driver:
 
     def commit(self, partitions: Iterable[int] | None = None) -> None:
         """Commit the partitions' transactions: their changelog so far and the next
-        offset to apply (the processor's, as streams/transactions.py commits it)."""
+        offset to apply (the processor's, as streams/transactions.py commits it), once
+        the follow-ups of what they cover are in the log (the commit waits for them)."""
+        self.ack()
         next_offsets = self.processor.next_offsets()
         for partition in range(self.log.partitions) if partitions is None else partitions:
             length, offset = self.committed[partition]
             self.committed[partition] = (len(self.changelogs[partition]),
                                          next_offsets.get(partition, offset))
 
-    def crash(self, keep: int | dict[int, int] = 0) -> None:
+    def crash(self, keep: int | dict[int, int] = 0, written: bool = False) -> None:
         """A kill -9 now, and a restart: each partition's changelog is cut after its
-        commit and ``keep`` more records (an int for every partition, or per partition),
-        its table rebuilt from it, and a new processor reads on from the committed
-        offsets."""
+        commit and ``keep`` more records (an int for every partition, or per partition)
+        whose follow-ups were acknowledged, its table rebuilt from it, and a new
+        processor reads on from the committed offsets. Follow-ups in flight are lost,
+        or ``written``: the broker had them, its acknowledgement never came."""
         self.crashes += 1
+        if written:
+            self.ack()
+        self.in_flight = []
         for partition, (length, offset) in self.committed.items():
             extra = keep if isinstance(keep, int) else keep.get(partition, 0)
+            extra = min(max(0, extra), self.acked[partition] - length)
             changelog = self.changelogs[partition]
-            del changelog[length + max(0, extra):]
+            del changelog[length + extra:]
+            self.acked[partition] = len(changelog)
             db = self.store.db(partition)
             db.data.clear()
             db.write(changelog)
@@ -345,4 +390,5 @@ def _processor(driver: Driver) -> Processor:
     return Processor(
         driver.store, driver.index, driver.waiters, driver.node, lambda deadline: None,
         driver.persist, clock_ms=lambda: driver.log.now_ms, ownership=_Seeks(driver),
+        follow_ups=driver.follow_up,
     )
