@@ -10,7 +10,18 @@ from hypothesis import strategies as st
 from jobs import NOW, job
 
 from core.core_strategies import histories
-from eventq.core import Accepted, Job, State, encode_state, lease_order_key
+from eventq.core import (
+    Accepted,
+    Add,
+    Added,
+    Job,
+    State,
+    Upstream,
+    UpstreamOutcome,
+    apply,
+    encode_state,
+    lease_order_key,
+)
 from eventq.core.slim import project_state, slim_of
 from eventq.indexes import TTL, TTR, JobIndex
 
@@ -284,3 +295,98 @@ def test_jobs_by_queue_and_state_follow_every_put_and_removal():
     assert counts["a"][State.FAILED] == 0
     index.drop_partition(0)
     assert index.state_counts() == {}
+
+
+# ------------------------------------------------------------------ workflows (WAITING)
+
+
+def dependent(name="q", priority=0, created=NOW, upstream=None, job_id=None) -> Job:
+    """A WAITING job (spec/workflows.md): added with -after, as the core makes it."""
+    job_id = job_id or uuid.uuid4()
+    command = Add(job_id, name, 1000, 60_000, b"", priority, after=(upstream or uuid.uuid4(),))
+    outcome, after = apply(None, command, created, 0)
+    assert isinstance(outcome, Accepted) and after is not None
+    assert after.state is State.WAITING
+    return after
+
+
+def released(waiting: Job, at_ms: int) -> Job:
+    """``waiting`` told that its only upstream completed at ``at_ms``: NEW, ready then."""
+    link = waiting.upstreams[0]
+    notice = Upstream(waiting.id, waiting.added_at, link.id, UpstreamOutcome.COMPLETED, 5,
+                      at_ms, b"r")
+    outcome, after = apply(waiting, notice, at_ms, waiting.version + 1)
+    assert isinstance(outcome, Accepted) and after is not None and after.state is State.NEW
+    return after
+
+
+def test_waiting_jobs_are_listed_in_lease_order_and_never_ready_nor_scheduled():
+    index = JobIndex()
+    low, high = dependent(priority=0), dependent(priority=5, created=NOW + 1)
+    plain = job(created=NOW + 2)
+    for one in (low, high, plain):
+        index.put(one, 0, NOW)
+    assert index.waiting_page("q", 0, 10) == [high.id, low.id]
+    assert [i for _, i in index.waiting_page_keys("q", 1, 10)] == [low.id]
+    assert index.waiting_len("q") == 2 and index.waiting_len("other") == 0
+    assert index.lengths("q", NOW) == (1, 0)
+    assert index.ready_page("q", NOW, 0, 10) == [plain.id]
+    assert list(index.ready_candidates(["q"], NOW, set())) == [plain.id]
+    assert index.state_counts()["q"][State.WAITING] == 2
+
+
+def test_a_released_dependent_leaves_the_waiting_list_for_ready_or_scheduled():
+    index = JobIndex()
+    now, later = dependent(), dependent(created=NOW + 1)
+    index.put(now, 0, NOW)
+    index.put(later, 0, NOW)
+    index.put(released(now, NOW), 0, NOW)
+    index.put(released(later, NOW + 500), 0, NOW)  # ready at its release time
+    assert index.waiting_len("q") == 0 and index.waiting_page("q", 0, 10) == []
+    assert index.ready_page("q", NOW, 0, 10) == [now.id]
+    assert index.scheduled_page("q", NOW, 0, 10) == [later.id]
+    assert index.lengths("q", NOW + 500) == (2, 0)
+
+
+def test_a_queue_holding_only_waiting_jobs_is_kept_until_the_last_goes():
+    index = JobIndex()
+    waiting = dependent(name="w")
+    index.put(waiting, 0, NOW)
+    assert "w" in index.queues and index.known("w")
+    index.remove(waiting.id)
+    assert "w" not in index.queues and index.known("w")  # a name only, as any queue
+    assert index.waiting_len("w") == 0
+
+
+def test_rebuild_lists_the_waiting_jobs_as_puts_do():
+    kept, rebuilt = JobIndex(), JobIndex()
+    jobs_ = [dependent(priority=p, created=NOW + n) for n, p in enumerate((0, 3, -2, 3))]
+    for one in jobs_:
+        kept.put(one, 0, NOW)
+    records = [encode_state(Added(one.id, one.created_ms, one.version, one), one)
+               for one in jobs_]
+    rebuilt.rebuild(0, [project_state(record) for record in records], NOW)
+    assert rebuilt.waiting_page("q", 0, 10) == kept.waiting_page("q", 0, 10)
+    assert len(rebuilt.waiting_page("q", 0, 10)) == 4
+
+
+def test_registration_deadlines_fall_due_once_for_upstreams_that_are_no_live_job():
+    index = JobIndex()
+    absent, live = uuid.uuid4(), job()
+    index.put(live, 0, NOW)
+    index.put_registration(absent, NOW + 10)
+    index.put_registration(absent, NOW + 20)  # another dependent's, later
+    index.put_registration(live.id, NOW + 10)  # a live upstream's go with its ending
+    assert index.next_deadline_ms() == NOW + 10
+    assert index.due_registrations(NOW + 9) == []
+    assert index.due_registrations(NOW + 10) == [absent]
+    assert index.due_registrations(NOW + 30) == [absent]
+    assert index.due_registrations(NOW + 30) == []
+
+
+def test_rebuild_adds_the_registration_deadlines_of_a_partition():
+    index = JobIndex()
+    upstream = uuid.uuid4()
+    index.rebuild(0, [], NOW, registrations=[(upstream, NOW + 5)])
+    assert index.next_deadline_ms() == NOW + 5
+    assert index.due_registrations(NOW + 5) == [upstream]
