@@ -326,13 +326,17 @@ class Driver:
         return handed
 
     async def drain(self) -> None:
-        """Deliver every partition's records to the end of the log."""
+        """Deliver every partition's records to the end of the log, the follow-ups they
+        write included (those in flight are acknowledged once nothing else is left, as
+        the next commit would)."""
         while True:
             handed = 0
             for partition in range(self.log.partitions):
                 handed += await self.deliver(partition, self.log.end(partition))
             if not handed:
-                return
+                if not self.in_flight:
+                    return
+                self.ack()
 
     def rewind(self, partition: int, count: int) -> None:
         """Deliver the last ``count`` records handed again (after a seek back)."""

@@ -19,6 +19,25 @@ Histories: 2 or 3 partitions, two jobs in each, commands drawn by the jobs' stat
 complete, fail, delete, touch, release-attempt, timeout-attempt, expire) and pause and
 resume (in every partition), as single records, batch records and bulk slices (some
 admitted twice), at increasing broker times.
+
+Workflows (spec/workflows.md): a third job in each partition is a dependent, added or
+scheduled with -after naming the other jobs of any partition, other dependents, or ids
+that are never jobs, and deleted, leased, completed or failed now and then; timers'
+expirations of any id (absent upstreams' registrations go with them). The processor
+writes the follow-ups (depend, upstream notices) into the log as it applies, through
+the memory engine: acknowledged at once, or only at a commit or ``ack`` (then a crash
+loses those in flight, and their commands, read again, write them again). Once every
+record is applied, besides the above:
+
+- the records beside the jobs (registrations, inputs) are those of the fold of each
+  partition's final log (tests/core/test_core_dag.py ``apply_command``);
+- no dependent is stuck: each live dependent whose TTL has not passed has a ``depend``
+  in each upstream's log for its life, and each link holds the outcome of the last
+  change its upstream's log told it of (an ending after its registration, or the
+  upstream finished when it registered), else UNFINISHED;
+- no dependent is released twice;
+- the index lists the WAITING jobs of each queue in lease order (waiting-len,
+  ``inspect waiting-jobs``) and counts them in neither ready-len nor scheduled-len.
 """
 
 from __future__ import annotations
@@ -33,26 +52,42 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.core_strategies import ALL_KINDS, small_command, time_steps
+from core.test_core_dag import Table, apply_command
 from eventq.core import (
+    Accepted,
     Add,
+    Complete,
+    Delete,
+    Depend,
     Expire,
     Fail,
     Job,
     Pause,
+    Released,
     Resume,
+    Schedule,
     StartAttempt,
+    State,
+    UpstreamOutcome,
     apply,
     decode_command,
+    is_ready,
+    is_scheduled_waiting,
+    lease_order_key,
     state_digest,
 )
-from eventq.core.batch import SliceSource, position, read_record
+from eventq.core.batch import NOTHING_ADMITTED, SliceSource, admits, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.fold import JobFold
+from eventq.core.followups import Notify, Register
+from eventq.core.job import link_outcome
+from eventq.core.step import step
+from eventq.core.workflow import INPUT_KEY_PREFIX, REGISTRATION_KEY_PREFIX
 from eventq.jobs_table import PAUSED_KEY_PREFIX
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.replay import Derived, compare
 from eventq.spark import rows
-from streams.memory import Driver, MemoryLog
+from streams.memory import Driver, MemoryLog, Message
 
 PARTITION_COUNTS = (2, 3)
 QUEUES = ("a", "b")  # the names small_command gives jobs
@@ -73,19 +108,40 @@ def _job_ids(partitions: int, per_partition: int = 2) -> dict[int, list[uuid.UUI
 
 
 JOB_IDS = {n: _job_ids(n) for n in PARTITION_COUNTS}
+# A dependent in each partition: the first id after the jobs' that falls there.
+DEPENDENT_IDS = {n: {p: next(i for i in ids if i not in JOB_IDS[n][p])
+                     for p, ids in _job_ids(n, 3).items()} for n in PARTITION_COUNTS}
+PHANTOMS = (uuid.UUID(int=2**64 + 1), uuid.UUID(int=2**64 + 2))  # never jobs
+LONG_TTL_MS = 10**9  # longer than any history: its registrations never expire
 
 
 class History:
-    def __init__(self, log: MemoryLog, ops: list[tuple]) -> None:
+    """A command log and what happens to it: ``ops`` (deliveries, commits, crashes...)
+    and, when ``drafts`` are given, records appended as the processor runs (op
+    ``append``; the rest at the end), so that the follow-ups it writes meet them."""
+
+    def __init__(self, log: MemoryLog, ops: list[tuple], acks_at_once: bool = True,
+                 drafts: list[Message] | None = None) -> None:
         self.log = log
         self.ops = ops
+        self.acks_at_once = acks_at_once  # the driver's follow-ups (streams/memory.py)
+        self.drafts = list(drafts or [])  # records still to append, with their times
+
+    def append(self, count: int) -> None:
+        """Append the next ``count`` drafted records, each at its time (not before
+        the log's clock)."""
+        for draft in self.drafts[:count]:
+            self.log.now_ms = max(self.log.now_ms, draft.timestamp_ms)
+            self.log.append(draft.partition, draft.value, draft.key)
+        del self.drafts[:count]
 
     def __repr__(self) -> str:  # what hypothesis shows of a failing example
         lines = [f"History of {self.log.partitions} partitions:"]
         for record in self.log:
             lines.append(f"  {record.partition}@{record.offset} t+"
                          f"{record.timestamp_ms - self.log.start_ms}: {describe(record.value)}")
-        lines.append(f"  ops: {self.ops}")
+        lines.append(f"  ops: {self.ops} (follow-ups acknowledged "
+                     f"{'at once' if self.acks_at_once else 'at ack or commit'})")
         return "\n".join(lines)
 
 
@@ -96,18 +152,56 @@ def describe(value: bytes) -> str:
 
 
 @st.composite
+def dependent_command(draw, partitions: int, partition: int, at_ms: int):
+    """A command for the partition's dependent: mostly an add or schedule with -after
+    (upstreams in any partition, other dependents, ids that are never jobs; a long TTL
+    or a short one), now and then a delete, a lease, a complete or a fail."""
+    dependent = DEPENDENT_IDS[partitions][partition]
+    kind = draw(st.sampled_from(["add"] * 5 + ["schedule", "delete", "start", "complete",
+                                               "fail"]))
+    if kind == "delete":
+        return Delete(dependent)
+    if kind == "start":
+        return StartAttempt(dependent, 1)
+    if kind == "complete":
+        return Complete(dependent, draw(st.binary(max_size=3)))
+    if kind == "fail":
+        return Fail(dependent, draw(st.binary(max_size=3)))
+    candidates = [i for ids in JOB_IDS[partitions].values() for i in ids]
+    candidates += [d for d in DEPENDENT_IDS[partitions].values() if d != dependent]
+    if draw(st.integers(0, 3)) == 0:
+        candidates += PHANTOMS
+    after = tuple(draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=3,
+                                unique=True)))
+    name = draw(st.sampled_from(QUEUES))
+    ttl = draw(st.sampled_from([LONG_TTL_MS, LONG_TTL_MS, LONG_TTL_MS, 1, 50, 300]))
+    priority = draw(st.integers(-1, 1))
+    if kind == "schedule":
+        return Schedule(dependent, name, 30, ttl, at_ms + draw(st.integers(-50, 200)), b"d",
+                        priority, after=after)
+    return Add(dependent, name, 30, ttl, b"d", priority, max_fails=draw(st.integers(0, 2)),
+               after=after)
+
+
+@st.composite
 def histories(draw) -> History:
     partitions = draw(st.sampled_from(PARTITION_COUNTS))
     ids = JOB_IDS[partitions]
-    log = MemoryLog(partitions, start_ms=draw(st.integers(0, 10**12)))
+    start_ms = draw(st.integers(0, 10**12))
+    log = MemoryLog(partitions, start_ms=start_ms)  # a draft: appended as the ops say
     model: dict[uuid.UUID, Job | None] = {}  # to draw plausible commands, not checked
     bulk = [0] * partitions  # each bulk partition's next position
     slices: dict[int, tuple[SliceSource, list]] = {}
     for _ in range(draw(st.integers(1, MAX_RECORDS))):
         log.advance(draw(time_steps))
         kind = draw(st.sampled_from(["single"] * 4 + ["batch"] * 3 + ["slice", "again",
-                                                                       "queue"]))
+                                                                       "queue", "sweep"]))
         partition = draw(st.integers(0, partitions - 1))
+        if kind == "sweep":  # a timer's expire of any id: an absent one drops registrations
+            every = [i for i_s in ids.values() for i in i_s]
+            every += [*DEPENDENT_IDS[partitions].values(), *PHANTOMS]
+            log.append_command(Expire(draw(st.sampled_from(every))))
+            continue
         if kind == "queue":
             log.append_everywhere(draw(st.sampled_from([Pause, Resume]))(
                 draw(st.sampled_from(QUEUES))))
@@ -125,11 +219,17 @@ def histories(draw) -> History:
                 commands.append(draw(st.sampled_from([Pause, Resume]))(
                     draw(st.sampled_from(QUEUES))))
                 continue
+            if draw(st.integers(0, 3)) == 0:  # the partition's dependent
+                commands.append(draw(dependent_command(partitions, partition, log.now_ms)))
+                continue
             job_id = draw(st.sampled_from(ids[partition]))
             # Now and then any kind alike: a second add of a live job, an expire, a
             # delete, which a re-read tail must not undo.
             kinds = ALL_KINDS if draw(st.integers(0, 3)) == 0 else None
-            command = draw(small_command(job_id, model.get(job_id), log.now_ms, kinds))
+            if model.get(job_id) is None and draw(st.booleans()):  # an upstream that lasts
+                command = Add(job_id, draw(st.sampled_from(QUEUES)), 30, LONG_TTL_MS, b"u")
+            else:
+                command = draw(small_command(job_id, model.get(job_id), log.now_ms, kinds))
             model[job_id] = apply(model.get(job_id), command, log.now_ms,
                                   position(offset, index))[1]
             commands.append(command)
@@ -141,16 +241,22 @@ def histories(draw) -> History:
         else:
             log.append_commands(partition, commands)
     p = st.integers(0, partitions - 1)
-    step = st.one_of(
+    op = st.one_of(
         st.tuples(st.just("deliver"), p, st.integers(1, 8)),
         st.tuples(st.just("deliver"), p, st.integers(1, 8)),
         st.just(("commit",)),
-        st.tuples(st.just("crash"), st.sampled_from([0, 0, 1, 2, 3, 5, 1000])),
+        st.tuples(st.just("crash"), st.sampled_from([0, 0, 1, 2, 3, 5, 1000]), st.booleans()),
         st.tuples(st.just("rewind"), p, st.integers(1, 4)),
         st.tuples(st.just("skip"), p, st.integers(1, 3)),
+        st.just(("ack",)),
+        st.tuples(st.just("append"), st.integers(1, 6)),
+        st.tuples(st.just("append"), st.integers(1, 6)),
     )
-    ops = [draw(step) for _ in range(draw(st.integers(0, 30)))]
-    return History(log, ops)
+    ops = [draw(op) for _ in range(draw(st.integers(0, 30)))]
+    drafts = sorted(log, key=lambda record: (record.timestamp_ms, record.partition,
+                                             record.offset))
+    return History(MemoryLog(partitions, start_ms=start_ms), ops,
+                   acks_at_once=draw(st.booleans()), drafts=drafts)
 
 
 # ---------------------------------------------------------------------- the three folds
@@ -167,18 +273,23 @@ def pure_fold(log: MemoryLog) -> Derived:
 async def processor_fold(history: History) -> Driver:
     """(b) The processor over the in-memory engine, driven by the history's ops, then
     to the end of the log."""
-    driver = Driver(history.log)
+    driver = Driver(history.log, acks_at_once=history.acks_at_once)
     for op in history.ops:
         if op[0] == "deliver":
             await driver.deliver(op[1], op[2])
         elif op[0] == "commit":
             driver.commit()
+        elif op[0] == "ack":
+            driver.ack()
+        elif op[0] == "append":
+            history.append(op[1])
         elif op[0] == "crash":
-            driver.crash(keep=op[1])
+            driver.crash(keep=op[1], written=len(op) > 2 and op[2])
         elif op[0] == "rewind":
             driver.rewind(op[1], op[2])
         else:
             driver.skip(op[1], op[2])
+    history.append(len(history.drafts))
     await driver.drain()
     return driver
 
@@ -247,10 +358,109 @@ def spark_digest(jobs: list[Job]) -> str:
 # ------------------------------------------------------------------------ the contract
 
 
+@dataclass
+class WorkflowFold:
+    """Each partition's final log folded as the processor would fold it once (jobs,
+    records beside them, watermark), with what the checks of dependents need."""
+
+    tables: dict[int, Table]
+    released: Counter  # (job id, its add's position) -> Released events
+    # upstream id -> in its log's order: ("depend", dependent, created, notice outcome
+    # or None) for each depend registered, ("notify", outcome or None, removed)
+    told: dict[uuid.UUID, list[tuple]]
+
+
+def workflow_fold(log: MemoryLog) -> WorkflowFold:
+    tables: dict[int, Table] = {}
+    released: Counter = Counter()
+    told: dict[uuid.UUID, list[tuple]] = {}
+    for partition in range(log.partitions):
+        table = tables[partition] = Table()
+        admitted = NOTHING_ADMITTED
+        for record in log.records(partition):
+            source, items = read_record(record.value)
+            if source is not None:
+                if not admits(source, admitted):
+                    continue
+                admitted = source.end
+            for index, data in enumerate(items):
+                command = decode_command(data).command
+                if isinstance(command, QUEUE_COMMANDS):
+                    continue
+                at, at_ms = position(record.offset, index), record.timestamp_ms
+                before = table.jobs.get(command.job_id)
+                skipped = before is None and at <= table.watermark
+                result = None if skipped else step(before, command, at_ms, at)
+                apply_command(table, command, at_ms, at)
+                if result is None:
+                    continue
+                outcome, then = result.outcome, result.then
+                if isinstance(outcome, Accepted) and isinstance(outcome.event, Released):
+                    assert before is not None
+                    released[command.job_id, before.added_at] += 1
+                if isinstance(command, Depend) and isinstance(then, Register):
+                    told.setdefault(command.upstream, []).append((
+                        "depend", command.dependent, command.dependent_created,
+                        None if then.notice is None else then.notice.outcome))
+                if isinstance(then, Notify) and not then.absent:
+                    told.setdefault(then.upstream, []).append(
+                        ("notify", then.outcome, then.removed))
+    return WorkflowFold(tables, released, told)
+
+
+def expected_link(told: list[tuple], dependent: uuid.UUID, created: int) -> tuple[bool, object]:
+    """(registered ever, the outcome its link must hold) of one life of a dependent
+    with one upstream, by what the upstream's log told while it was registered."""
+    registered = ever = False
+    outcome = UpstreamOutcome.UNFINISHED
+    for fact in told:
+        if fact[0] == "depend":
+            if (fact[1], fact[2]) == (dependent, created):
+                registered = ever = True
+                if fact[3] is not None:
+                    outcome = link_outcome(fact[3])
+        elif registered:
+            if fact[1] is not None:
+                outcome = link_outcome(fact[1])
+            if fact[2]:
+                registered = False
+    return ever, outcome
+
+
+def check_workflows(log: MemoryLog, driver: Driver, jobs: dict[uuid.UUID, Job]) -> None:
+    fold = workflow_fold(log)
+    folded = {i: j for table in fold.tables.values() for i, j in table.jobs.items()}
+    assert folded == jobs
+    for partition, table in fold.tables.items():
+        side = {k: v for k, v in driver.store.table(partition).items()
+                if k.startswith((REGISTRATION_KEY_PREFIX, INPUT_KEY_PREFIX))}
+        assert side == table.side, (partition, set(side) ^ set(table.side))
+    assert all(n == 1 for n in fold.released.values()), fold.released
+    last_ms = max(record.timestamp_ms for record in log)
+    for job in jobs.values():
+        if not job.upstreams or (job.expires_ms is not None and job.expires_ms <= last_ms):
+            continue  # by the spec, an expired dependent's registrations are told nothing
+        for link in job.upstreams:
+            ever, outcome = expected_link(fold.told.get(link.id, []), job.id, job.added_at)
+            assert ever, f"{job.id} never registered with {link.id}: its depend was lost"
+            assert link.outcome == outcome, (job.id, link, outcome)
+    # The index: WAITING jobs in lease order, in neither ready-len nor scheduled-len.
+    now_ms = log.now_ms
+    for name in QUEUES:
+        queued = [j for j in jobs.values() if j.name == name]
+        waiting = sorted((j for j in queued if j.state is State.WAITING), key=lease_order_key)
+        assert driver.index.waiting_page(name, 0, 1000) == [j.id for j in waiting]
+        assert driver.index.waiting_len(name) == len(waiting)
+        assert driver.index.lengths(name, now_ms) == (
+            sum(is_ready(j, now_ms) for j in queued),
+            sum(is_scheduled_waiting(j, now_ms) for j in queued))
+
+
 def check(history: History) -> None:
     log = history.log
+    driver = asyncio.run(processor_fold(history))  # first: it writes the follow-ups
+    assert not driver.in_flight
     derived = pure_fold(log)
-    driver = asyncio.run(processor_fold(history))
     spark = spark_fold(log)
     store = driver.store
     table = {job.id: job for p in range(log.partitions) for job in store.jobs_in(p)}
@@ -281,6 +491,7 @@ def check(history: History) -> None:
         assert set(store.paused_in(partition)) == spark.paused.get(partition, set())
     assert {name for name in QUEUES if driver.index.is_paused(name)} == set().union(
         *spark.paused.values())
+    check_workflows(log, driver, derived.jobs)
 
 
 def expired_then_added_again(one_record: bool, keep: int) -> History:
