@@ -243,8 +243,8 @@ class Driver:
     processor with a new index resumes at the committed offsets, and the tail after them
     is read again.
 
-    Follow-ups the processor hands on (``follow_up``) are appended to the log, each as a
-    record of its own in its key's partition, once acknowledged: at once by default;
+    Follow-ups the processor hands on (``follow_up``) are appended to the log, in their
+    keys' partitions, once acknowledged: at once by default;
     with ``acks_at_once=False`` they stay ``in_flight`` until ``ack`` or a ``commit``.
     A table ahead of its commit holds at most the records whose follow-ups were
     acknowledged (``acked``): eventq never keeps one (docs/architecture.md,
@@ -304,12 +304,17 @@ class Driver:
             self.ack()
 
     def ack(self) -> None:
-        """The broker takes every follow-up in flight: each becomes a record of its key's
-        partition, stamped with the log's clock."""
+        """The broker takes every follow-up in flight, stamped with the log's clock: those
+        for one partition leave together, as a command writer's lane sends what waited
+        (streams/command_writer.py): one alone is a plain record, more a batch record."""
         in_flight, self.in_flight = self.in_flight, []
+        lanes: dict[int, list] = {}
         for follow_up in in_flight:
-            self.log.append_command(follow_up.command)
-            self.follow_ups_written += 1
+            lanes.setdefault(self.log.partition_of(follow_up.command.job_id), []).append(
+                follow_up.command)
+        for partition, commands in lanes.items():
+            self.log.append_commands(partition, commands)
+            self.follow_ups_written += len(commands)
         self.acked = {p: len(changelog) for p, changelog in self.changelogs.items()}
 
     async def deliver(self, partition: int, count: int = 1) -> int:
