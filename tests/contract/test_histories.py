@@ -71,6 +71,7 @@ from eventq.core import (
     UpstreamOutcome,
     apply,
     decode_command,
+    encode_command,
     is_ready,
     is_scheduled_waiting,
     lease_order_key,
@@ -515,8 +516,62 @@ def expired_then_added_again(one_record: bool, keep: int) -> History:
     return History(log, [("deliver", 0, 1), ("commit",), ("deliver", 0, 2), ("crash", keep)])
 
 
+def input_beside_its_notice(keep: int) -> History:
+    """A dependent (partition 1) released by the notice of its upstream (partition 0):
+    its changelog holds the input, then the dependent's state, and the table after the
+    crash holds ``keep`` of them past the commit. With the state and not the input, the
+    notice read again would be already applied and the input lost: side records come
+    first (streams/processor.py)."""
+    upstream, dependent = JOB_IDS[2][0][0], DEPENDENT_IDS[2][1]
+    log = MemoryLog(2)
+    log.append_command(Add(upstream, "a", 10, LONG_TTL_MS, b""))
+    log.append_command(StartAttempt(upstream, 1))
+    log.append_command(Complete(upstream, b"r"))
+    log.append_command(Add(dependent, "a", 10, LONG_TTL_MS, b"", after=(upstream,)))
+    return History(log, [("deliver", 1, 1), ("commit",), ("deliver", 0, 4),
+                         ("deliver", 1, 1), ("crash", keep)])
+
+
+def upstream_deleted_with_follow_ups_in_flight(written: bool) -> History:
+    """An upstream deleted after its dependent registered; the notice is in flight when
+    the process dies (lost, or written without an acknowledgement), and the table holds
+    what was written since the commit: only the records whose follow-ups were
+    acknowledged. The delete, read again, tells the dependent (again)."""
+    upstream, dependent = JOB_IDS[2][0][0], DEPENDENT_IDS[2][1]
+    log = MemoryLog(2)
+    log.append_command(Add(upstream, "a", 10, LONG_TTL_MS, b""))
+    log.append_command(Add(dependent, "b", 10, LONG_TTL_MS, b"", after=(upstream,)))
+    history = History(log, [("deliver", 0, 1), ("deliver", 1, 1), ("ack",), ("deliver", 0, 1),
+                            ("commit",), ("append", 1), ("deliver", 0, 1),
+                            ("crash", 1000, written)], acks_at_once=False)
+    history.drafts = [Message(log.topic, 0, 0, log.now_ms + 5, job_key(upstream),
+                              encode_command(Delete(upstream)))]
+    return history
+
+
+def absent_upstream_swept(keep: int) -> History:
+    """A dependent with a short TTL waits for an id that is never a job; a timer's
+    expire of that id after the deadline drops the registration and moves the
+    watermark (a tombstone of sorts), then a crash keeps ``keep`` records of it."""
+    dependent, phantom = DEPENDENT_IDS[2][1], PHANTOMS[0]
+    log = MemoryLog(2)
+    log.append_command(Add(dependent, "a", 10, 50, b"", after=(phantom,)))
+    history = History(log, [("deliver", 1, 1), ("commit",), ("deliver", 0, 1),
+                            ("deliver", 1, 1), ("append", 1), ("deliver", 0, 1),
+                            ("crash", keep)])
+    history.drafts = [Message(log.topic, 0, 0, log.now_ms + 100, job_key(phantom),
+                              encode_command(Expire(phantom)))]
+    return history
+
+
 @settings(max_examples=200)
 @given(histories())
+@example(input_beside_its_notice(keep=1))
+@example(input_beside_its_notice(keep=1000))
+@example(upstream_deleted_with_follow_ups_in_flight(written=False))
+@example(upstream_deleted_with_follow_ups_in_flight(written=True))
+@example(absent_upstream_swept(keep=1))
+@example(absent_upstream_swept(keep=1000))
 @example(expired_then_added_again(one_record=False, keep=1000))
 @example(expired_then_added_again(one_record=True, keep=1))  # the tombstone, no watermark?
 def test_every_fold_of_a_history_agrees(history):
