@@ -1,6 +1,6 @@
 """The order of one batch's changelog records (streams/processor.py): every prefix of
-it must be safe to restore from, so live states come first, then the watermark, then
-the tombstones."""
+it must be safe to restore from, so records beside the jobs (workflows) come first,
+then live states, then the watermark, then the tombstones."""
 
 from __future__ import annotations
 
@@ -28,3 +28,25 @@ def test_only_the_last_state_of_a_job_is_written():
     for state in (b"A1", b"A2", None, b"A3"):  # added, changed, deleted, added again
         batch.records[b"a"] = state
     assert batch.changelog(watermark=7) == [(b"a", b"A3")]
+
+
+def test_records_beside_the_jobs_come_first_written_or_deleted():
+    """Workflows: a side record goes with its job's state or tombstone, or with the
+    watermark an expire of an absent job moves: it comes before all of them, so a prefix
+    that holds what makes its command read again as applied holds it too."""
+    batch = _Batch()
+    batch.records.update({b"a": b"A", b"gone": None})
+    batch.side.update({b"\x00eventq.input:x": b"I", b"\x00eventq.reg:y": None})
+    assert batch.changelog(watermark=9) == [
+        (b"\x00eventq.input:x", b"I"), (b"\x00eventq.reg:y", None), (b"a", b"A"),
+        (WATERMARK_KEY, b"9"), (b"gone", None),
+    ]
+
+
+def test_a_removal_without_a_tombstone_still_writes_the_watermark():
+    """An expire of an absent job that dropped registrations (or a job removed and added
+    again in one record) moved the watermark: it is written, after the side records."""
+    batch = _Batch()
+    batch.side[b"\x00eventq.reg:y"] = None
+    batch.removed = True
+    assert batch.changelog(watermark=9) == [(b"\x00eventq.reg:y", None), (WATERMARK_KEY, b"9")]

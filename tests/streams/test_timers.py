@@ -1,17 +1,19 @@
 """The deadline timer (streams/timers.py): what it sends at a TTR is in tests/test_offers.py;
-here how it reports sends Kafka fails."""
+here how it reports sends Kafka fails, and the expirations of absent upstreams'
+registrations (workflows)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 from jobs import NOW, job
 
-from eventq.core import State
+from eventq.core import Expire, State
 from eventq.indexes import JobIndex
 from eventq.waiters import Waiters
-from streams.timers import WARN_AFTER_FAILING_MS, DeadlineTimer
+from streams.timers import RETRY_AFTER_MS, WARN_AFTER_FAILING_MS, DeadlineTimer
 
 
 def test_a_failed_send_is_routine_until_sends_have_failed_for_a_while(caplog):
@@ -43,3 +45,41 @@ def test_a_failed_send_is_routine_until_sends_have_failed_for_a_while(caplog):
     assert levels_of_tick() == [logging.INFO, logging.INFO]  # failing again, from now
     clock["now"] += WARN_AFTER_FAILING_MS
     assert levels_of_tick() == [logging.WARNING, logging.WARNING]  # for 10 s: say so
+
+
+def test_an_absent_upstreams_expired_registrations_are_swept_by_an_expire_until_gone():
+    """A registration's deadline passed and its upstream is no live job here: the timer
+    reads the upstream's registrations (their earliest deadline) and sends
+    ``expire(upstream)`` while one has expired, checking again a second later."""
+    index = JobIndex()
+    upstream, live = uuid.uuid4(), job()
+    index.put(live, 0, NOW)
+    index.put_registration(upstream, NOW)
+    index.put_registration(live.id, NOW)  # a live upstream's go with its ending
+    stored = {upstream: NOW - 5, live.id: NOW - 5}  # the earliest deadline in the table
+    sent: list = []
+    asked: list = []
+
+    async def send(command) -> None:
+        sent.append(command)
+
+    def registrations(upstream_id):
+        asked.append(upstream_id)
+        return stored.get(upstream_id)
+
+    clock = {"now": NOW}
+    timer = DeadlineTimer(index, Waiters(), send, lambda: clock["now"],
+                          registrations=registrations)
+    asyncio.run(timer._tick())
+    assert sent == [Expire(upstream)] and asked == [upstream]
+    assert index.next_deadline_ms() == NOW + RETRY_AFTER_MS  # checked again then
+    clock["now"] += RETRY_AFTER_MS
+    stored[upstream] = NOW + 50_000  # the expired one is gone; a later one is left
+    asyncio.run(timer._tick())
+    assert sent == [Expire(upstream)]
+    assert index.next_deadline_ms() == NOW + 50_000
+    clock["now"] = NOW + 50_000
+    del stored[upstream]  # gone meanwhile (or the partition moved away)
+    asyncio.run(timer._tick())
+    assert sent == [Expire(upstream)]
+    assert index.next_deadline_ms() == live.expires_ms  # only the live job's TTL is left
