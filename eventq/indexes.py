@@ -367,9 +367,6 @@ class JobIndex:
         self.drop_partition(partition)
         for name in paused:
             self.set_paused(partition, name, True)
-        self._registrations.extend(
-            _registration_item(deadline, upstream.int) for upstream, deadline in registrations)
-        heapq.heapify(self._registrations)
         ready: dict[str, list[int]] = {}
         scheduled: dict[str, list[int]] = {}
         waiting: dict[str, list[int]] = {}
@@ -392,6 +389,11 @@ class JobIndex:
         for name, keys in waiting.items():
             self.queue(name).waiting.update(keys)
         heapq.heapify(deadlines)
+        # Those of live upstreams go with their ending or removal: no timer.
+        self._registrations.extend(
+            _registration_item(deadline, upstream.int) for upstream, deadline in registrations
+            if upstream.int not in self._entries)
+        heapq.heapify(self._registrations)
         return count
 
     # --- reads (from the gateway) --------------------------------------------------
@@ -569,8 +571,9 @@ class JobIndex:
         return list(found.values())
 
     def put_registration(self, upstream: uuid.UUID, deadline_ms: int) -> None:
-        """A registration with ``upstream`` that expires at ``deadline_ms`` is stored (or
-        its timer is to be checked again then): ``due_registrations`` gives it then."""
+        """A registration with ``upstream``, absent, that expires at ``deadline_ms`` is
+        stored (or its timer is to be checked again then): ``due_registrations`` gives
+        it then."""
         heapq.heappush(self._registrations, _registration_item(deadline_ms, upstream.int))
         if len(self._registrations) > HEAP_SLACK * self._registrations_kept + 1000:
             self._registrations = sorted(set(self._registrations))  # repeats gone

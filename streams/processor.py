@@ -547,28 +547,38 @@ class Processor:
         ``Ignored`` and still carry work."""
         partition = message.partition
         batch.follow_ups.extend(result.follow_ups)
-        self._put_side(partition, result.side, batch)
+        batch.side.update(result.side)
         then = result.then
         if then is None:
             return
-        if isinstance(then, Register):
-            raw = self._read_side(partition, then.key, batch)
-            existing = None if raw is None else self._registration(message, then.key, raw)
-            effects = register(then, existing)
-        else:
-            effects = notify(then, self._registrations(message, then.prefix, batch))
+        try:  # pure, and fed what the core wrote: a failure here is a bug, contained
+            if isinstance(then, Register):
+                raw = self._read_side(partition, then.key, batch)
+                existing = None if raw is None else self._registration(message, then.key, raw)
+                effects = register(then, existing)
+            else:
+                effects = notify(then, self._registrations(message, then.prefix, batch))
+        except Exception as error:
+            self.counters.unappliable += 1
+            self._log_contained(message, f"its workflow records could not be read or "
+                                         f"written: {type(error).__name__}: {error}")
+            return
         batch.follow_ups.extend(effects.follow_ups)
-        self._put_side(partition, effects.side, batch)
+        batch.side.update(effects.side)
         if effects.removes:  # registrations of an absent job dropped: as a tombstone
             self._watermarks[partition] = at
             batch.removed = True
+        if isinstance(then, Register) and result.job is None:
+            # An absent upstream's registration is dropped by a timer's expire of its id
+            # once its deadline has passed (streams/timers.py); a live upstream's go
+            # with its ending or removal.
+            self._registration_timers(effects.side)
 
-    def _put_side(self, partition: int, side: Sequence[SideRecord], batch: "_Batch") -> None:
+    def _registration_timers(self, side: Sequence[SideRecord]) -> None:
         for key, value in side:
-            batch.side[key] = value
             if value is not None and key.startswith(REGISTRATION_KEY_PREFIX):
                 deadline = decode_registration(value).deadline_ms
-                if deadline is not None:  # an absent upstream's is dropped then
+                if deadline is not None:
                     self._index.put_registration(registration_ids(key)[0], deadline)
                     self._on_deadline(deadline)
 

@@ -334,3 +334,25 @@ def test_the_writer_sends_each_follow_up_to_its_keys_partition_and_the_commit_wa
         (partition_for_key(job_key(UPSTREAM), partitions), job_key(UPSTREAM),
          encode_command(depend)),
     ]
+
+
+def test_only_an_absent_upstreams_registration_gets_a_timer():
+    """A registration with an absent upstream is swept at its deadline by the timer's
+    expire (streams/timers.py); a live upstream's goes with its ending or removal."""
+    absent, live = IDS[0][0], IDS[0][1]
+    log = MemoryLog(2)
+    deadline = log.now_ms + 1_000
+    log.append_command(Add(live, "q", 10, TTL, b""))
+    log.append_command(Depend(live, DEPENDENT, 0, deadline))
+    log.append_command(Depend(absent, DEPENDENT, 0, deadline + 1))
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    assert driver.index.due_registrations(deadline + 1) == [absent]
+    driver.commit()
+    driver.crash()  # the indexes rebuilt from the table: the same
+    assert driver.index.due_registrations(deadline + 1) == [absent]
