@@ -12,14 +12,15 @@ Workflows (spec/workflows.md): a registration of a dependent with an absent upst
 (eventq/core/workflow.py) is dropped by an ``expire`` of the upstream's id once the
 dependent's TTL deadline, which it carries, has passed (eventq/core/followups.py: an
 ``expire`` of an absent job drops the expired registrations of that id, by the
-broker's clock). The index keeps each stored registration's deadline with its
-upstream's id (``put_registration``; rebuilt from the table with the jobs); when one
-passes and the upstream is not a live job here, the timer reads the upstream's
-registrations from the table (``registrations``): none left, nothing; the earliest
-still ahead, checked again then; one expired, ``expire(upstream)``, checked again
-``RETRY_AFTER_MS`` later until it is gone. A live upstream's registrations go with its
-ending or removal, so it needs no timer. Every check reads the table, so a repeated or
-late ``expire`` is harmless: it drops what has expired by then, or nothing.
+broker's clock). The index keeps the deadline of each registration stored while its
+upstream was absent, with the upstream's id (``put_registration``; rebuilt from the
+table with the jobs); when one passes and the upstream is not a live job here, the
+timer reads the upstream's registrations from the table (``registrations``): none
+left, nothing; the earliest still ahead, checked again then; one expired,
+``expire(upstream)``, checked again ``RETRY_AFTER_MS`` later until it is gone. A live
+upstream's registrations go with its ending or removal, so it needs no timer. Every
+check reads the table, so a repeated or late ``expire`` is harmless: it drops what has
+expired by then, or nothing.
 """
 
 from __future__ import annotations
