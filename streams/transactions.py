@@ -299,7 +299,10 @@ class PartitionChangelog:
                     # And the follow-ups of what it covers must be in the command log
                     # (those of records applied since may be waited for too).
                     if self._follow_ups:
-                        await asyncio.wait(set(self._follow_ups))
+                        waited = set(self._follow_ups)
+                        await asyncio.wait(waited)
+                        for written in waited:
+                            self._followed_up(written)  # its error, whatever ran first
                     if self.failure is not None:
                         raise self.failure
                     end = self._end_after_commit()
