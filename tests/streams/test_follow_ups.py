@@ -356,3 +356,22 @@ def test_only_an_absent_upstreams_registration_gets_a_timer():
     driver.commit()
     driver.crash()  # the indexes rebuilt from the table: the same
     assert driver.index.due_registrations(deadline + 1) == [absent]
+
+
+def test_a_released_dependent_wakes_a_lease_waiting_on_its_queue():
+    async def scenario():
+        driver = Driver(a_dependent())
+        await driver.drain()
+        woken = asyncio.ensure_future(driver.waiters.wait_ready(["q"], 5.0, lambda: False))
+        await asyncio.sleep(0)
+        for command in (Add(UPSTREAM, "elsewhere", 10, TTL, b""), StartAttempt(UPSTREAM, 1)):
+            driver.log.append_command(command)
+        await driver.drain()
+        assert not woken.done()  # nothing ready in "q" yet
+        driver.log.append_command(Complete(UPSTREAM, b"r"))
+        await driver.drain()
+        return await woken, driver
+
+    woken, driver = asyncio.run(scenario())
+    assert woken and the_dependent(driver).state is State.NEW
+    assert driver.index.ready_page("q", driver.log.now_ms, 0, 10) == [DEPENDENT]
