@@ -29,16 +29,17 @@ SHAPES: dict[type, Shape] = {
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
     rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
     rq.Confirm: Shape.STATUS,
-    rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA,
+    rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA, rq.Inputs: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
-    rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectJob: Shape.BLOCKS,
+    rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectWaitingJobs: Shape.BLOCKS,
+    rq.InspectJob: Shape.BLOCKS,
     rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
 }
 
 # Requests about one job: answered by the owner of the job's partition.
 KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete,
-         rq.InspectJob, rq.Touch)
+         rq.InspectJob, rq.Touch, rq.Inputs)
 
 MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page
@@ -143,23 +144,26 @@ class Cluster:
 
 
 def queue_views(blocks: Iterable[Block]) -> list[QueueView]:
-    """Queue blocks (replies.queue_blocks) back to their views."""
+    """Queue blocks (replies.queue_blocks) back to their views ([eventq] ``waiting-len``
+    and ``paused`` only where present: absent is 0 and not paused)."""
     return [
         QueueView(b.head.decode("latin-1"), int(b.value(b"ready-len")),
-                  int(b.value(b"scheduled-len")), any(k == b"paused" for k, _ in b.lines))
+                  int(b.value(b"scheduled-len")), any(k == b"paused" for k, _ in b.lines),
+                  sum(int(v) for k, v in b.lines if k == b"waiting-len"))
         for b in blocks
     ]
 
 
 def merge_queues(parts: Iterable[Iterable[QueueView]]) -> list[QueueView]:
     """Every process's figures per queue name, summed, in the spec's bytewise order."""
-    totals: dict[str, list[Any]] = {}  # ready-len, scheduled-len, paused
+    totals: dict[str, list[Any]] = {}  # ready-len, scheduled-len, paused, waiting-len
     for part in parts:
         for q in part:
-            total = totals.setdefault(q.name, [0, 0, False])
+            total = totals.setdefault(q.name, [0, 0, False, 0])
             total[0] += q.ready_len
             total[1] += q.scheduled_len
             total[2] = total[2] or q.paused  # paused where any process says so
+            total[3] += q.waiting_len
     names = sorted(totals, key=lambda name: name.encode("latin-1"))
     return [QueueView(name, *totals[name]) for name in names]
 

@@ -82,6 +82,7 @@ class ClusterAnswers:
             rq.InspectQueue: self.inspect_queue,
             rq.InspectJobs: self.inspect_jobs,
             rq.InspectScheduledJobs: self.inspect_jobs,
+            rq.InspectWaitingJobs: self.inspect_jobs,
             rq.InspectDigest: self.inspect_digest,
             rq.InspectBulk: self.inspect_bulk,
             rq.Pause: self.pause_or_resume,
@@ -299,9 +300,11 @@ class ClusterAnswers:
             raise NotFound()
         return replies.queue_blocks(merge_queues(parts))
 
-    async def inspect_jobs(self, request: rq.InspectJobs | rq.InspectScheduledJobs) -> bytes:
-        """inspect jobs / scheduled-jobs: every process's first offset+limit jobs in
-        peer form, merged by their place (the same key everywhere)."""
+    async def inspect_jobs(
+        self, request: rq.InspectJobs | rq.InspectScheduledJobs | rq.InspectWaitingJobs
+    ) -> bytes:
+        """inspect jobs / scheduled-jobs / [eventq] waiting-jobs: every process's first
+        offset+limit jobs in peer form, merged by their place (the same key everywhere)."""
         await self.engine.wait_ready()
         upto = request.offset + request.limit
         kind = type(request)

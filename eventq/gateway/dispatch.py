@@ -52,7 +52,9 @@ class Gateway:
             rq.InspectQueue: local.inspect_queue,
             rq.InspectJobs: local.inspect_jobs,
             rq.InspectScheduledJobs: local.inspect_scheduled_jobs,
+            rq.InspectWaitingJobs: local.inspect_waiting_jobs,
             rq.InspectJob: local.inspect_job,
+            rq.Inputs: local.inputs,
             rq.InspectDigest: local.inspect_digest,
             rq.InspectBulk: local.inspect_bulk,
             rq.Peer: local.peer,
@@ -65,6 +67,7 @@ class Gateway:
             rq.Lease: local.lease_for_peer,
             rq.InspectJobs: local.ordered_jobs_for_peer,
             rq.InspectScheduledJobs: local.ordered_jobs_for_peer,
+            rq.InspectWaitingJobs: local.ordered_jobs_for_peer,
             rq.InspectDigest: local.digest_for_peer,
             rq.Confirm: local.confirm,
         }

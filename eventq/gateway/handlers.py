@@ -17,7 +17,7 @@ from typing import cast
 
 from eventq import core
 from eventq.core import Job, State
-from eventq.core.job import is_final, ready_time_ms
+from eventq.core.job import is_final, ready_time_ms, waiting_count
 from eventq.core.machine import Accepted, Rejected
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway import ports
@@ -49,6 +49,8 @@ def view_of(job: Job) -> replies.JobView:
         state=int(job.state),
         created_ms=job.created_ms,
         scheduled_ms=ready_time_ms(job),
+        after=len(job.upstreams),  # [eventq] -after: 0 for a job without upstreams
+        waiting=waiting_count(job),
     )
 
 
@@ -121,6 +123,7 @@ class LocalAnswers:
         command = core.Add(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.payload,
             request.priority, request.max_attempts, request.max_fails, request.backoff_ms,
+            after=request.after,
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -128,7 +131,7 @@ class LocalAnswers:
         command = core.Schedule(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.time_ms,
             request.payload, request.priority, request.max_attempts, request.max_fails,
-            request.backoff_ms,
+            request.backoff_ms, after=request.after,
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -229,7 +232,8 @@ class LocalAnswers:
 
     def queue_view(self, name: str, now_ms: int) -> replies.QueueView:
         ready, scheduled = self.index.lengths(name, now_ms)
-        return replies.QueueView(name, ready, scheduled, self.index.is_paused(name))
+        return replies.QueueView(name, ready, scheduled, self.index.is_paused(name),
+                                 self.index.waiting_len(name))
 
     async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
@@ -267,6 +271,27 @@ class LocalAnswers:
             request.name, self.clock_ms(), request.offset, request.limit)
         return self._jobs(ids)
 
+    async def inspect_waiting_jobs(self, request: rq.InspectWaitingJobs) -> Iterator[bytes]:
+        """[eventq] The queue's WAITING jobs in lease order (spec/workflows.md, "1.
+        Dependencies"): as inspect jobs."""
+        await self.engine.wait_ready()
+        self._known_queue(request.name)
+        return self._jobs(self.index.waiting_page(request.name, request.offset, request.limit))
+
+    async def inputs(self, request: rq.Inputs) -> Iterator[bytes]:
+        """[eventq] The results a job's finished upstreams handed it, in -after order
+        (spec/workflows.md, "2. Inputs"), read with the job from one snapshot and
+        written one upstream at a time (up to 100 results of 1 MiB)."""
+        await self.engine.wait_ready()
+        pinned = self.engine.pinned([request.id])
+        job = pinned.get(request.id)
+        if job is None:
+            raise NotFound()
+        found = pinned.inputs(job) if job.upstreams else ()
+        views = (replies.InputView(upstream, given.completed, given.result)
+                 for upstream, given in found)
+        return replies.inputs_reply_stream(len(found), views)
+
     async def inspect_job(self, request: rq.InspectJob) -> bytes:
         await self.engine.wait_ready()
         job = self.engine.job(request.id) if request.id.version == PROTOCOL_UUID_VERSION else None
@@ -295,11 +320,13 @@ class LocalAnswers:
     # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
     def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
-        """A page of ``inspect jobs`` (or scheduled-jobs) in peer form: each block
-        carries its place, for the asking gateway to merge pages by."""
+        """A page of ``inspect jobs`` (or scheduled-jobs, [eventq] waiting-jobs) in peer
+        form: each block carries its place, for the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
         if kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
+        elif kind is rq.InspectWaitingJobs:
+            keyed = self.index.waiting_page_keys(name, offset, limit)
         else:
             keyed = self.index.scheduled_page_keys(name, now_ms, offset, limit)
         pinned = self.engine.pinned([job_id for _, job_id in keyed])
@@ -308,7 +335,7 @@ class LocalAnswers:
         )
 
     async def ordered_jobs_for_peer(
-        self, request: rq.InspectJobs | rq.InspectScheduledJobs
+        self, request: rq.InspectJobs | rq.InspectScheduledJobs | rq.InspectWaitingJobs
     ) -> bytes:
         await self.engine.wait_ready()
         self._known_queue(request.name)

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from eventq.core import Command, Job, QueueCommand
+from eventq.core import Command, Input, Job, QueueCommand
 from eventq.core.digest import StateDigest
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
@@ -35,6 +35,11 @@ class PinnedJobs(Protocol):
     def has(self, job_id: uuid.UUID) -> bool: ...
 
     def get(self, job_id: uuid.UUID) -> Job | None: ...
+
+    def inputs(self, job: Job) -> Sequence[tuple[uuid.UUID, Input]]:
+        """[eventq] A dependent's inputs as they were at the same moment: (upstream id,
+        what it handed on) per finished upstream, in -after order."""
+        ...
 
 
 @runtime_checkable
