@@ -37,6 +37,12 @@ PAUSED_KEY_PREFIX = META_KEY_PREFIX + b"eventq.paused:"
 PAUSED_WITHOUT_POSITION = -1
 
 
+def persisted_offset(db) -> int | None:
+    """The table's persisted changelog offset, as faust keeps it (None: none yet)."""
+    raw = db.get(FAUST_OFFSET_KEY)
+    return None if raw is None else int(raw)
+
+
 def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | None]]:
     """The table's persisted changelog offset (None: deleted), as faust and eventq keep
     it: every write of it by eventq writes both."""
