@@ -45,6 +45,12 @@ assert REGISTRATION_KEY_PREFIX.startswith(META_KEY_PREFIX)
 assert INPUT_KEY_PREFIX.startswith(META_KEY_PREFIX)
 
 
+def persisted_offset(db) -> int | None:
+    """The table's persisted changelog offset, as faust keeps it (None: none yet)."""
+    raw = db.get(FAUST_OFFSET_KEY)
+    return None if raw is None else int(raw)
+
+
 def persisted_offset_records(value: bytes | None) -> list[tuple[bytes, bytes | None]]:
     """The table's persisted changelog offset (None: deleted), as faust and eventq keep
     it: every write of it by eventq writes both."""

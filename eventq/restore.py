@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from eventq.jobs_table import FAUST_OFFSET_KEY, ROCKSDB_OPTIONS, persisted_offset_records
+from eventq.jobs_table import ROCKSDB_OPTIONS, persisted_offset_records
+from eventq.jobs_table import persisted_offset as table_persisted_offset
 from eventq.kafka.logreader import Progress, end_offsets, read_batches
 
 WRITE_BATCH_RECORDS = 20_000  # per partition: ~5 MB of 225-byte records per write
@@ -48,8 +49,7 @@ def persisted_offset(path: Path) -> int | None:
         return None
     db = open_table(path)
     try:
-        raw = db.get(FAUST_OFFSET_KEY)
-        return None if raw is None else int(raw)
+        return table_persisted_offset(db)
     finally:
         db.close()
 

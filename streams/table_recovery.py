@@ -30,7 +30,12 @@ from typing import Callable
 
 from rocksdict import WriteBatch
 
-from eventq.jobs_table import EVENTQ_OFFSET_KEY, FAUST_OFFSET_KEY, persisted_offset_records
+from eventq.jobs_table import (
+    EVENTQ_OFFSET_KEY,
+    FAUST_OFFSET_KEY,
+    persisted_offset,
+    persisted_offset_records,
+)
 from eventq.kafka.logreader import end_offsets, read_batches
 
 log = logging.getLogger(__name__)
@@ -90,9 +95,8 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
     starts, wiped = {}, set()
     for partition, db in dbs.items():
         low, end = ends.get(partition, (0, 0))
-        raw = db.get(FAUST_OFFSET_KEY)
-        persisted = None if raw is None else int(raw)
-        if raw != db.get(EVENTQ_OFFSET_KEY):
+        persisted = persisted_offset(db)
+        if db.get(FAUST_OFFSET_KEY) != db.get(EVENTQ_OFFSET_KEY):
             # faust's standby copy moved it since eventq last did: not to be trusted.
             log.info("partition %d's table was last brought up to date as a standby copy "
                      "(to offset %s): rebuilding it from the changelog", partition, persisted)

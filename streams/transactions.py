@@ -42,7 +42,7 @@ from typing import Awaitable, Callable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
-from eventq.jobs_table import FAUST_OFFSET_KEY, persisted_offset_records
+from eventq.jobs_table import FAUST_OFFSET_KEY, persisted_offset, persisted_offset_records
 from eventq.kafka.commit_metadata import commit_metadata
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from streams.store import JobStore, write_records
@@ -330,8 +330,8 @@ class PartitionChangelog:
 
     def changelog_end(self) -> int | None:
         """The changelog's end as of the last commit (or recovery) of this partition."""
-        persisted = self._db().get(FAUST_OFFSET_KEY)
-        return None if persisted is None else int(persisted) + 1
+        persisted = persisted_offset(self._db())
+        return None if persisted is None else persisted + 1
 
     def _committed(self, next_offset: int) -> None:
         """What the transaction held is in the log: remember faust's persisted offset

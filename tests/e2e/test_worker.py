@@ -194,13 +194,18 @@ def test_sigterm_lets_running_jobs_finish_and_leases_nothing_new(server):
         assert "outcome=completed" in stderr
 
 
-def test_a_second_sigterm_ends_running_jobs_with_a_clear_result(server):
+def test_a_second_sigterm_ends_running_jobs_with_a_clear_result(server, tmp_path: Path):
     q = queue("abort")
+    started = tmp_path / "started"
     with Client(port=server.port) as client:
         job_id = client.add(q, b"x", ttr_ms=60_000, max_fails=1)
-        process = worker_process(server, "--queue", q, "--", "sleep", "30")
+        process = worker_process(server, "--queue", q, "--",
+                                 "sh", "-c", f"touch {started}; exec sleep 30")
         try:
-            wait_for(lambda: client.inspect_job(job_id).state == "leased", timeout_s=30)
+            # Running, not only leased: a stop while the lease's reply is on its way
+            # abandons the lease, and the job waits out its TTR (CI failed so once,
+            # with the result -TIMEOUT, beside a fault campaign).
+            wait_for(started.exists, timeout_s=30)
             process.send_signal(signal.SIGTERM)
             time.sleep(0.5)
             process.send_signal(signal.SIGTERM)
