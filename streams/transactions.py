@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Awaitable, Callable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
@@ -128,8 +129,10 @@ class PartitionChangelog:
     """One owned partition's changelog transaction."""
 
     def __init__(self, partition: int, producer, store: JobStore, topic: str,
-                 commands_topic: str, group_id: str) -> None:
+                 commands_topic: str, group_id: str,
+                 on_failure: Callable[[BaseException], None] | None = None) -> None:
         self.partition = partition
+        self._on_failure = on_failure  # a send behind the reply failed: report it
         self._producer = producer
         self._store = store
         self._topic = topic
@@ -137,13 +140,17 @@ class PartitionChangelog:
         self._group_id = group_id
         self._undo = _Undo()
         self._committing_undo: _Undo | None = None
-        self._pending: list[Records] = []  # handed in while a commit was under way
+        # Records handed in and not yet given to the producer: sent behind the replies
+        # by one flusher at a time, as soon as the producer takes more (docs/architecture.md,
+        # "The changelog"), and held while a commit is under way.
+        self._queued: list[Records] = []
+        self._flusher: asyncio.Task | None = None
+        self._idle = asyncio.Event()  # set whenever no flusher is handing records over
+        self._idle.set()
         self._last_offset: int | None = None  # of the open transaction's records
         self._unacknowledged: set[asyncio.Future] = set()  # batches sent, not yet in the log
         self._follow_ups: set[asyncio.Future] = set()  # follow-ups sent, not yet in the log
         self._committing = False
-        self._sending = 0  # batches being handed to the producer right now
-        self._sent = asyncio.Event()  # set whenever none is
         self.open = False  # a transaction was begun: what it holds can be committed
         # Commits take turns (the periodic one, a rebalance's last one): each needs the
         # transaction the one before it opened.
@@ -190,15 +197,38 @@ class PartitionChangelog:
         self._undo.capture(db, records)
         self._store.write_batch(self.partition, records)
 
-    async def send(self, records: Records) -> None:
-        """Queue ``records`` in the open transaction, in this order (during a commit,
-        in the next one). Raises ChangelogLost once the transaction cannot commit."""
+    def send(self, records: Records) -> None:
+        """Queue ``records`` for the open transaction, in this order (during a commit,
+        for the next one), without waiting for the producer: a command's reply waits for
+        its apply, never for the changelog (the commit waits for that). Raises
+        ChangelogLost once the transaction cannot commit; a later failure is reported to
+        ``on_failure``."""
         if self.failure is not None:
             raise ChangelogLost(describe(self.failure))
-        if self._committing:
-            self._pending.append(records)
-            return
-        await self._send(records)
+        self._queued.append(records)
+        if not self._committing:
+            self._flush_behind()
+
+    def _flush_behind(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._idle.clear()
+            self._flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        """Hand the queued records to the producer, all that queued meanwhile as one
+        send, until none is left or a commit begins."""
+        try:
+            while self._queued and not self._committing and self.failure is None:
+                queued, self._queued = self._queued, []
+                await self._send([record for records in queued for record in records])
+        except ChangelogLost:
+            pass  # _fail recorded it and reports it
+        except BaseException as error:  # never lose a failure in a background task
+            self._fail(error)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+        finally:
+            self._idle.set()
 
     async def _send(self, records: Records) -> None:
         producer = self._producer
@@ -217,7 +247,6 @@ class PartitionChangelog:
         if not count:
             return
         batch.close()
-        self._sending += 1
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 future = await self._producer.send_batch(
@@ -225,10 +254,6 @@ class PartitionChangelog:
         except Exception as error:  # TimeoutError included
             self._fail(error)
             raise ChangelogLost(describe(error)) from error
-        finally:
-            self._sending -= 1
-            if not self._sending:
-                self._sent.set()
         self.records += count
         self._unacknowledged.add(future)
         future.add_done_callback(lambda done: self._acknowledged(done, count))
@@ -264,6 +289,14 @@ class PartitionChangelog:
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
+            if self._on_failure is not None and not self._committing:
+                # An ack that failed behind the replies: nobody else is told (a commit
+                # under way raises it itself).
+                asyncio.get_running_loop().call_soon(self._report_failure)
+
+    def _report_failure(self) -> None:
+        if self._on_failure is not None and self.failure is not None:
+            self._on_failure(self.failure)
 
     # --- committing --------------------------------------------------------------
 
@@ -279,18 +312,22 @@ class PartitionChangelog:
             raise ChangelogLost(describe(self.failure))
         if not self.open or next_offset == self.committed_offset:
             return False
-        # Until the next transaction is open, records handed in wait in _pending: the
-        # producer takes none between a commit and the next begin. A send already
-        # handed to the producer (waiting for the batch before it to drain) is let
-        # finish first: appended during the commit it would fail the transaction.
+        # What was queued before the commit goes into it; what is handed in from now
+        # on waits in _queued for the next transaction: the producer takes none between
+        # a commit and the next begin. A send already handed to the producer (waiting
+        # for the batch before it to drain) is let finish first: appended during the
+        # commit it would fail the transaction.
+        committed_records, self._queued = self._queued, []
         self._committing = True
         self._committing_undo, self._undo = self._undo, _Undo()
         try:
             try:
                 async with asyncio.timeout(timeout_s):
-                    while self._sending:
-                        self._sent.clear()
-                        await self._sent.wait()
+                    await self._idle.wait()
+                    if self.failure is not None:
+                        raise self.failure
+                    if committed_records:  # the flusher stopped at the commit's start
+                        await self._send([r for records in committed_records for r in records])
                     # The commit names the changelog's end, so every record it commits
                     # must have its offset: the producer waits for them anyway before
                     # it ends the transaction.
@@ -356,15 +393,12 @@ class PartitionChangelog:
     async def _begin_next(self) -> None:
         try:
             await self._producer.begin_transaction()
-            while self._pending:  # more may come in while these are sent
-                pending, self._pending = self._pending, []
-                for records in pending:
-                    await self._send(records)
-        except ChangelogLost:
-            raise
         except Exception as error:
             self._fail(error)
             raise ChangelogLost(describe(error)) from error
+        self._committing = False
+        if self._queued:  # handed in during the commit: the next transaction's
+            self._flush_behind()
 
     # --- giving up ---------------------------------------------------------------
 
@@ -386,7 +420,7 @@ class PartitionChangelog:
             undo = undo.merged_under(self._committing_undo)
             self._committing_undo = None
         self._undo = _Undo(persisted=undo.persisted)
-        self._pending.clear()
+        self._queued.clear()
         return undo.write_back(self._db())
 
 
@@ -459,7 +493,8 @@ class Changelogs:
         logs = [
             PartitionChangelog(
                 p, self._new_producer(transactional_id(self._app_id, self._topic, p)),
-                self._store, self._topic, self._commands_topic, self._app_id)
+                self._store, self._topic, self._commands_topic, self._app_id,
+                on_failure=partial(self._failed_behind, p))
             for p in new
         ]
         try:
@@ -491,10 +526,18 @@ class Changelogs:
         log_ = self._logs.get(partition)
         return log_ if log_ is not None and log_.open else None
 
+    def _failed_behind(self, partition: int, error: BaseException) -> None:
+        """A partition's changelog failed behind the replies (a send or its ack): lost,
+        unless the partition was given up meanwhile (its rollback is what failed it)."""
+        log_ = self._logs.get(partition)
+        if log_ is not None and log_.failure is error:
+            self._on_lost(partition, error)
+
     async def persist(self, partition: int, records: Records) -> None:
-        """Store one applied batch's records: the local table now, the changelog in the
-        partition's open transaction. Never raises: a lost transaction is reported to
-        ``on_lost`` (the local write stays until it is rolled back)."""
+        """Store one applied batch's records: the local table now, the changelog queued
+        for the partition's open transaction (sent behind the reply). Never raises: a
+        lost transaction is reported to ``on_lost`` (the local write stays until it is
+        rolled back)."""
         log_ = self._logs.get(partition)
         if log_ is None or not log_.open:  # nothing is written without a transaction
             self._on_lost(partition, ChangelogLost(
@@ -502,7 +545,7 @@ class Changelogs:
             return
         log_.store(records)
         try:
-            await log_.send(records)
+            log_.send(records)
         except ChangelogLost as error:
             self._on_lost(partition, log_.failure or error)
 

@@ -286,3 +286,51 @@ def test_undecodable_records_are_skipped_and_reported(own_broker, tmp_path):
 async def still_serving_after_restart(port: int, good: uuid.UUID) -> None:
     async with await Client.connect(port=port) as c:
         assert (await c.inspect_job(good))["payload"] == b"fine"
+
+
+def test_a_kill_right_after_the_replies_keeps_every_acknowledged_change_once(
+        own_broker, tmp_path):
+    """The changelog is written behind the replies and committed once a second
+    (docs/architecture.md, "The changelog"): a kill -9 right after the last reply lands
+    before any of it is committed. After the restart every acknowledged add, lease and
+    complete is there, once: no lease counts twice, no job is missing or back."""
+    server = ServerProcess(own_broker.bootstrap, "window", tmp_path / "server", partitions=2)
+    server.create_topics()
+    server.start()
+    jobs = [uuid.uuid4() for _ in range(40)]
+
+    async def changes() -> tuple[set, set]:
+        async with await Client.connect(port=server.port) as c:
+            await asyncio.sleep(1.5)  # past a commit: what follows is all uncommitted
+            for j in jobs:
+                await c.add(j, "window", 60_000, 600_000, j.bytes)
+            leased = [await c.lease("window", 1000) for _ in range(20)]
+            completed = {job.id for job in leased[:10]}
+            for job_id in completed:
+                await c.complete(job_id, b"done")
+        return {job.id for job in leased}, completed
+
+    try:
+        leased, completed = asyncio.run(changes())
+        server.kill()  # within milliseconds of the last +OK
+        server.start()
+
+        async def states() -> dict:
+            async with await Client.connect(port=server.port) as c:
+                return {j: await c.inspect_job(j) for j in jobs}
+
+        after = asyncio.run(states())
+        live_digest = asyncio.run(wait_until_quiet(server.port))
+    finally:
+        server.stop()
+    for job in jobs:
+        state = int(after[job]["state"])
+        attempts = int(after[job]["attempts"])
+        if job in completed:
+            assert (state, attempts) == (1, 1), (job, after[job])  # COMPLETED
+        elif job in leased:
+            assert (state, attempts) == (4, 1), (job, after[job])  # LEASED
+        else:
+            assert (state, attempts) == (0, 0), (job, after[job])  # NEW
+    derived = derive_from_commands(own_broker.bootstrap, "window.commands")
+    assert state_digest(derived.jobs.values()) == live_digest
