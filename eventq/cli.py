@@ -303,26 +303,26 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
-    from eventq.core import state_digest
-    from eventq.kafka.logreader import latest_jobs
+    from eventq.kafka.logreader import LoggedState, latest_state
     from eventq.progress import Progress, reporter
-    from eventq.replay import ReplayError, derive_from_commands
+    from eventq.replay import Derived, ReplayError, derive_from_commands
 
     progress = Progress()
     try:
+        # Either way jobs and the workflows' inputs beside them, as `inspect digest`.
         if args.from_commands:
             bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
-            jobs = derive_from_commands(
+            state: Derived | LoggedState = derive_from_commands(
                 settings.kafka_bootstrap, settings.commands_topic, bar,
                 settings.max_state_record_bytes,
-            ).jobs
+            )
         else:
             bar = reporter(progress, f"reading {settings.jobs_topic}")
-            jobs, _ = latest_jobs(settings.kafka_bootstrap, settings.jobs_topic, bar)
+            state = latest_state(settings.kafka_bootstrap, settings.jobs_topic, bar)
         bar.finish()
     except (ReplayError, LookupError) as error:
         return fail(str(error))
-    say(f"{state_digest(jobs.values())} {len(jobs)} jobs")
+    say(f"{state.digest()} {len(state.jobs)} jobs")
     return EXIT_OK
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventq import statedir
-from eventq.core import CodecError, Job, State, decode_command
+from eventq.core import CodecError, Input, Job, State, decode_command, decode_input, state_digest
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
+from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.jobs_table import slims_of
 from eventq.kafka.logreader import Progress, Record, Undecodable, end_offsets, read_topic
 from eventq.limits import MAX_STATE_RECORD_BYTES
@@ -77,6 +78,9 @@ class Derived:
     per partition (partitions may interleave), e.g. incrementally as the log grows."""
 
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
+    # Workflows' inputs, kept beside the dependents (spec/workflows.md, "Inputs"):
+    # (dependent, upstream) -> what the upstream handed on. The digest covers them.
+    inputs: dict[tuple[uuid.UUID, uuid.UUID], Input] = field(default_factory=dict)
     commands: int = 0
     outcomes: Counter = field(default_factory=Counter)
     undecodable: Undecodable = field(default_factory=Undecodable)
@@ -122,11 +126,30 @@ class Derived:
             result = step(job, command, record.timestamp_ms, at, self.max_state_record_bytes)
         self.outcomes[type(result.outcome).__name__] += 1
         if isinstance(result.outcome, Accepted):
+            self._keep_inputs(result.side)
             if result.removes:
                 self.jobs.pop(command.job_id, None)
                 self.watermarks[record.partition] = at
             else:
                 self.jobs[command.job_id] = result.job  # type: ignore[assignment]  # not None: an accepted step that keeps the job
+
+
+    def _keep_inputs(self, side) -> None:
+        # Only inputs: registrations are bookkeeping the processor reads, not state
+        # (their effects are the notices, which are commands in this log).
+        for key, value in side:
+            if key.startswith(INPUT_KEY_PREFIX):
+                ids = input_ids(key)
+                if value is None:
+                    self.inputs.pop(ids, None)
+                else:
+                    self.inputs[ids] = decode_input(value)
+
+    def digest(self) -> str:
+        """The state digest of the jobs and inputs folded so far (eventq/core/digest.py),
+        to compare with a live server's ``inspect digest``."""
+        return state_digest(self.jobs.values(),
+                            ((dep, up, entry) for (dep, up), entry in self.inputs.items()))
 
 
 def derive_from_commands(

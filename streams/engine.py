@@ -345,7 +345,8 @@ class Engine:
 
         def compute():
             jobs = (job for p in partitions for job in self.store.jobs_in(p))
-            return StateDigest(jobs), partitions
+            inputs = (entry for p in partitions for entry in self.store.inputs_in(p))
+            return StateDigest(jobs, inputs), partitions
 
         return await asyncio.to_thread(compute)
 

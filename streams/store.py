@@ -15,9 +15,12 @@ from typing import Iterator
 from rocksdict import WriteBatch
 
 from eventq.core import CodecError, Input, Job, decode_input, decode_registration, decode_state
+from eventq.core.digest import InputEntry
 from eventq.core.slim import Slim
 from eventq.core.workflow import (
+    INPUT_KEY_PREFIX,
     REGISTRATION_KEY_PREFIX,
+    input_ids,
     input_key,
     registration_ids,
     registrations_prefix,
@@ -164,6 +167,18 @@ class JobStore:
                 continue
             if deadline is not None:
                 yield upstream, deadline
+
+    def inputs_in(self, partition: int) -> Iterator[InputEntry]:
+        """(dependent, upstream, input) of every input stored in a partition (for the
+        digest, which covers them: eventq/core/digest.py)."""
+        for key, raw in self.scan(partition, INPUT_KEY_PREFIX):
+            try:
+                dependent, upstream = input_ids(key)
+                entry = decode_input(raw)
+            except (CodecError, ValueError) as error:
+                self._undecodable(partition, key, error)
+                continue
+            yield dependent, upstream, entry
 
     def pinned(self, job_ids) -> PinnedJobs:
         """A consistent view of ``job_ids`` for a long reply (see ``PinnedJobs``)."""

@@ -8,20 +8,31 @@ other positions a dependent keeps (its links' changes, ``added_at``, ``finished_
 The state digest is the sum modulo 2^256 of per-job SHA-256 hashes, together with the
 number of jobs, hashed once more. A sum is independent of order and can be kept up to
 date incrementally (``StateDigest.add`` / ``discard`` as jobs change).
+
+Workflows' inputs (spec/workflows.md, "Determinism": the digest covers "upstreams and
+their outcomes, inputs, tags and groups") are records of their own beside the jobs, each
+an upstream's result copied to a dependent: each adds its own hash to the sum (a
+different domain, so no input hashes as a job), and is not counted as a job. A state
+without inputs digests as it did before workflows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable
 
 import msgpack
 
 from eventq.core.job import Job, has_workflow
+from eventq.core.workflow import Input
 
 DIGEST_VERSION = 1
 _MODULUS = 1 << 256
 _DOMAIN = b"eventq.state-digest.v%d" % DIGEST_VERSION
+_INPUT_TAG = "input"  # a job's array starts with its id's bytes, never with a str
+
+InputEntry = tuple[uuid.UUID, uuid.UUID, Input]  # (dependent, upstream, what it hands on)
 
 
 def job_digest_bytes(job: Job) -> bytes:
@@ -62,6 +73,20 @@ def _workflow(job: Job) -> tuple[object, ...]:
     return (links, job.released_ms, job.finished_ms, job.group)
 
 
+def input_digest_bytes(dependent: uuid.UUID, upstream: uuid.UUID, entry: Input) -> bytes:
+    """The canonical bytes of one input: whose, from whom, and what it hands on."""
+    return msgpack.packb(  # type: ignore[no-any-return]  # msgpack is untyped
+        (DIGEST_VERSION, _INPUT_TAG, dependent.bytes, upstream.bytes, entry.completed,
+         entry.result),
+        use_bin_type=True,
+    )
+
+
+def input_hash(dependent: uuid.UUID, upstream: uuid.UUID, entry: Input) -> int:
+    return int.from_bytes(hashlib.sha256(input_digest_bytes(dependent, upstream, entry)).digest(),
+                          "big")
+
+
 def job_hash(job: Job) -> int:
     """SHA-256 of ``job_digest_bytes`` as an int (the summand of a state digest)."""
     return int.from_bytes(hashlib.sha256(job_digest_bytes(job)).digest(), "big")
@@ -72,11 +97,13 @@ class StateDigest:
 
     __slots__ = ("_sum", "_count")
 
-    def __init__(self, jobs: Iterable[Job] = ()) -> None:
+    def __init__(self, jobs: Iterable[Job] = (), inputs: Iterable[InputEntry] = ()) -> None:
         self._sum = 0
         self._count = 0
         for job in jobs:
             self.add(job)
+        for dependent, upstream, entry in inputs:
+            self.add_input(dependent, upstream, entry)
 
     def add(self, job: Job) -> None:
         self._sum = (self._sum + job_hash(job)) % _MODULUS
@@ -88,6 +115,10 @@ class StateDigest:
             raise ValueError("discard from an empty digest")
         self._sum = (self._sum - job_hash(job)) % _MODULUS
         self._count -= 1
+
+    def add_input(self, dependent: uuid.UUID, upstream: uuid.UUID, entry: Input) -> None:
+        """One input kept beside a dependent (not a job: the count is unchanged)."""
+        self._sum = (self._sum + input_hash(dependent, upstream, entry)) % _MODULUS
 
     def replace(self, old: Job | None, new: Job | None) -> None:
         """Account for one job changing from ``old`` to ``new`` (None: absent)."""
@@ -121,6 +152,7 @@ class StateDigest:
         return hashlib.sha256(data).hexdigest()
 
 
-def state_digest(jobs: Iterable[Job]) -> str:
-    """Hex digest of a whole state; equal jobs give equal digests in any order."""
-    return StateDigest(jobs).hexdigest()
+def state_digest(jobs: Iterable[Job], inputs: Iterable[InputEntry] = ()) -> str:
+    """Hex digest of a whole state; equal jobs (and inputs) give equal digests in any
+    order."""
+    return StateDigest(jobs, inputs).hexdigest()

@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from eventq.core import CodecError, Job, decode_state
+from eventq.core import CodecError, Input, Job, decode_input, decode_state, state_digest
+from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -228,28 +229,55 @@ def latest_jobs(
     bootstrap: str, topic: str, progress: Progress | None = None
 ) -> tuple[dict[uuid.UUID, Job], Undecodable]:
     """The live jobs of the state log: newest record per key, tombstones remove."""
+    state = latest_state(bootstrap, topic, progress)
+    return state.jobs, state.undecodable
+
+
+@dataclass
+class LoggedState:
+    """The live jobs of a state log and the workflows' inputs beside them
+    (spec/workflows.md, "Inputs": (dependent, upstream) -> what it handed on)."""
+
+    jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
+    inputs: dict[tuple[uuid.UUID, uuid.UUID], Input] = field(default_factory=dict)
+    undecodable: Undecodable = field(default_factory=Undecodable)
+
+    def digest(self) -> str:
+        """The state digest of jobs and inputs, as ``inspect digest`` computes it."""
+        return state_digest(self.jobs.values(),
+                            ((dep, up, entry) for (dep, up), entry in self.inputs.items()))
+
+
+def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -> LoggedState:
+    """The state log's newest record per key (tombstones remove): its live jobs and
+    inputs. The other records beside the jobs (registrations, pauses, watermarks) are
+    passed over."""
     newest: dict[bytes, object] = {}  # key -> its newest Message
     for batch in read_batches(bootstrap, topic, progress):
         for message in batch:
             key = message.key()
-            if key is None or key.startswith(META_KEY_PREFIX):
+            if key is None or (key.startswith(META_KEY_PREFIX)
+                               and not key.startswith(INPUT_KEY_PREFIX)):
                 continue
             if message.value() is None:
                 newest.pop(key, None)
             else:
                 newest[key] = message
-    jobs: dict[uuid.UUID, Job] = {}
-    bad = Undecodable()
-    for message in newest.values():
+    state = LoggedState()
+    for key, message in newest.items():
         try:
+            if key.startswith(INPUT_KEY_PREFIX):
+                state.inputs[input_ids(key)] = decode_input(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
+                continue
             _, job = decode_state(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
-        except CodecError as error:
-            bad.note(Record(topic, message.partition(), message.offset(),  # type: ignore[attr-defined]  # newest holds Messages, typed object
-                            message.timestamp()[1], message.key(), message.value()), error)
+        except (CodecError, ValueError) as error:
+            state.undecodable.note(
+                Record(topic, message.partition(), message.offset(),  # type: ignore[attr-defined]  # newest holds Messages, typed object
+                       message.timestamp()[1], message.key(), message.value()), error)  # type: ignore[attr-defined]  # newest holds Messages, typed object
             continue
         if job is not None:
-            jobs[job.id] = job
-    return jobs, bad
+            state.jobs[job.id] = job
+    return state
 
 
 def committed_offsets(

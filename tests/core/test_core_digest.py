@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from core.core_strategies import live_jobs
 from eventq.core import (
+    Input,
     Job,
     Link,
     State,
@@ -187,3 +188,34 @@ def test_digest_bytes_are_equal_exactly_for_equal_observable_state(a, b):
 def test_discard_from_empty_digest_is_refused():
     with pytest.raises(ValueError):
         StateDigest().discard(LEASED)
+
+
+# Workflows' inputs (spec/workflows.md, "Determinism": the digest covers inputs).
+IN_DEP, IN_UP, IN_OTHER = uuid.UUID(int=1 << 122 | 1), uuid.UUID(int=2), uuid.UUID(int=3)
+IN_HANDED = Input(completed=True, result=b"done")
+
+
+def test_an_input_changes_the_digest_but_not_the_job_count():
+    with_input = StateDigest([LEASED], [(IN_DEP, IN_UP, IN_HANDED)])
+    assert with_input.hexdigest() != state_digest([LEASED])
+    assert with_input.count == 1
+    assert state_digest([], [(IN_DEP, IN_UP, IN_HANDED)]) != state_digest([])
+
+
+@pytest.mark.parametrize("other", [
+    (IN_UP, IN_DEP, IN_HANDED),  # the ends swapped
+    (IN_DEP, IN_OTHER, IN_HANDED),  # another upstream
+    (IN_DEP, IN_UP, Input(completed=False, result=b"done")),  # failed, same bytes
+    (IN_DEP, IN_UP, Input(completed=True, result=b"done!")),  # another result
+])
+def test_every_part_of_an_input_counts(other):
+    assert state_digest([], [other]) != state_digest([], [(IN_DEP, IN_UP, IN_HANDED)])
+
+
+def test_inputs_digest_in_any_order_and_combine_across_parts():
+    entries = [(IN_DEP, IN_UP, IN_HANDED), (IN_DEP, IN_OTHER, Input(False, b"")),
+               (IN_OTHER, IN_UP, IN_HANDED)]
+    assert state_digest([LEASED], entries) == state_digest([LEASED], reversed(entries))
+    parts = [StateDigest([LEASED], entries[:1]), StateDigest([], entries[1:])]
+    combined = StateDigest.combined((part.sum, part.count) for part in parts)
+    assert combined.hexdigest() == state_digest([LEASED], entries)

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventq.bulklane import wait_state_logged
-from eventq.core import state_digest
 from eventq.kafka.logreader import latest_jobs
 from eventq.rawclient import RawClient
 from eventq.replay import compare, derive_from_commands
@@ -284,9 +283,8 @@ async def settled_digests(port: int, bootstrap: str, commands_topic: str,
         except Exception:
             await asyncio.sleep(0.5)
             continue
-        derived = state_digest(
-            (await asyncio.to_thread(derive_from_commands, bootstrap, commands_topic))
-            .jobs.values())
+        derived = (await asyncio.to_thread(derive_from_commands, bootstrap, commands_topic)
+                   ).digest()
         if live == derived:
             break
         await asyncio.sleep(1.0)
