@@ -1,7 +1,11 @@
 """``eventq worker``: run a worker from the command line.
 
     eventq worker --queue resize -- ./resize.sh --width 200   # any program, any language
+    eventq worker --queue report --inputs -- sh -c 'cat "$EVENTQ_INPUTS"/*'
     eventq worker --app myapp.jobs:worker                     # a Python Worker object
+
+``--inputs`` hands a program its job's inputs (the results of its -after upstreams) as
+files in ``$EVENTQ_INPUTS`` (eventq/worker/program.py).
 """
 
 from __future__ import annotations
@@ -29,10 +33,18 @@ def register(commands) -> None:
             "Lease jobs of the given queues and run them: with `-- PROGRAM ARGS...` each "
             "job's payload goes to the program's stdin, exit 0 completes the job with its "
             "stdout, any other status fails it with the tail of its stderr, and a program "
-            "still running at the job's TTR (or --timeout-ms) is killed. With --app, "
-            "module:attribute names a Worker whose handlers run. Leases are touched every "
-            "third of their TTR while a job runs. SIGTERM or Ctrl-C: no new jobs, running "
-            "ones finish until their TTR; a second one ends them."
+            "still running at the job's TTR (or --timeout-ms) is killed. The program's "
+            "environment has EVENTQ_JOB_ID, EVENTQ_QUEUE and EVENTQ_TTR_MS. With --inputs, "
+            "each job's inputs (the results of the jobs it was added -after) are fetched "
+            "first, and EVENTQ_INPUTS names a fresh directory holding one file per "
+            "upstream, NNN-<upstream-id> (NNN its position in -after order, 001 first, so "
+            "`cat \"$EVENTQ_INPUTS\"/*` reads them in that order), containing its result; "
+            "a failed upstream's name ends in .failed. The directory is empty for a job "
+            "without upstreams and removed when the program ends. With --app, "
+            "module:attribute names a Worker whose handlers run (a handler asks for "
+            "inputs with inputs=True). Leases are touched every third of their TTR while "
+            "a job runs. SIGTERM or Ctrl-C: no new jobs, running ones finish until their "
+            "TTR; a second one ends them."
         ),
     )
     parser.add_argument("--server", default="127.0.0.1:9922", metavar="HOST:PORT",
@@ -44,6 +56,10 @@ def register(commands) -> None:
                         help="jobs at once (default 8, or the --app worker's)")
     parser.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
                         help="kill a program after this long (default: the job's TTR)")
+    parser.add_argument("--inputs", action="store_true",
+                        help="hand the program each job's inputs (its -after upstreams' "
+                             "results) as files in the directory $EVENTQ_INPUTS (one more "
+                             "request per job)")
     parser.add_argument("--quiet", action="store_true", help="no line per job")
     parser.add_argument("argv", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     parser.set_defaults(handler=None, worker_main=main)
@@ -60,6 +76,9 @@ def build_worker(args: argparse.Namespace) -> Worker:
     if args.app:
         if argv or args.queue:
             raise UsageError("give either --app or --queue ... -- PROGRAM")
+        if args.inputs:
+            raise UsageError("--inputs is for a program: an --app worker's handlers ask "
+                             "for inputs themselves (@worker.handler(queue, inputs=True))")
         worker = _load_app(args.app)
         worker.host, worker.port = host, port
         if args.concurrency is not None:
@@ -73,7 +92,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
         raise UsageError(problem)
     worker = Worker(host, port, concurrency=args.concurrency or 8)
     for queue in args.queue:
-        worker.add_program(queue, argv, timeout_ms=args.timeout_ms)
+        worker.add_program(queue, argv, timeout_ms=args.timeout_ms, inputs=args.inputs)
     return worker
 
 

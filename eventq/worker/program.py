@@ -4,22 +4,49 @@ The job's payload goes to the program's stdin; exit status 0 completes the job w
 its stdout as the result; any other status fails it with the tail of its stderr. A
 program still running at its time limit is killed (its whole process group) and the job
 fails saying so. Output is read as it comes and never held beyond the result limit.
+
+Its environment is the worker's plus ``EVENTQ_JOB_ID``, ``EVENTQ_QUEUE`` and
+``EVENTQ_TTR_MS``. A program declared with inputs (``add_program(..., inputs=True)``,
+``eventq worker --inputs``) also gets ``EVENTQ_INPUTS``: the path of a fresh directory
+(mode 0700) with one file per input of the job (spec/workflows.md, "2. Inputs"), named
+``NNN-<upstream-id>`` (NNN its 1-based position in -after order in 3 digits, so ``ls``
+and ``*`` list them in that order; the id lowercase with hyphens), holding the
+upstream's result byte for byte; the name ends in ``.failed`` for an upstream that
+failed. A job without upstreams gets an
+empty directory. It is removed when the program ends, however it ends. Files are a
+form every language reads, results may be binary, and a program reads only what it
+needs::
+
+    cat "$EVENTQ_INPUTS"/*        # the upstreams' results, concatenated in -after order
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import shutil
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Sequence
 
-from eventq.client.models import Job
-from eventq.limits import MAX_PAYLOAD_BYTES
+from eventq.client.models import Job, Result
+from eventq.limits import MAX_AFTER_IDS, MAX_PAYLOAD_BYTES
+from eventq.worker.job import WorkerJob
+
+log = logging.getLogger("eventq.worker")
 
 STDERR_TAIL_BYTES = 2_000  # of a failed program's stderr, kept as the job's result
 READ_BYTES = 64 * 1024
+INPUTS_VARIABLE = "EVENTQ_INPUTS"
+INPUTS_DIR_PREFIX = "eventq-inputs-"
+# An inputs file's position, zero-padded so that names sort in -after order: a job has
+# at most MAX_AFTER_IDS upstreams (spec/workflows.md, "Values and checks").
+INPUT_POSITION_DIGITS = len(str(MAX_AFTER_IDS))
+FAILED_INPUT_SUFFIX = ".failed"
 
 
 class JobFailed(Exception):
@@ -82,6 +109,35 @@ def program_problem(program: str) -> str | None:
     return None
 
 
+def input_files(inputs: Sequence[Result]) -> list[tuple[str, bytes]]:
+    """(file name, content) for each input, in order: ``NNN-<upstream-id>`` with NNN
+    its 1-based position in 3 digits, ``.failed`` appended for a failed upstream, the
+    content its result exactly (pure)."""
+    if len(inputs) > MAX_AFTER_IDS:
+        raise ValueError(f"{len(inputs)} inputs: a job has at most {MAX_AFTER_IDS} "
+                         f"upstreams (-after)")
+    return [(f"{position:0{INPUT_POSITION_DIGITS}d}-{entry.id}"
+             f"{'' if entry.ok else FAILED_INPUT_SUFFIX}", entry.data)
+            for position, entry in enumerate(inputs, start=1)]
+
+
+@contextlib.contextmanager
+def inputs_directory(inputs: Sequence[Result]) -> Iterator[str]:
+    """A fresh private directory holding ``input_files(inputs)``, removed on leaving,
+    however that happens. Written in the event loop: at most 100 results of 1 MiB, the
+    size of the reply they were just read from."""
+    directory = tempfile.mkdtemp(prefix=INPUTS_DIR_PREFIX)
+    try:
+        for name, content in input_files(inputs):
+            Path(directory, name).write_bytes(content)
+        yield directory
+    finally:
+        try:
+            shutil.rmtree(directory)
+        except OSError as error:  # the program made part of it unremovable
+            log.warning("could not remove the inputs directory %s: %s", directory, error)
+
+
 def _tail_note(tail: bytes) -> str:
     return "; stderr: " + tail.decode("utf-8", errors="replace") if tail else ""
 
@@ -115,21 +171,40 @@ async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
         stdin.close()
 
 
+def job_environment(job: Job) -> dict[str, str]:
+    """The worker's environment and the job's, without an ``EVENTQ_INPUTS`` the worker
+    itself inherited (a program gets one only when it asked for its inputs)."""
+    env = dict(os.environ, EVENTQ_JOB_ID=str(job.id), EVENTQ_QUEUE=job.name,
+               EVENTQ_TTR_MS=str(job.ttr_ms))
+    env.pop(INPUTS_VARIABLE, None)
+    return env
+
+
 @dataclass(frozen=True)
 class Program:
     """Run ``argv`` for each job (``eventq worker --queue q -- argv...``). ``limit_s``:
-    kill it after this long (None: the job's TTR)."""
+    kill it after this long (None: the job's TTR). ``inputs``: hand it the job's inputs
+    in ``$EVENTQ_INPUTS`` (its handler must fetch them: ``add_program(..., inputs=True)``
+    does both)."""
 
     argv: tuple[str, ...]
     limit_s: float | None = None
+    inputs: bool = False
 
     async def __call__(self, job: Job) -> bytes:
         limit_s = self.limit_s if self.limit_s is not None else job.ttr_ms / 1000
         return result_of(await self.run(job, limit_s))
 
     async def run(self, job: Job, limit_s: float) -> Finished:
-        env = dict(os.environ, EVENTQ_JOB_ID=str(job.id), EVENTQ_QUEUE=job.name,
-                   EVENTQ_TTR_MS=str(job.ttr_ms))
+        env = job_environment(job)
+        if not self.inputs:
+            return await self._run(job.payload, env, limit_s)
+        handed = job if isinstance(job, WorkerJob) else WorkerJob.of(job, None)
+        # handed.inputs raises InputsNotDeclared, saying what to do, if none were fetched.
+        with inputs_directory(handed.inputs) as directory:
+            return await self._run(job.payload, {**env, INPUTS_VARIABLE: directory}, limit_s)
+
+    async def _run(self, payload: bytes, env: dict[str, str], limit_s: float) -> Finished:
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -137,7 +212,7 @@ class Program:
             )
         except OSError as error:  # gone or no longer executable: a line, not a traceback
             raise JobFailed(f"cannot start {self.argv[0]}: {error.strerror or error}") from None
-        feeding = asyncio.ensure_future(_feed(process.stdin, job.payload))
+        feeding = asyncio.ensure_future(_feed(process.stdin, payload))
         stdout = asyncio.ensure_future(_read_capped(process.stdout, MAX_PAYLOAD_BYTES + 1))
         stderr = asyncio.ensure_future(_read_tail(process.stderr, STDERR_TAIL_BYTES))
         returncode: int | None

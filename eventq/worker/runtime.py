@@ -6,6 +6,13 @@ handler (an async callable in the event loop, a plain callable in a thread or, w
 third of its TTR while the handler runs (spec: Extensions, touch), and completes the job
 with the handler's return value or fails it with the error. One log line per job.
 
+A queue whose handler declares ``inputs=True`` has each job's inputs fetched
+(``inputs <id>``, spec/workflows.md, "2. Inputs") after the lease and before the
+handler, under the same heartbeat: the handler reads them as ``job.inputs``
+(eventq/worker/job.py), a program in ``$EVENTQ_INPUTS`` (eventq/worker/program.py). A
+fetch the server could not answer is retried as a report is (``RETRY_S``); a job gone
+meanwhile is dropped, as one whose lease is lost.
+
 Stopping (SIGTERM or SIGINT, or ``stop()``): no new leases; running jobs may finish
 until their lease deadline (heartbeats stop, so that is at most one TTR); a second
 signal, or that deadline, ends them: each is failed with a result saying so (and an
@@ -30,6 +37,7 @@ from typing import Any, Callable, TextIO
 from eventq.client import AsyncClient
 from eventq.client.connecting import Reminder
 from eventq.client.errors import (
+    ClientError,
     DuplicateResult,
     EventqError,
     NotFound,
@@ -37,7 +45,8 @@ from eventq.client.errors import (
     TimedOut,
     Unavailable,
 )
-from eventq.client.models import Job
+from eventq.client.models import Job, Result
+from eventq.worker.job import WorkerJob
 from eventq.worker.output import CLEAR_LINE, default_output, terminal_or_none
 from eventq.worker.program import JobFailed, Program
 from eventq.worker.status import Tally
@@ -47,7 +56,8 @@ log = logging.getLogger("eventq.worker")
 LEASE_WAIT_MS = 1_000  # a slot's lease waits this long, then asks again
 HEARTBEAT_FRACTION = 3  # touch at a third of the TTR (docs/protocol.md, "touch")
 MIN_HEARTBEAT_S = 0.05
-RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between attempts to report a job's outcome
+# Waits between attempts to report a job's outcome (and to fetch its inputs).
+RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 STATUS_EVERY_S = 0.5
 DRAIN_MARGIN_S = 0.5  # end a draining job this long before its lease deadline
 TRACEBACK_CHARS = 2_000
@@ -60,10 +70,12 @@ STATUS_AUTO = "auto"
 class Handler:
     """A queue's handler: ``fn(job)`` returns the result (bytes, str, None or anything
     JSON can encode) or raises to fail the job; ``limit_s``: fail it after this long
-    (None: no limit while the heartbeat holds the lease)."""
+    (None: no limit while the heartbeat holds the lease); ``inputs``: fetch each job's
+    inputs for it first (``job.inputs``)."""
 
-    fn: Callable[[Job], Any]
+    fn: Callable[[WorkerJob], Any]
     limit_s: float | None = None
+    inputs: bool = False
 
     @property
     def is_async(self) -> bool:
@@ -88,6 +100,12 @@ def failure_of(error: BaseException) -> bytes:
         return error.result
     text = "".join(traceback.format_exception(error))
     return (f"{type(error).__name__}: {error}\n" + text[-TRACEBACK_CHARS:]).encode()
+
+
+class Unreported(Exception):
+    """The job ends unreported, as "lost": it is gone before its handler ran, or its
+    inputs could not be fetched (its TTR then times the attempt out, as for a report
+    that could not be sent)."""
 
 
 @dataclass(eq=False)
@@ -121,6 +139,10 @@ class Worker:
             deliver(job.json())
             return b"sent"                  # the job's result; raise to fail it
 
+        @worker.handler("report", inputs=True)
+        def report(job):                    # a job added with after=[a, b]
+            return b"+".join(upstream.data for upstream in job.inputs)  # a's, then b's
+
         worker.run()                        # until SIGTERM / Ctrl-C
     """
 
@@ -150,26 +172,32 @@ class Worker:
 
     # --- configuration --------------------------------------------------------------
 
-    def handler(self, queue: str, *, timeout_ms: int | None = None):
-        """Decorate a callable to handle the jobs of ``queue``."""
+    def handler(self, queue: str, *, timeout_ms: int | None = None, inputs: bool = False):
+        """Decorate a callable to handle the jobs of ``queue`` (see ``add_handler``)."""
 
-        def register(fn: Callable[[Job], Any]) -> Callable[[Job], Any]:
-            self.add_handler(queue, fn, timeout_ms=timeout_ms)
+        def register(fn: Callable[[WorkerJob], Any]) -> Callable[[WorkerJob], Any]:
+            self.add_handler(queue, fn, timeout_ms=timeout_ms, inputs=inputs)
             return fn
 
         return register
 
-    def add_handler(self, queue: str, fn: Callable[[Job], Any], *,
-                    timeout_ms: int | None = None) -> None:
+    def add_handler(self, queue: str, fn: Callable[[WorkerJob], Any], *,
+                    timeout_ms: int | None = None, inputs: bool = False) -> None:
+        """``fn(job)`` handles the jobs of ``queue`` (failed past ``timeout_ms``).
+        ``inputs=True``: each job's inputs are fetched for it (one more request per
+        job), a tuple of ``Result`` in -after order as ``job.inputs``."""
         if queue in self.handlers:
             raise ValueError(f"queue {queue!r} already has a handler")
-        self.handlers[queue] = Handler(fn, None if timeout_ms is None else timeout_ms / 1000)
+        self.handlers[queue] = Handler(fn, None if timeout_ms is None else timeout_ms / 1000,
+                                       inputs)
 
-    def add_program(self, queue: str, argv: list[str], *, timeout_ms: int | None = None) -> None:
+    def add_program(self, queue: str, argv: list[str], *, timeout_ms: int | None = None,
+                    inputs: bool = False) -> None:
         """Run ``argv`` for each job of ``queue`` (payload on stdin, result from stdout;
-        killed at ``timeout_ms``, default the job's TTR)."""
+        killed at ``timeout_ms``, default the job's TTR). ``inputs=True``: the job's
+        inputs are files in the directory ``$EVENTQ_INPUTS`` (eventq/worker/program.py)."""
         limit_s = None if timeout_ms is None else timeout_ms / 1000
-        self.add_handler(queue, Program(tuple(argv), limit_s))
+        self.add_handler(queue, Program(tuple(argv), limit_s, inputs), inputs=inputs)
 
     # --- running --------------------------------------------------------------------
 
@@ -346,25 +374,28 @@ class Worker:
         # only when the line is written (not with --quiet).
         attempt = (asyncio.ensure_future(self._client.inspect_job(job.id))
                    if log.isEnabledFor(logging.INFO) else None)
-        work = asyncio.ensure_future(self._call(handler, job))
+        work = asyncio.ensure_future(self._work(handler, job))
         running = Running(job, work, began + job.ttr_ms / 1000)
         self._running[work] = running
         if not self._stop.first.is_set():
             running.heartbeat = asyncio.create_task(self._heartbeat(running))
         self.tally.running += 1
+        ok: bool | None  # None: the job ends unreported
         try:
             try:
-                ok, result = True, as_result(await self._limited(work, handler))
+                ok, result = True, as_result(await work)
             except asyncio.CancelledError:
                 if running.ended is None:
                     raise  # the slot itself is cancelled
                 ok, result = False, running.ended.encode()
+            except Unreported:
+                ok, result = None, b""
             except Exception as error:  # the handler failed the job
                 ok, result = False, failure_of(error)
             finally:
                 if running.heartbeat is not None:
                     running.heartbeat.cancel()
-            outcome = await self._report(job, ok, result)
+            outcome = "lost" if ok is None else await self._report(job, ok, result)
         except BaseException:
             if attempt is not None:
                 attempt.cancel()
@@ -379,7 +410,37 @@ class Worker:
         if attempt is not None:
             log.info("job %s queue=%s attempt=%s duration=%.3fs outcome=%s%s", job.id,
                      job.name, await _attempt_of(attempt), took, outcome,
-                     "" if ok else " result=" + repr(result[:120].decode("utf-8", "replace")))
+                     "" if ok is not False
+                     else " result=" + repr(result[:120].decode("utf-8", "replace")))
+
+    async def _work(self, handler: Handler, job: Job) -> Any:
+        """What the handler returns for the job, its inputs fetched first if it asked
+        for them. One task from the lease on, so the heartbeat holds the lease and a
+        stop ends the job during the fetch too."""
+        inputs = await self._inputs_of(job) if handler.inputs else None
+        call = asyncio.ensure_future(self._call(handler, WorkerJob.of(job, inputs)))
+        try:
+            return await self._limited(call, handler)
+        finally:
+            call.cancel()  # ended from outside (a stop): the handler goes with it
+
+    async def _inputs_of(self, job: Job) -> tuple[Result, ...]:
+        """The job's inputs (``inputs <id>``), asked again as a report is
+        (``_report``). ``Unreported`` when the job is gone (deleted, TTL) or the server
+        could not answer; a refusal (a workq server has no ``inputs``) fails the job."""
+        for wait_s in (0.0, *RETRY_S):
+            if wait_s:
+                await asyncio.sleep(wait_s)
+            try:
+                return tuple(await self._client.inputs(job.id))
+            except NotFound:
+                raise Unreported("gone before its handler ran") from None
+            except ClientError as error:
+                raise JobFailed(f"its inputs could not be read: {error}") from None
+            except ServerError as error:  # ConnectionLost, Unavailable too
+                log.warning("job %s: fetching its inputs failed (%s); retrying", job.id, error)
+        log.error("job %s: its inputs could not be fetched; its TTR will time it out", job.id)
+        raise Unreported("its inputs could not be fetched")
 
     async def _limited(self, work: asyncio.Future, handler: Handler):
         if handler.limit_s is None:  # add_program: the Program kills itself at its limit
@@ -391,7 +452,7 @@ class Worker:
             work.cancel()
             raise JobFailed(f"the handler ran over its time limit of {handler.limit_s:g}s")
 
-    def _call(self, handler: Handler, job: Job):
+    def _call(self, handler: Handler, job: WorkerJob):
         if handler.is_async:
             return handler.fn(job)
         return self._loop.run_in_executor(self._executor, handler.fn, job)

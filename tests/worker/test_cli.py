@@ -25,6 +25,8 @@ def parse_worker_args(*argv: str) -> argparse.Namespace:
     (("--app", "no_such_module_here:w"), "cannot load"),
     (("--app", "eventq.worker:Worker", "--queue", "q"), "either --app or --queue"),
     (("--app", "eventq.limits:MAX_LINE_BYTES"), "is not a Worker but 'int'"),
+    (("--app", "eventq.worker:Worker", "--inputs"),
+     r"--inputs is for a program: .* inputs=True"),
 ])
 def test_the_command_line_says_what_is_wrong(argv, message):
     with pytest.raises(UsageError, match=message):
@@ -38,3 +40,18 @@ def test_the_command_line_builds_a_program_worker():
     assert (worker.host, worker.port, worker.concurrency) == ("10.0.0.1", 7000, 3)
     assert set(worker.handlers) == {"a", "b"}
     assert worker.handlers["a"].fn == Program(("cat", "-x"), 2.5)
+    assert not worker.handlers["a"].inputs
+
+
+def test_the_command_line_hands_a_program_its_inputs():
+    worker = build_worker(parse_worker_args("--queue", "report", "--inputs", "--", "cat"))
+    assert worker.handlers["report"].inputs
+    assert worker.handlers["report"].fn == Program(("cat",), None, inputs=True)
+
+
+def test_the_help_says_how_a_program_finds_its_inputs():
+    commands = argparse.ArgumentParser().add_subparsers()
+    register(commands)
+    text = " ".join(commands.choices["worker"].format_help().split())
+    assert "EVENTQ_INPUTS names a fresh directory" in text
+    assert "NNN-<upstream-id>" in text and ".failed" in text and "--inputs" in text

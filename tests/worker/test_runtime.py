@@ -1,14 +1,20 @@
 """The worker's runtime (eventq/worker/runtime.py): what a handler's return value or
-error becomes, how leases that keep failing are said, and the status line."""
+error becomes, how leases that keep failing are said, the status line, and a job's
+inputs fetched for the handlers that ask (retried as a report is, the job dropped when
+it is gone)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
-from eventq.worker.program import JobFailed
-from eventq.worker.runtime import Worker, as_result, failure_of
+from eventq.client.errors import ClientError, NotFound, Unavailable
+from eventq.client.models import Job, Result
+from eventq.worker.job import InputsNotDeclared
+from eventq.worker.program import JobFailed, Program
+from eventq.worker.runtime import Handler, Unreported, Worker, as_result, failure_of
 
 
 def test_handler_return_values_become_results():
@@ -71,3 +77,86 @@ def test_the_status_line_redraws_itself_in_place_on_a_terminal():
     worker._draw_status(final=True)
     first, second = screen.getvalue().split("\r\x1b[K")[1:]
     assert first.startswith("1 done, 0 failed, 0 running, ") and second.endswith("jobs/s\n")
+
+
+# --- inputs --------------------------------------------------------------------------
+
+JOB = Job(uuid.uuid4(), "report", 30_000, b"")
+INPUTS = [Result(uuid.uuid4(), True, b"one"), Result(uuid.uuid4(), True, b"two")]
+
+
+class ScriptedServer:
+    """The one client call the inputs fetch makes, answered from a script: each answer
+    is returned, or raised when it is an error."""
+
+    def __init__(self, *answers) -> None:
+        self.answers = list(answers)
+        self.asked: list[uuid.UUID] = []
+
+    async def inputs(self, job_id: uuid.UUID):
+        self.asked.append(job_id)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def worker_with(server: ScriptedServer, monkeypatch) -> Worker:
+    monkeypatch.setattr("eventq.worker.runtime.RETRY_S", (0.0,) * 5)  # no waits here
+    worker = Worker()
+    worker._client = server
+    return worker
+
+
+def test_a_handler_that_asked_gets_the_inputs_and_one_that_did_not_is_told(monkeypatch):
+    async def inputs_of(job):
+        return job.inputs
+
+    server = ScriptedServer(INPUTS)
+    worker = worker_with(server, monkeypatch)
+    assert asyncio.run(worker._work(Handler(inputs_of, inputs=True), JOB)) == tuple(INPUTS)
+    assert server.asked == [JOB.id]
+    with pytest.raises(InputsNotDeclared, match="inputs=True"):
+        asyncio.run(worker._work(Handler(inputs_of), JOB))
+    assert server.asked == [JOB.id]  # no request for a handler that did not ask
+
+
+def test_inputs_the_server_could_not_give_are_asked_again(monkeypatch, caplog):
+    server = ScriptedServer(Unavailable("cannot connect"), Unavailable("cannot connect"), [])
+    worker = worker_with(server, monkeypatch)
+    with caplog.at_level("WARNING", logger="eventq.worker"):
+        assert asyncio.run(worker._inputs_of(JOB)) == ()
+    assert len(server.asked) == 3
+    assert caplog.messages == [f"job {JOB.id}: fetching its inputs failed (cannot connect); "
+                               f"retrying"] * 2
+
+
+def test_inputs_never_given_leave_the_job_to_its_ttr(monkeypatch, caplog):
+    server = ScriptedServer(*[Unavailable("cannot connect")] * 6)
+    worker = worker_with(server, monkeypatch)
+    with pytest.raises(Unreported), caplog.at_level("WARNING", logger="eventq.worker"):
+        asyncio.run(worker._inputs_of(JOB))
+    assert len(server.asked) == 6  # once, then once per RETRY_S
+    assert caplog.messages[-1] == (f"job {JOB.id}: its inputs could not be fetched; its TTR "
+                                   f"will time it out")
+
+
+def test_a_job_gone_before_its_inputs_is_dropped_and_a_refusal_fails_it(monkeypatch):
+    worker = worker_with(ScriptedServer(NotFound(""), ClientError("Unknown command")),
+                         monkeypatch)
+    with pytest.raises(Unreported):
+        asyncio.run(worker._inputs_of(JOB))
+    with pytest.raises(JobFailed, match="its inputs could not be read: Unknown command"):
+        asyncio.run(worker._inputs_of(JOB))  # a workq server: no retry helps
+
+
+def test_handlers_and_programs_declare_inputs_per_queue():
+    worker = Worker()
+    summary = worker.handler("summary", inputs=True)(len)
+    worker.add_handler("count", len)
+    worker.add_program("report", ["cat"], inputs=True)
+    worker.add_program("plain", ["cat"], timeout_ms=1_500)
+    assert worker.handlers["summary"] == Handler(summary, None, True)
+    assert worker.handlers["count"] == Handler(len, None, False)
+    assert worker.handlers["report"] == Handler(Program(("cat",), None, True), None, True)
+    assert worker.handlers["plain"] == Handler(Program(("cat",), 1.5), None, False)

@@ -1,0 +1,176 @@
+"""A worker hands a job its inputs (spec/workflows.md, "2. Inputs") through a live server
+and broker: a Python handler declared with inputs=True reads ``job.inputs`` in -after
+order (one that did not declare them is told so), a program reads them as files in
+``$EVENTQ_INPUTS``, whose directory is gone once it ends, and the README's two examples
+(the handler, and `eventq worker --inputs` with a shell one-liner) do what it says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eventq.client import Client
+from eventq.worker import Worker
+
+pytestmark = pytest.mark.kafka
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+WAIT_MS = 30_000
+
+
+def queue(label: str) -> str:
+    return f"{label}-{time.monotonic_ns()}"
+
+
+class Running:
+    """A Worker serving in a thread of the test, stopped on leaving."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.thread = threading.Thread(target=worker.run, daemon=True)
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.worker.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the worker did not stop"
+
+
+def upstreams_then_dependent(client: Client, upstream_queue: str, dependent_queue: str,
+                             ) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """Upstreams a and b, and a dependent added after=[b, a]: -after order is not the
+    order they were added in (nor, b being slower, the order they complete in)."""
+    a = client.add(upstream_queue, b"a")
+    b = client.add(upstream_queue, b"b")
+    dependent = client.add(dependent_queue, b"d", after=[b, a])
+    return a, b, dependent
+
+
+def upstream_handler(job):
+    if job.payload == b"b":
+        time.sleep(0.3)
+    return b"result of " + job.payload
+
+
+def test_a_handler_that_asked_reads_its_inputs_in_after_order(server):
+    up, dep, alone, undeclared = (queue(label) for label in ("up", "dep", "alone", "undeclared"))
+    seen: dict[str, tuple] = {}
+    worker = Worker(port=server.port, concurrency=4)
+    worker.add_handler(up, upstream_handler)
+
+    @worker.handler(dep, inputs=True)
+    def dependent(job):
+        seen[job.text] = tuple((entry.id, entry.ok, entry.data) for entry in job.inputs)
+        return b"|".join(entry.data for entry in job.inputs)
+
+    @worker.handler(undeclared)
+    def forgot(job):
+        return job.inputs
+
+    with Client(port=server.port) as client, Running(worker):
+        a, b, d = upstreams_then_dependent(client, up, dep)
+        no_upstreams = client.add(dep, b"alone")
+        told = client.add(undeclared, b"x", after=[a])
+        result = client.result(d, wait_timeout_ms=WAIT_MS)
+        assert (result.ok, result.data) == (True, b"result of b|result of a")
+        assert seen["d"] == ((b, True, b"result of b"), (a, True, b"result of a"))
+        assert client.result(no_upstreams, wait_timeout_ms=WAIT_MS).data == b""
+        assert seen["alone"] == ()
+        failed = client.result(told, wait_timeout_ms=WAIT_MS)
+    assert not failed.ok
+    assert failed.text.startswith(f"InputsNotDeclared: job.inputs: the worker did not fetch "
+                                  f"the inputs of this job of queue {undeclared!r}")
+    assert "inputs=True" in failed.text
+
+
+# Prints where its inputs were, their names, and their content concatenated.
+SEES_INPUTS = [sys.executable, "-c", """
+import json, os
+where = os.environ['EVENTQ_INPUTS']
+names = sorted(os.listdir(where))
+content = ''.join(open(os.path.join(where, name)).read() for name in names)
+print(json.dumps({'where': where, 'names': names, 'content': content}))
+"""]
+
+
+@pytest.fixture
+def inputs_tmpdir(tmp_path, monkeypatch) -> Path:
+    """A TMPDIR of the test's own, where this process's inputs directories are made,
+    so that what is left behind can be seen."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    return tmp_path
+
+
+def test_a_program_reads_its_inputs_as_files_that_are_gone_afterwards(server, inputs_tmpdir):
+    up, dep = queue("up"), queue("program")
+    worker = Worker(port=server.port, concurrency=4)
+    worker.add_handler(up, upstream_handler)
+    worker.add_program(dep, SEES_INPUTS, inputs=True)
+    with Client(port=server.port) as client, Running(worker):
+        a, b, d = upstreams_then_dependent(client, up, dep)
+        result = client.result(d, wait_timeout_ms=WAIT_MS)
+    assert result.ok, result.text
+    seen = json.loads(result.data)
+    assert seen["names"] == [f"001-{b}", f"002-{a}"]
+    assert seen["content"] == "result of bresult of a"
+    assert Path(seen["where"]).parent == inputs_tmpdir
+    assert not os.path.exists(seen["where"]) and list(inputs_tmpdir.iterdir()) == []
+
+
+def readme_block(language: str, marker: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.S)
+    [block] = [block for block in blocks if marker in block]
+    return block
+
+
+def test_the_readmes_inputs_examples_do_what_it_says(server, tmp_path):
+    """The README's handler (inputs=True) and its `eventq worker --inputs` line, as
+    written but for the server and queue: each returns a dependent's inputs
+    concatenated in -after order, and the program leaves no directory behind."""
+    handler_code = readme_block("python", "inputs=True")
+    [command] = [line for line in readme_block("sh", "--inputs").splitlines()
+                 if "--inputs" in line]
+    argv = shlex.split(command)
+    assert argv[:2] == [".venv/bin/eventq", "worker"] and "report" in argv
+    python_queue, program_queue, up = queue("report"), queue("report-program"), queue("up")
+
+    worker = Worker(port=server.port, concurrency=4)
+    worker.add_handler(up, upstream_handler)
+    namespace = {"worker": worker}
+    exec(compile(handler_code.replace('"report"', repr(python_queue)), "README.md", "exec"),
+         namespace)
+
+    program_argv = [sys.executable, "-m", "eventq.cli", *argv[1:]]
+    program_argv[program_argv.index("report")] = program_queue
+    program_argv[4:4] = ["--server", f"127.0.0.1:{server.port}"]
+    process = subprocess.Popen(program_argv, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        with Client(port=server.port) as client, Running(worker):
+            _, _, by_handler = upstreams_then_dependent(client, up, python_queue)
+            _, _, by_program = upstreams_then_dependent(client, up, program_queue)
+            handled = client.result(by_handler, wait_timeout_ms=WAIT_MS)
+            run = client.result(by_program, wait_timeout_ms=WAIT_MS)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert (handled.ok, handled.data) == (True, b"result of bresult of a")
+    assert (run.ok, run.data) == (True, b"result of bresult of a"), stderr
+    assert process.returncode == 0, stderr
+    assert list(tmp_path.iterdir()) == []
