@@ -174,3 +174,30 @@ def test_the_readmes_inputs_examples_do_what_it_says(server, tmp_path):
     assert (run.ok, run.data) == (True, b"result of bresult of a"), stderr
     assert process.returncode == 0, stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_readmes_dag_runs_in_edge_order_and_hands_results_down(server):
+    """The README's DAG as written but for the server and queues, worked by a worker
+    with the README's inputs handler: d runs last with b's and c's results."""
+    dag_code = readme_block("python", 'after=[b, c]')
+    handler_code = readme_block("python", "inputs=True")
+    etl, report = queue("etl"), queue("report")
+    ran: list[str] = []
+
+    def etl_handler(job):
+        ran.append(job.text)
+        return job.text
+
+    worker = Worker(port=server.port, concurrency=1)
+    worker.add_handler(etl, etl_handler)
+    namespace = {"worker": worker, "Client": Client}
+    exec(compile(handler_code.replace('"report"', repr(report)), "README.md", "exec"), namespace)
+    dag = (dag_code.replace('"127.0.0.1", 9922', f'"127.0.0.1", {server.port}')
+           .replace('"etl"', repr(etl)).replace('"report"', repr(report)))
+    exec(compile(dag, "README.md", "exec"), namespace)
+    with Client(port=server.port) as client:
+        assert client.inspect_job(namespace["d"]).state == "waiting"
+        with Running(worker):
+            published = client.result(namespace["d"], wait_timeout_ms=WAIT_MS)
+    assert ran[0] == "extract" and sorted(ran[1:]) == ["clean", "enrich"]
+    assert (published.ok, published.data) == (True, b"cleanenrich")
