@@ -57,11 +57,15 @@ class MemoryDB:
             if from_key is None or key >= from_key:
                 yield key, self.data[key]
 
-    def keys(self) -> list[bytes]:
-        return sorted(self.data)
+    def keys(self, from_key: bytes | None = None) -> list[bytes]:
+        return [key for key in sorted(self.data) if from_key is None or key >= from_key]
 
-    def snapshot(self) -> dict[bytes, bytes]:
-        return dict(self.data)
+    def snapshot(self) -> "MemoryDB":
+        """A copy, read like rocksdict's Snapshot (``[key]``, ``keys(from_key=)``)."""
+        return MemoryDB(dict(self.data))
+
+    def __getitem__(self, key: bytes) -> bytes:
+        return self.data[key]
 
     def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Write (key, value) records in order (value None deletes)."""

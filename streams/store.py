@@ -22,6 +22,7 @@ from eventq.core.workflow import (
     REGISTRATION_KEY_PREFIX,
     input_ids,
     input_key,
+    inputs_prefix,
     registration_ids,
     registrations_prefix,
 )
@@ -54,16 +55,28 @@ class PinnedJobs:
             return None
         return self._store.decode(raw, self._store.partition_of(job_id), job_key(job_id))
 
-    def inputs(self, job: Job) -> list[tuple[uuid.UUID, Input]]:
+    def inputs(self, job: Job) -> tuple[int, Iterator[tuple[uuid.UUID, Input]]]:
         """A dependent's inputs as they were at the same moment as the job (see
-        ``JobStore.inputs``): a reply of up to 100 inputs of 1 MiB is written in
-        pieces, and an input may be written or dropped meanwhile."""
-        found = []
-        for link in job.upstreams:
-            raw = self._read(job.id, input_key(job.id, link.id))
-            if raw is not None:
-                found.append((link.id, decode_input(raw)))
-        return found
+        ``JobStore.inputs``): how many, then each in -after order, read only when the
+        reply reaches it: up to 100 inputs of 1 MiB are written one at a time, never
+        held together (docs/architecture.md, "Hostile inputs")."""
+        snapshot = self._snapshots[self._store.partition_of(job.id)]
+        prefix = inputs_prefix(job.id)
+        present = set()
+        for key in snapshot.keys(from_key=prefix):  # keys only: no result is kept
+            if not key.startswith(prefix):
+                break
+            present.add(key)
+        ordered = [link.id for link in job.upstreams if input_key(job.id, link.id) in present]
+        return len(ordered), self._read_inputs(job.id, ordered)
+
+    def _read_inputs(self, dependent: uuid.UUID,
+                     upstreams: list[uuid.UUID]) -> Iterator[tuple[uuid.UUID, Input]]:
+        for upstream in upstreams:
+            raw = self._read(dependent, input_key(dependent, upstream))
+            if raw is None:  # listed by the same snapshot: cannot happen
+                raise CodecError(f"the input of {dependent} from {upstream} vanished")
+            yield upstream, decode_input(raw)
 
     def _raw(self, job_id: uuid.UUID) -> bytes | None:
         return self._read(job_id, job_key(job_id))

@@ -287,10 +287,10 @@ class LocalAnswers:
         job = pinned.get(request.id)
         if job is None:
             raise NotFound()
-        found = pinned.inputs(job) if job.upstreams else ()
+        count, found = pinned.inputs(job) if job.upstreams else (0, iter(()))
         views = (replies.InputView(upstream, given.completed, given.result)
                  for upstream, given in found)
-        return replies.inputs_reply_stream(len(found), views)
+        return replies.inputs_reply_stream(count, views)
 
     async def inspect_job(self, request: rq.InspectJob) -> bytes:
         await self.engine.wait_ready()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from eventq.core import Command, Input, Job, QueueCommand
@@ -36,9 +36,10 @@ class PinnedJobs(Protocol):
 
     def get(self, job_id: uuid.UUID) -> Job | None: ...
 
-    def inputs(self, job: Job) -> Sequence[tuple[uuid.UUID, Input]]:
-        """[eventq] A dependent's inputs as they were at the same moment: (upstream id,
-        what it handed on) per finished upstream, in -after order."""
+    def inputs(self, job: Job) -> tuple[int, Iterator[tuple[uuid.UUID, Input]]]:
+        """[eventq] A dependent's inputs as they were at the same moment: how many, then
+        (upstream id, what it handed on) per finished upstream, in -after order, each
+        read when the reply reaches it."""
         ...
 
 
