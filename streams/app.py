@@ -206,7 +206,7 @@ def build_streams(settings: Settings) -> Streams:
     # of what it covers (streams/follow_ups.py).
     follow_ups = follow_up_writer(
         lambda: app.producer._producer, settings.commands_topic, settings.partitions,
-        changelogs, lambda partition, offset: processor.applied(partition, offset))
+        changelogs)
     processor = Processor(
         store, index, waiters, node, timer.consider, changelogs.persist,
         max_state_record_bytes=settings.max_state_record_bytes,

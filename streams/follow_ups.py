@@ -63,8 +63,12 @@ class FollowUpWriter:
 
 
 def follow_up_writer(producer: Callable[[], object], commands_topic: str, partitions: int,
-                     changelogs: Changelogs, applied) -> FollowUpWriter:
+                     changelogs: Changelogs) -> FollowUpWriter:
     """A writer of its own over the gateway's producer (its lanes never wait behind
-    the gateway's commands)."""
-    return FollowUpWriter(CommandWriter(producer, commands_topic, partitions, applied),
+    the gateway's commands). Its lanes send the next record once the last is
+    acknowledged, without waiting for it to be applied as the gateway's do (a batching
+    heuristic for replies): a commit waits for these acknowledgements, and during a
+    rebalance a partition being moved applies nothing, so each record would wait out
+    ``APPLY_WAIT_S`` and a few could outlast the commit's timeout."""
+    return FollowUpWriter(CommandWriter(producer, commands_topic, partitions),
                           changelogs, partitions)
