@@ -94,6 +94,9 @@ class MemoryEngine:
     def pinned(self, job_ids):
         return self.driver.store.pinned(job_ids)
 
+    def dependents(self, job_id: uuid.UUID, limit: int):
+        return self.driver.store.dependents(job_id, limit)
+
 
 class Stats:
     active_clients = evicted_jobs = released = 0

@@ -122,6 +122,39 @@ def test_jobs_without_upstreams_keep_workqs_blocks_and_have_no_inputs() -> None:
     run(scenario())
 
 
+def edges(id: uuid.UUID, limit: int = 100) -> bytes:
+    return f"edges {id} {limit}\r\n".encode()
+
+
+def test_edges_are_a_jobs_upstreams_with_outcomes_then_its_registered_dependents() -> None:
+    """edges (internal, the dashboard's job page): upstreams from the job's record in
+    -after order, dependents from the registrations under its id, in id order; an absent
+    job has no upstreams and still the dependents waiting for it."""
+    async def scenario() -> None:
+        p = Process()
+        await p.handle(add(U1, "extract"))
+        await p.handle(add(D, "etl", f" -after={U1},{U2}"))  # U2 is never added
+        await p.handle(add(SCHED, "etl", f" -after={U1}"))
+        assert await p.handle(edges(D)) == (
+            f"+OK 2\r\nupstream {U1} unfinished\r\nupstream {U2} unfinished\r\n".encode())
+        first, second = sorted([D, SCHED])
+        assert await p.handle(edges(U1)) == (
+            f"+OK 2\r\ndependent {first}\r\ndependent {second}\r\n".encode())
+        assert await p.handle(edges(U1, 1)) == f"+OK 1\r\ndependent {first}\r\n".encode()
+        assert await p.handle(edges(U2)) == f"+OK 1\r\ndependent {D}\r\n".encode()
+        assert await p.handle(edges(PLAIN)) == b"+OK 0\r\n"
+
+        await finish(p, "extract", "complete", b"r1")
+        assert await p.handle(edges(D)) == (
+            f"+OK 2\r\nupstream {U1} completed\r\nupstream {U2} unfinished\r\n".encode())
+        assert await p.handle(f"delete {U1}\r\n".encode()) == b"+OK\r\n"
+        # a removed upstream's registrations go with it; its dependent keeps the outcome
+        assert await p.handle(edges(U1)) == b"+OK 0\r\n"
+        assert await p.handle(edges(SCHED)) == f"+OK 1\r\nupstream {U1} completed\r\n".encode()
+
+    run(scenario())
+
+
 # --- two processes ----------------------------------------------------------------
 
 
@@ -166,5 +199,11 @@ def test_across_processes_waiting_is_summed_merged_and_inputs_forwarded() -> Non
         assert await a.handle(f"inputs {job_id(1, 9)}\r\n".encode()) == b"-NOT-FOUND\r\n"
         assert await a.handle(b"inspect queue etl\r\n") == (
             b"+OK 1\r\netl 3\r\nready-len 0\r\nscheduled-len 0\r\nwaiting-len 2\r\n")
+
+        # edges are the owner's: a forwards them for b's jobs
+        assert await a.handle(edges(DB)) == (
+            f"+OK 2\r\nupstream {UB} completed\r\nupstream {U1} unfinished\r\n".encode())
+        assert await a.handle(edges(UB)) == f"+OK 1\r\ndependent {DB}\r\n".encode()
+        assert await a.handle(edges(U1)) == f"+OK 1\r\ndependent {D}\r\n".encode()
 
     run(scenario())
