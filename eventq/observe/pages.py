@@ -17,8 +17,10 @@ REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048
 JOB_LIST_KINDS = ("ready", "scheduled", "waiting", "leased", "failed")
 GONE = "gone"  # the state shown for an upstream or dependent that is no job now
-GONE_NOTE = ("gone: no such job now (deleted or expired; an upstream may also not be "
-             "added yet, and is waited for: spec/workflows.md, 1)")
+# spec/workflows.md, 1: "An absent upstream is waited for whether it was never added or
+# is already gone (the two cannot be told apart)".
+GONE_NOTE = ("gone: no such job now: deleted or expired, or, for an upstream, not added "
+             "yet (it is waited for until it is added or this job's TTL ends)")
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1a202c;background:#f7fafc}
