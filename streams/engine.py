@@ -305,10 +305,16 @@ class Engine:
         try:
             return self.store.get(job_id)
         except NotOwned as error:
-            raise ServerError(
-                f"partition {error.args[0]} of this job is not served by this process "
-                "right now (it is moving between eventq processes); retry"
-            ) from None
+            raise _moving(error) from None
+
+    def dependents(self, job_id: uuid.UUID, limit: int) -> list[uuid.UUID]:
+        """[eventq] Up to ``limit`` dependents registered with ``job_id`` (present or
+        not), if this process owns its partition."""
+        self._check_serving()
+        try:
+            return self.store.dependents(job_id, limit)
+        except NotOwned as error:
+            raise _moving(error) from None
 
     def pinned(self, job_ids):
         """The jobs as they are now, for a reply written over many event-loop turns."""
@@ -349,6 +355,12 @@ class Engine:
             return StateDigest(jobs, inputs), partitions
 
         return await asyncio.to_thread(compute)
+
+
+def _moving(error: NotOwned) -> ServerError:
+    return ServerError(
+        f"partition {error.args[0]} of this job is not served by this process right now "
+        "(it is moving between eventq processes); retry")
 
 
 def _log_failed_release(in_log: asyncio.Future) -> None:

@@ -66,6 +66,7 @@ from typing import Awaitable, Callable, Sequence
 from eventq.core import CodecError, Expired, correlation_of, decode_command, decode_registration
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
+from eventq.core.events import NOTICE_EVENTS
 from eventq.core.followups import FollowUp, Register, SideRecord, notify, register
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
@@ -129,6 +130,11 @@ class Counters:
     slices: int = 0  # slice records admitted from the bulk lane and applied
     readmitted: int = 0  # slice records skipped: a second copy of an admitted range
     follow_ups: int = 0  # commands handed on for other partitions (workflows)
+    # [eventq] workflows (docs/architecture.md, "Workflows"): ``upstream`` notices applied
+    # to their dependent (accepted; a duplicate or stale one is ``ignored``), and
+    # ``depend`` commands that stored a registration (a repeat stores none).
+    notices: int = 0
+    registrations: int = 0
 
 
 def _no_follow_ups(partition: int, follow_ups: Sequence[FollowUp]) -> None:
@@ -458,6 +464,8 @@ class Processor:
         if isinstance(outcome, Accepted):
             self._store_job(key, partition, at, outcome.event, result, command.job_id, batch)
             self.counters.applied += 1
+            if isinstance(outcome.event, NOTICE_EVENTS):
+                self.counters.notices += 1
             if self.stats is not None:
                 self.stats.observe(outcome.event, job, result.job, at_ms)
         elif isinstance(outcome, Ignored):
@@ -565,6 +573,8 @@ class Processor:
             return
         batch.follow_ups.extend(effects.follow_ups)
         batch.side.update(effects.side)
+        if isinstance(then, Register) and effects.side:  # (a repeat writes nothing)
+            self.counters.registrations += 1
         if effects.removes:  # registrations of an absent job dropped: as a tombstone
             self._watermarks[partition] = at
             batch.removed = True

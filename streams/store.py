@@ -150,6 +150,23 @@ class JobStore:
                 found.append((link.id, decode_input(raw)))
         return found
 
+    def dependents(self, upstream: uuid.UUID, limit: int) -> list[uuid.UUID]:
+        """Up to ``limit`` dependents registered with ``upstream``, in id order: its
+        registrations' prefix scan (eventq/core/workflow.py), whether the upstream is
+        there or not (the dashboard's job page: docs/architecture.md, "Workflows")."""
+        partition = self.partition_of(upstream)
+        if partition not in self.active:
+            raise NotOwned(partition)
+        found: list[uuid.UUID] = []
+        for key, _ in self.scan(partition, registrations_prefix(upstream)):
+            if len(found) == limit:
+                break
+            try:
+                found.append(registration_ids(key)[1])
+            except ValueError as error:
+                self._undecodable(partition, key, error)
+        return found
+
     def earliest_registration_ms(self, upstream: uuid.UUID) -> int | None:
         """The earliest deadline among the registrations stored with ``upstream`` (None:
         none with a deadline, or its partition is not owned here): when a timer's

@@ -18,6 +18,7 @@ from eventq.client.errors import error_of
 from eventq.client.models import (
     STATE_NAMES,
     Job,
+    JobEdges,
     JobInfo,
     NewJob,
     QueueInfo,
@@ -163,6 +164,17 @@ def _server(reply: bytes) -> ServerInfo:
     return ServerInfo(int(v[b"active-clients"]), int(v[b"evicted-jobs"]), v[b"started"].decode())
 
 
+def _edges(reply: bytes) -> JobEdges:
+    upstreams, dependents = [], []
+    for line in check(reply).split(b"\r\n")[1:-1]:
+        kind, id, *outcome = line.decode().split(" ")
+        if kind == "upstream":
+            upstreams.append((uuid.UUID(id), outcome[0]))
+        else:
+            dependents.append(uuid.UUID(id))
+    return JobEdges(tuple(upstreams), tuple(dependents))
+
+
 def _digest(reply: bytes) -> str:
     line = check(reply).split(b"\r\n")[1]
     return line.split(b" ", 1)[1].decode()
@@ -280,9 +292,14 @@ def inspect_job(id: uuid.UUID | str) -> Call:
     return Call(encode_request(rq.InspectJob(_id(id))), Shape.BLOCKS, _one_job, retry_safe=True)
 
 
-def inspect_jobs(name: str, offset: int = 0, limit: int = 100, *, scheduled: bool = False) -> Call:
-    """Ready jobs of a queue in lease order (or, ``scheduled``, those not yet due)."""
-    kind = rq.InspectScheduledJobs if scheduled else rq.InspectJobs
+def inspect_jobs(name: str, offset: int = 0, limit: int = 100, *, scheduled: bool = False,
+                 waiting: bool = False) -> Call:
+    """Ready jobs of a queue in lease order (or, ``scheduled``, those not yet due; or,
+    ``waiting`` (eventq), its WAITING jobs, in lease order too)."""
+    if scheduled and waiting:
+        raise ValueError("inspect_jobs lists scheduled or waiting jobs, not both")
+    kind = (rq.InspectScheduledJobs if scheduled else
+            rq.InspectWaitingJobs if waiting else rq.InspectJobs)
     return Call(encode_request(kind(_name(name), offset, limit)), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
@@ -304,6 +321,12 @@ def inspect_server() -> Call:
 def digest() -> Call:
     """eventq: the order-independent digest of every job's state (hex)."""
     return Call(encode_request(rq.InspectDigest()), Shape.LINES, _digest, retry_safe=True)
+
+
+def edges(id: uuid.UUID | str, limit: int = 100) -> Call:
+    """eventq, internal (the dashboard's job page): a job's ``JobEdges``, its upstreams
+    and up to ``limit`` (1-100) of the dependents registered with it."""
+    return Call(encode_request(rq.Edges(_id(id), limit)), Shape.LINES, _edges, retry_safe=True)
 
 
 # The operations both clients offer, each the function above under its own name.

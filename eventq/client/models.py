@@ -68,6 +68,16 @@ class JobInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class JobEdges:
+    """eventq, internal (``edges``): a job's upstreams in -after order, each with the
+    outcome the job holds of it (unfinished, completed, failed, deleted, evicted), and
+    dependents registered with it, in id order."""
+
+    upstreams: tuple[tuple[uuid.UUID, str], ...]
+    dependents: tuple[uuid.UUID, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     """``inspect queue(s)``: ready and scheduled counts, whether it is paused, and
     (eventq) how many of its jobs wait for upstreams."""

@@ -35,11 +35,12 @@ SHAPES: dict[type, Shape] = {
     rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectWaitingJobs: Shape.BLOCKS,
     rq.InspectJob: Shape.BLOCKS,
     rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
+    rq.Edges: Shape.LINES,
 }
 
 # Requests about one job: answered by the owner of the job's partition.
 KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete,
-         rq.InspectJob, rq.Touch, rq.Inputs)
+         rq.InspectJob, rq.Touch, rq.Inputs, rq.Edges)
 
 MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page

@@ -55,6 +55,7 @@ class Gateway:
             rq.InspectWaitingJobs: local.inspect_waiting_jobs,
             rq.InspectJob: local.inspect_job,
             rq.Inputs: local.inputs,
+            rq.Edges: local.edges,
             rq.InspectDigest: local.inspect_digest,
             rq.InspectBulk: local.inspect_bulk,
             rq.Peer: local.peer,

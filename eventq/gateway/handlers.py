@@ -299,6 +299,17 @@ class LocalAnswers:
             raise NotFound()
         return replies.job_blocks([view_of(job)])
 
+    async def edges(self, request: rq.Edges) -> bytes:
+        """[eventq] internal (the dashboard's job page): the job's upstreams, from its
+        record with the outcome it holds of each, then up to ``limit`` dependents
+        registered with it, from the registrations under its id in its partition
+        (eventq/core/workflow.py): both the owner's, like ``inspect job``. An absent
+        job has no upstreams and may still have dependents waiting for it."""
+        await self.engine.wait_ready()
+        job = self.engine.job(request.id) if request.id.version == PROTOCOL_UUID_VERSION else None
+        upstreams = [] if job is None else [(link.id, link.outcome.word) for link in job.upstreams]
+        return replies.edges_reply(upstreams, self.engine.dependents(request.id, request.limit))
+
     async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
         """The bulk lane's backlog per partition (eventq extension; docs/architecture.md,
         "Lanes")."""

@@ -74,6 +74,10 @@ class Engine(Protocol):
 
     def pinned(self, job_ids: Sequence[uuid.UUID]) -> PinnedJobs: ...
 
+    def dependents(self, job_id: uuid.UUID, limit: int) -> Sequence[uuid.UUID]:
+        """[eventq] Up to ``limit`` dependents registered with the job (present or not)."""
+        ...
+
     async def digest(self) -> str: ...
 
     async def digest_part(self) -> tuple[StateDigest, Sequence[int]]:

@@ -8,8 +8,10 @@ a new or empty directory: an export never mixes with existing files.
 
 What cannot round-trip is reported, never silently changed: jobs without TTL (``run``
 jobs; workq never logged them) are not written; LEASED jobs lose their lease deadline
-(they replay as LEASED in workq and come back PENDING when imported into eventq); and
-whatever ``write_jobs`` finds (fails a workq log cannot carry, for example).
+(they replay as LEASED in workq and come back PENDING when imported into eventq);
+eventq's own -backoff and -after (spec/workflows.md, 1; a WAITING job is written as
+NEW) are listed with the jobs that do not replay exactly, as is whatever ``write_jobs``
+finds (fails a workq log cannot carry, for example).
 
 The state log is what eventq has made durable: a change the gateway has just answered
 may take a moment to reach it.
@@ -20,13 +22,14 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES, HEADER, segment_name, write_jobs
 from eventq.core import Job, State
 from eventq.migrate.importer import MAX_LISTED, MigrateError
-from eventq.migrate.mapping import BACKOFF_LOST, export_notes, exportable, workq_job
+from eventq.migrate.mapping import REPLAY_LOSSES, export_notes, exportable, workq_job
 from eventq.progress import Progress
 
 
@@ -153,17 +156,27 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     result.undecodable = bad.count
     result.undecodable_examples = list(bad.examples)
     result.live_jobs = len(jobs)
+    write_export(jobs.values(), options, result, progress)
+    return result
+
+
+def write_export(jobs: Iterable[Job], options: ExportOptions, result: ExportResult,
+                 progress: Progress) -> None:
+    """Write the live ``jobs`` read into ``result`` as a workq command log, and report
+    in it what cannot round-trip."""
     chosen = []
-    backoffs_lost = []  # eventq's -backoff (docs/protocol.md, "-backoff"): workq's cannot
-    for job in sorted(jobs.values(), key=export_order):
+    # eventq's own flags (docs/protocol.md, "-backoff"; spec/workflows.md, 1: -after):
+    # workq's log cannot hold them, and they are listed with the jobs that do not
+    # replay exactly.
+    replay_losses = []
+    for job in sorted(jobs, key=export_order):
         notes = export_notes(job)
         if not exportable(job):
             result.not_exported.append((job.id, "; ".join(notes)))
             continue
         if job.state is State.LEASED:
             result.leased.append(job.id)
-        if BACKOFF_LOST in notes:
-            backoffs_lost.append((job.id, BACKOFF_LOST))
+        replay_losses += [(job.id, note) for note in notes if note in REPLAY_LOSSES]
         chosen.append(workq_job(job))
     result.exported = len(chosen)
     counts: dict[str, int] = {}
@@ -191,5 +204,4 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     progress.finish(len(chosen))
     result.records = written.records
     result.paths = list(written.paths)
-    result.inexact = list(written.inexact) + backoffs_lost
-    return result
+    result.inexact = list(written.inexact) + replay_losses

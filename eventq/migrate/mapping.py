@@ -30,6 +30,9 @@ replay to exactly the ``WorkqJob`` given): a job without TTL (a ``run`` job, nev
 logged by workq) is not exported at all; a LEASED job's lease deadline is lost (it
 replays as LEASED in workq, and comes back PENDING when imported into eventq); fails
 of a job that is not FAILED, or above 1, are lost (workq's fail record finishes a job).
+eventq's own flags are lost too: -backoff, and -after (spec/workflows.md, 1: workq has
+no dependencies, so a job's upstreams are not written, and a WAITING job is written as
+NEW, its schedule time kept: ready when due rather than when its upstreams complete).
 """
 
 from __future__ import annotations
@@ -119,6 +122,12 @@ def placement(job_id: uuid.UUID, partitions: int) -> tuple[bytes, int]:
 # ------------------------------------------------------------------------ export
 
 
+def workq_state(state: State) -> WorkqState:
+    """workq's state of an eventq state: the same number, but WAITING (workq has no
+    dependencies, so a waiting job is written as NEW: module doc)."""
+    return WorkqState.NEW if state is State.WAITING else WorkqState(int(state))
+
+
 def workq_job(job: Job) -> WorkqJob:
     """The workq job that ``job`` is, for ``eventq.cmdlog.write_jobs``."""
     return WorkqJob(
@@ -134,7 +143,7 @@ def workq_job(job: Job) -> WorkqJob:
         created_ns=ms_to_ns(job.created_ms),
         attempts=job.attempts,
         fails=job.fails,
-        state=WorkqState(int(job.state)),
+        state=workq_state(job.state),
         result=job.result,
         result_ok=bool(job.result_ok),
     )
@@ -144,6 +153,13 @@ NO_TTL = "no TTL (a run job): workq's log cannot hold it, not exported"
 LEASE_LOST = "LEASED: the lease deadline is not in workq's format; imports back as PENDING"
 BACKOFF_LOST = ("-backoff: workq has no retry backoff; imports back without it (a job "
                 "waiting out one is ready at once)")
+# spec/workflows.md, 1: -after. One note per job with upstreams, WAITING or not.
+WAITING_LOST = ("WAITING (-after): workq has no dependencies; written as NEW, so it is ready "
+                "at once instead of waiting for its upstreams, and imports back without them")
+AFTER_LOST = "-after: workq has no dependencies; imports back without its upstreams"
+# What a job keeps in workq's log but loses on the way back: listed with the jobs that do
+# not replay exactly (eventq/migrate/exporter.py).
+REPLAY_LOSSES = (BACKOFF_LOST, WAITING_LOST, AFTER_LOST)
 
 
 def exportable(job: Job) -> bool:
@@ -161,4 +177,6 @@ def export_notes(job: Job) -> list[str]:
         notes.append(LEASE_LOST)
     if exportable(job) and job.backoff_ms:
         notes.append(BACKOFF_LOST)
+    if exportable(job) and job.upstreams:
+        notes.append(WAITING_LOST if job.state is State.WAITING else AFTER_LOST)
     return notes

@@ -71,7 +71,8 @@ class EventqCollector:
         index, now_ms = self._s.index, self._s.now_ms()
         jobs = GaugeMetricFamily(
             "eventq_queue_jobs", "Live jobs of this process's partitions by queue and "
-            "state (ready/scheduled: waiting jobs due / not yet due)", labels=["queue", "state"])
+            "state (ready/scheduled: jobs due / not yet due; waiting: WAITING for their "
+            "upstreams)", labels=["queue", "state"])
         paused = GaugeMetricFamily("eventq_queue_paused", "1 while the queue is paused",
                                    labels=["queue"])
         counts = index.state_counts()
@@ -80,6 +81,7 @@ class EventqCollector:
             by_state = counts.get(name, {})
             jobs.add_metric([name, "ready"], ready)
             jobs.add_metric([name, "scheduled"], scheduled)
+            jobs.add_metric([name, "waiting"], index.waiting_len(name))
             for state in (State.LEASED, State.COMPLETED, State.FAILED):
                 jobs.add_metric([name, state.name.lower()], by_state.get(state, 0))
             paused.add_metric([name], 1 if index.is_paused(name) else 0)
@@ -99,6 +101,7 @@ class EventqCollector:
                                   value=counters.evicted)
         yield CounterMetricFamily("eventq_log_records", "Records of the command log applied",
                                   value=counters.records)
+        yield from self._workflows(counters)
         if processor.batch_commands is not None:
             batch = _histogram("eventq_processor_batch_commands",
                                "Commands per applied record of the command log", [])
@@ -115,6 +118,18 @@ class EventqCollector:
                     if count:
                         events.add_metric([name, kind.name.lower()], count)
             yield events
+
+    @staticmethod
+    def _workflows(counters):
+        """docs/architecture.md, "Workflows": what partitions told each other."""
+        yield CounterMetricFamily(
+            "eventq_upstream_notices",
+            "upstream notices applied to their dependents (an upstream ended, went or "
+            "was retried; duplicates not counted)", value=counters.notices)
+        yield CounterMetricFamily(
+            "eventq_dependents_registered",
+            "depend commands that registered a dependent with its upstream (repeats not "
+            "counted)", value=counters.registrations)
 
     def _durations(self):
         stats = self._s.processor.stats

@@ -15,7 +15,12 @@ from eventq.observe.livestats import Durations
 
 REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048
-JOB_LIST_KINDS = ("ready", "scheduled", "leased", "failed")
+JOB_LIST_KINDS = ("ready", "scheduled", "waiting", "leased", "failed")
+GONE = "gone"  # the state shown for an upstream or dependent that is no job now
+# spec/workflows.md, 1: "An absent upstream is waited for whether it was never added or
+# is already gone (the two cannot be told apart)".
+GONE_NOTE = ("gone: no such job now: deleted or expired, or, for an upstream, not added "
+             "yet (it is waited for until it is added or this job's TTL ends)")
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1a202c;background:#f7fafc}
@@ -102,6 +107,7 @@ class QueueRow:
     completed: int = 0
     failed: int = 0
     rates: dict[str, float] = field(default_factory=dict)  # per second, last sample
+    waiting: int = 0  # [eventq] WAITING for their upstreams (inspect queue's waiting-len)
 
 
 def _rate(value: float) -> str:
@@ -112,14 +118,14 @@ def queues_page(rows: list[QueueRow], charts: list[str], frame: Frame,
                 offset: int, limit: int, more: bool) -> str:
     cells = [
         [f'<a href="/queues/{q(r.name)}">{e(r.name)}</a>', f"{r.ready:,}", f"{r.scheduled:,}",
-         f"{r.leased:,}", f"{r.completed:,}", f"{r.failed:,}",
+         f"{r.waiting:,}", f"{r.leased:,}", f"{r.completed:,}", f"{r.failed:,}",
          '<span class="paused">paused</span>' if r.paused else "",
          _rate(r.rates.get("added", 0)), _rate(r.rates.get("completed", 0)),
          _rate(r.rates.get("failed", 0))]
         for r in rows
     ]
     body = "".join(charts) + table(
-        ["queue", "ready", "scheduled", "leased", "completed", "failed", "paused",
+        ["queue", "ready", "scheduled", "waiting", "leased", "completed", "failed", "paused",
          "added/s", "completed/s", "failed/s"], cells, id_="queues")
     if not rows:
         body += "<p>No queues yet: add a job (eventq cli, a client, or Spark).</p>"
@@ -145,9 +151,10 @@ def queue_page(row: QueueRow, kind: str, jobs: list[JobInfo], offset: int, limit
               else button(f"/queues/{name}/pause", "Pause", frame, "pause"))
     state = '<span class="paused" id="state">paused</span>' if row.paused else (
         '<span id="state">active</span>')
-    counts = table(["ready", "scheduled", "leased", "completed", "failed"],
-                   [[f"{row.ready:,}", f"{row.scheduled:,}", f"{row.leased:,}",
-                     f"{row.completed:,}", f"{row.failed:,}"]], left=0, id_="counts")
+    counts = table(["ready", "scheduled", "waiting", "leased", "completed", "failed"],
+                   [[f"{row.ready:,}", f"{row.scheduled:,}", f"{row.waiting:,}",
+                     f"{row.leased:,}", f"{row.completed:,}", f"{row.failed:,}"]],
+                   left=0, id_="counts")
     times = table(
         ["", "samples", "mean"],
         [[metric, f"{d.count:,}", "-" if d.mean_ms is None else f"{d.mean_ms / 1000:.3f} s"]
@@ -197,7 +204,59 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
     # backoff) only; any other job has none, so no row rather than an empty one.
     if info.time is not None:
         fields.append(("time", info.time))
+    if info.after:  # spec/workflows.md, 1: after and waiting, for a job with upstreams
+        fields.append(("upstreams", f"{info.after}, {info.waiting} not completed"))
     return fields
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """An upstream or a dependent of the job shown: its state now (``GONE``: no such
+    job) and, for an upstream, the outcome the job holds of it (the protocol's word)."""
+
+    id: str
+    queue: str | None  # None: no such job now (or its state could not be read)
+    state: str
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class Edges:
+    """A job's upstreams (-after order) and dependents (id order, the first ones only
+    when ``more``), or ``note`` when they could not be read."""
+
+    upstreams: tuple[EdgeRow, ...] = ()
+    dependents: tuple[EdgeRow, ...] = ()
+    more: bool = False
+    note: str | None = None
+
+
+def _job_link(job_id: str) -> str:
+    return f'<a href="/jobs/{e(job_id)}"><code>{e(job_id)}</code></a>'
+
+
+def edges_section(edges: Edges) -> str:
+    """The job page's upstreams and dependents (docs/architecture.md, "Workflows"):
+    nothing for a job that has neither."""
+    if edges.note is not None:
+        return f"<h2>Upstreams and dependents</h2><p>{e(edges.note)}</p>"
+    body = ""
+    if edges.upstreams:
+        body += ("<h2>Upstreams</h2><p>The jobs this one waits for, in -after order, with "
+                 "their state now and the outcome this job holds of each.</p>" + table(
+                     ["id", "queue", "state", "outcome here"],
+                     [[_job_link(r.id), e(r.queue or ""), e(r.state), e(r.outcome or "")]
+                      for r in edges.upstreams], left=4, id_="upstreams"))
+    if edges.dependents:
+        more = (f" The first {len(edges.dependents):,} are listed." if edges.more else "")
+        body += ("<h2>Dependents</h2><p>The jobs registered to wait for this one, by id."
+                 f"{e(more)}</p>" + table(
+                     ["id", "queue", "state"],
+                     [[_job_link(r.id), e(r.queue or ""), e(r.state)]
+                      for r in edges.dependents], left=3, id_="dependents"))
+    if any(r.state == GONE for r in edges.upstreams + edges.dependents):
+        body += f'<p id="gone-note"><i>{e(GONE_NOTE)}</i></p>'
+    return body
 
 
 @dataclass
@@ -224,7 +283,7 @@ def payload_preview(payload: bytes) -> str:
 
 def job_page(fields: list[tuple[str, str]], payload: bytes, result: str | None,
              history: list[HistoryRow], history_note: str, job_id: str, state: str,
-             frame: Frame) -> str:
+             frame: Frame, edges: Edges = Edges()) -> str:
     actions = button(f"/jobs/{job_id}/delete", "Delete", frame, "delete")
     if state == "failed":
         actions += " " + button(f"/jobs/{job_id}/retry", "Retry", frame, "retry")
@@ -232,6 +291,7 @@ def job_page(fields: list[tuple[str, str]], payload: bytes, result: str | None,
         f"<p>{actions}</p>"
         + table(["field", "value"], [[e(k), e(v)] for k, v in fields], left=2, id_="fields")
         + (f"<h2>Result</h2><pre id=\"result\">{e(result)}</pre>" if result is not None else "")
+        + edges_section(edges)
         + "<h2>Payload</h2>" + payload_preview(payload)
         + f"<h2>History</h2><p>{e(history_note)}</p>"
         + table(["offset", "time", "command", "outcome", "detail"],

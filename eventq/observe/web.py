@@ -24,6 +24,7 @@ from aiohttp import web
 
 from eventq.client import calls
 from eventq.client.errors import NotFound
+from eventq.client.models import JobEdges
 from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.errors import EventqError
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PAGE_JOBS = 25
 PAGE_QUEUES = 50  # (+1 to know of a next page: the protocol's limit is 100)
+DEPENDENTS_SHOWN = 50  # on a job page (+1 asked, to know of more: edges' limit is 100)
 STATE_OF_KIND = {"leased": State.LEASED, "failed": State.FAILED}
 DONE = {  # ?done= after an action: the message shown (never text from the URL)
     "paused": "Queue paused: it hands out no jobs until resumed.",
@@ -58,7 +60,8 @@ class Dashboard:
     def __init__(self, *, gateway, sources, process: str, actions: bool, bootstrap: str,
                  commands_topic: str, partitions: int,
                  owner_of: Callable[[int], str | None], members: Callable[[], list[str]],
-                 clock_ms: Callable[[], int]) -> None:
+                 clock_ms: Callable[[], int],
+                 read_history: Callable[[uuid.UUID], JobHistory] | None = None) -> None:
         self.gateway = gateway
         self.sources = sources
         self.process = process
@@ -71,6 +74,11 @@ class Dashboard:
         self.clock_ms = clock_ms
         self.history = History()
         self.registry = registry_of(sources)
+        # A job's commands, read from the command log (blocking: run in a thread).
+        self.read_history = read_history or self._history_from_kafka
+
+    def _history_from_kafka(self, job_id: uuid.UUID) -> JobHistory:
+        return job_history(self.bootstrap, self.commands_topic, self.partitions, job_id)
 
     # --- talking to the gateway as a client would -------------------------------------
 
@@ -118,8 +126,8 @@ class Dashboard:
             process=self.process, actions=self.actions,
             flash=DONE.get(request.query.get("done", "")),
             cluster_note=None if alone else (
-                "Ready, scheduled and paused are the whole cluster's; leased, completed, "
-                "failed, rates and times are this process's partitions."),
+                "Ready, scheduled, waiting and paused are the whole cluster's; leased, "
+                "completed, failed, rates and times are this process's partitions."),
         )
 
     def _charts(self, name: str | None) -> list[str]:
@@ -136,7 +144,7 @@ class Dashboard:
             info.name, info.ready, info.scheduled, info.paused,
             leased=by_state.get(State.LEASED, 0), completed=by_state.get(State.COMPLETED, 0),
             failed=by_state.get(State.FAILED, 0),
-            rates=self.history.latest_rates(info.name),
+            rates=self.history.latest_rates(info.name), waiting=info.waiting,
         )
 
     async def queues_page(self, request: web.Request) -> web.Response:
@@ -168,10 +176,11 @@ class Dashboard:
             len(jobs) > PAGE_JOBS, self._charts(name), durations, self.frame(request)))
 
     async def _jobs(self, name: str, kind: str, offset: int, limit: int) -> list:
-        if kind in ("ready", "scheduled"):
+        if kind in ("ready", "scheduled", "waiting"):  # the cluster's, through the gateway
             try:
-                return await self.call(calls.inspect_jobs(name, offset, limit,
-                                                          scheduled=kind == "scheduled"))
+                return await self.call(calls.inspect_jobs(
+                    name, offset, limit, scheduled=kind == "scheduled",
+                    waiting=kind == "waiting"))
             except NotFound:
                 return []
         ids = self.sources.index.jobs_in_state(name, STATE_OF_KIND[kind], offset, limit)
@@ -191,18 +200,19 @@ class Dashboard:
             info = await self.call(calls.inspect_job(job_id))
         except NotFound:
             info = None
+        edges = await self._edges(job_id)
         try:
-            history = await asyncio.to_thread(
-                job_history, self.bootstrap, self.commands_topic, self.partitions, job_id)
+            history = await asyncio.to_thread(self.read_history, job_id)
         except Exception as error:  # Kafka unreachable: the job's state still shows
             log.warning("reading the history of job %s failed: %s", job_id, error)
             history = JobHistory([], f"The command log could not be read ({error}).")
         if info is None:
-            if not history.rows:
+            if not history.rows and not edges.dependents:
                 return _html(pages.gone_page(str(job_id), self.frame(request)), 404)
-            body = pages.job_page([("id", str(job_id)), ("state", "gone")], b"", None,
-                                  history.rows, history.note, str(job_id), "gone",
-                                  self.frame(request))
+            # Gone, or never added: its commands, and the dependents still waiting for it.
+            body = pages.job_page([("id", str(job_id)), ("state", pages.GONE)], b"", None,
+                                  history.rows, history.note, str(job_id), pages.GONE,
+                                  self.frame(request), edges)
             return _html(body)
         result = None
         if info.state in ("completed", "failed"):
@@ -213,7 +223,34 @@ class Dashboard:
                 result = None
         return _html(pages.job_page(pages.job_fields(info), info.payload, result,
                                     history.rows, history.note, str(job_id), info.state,
-                                    self.frame(request)))
+                                    self.frame(request), edges))
+
+    async def _edges(self, job_id: uuid.UUID) -> pages.Edges:
+        """The job's upstreams and dependents (docs/architecture.md, "Workflows"), from
+        the owner of its partition as ``inspect job`` is (the gateway forwards
+        ``edges``), each with its state now, read through the gateway as well."""
+        try:
+            edges: JobEdges = await self.call(calls.edges(job_id, DEPENDENTS_SHOWN + 1))
+        except EventqError as error:  # (a process of an older eventq: Unknown command)
+            text = str(error) or type(error).__name__
+            return pages.Edges(note=f"Its upstreams and dependents could not be read ({text}).")
+        upstreams = asyncio.gather(*(self._edge(up, outcome) for up, outcome in edges.upstreams))
+        dependents = asyncio.gather(*(self._edge(down)
+                                      for down in edges.dependents[:DEPENDENTS_SHOWN]))
+        return pages.Edges(tuple(await upstreams), tuple(await dependents),
+                           more=len(edges.dependents) > DEPENDENTS_SHOWN)
+
+    async def _edge(self, job_id: uuid.UUID, outcome: str | None = None) -> pages.EdgeRow:
+        """One edge's other end as it is now: a job that no longer exists (or, as an
+        upstream, is not added yet) is ``GONE``, not an error."""
+        try:
+            info = await self.call(calls.inspect_job(job_id))
+        except NotFound:
+            return pages.EdgeRow(str(job_id), None, pages.GONE, outcome)
+        except EventqError as error:  # its partition moving: this row only says so
+            text = str(error) or type(error).__name__
+            return pages.EdgeRow(str(job_id), None, f"unknown ({text})", outcome)
+        return pages.EdgeRow(str(job_id), info.name, info.state, outcome)
 
     async def cluster_page(self, request: web.Request) -> web.Response:
         offsets = self.sources.lag()  # owned partitions: (applied through, log end)

@@ -83,6 +83,7 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.Peer: lambda r: _line("peer"),
     rq.Peek: lambda r: _line("peek", *r.names),
     rq.Confirm: lambda r: _line("confirm", canonical_id(r.id), r.claim),
+    rq.Edges: lambda r: _line("edges", canonical_id(r.id), r.limit),
 }
 # fmt: on
 

@@ -284,6 +284,11 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "confirm": Command(
         rq.Confirm, 2, 2, fields=(Field("id", Arg(0), _job_id), Field("claim", Arg(1), parse_claim))
     ),
+    # eventq extension, internal: a job's upstreams and registered dependents, from the
+    # owner of its partition (the dashboard's job page).
+    "edges": Command(
+        rq.Edges, 2, 2, fields=(Field("id", Arg(0), _any_id), Field("limit", Arg(1), parse_limit))
+    ),
     "inspect": Subcommands({
         "server": Command(rq.InspectServer, 0, 0),
         "queues": Command(

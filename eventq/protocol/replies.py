@@ -138,6 +138,16 @@ def inputs_reply_stream(count: int, inputs: Iterable[InputView]) -> Iterator[byt
         raise ValueError(f"a reply announced {count} inputs and had {written}")
 
 
+def edges_reply(upstreams: Sequence[tuple[uuid.UUID, str]],
+                dependents: Sequence[uuid.UUID]) -> bytes:
+    """edges (internal): ``+OK <n>``, then ``upstream <id> <outcome>`` per upstream (the
+    outcome its dependent holds: unfinished, completed, failed, deleted, evicted), then
+    ``dependent <id>`` per dependent registered."""
+    lines = [_line("upstream", canonical_id(id), outcome) for id, outcome in upstreams]
+    lines += [_line("dependent", canonical_id(id)) for id in dependents]
+    return _ok_count(len(lines)) + b"".join(lines)
+
+
 def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
     """lease: ``+OK 1``, ``<id> <name> <ttr> <size>``, then the raw payload."""
     header = _line(canonical_id(id), name, ttr_ms, len(payload))

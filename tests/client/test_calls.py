@@ -20,7 +20,7 @@ from eventq.client.errors import (
     TimedOut,
     error_of,
 )
-from eventq.client.models import Job, JobInfo, NewJob, QueueInfo, Result
+from eventq.client.models import Job, JobEdges, JobInfo, NewJob, QueueInfo, Result
 from eventq.protocol import Parser, replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import reply_end
@@ -71,8 +71,10 @@ def test_each_call_sends_the_request_the_server_reads():
         (calls.add_job(NewJob("q", b"", id=ID, after=(UP1,))),
          rq.Add(ID, "q", 60_000, 86_400_000, b"", after=(UP1,))),
         (calls.inputs(str(ID)), rq.Inputs(ID)),
+        (calls.inspect_jobs("q", 0, 3, waiting=True), rq.InspectWaitingJobs("q", 0, 3)),
+        (calls.edges(ID, 7), rq.Edges(ID, 7)),  # internal: the dashboard's job page
     ]
-    assert len({type(expected) for _, expected in cases}) == 18  # every request kind
+    assert len({type(expected) for _, expected in cases}) == 20  # every request kind
     for call, expected in cases:
         assert parsed(call.data) == expected
 
@@ -139,6 +141,12 @@ def test_workflow_replies_become_typed_values():
     assert parse(calls.inputs(ID), replies.inputs_reply([])) == []
     with pytest.raises(NotFound):
         parse(calls.inputs(ID), b"-NOT-FOUND\r\n")
+    edges = replies.edges_reply([(UP1, "completed"), (UP2, "unfinished")], [ID])
+    assert parse(calls.edges(ID), edges) == JobEdges(
+        ((UP1, "completed"), (UP2, "unfinished")), (ID,))
+    assert parse(calls.edges(ID), replies.edges_reply([], [])) == JobEdges((), ())
+    with pytest.raises(ValueError, match="not both"):
+        calls.inspect_jobs("q", scheduled=True, waiting=True)
 
 
 @pytest.mark.parametrize(("line", "error"), [

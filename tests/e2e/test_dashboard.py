@@ -11,6 +11,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -118,8 +119,9 @@ def test_the_pages_render_live_data(server, workload, browser):
     base = server.http_url()
     browser.goto(base)
     queues = browser.text("#queues")
-    assert re.search(r"mail\s+2\s+0\s+1\s+3\s+0", queues), queues
-    assert re.search(r"bills\s+1\s+0\s+0\s+0\s+1", queues), queues
+    # ready, scheduled, waiting, leased, completed, failed
+    assert re.search(r"mail\s+2\s+0\s+0\s+1\s+3\s+0", queues), queues
+    assert re.search(r"bills\s+1\s+0\s+0\s+0\s+0\s+1", queues), queues
     assert browser.evaluate("document.querySelectorAll('svg.chart').length") == 2
     # The charts draw once two samples (5 s apart) exist; the page reloads itself.
     browser.wait_for("document.querySelectorAll('svg.chart polyline').length >= 7", 30)
@@ -209,3 +211,64 @@ def test_a_read_only_dashboard_shows_no_actions_and_refuses_them(kafka_bootstrap
         assert status == 404
     finally:
         assert process.stop() == 0, process.log_tail()
+
+
+def rows(browser: Browser, table: str) -> list[list[str]]:
+    """A table's rows of cell texts, its header row left out."""
+    return browser.evaluate(
+        f"[...document.querySelectorAll('#{table} tr')].slice(1)"
+        ".map(tr => [...tr.cells].map(td => td.innerText))")
+
+
+def test_workflows_show_waiting_jobs_edges_and_their_metrics(server, workload, browser):
+    """spec/workflows.md, 1 on a real server: D waits for U1 (completed), U2 (not yet)
+    and GHOST (never added). Its queue counts and lists it as waiting, its page lists
+    its upstreams with their states, U1's lists D, and /metrics counts the waiting job,
+    the three registrations and the one notice applied."""
+    ghost = uuid.uuid4()
+    with Client("127.0.0.1", server.port) as c:
+        u1, u2 = c.add("wf-extract", "one"), c.add("wf-extract", "two")
+        d = c.add("wf-load", "d", after=[u1, u2, ghost])
+        assert c.lease("wf-extract", 1000).id == u1
+        c.complete(u1, "extracted")
+        deadline = time.monotonic() + 20  # the notice is a command of D's partition
+        while c.inspect_job(d).waiting != 2:
+            assert time.monotonic() < deadline, c.inspect_job(d)
+            time.sleep(0.1)
+    deadline = time.monotonic() + 20
+    while True:  # the registrations are written by U1's, U2's and GHOST's partitions
+        m = metrics(server)
+        if value(m, "eventq_dependents_registered_total") == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert value(m, "eventq_dependents_registered_total") == 3
+    assert value(m, "eventq_upstream_notices_total") == 1
+    assert value(m, "eventq_queue_jobs", queue="wf-load", state="waiting") == 1
+    assert value(m, "eventq_queue_jobs", queue="wf-extract", state="waiting") == 0
+
+    base = server.http_url()
+    browser.goto("about:blank")  # no reload of the page left open may end this goto
+    browser.goto(base)
+    browser.wait_for("document.querySelector('#queues') !== null")
+    assert re.search(r"wf-load\s+0\s+0\s+1\s+0\s+0\s+0", browser.text("#queues"))
+    browser.goto(base + "queues/wf-load?kind=waiting")
+    browser.wait_for("document.querySelector('#counts') !== null")
+    assert rows(browser, "counts") == [["0", "0", "1", "0", "0", "0"]]
+    assert [row[:2] for row in rows(browser, "jobs")] == [[str(d), "waiting"]]
+    shot(browser, "queue-waiting")
+
+    browser.click("#jobs a")
+    assert rows(browser, "upstreams") == [
+        [str(u1), "wf-extract", "completed", "completed"],
+        [str(u2), "wf-extract", "new", "unfinished"],
+        [str(ghost), "", "gone", "unfinished"]]
+    assert "upstreams\t3, 2 not completed" in browser.text("#fields")
+    assert "no such job now" in browser.text("#gone-note")
+    shot(browser, "job-upstreams")
+
+    browser.click(f"#upstreams a[href='/jobs/{u1}']")
+    assert rows(browser, "dependents") == [[str(d), "wf-load", "waiting"]]
+    assert "extracted" in browser.text("#result")
+    shot(browser, "job-dependents")
+    browser.goto(base + f"jobs/{ghost}")  # never added: a dependent waits for it
+    assert rows(browser, "dependents") == [[str(d), "wf-load", "waiting"]]

@@ -1,168 +1,16 @@
 """Workflow sections 1 and 2 through the gateway (spec/workflows.md, "1. Dependencies",
 "2. Inputs", "Job and queue blocks"), byte for byte, with no Kafka: each process is a
-``Gateway`` over the processor of streams/memory.py (a ``MemoryLog`` and its ``Driver``),
-requests are parsed from their bytes as a connection's are, and the replies are joined
-as the server writes them. With two processes, each asks the other through a real
-``Cluster`` whose peers parse the encoded request and answer it in peer form, checked
-to end where the reply's shape says (eventq/protocol/reply_reader.py)."""
+``Gateway`` over the processor of streams/memory.py, alone or two of them through a real
+``Cluster`` (tests/gateway/memory_processes.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable, Iterator
 
-from eventq.core import encode_command
-from eventq.gateway.cluster import Cluster
-from eventq.gateway.cluster_answers import ClusterAnswers
-from eventq.gateway.dispatch import Gateway
-from eventq.gateway.handlers import LocalAnswers
-from eventq.gateway.leasing import Handover, Leasing
-from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.offers import Offers
-from eventq.protocol.parser import Parser
-from eventq.protocol.reply_reader import reply_end
-from streams.memory import Driver, MemoryLog
-
-START_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z, the spec example's created
-PARTITIONS = 2
-
-
-def job_id(partition: int, n: int) -> uuid.UUID:
-    """The n-th v4 id (in a fixed sequence) whose job lives in ``partition``."""
-    found = 0
-    for i in range(1, 10_000):
-        candidate = uuid.UUID(int=(0x1F << 120) + i * 0x9E3779B97F4A7C15, version=4)
-        if partition_for_key(job_key(candidate), PARTITIONS) == partition:
-            found += 1
-            if found == n:
-                return candidate
-    raise AssertionError("no such id")
-
+from gateway.memory_processes import Process, add, finish, job_id, run, two_processes
 
 U1, U2, D, PLAIN, SCHED = (job_id(0, n) for n in range(1, 6))
 UB, DB = job_id(1, 1), job_id(1, 2)
-
-
-class MemoryEngine:
-    """The engine's surface the gateway uses (eventq/gateway/ports.py) over the memory
-    processor: a command is appended to its job's partition with this process's request
-    id, every record is applied, and the waiter has its outcome."""
-
-    def __init__(self) -> None:
-        self.log = MemoryLog(PARTITIONS, start_ms=START_MS)
-        self.driver = Driver(self.log)
-        self.index = self.driver.index
-        self.waiters = self.driver.waiters
-        self.offers = Offers()
-        self.claimed: set[uuid.UUID] = set()
-        self.ready = asyncio.Event()
-        self.ready.set()
-        self.started_ms = START_MS
-        self.write_timeout_s = 1.0
-        self._request_ids = 0
-
-    async def submit(self, command, on_abandoned=None):
-        self._request_ids += 1
-        applied = self.waiters.expect(self._request_ids)
-        record = encode_command(command, node=self.driver.node, request_id=self._request_ids)
-        self.log.append_commands(self.log.partition_of(command.job_id), [record])
-        await self.driver.drain()
-        return await applied
-
-    async def submit_everywhere(self, command) -> None:
-        self.log.append_everywhere(command)
-        await self.driver.drain()
-
-    async def append(self, command) -> None:
-        self.log.append_command(command)
-
-    async def wait_ready(self) -> None:
-        pass
-
-    def job(self, job_id: uuid.UUID):
-        return self.driver.store.get(job_id)
-
-    def pinned(self, job_ids):
-        return self.driver.store.pinned(job_ids)
-
-
-class Stats:
-    active_clients = evicted_jobs = released = 0
-
-
-def joined(reply: bytes | Handover | Iterator[bytes]) -> bytes:
-    """The bytes a connection is written (a lease's hand-over: its reply)."""
-    if isinstance(reply, Handover):
-        return reply.reply
-    return reply if isinstance(reply, bytes) else b"".join(reply)
-
-
-class Process:
-    """One eventq process: its engine and its gateway (alone, or with ``cluster``)."""
-
-    def __init__(self, cluster: Callable[["Process"], Cluster] | None = None) -> None:
-        self.engine = MemoryEngine()
-        clock_ms = lambda: self.engine.log.now_ms  # noqa: E731
-        leasing = Leasing(self.engine, Stats(), clock_ms)
-        local = LocalAnswers(self.engine, Stats(), leasing, clock_ms)
-        answers = None
-        if cluster is not None:
-            answers = ClusterAnswers(cluster=cluster(self), engine=self.engine, stats=Stats(),
-                                     leasing=leasing, local=local, clock_ms=clock_ms)
-        self.gateway = Gateway(local, leasing, answers)
-
-    async def handle(self, data: bytes, peer: bool = False) -> bytes:
-        parser = Parser(lambda: self.engine.log.now_ms)
-        parser.feed(data)
-        request = parser.next_event()
-        assert request is not None and not isinstance(request, Exception), (data, request)
-        return joined(await self.gateway.handle(request, peer=peer))
-
-
-class Peers:
-    """The connections to the other processes: the request's bytes parsed there and
-    answered in peer form; the reply must end exactly where its shape says."""
-
-    def __init__(self, processes: dict[str, Process]) -> None:
-        self.processes = processes
-
-    async def exchange(self, address: str, request: bytes, shape, timeout_s: float) -> bytes:
-        reply = await self.processes[address].handle(request, peer=True)
-        assert reply_end(reply, shape) == len(reply), (request, reply)
-        return reply
-
-
-def two_processes() -> tuple[Process, Process]:
-    """a:1 owns partition 0, b:1 partition 1 (each applies only what it is sent)."""
-    processes: dict[str, Process] = {}
-    owners = ["a:1", "b:1"]
-
-    def cluster(address: str) -> Callable[[Process], Cluster]:
-        return lambda process: Cluster(
-            self_address=address, partitions=PARTITIONS, owner_of=owners.__getitem__,
-            members=lambda: owners, peers=Peers(processes), request_timeout_s=1.0)  # type: ignore[arg-type]
-
-    processes["a:1"], processes["b:1"] = Process(cluster("a:1")), Process(cluster("b:1"))
-    return processes["a:1"], processes["b:1"]
-
-
-def run(coroutine):
-    return asyncio.run(coroutine)
-
-
-def add(id: uuid.UUID, name: str, flags: str = "", payload: bytes = b"{}") -> bytes:
-    return (f"add {id} {name} 60000 86400000 {len(payload)}{flags}\r\n".encode()
-            + payload + b"\r\n")
-
-
-async def finish(process: Process, name: str, outcome: str, result: bytes) -> None:
-    """Lease the best job of ``name`` and complete or fail it with ``result``."""
-    leased = await process.handle(f"lease {name} 0\r\n".encode())
-    leased_id = leased.split(b"\r\n")[1].split(b" ")[0].decode()
-    reply = await process.handle(
-        f"{outcome} {leased_id} {len(result)}\r\n".encode() + result + b"\r\n")
-    assert reply == b"+OK\r\n", reply
 
 
 def waiting_block(id: uuid.UUID, waiting: int, state: int = 5, time: str = "") -> bytes:
@@ -274,6 +122,39 @@ def test_jobs_without_upstreams_keep_workqs_blocks_and_have_no_inputs() -> None:
     run(scenario())
 
 
+def edges(id: uuid.UUID, limit: int = 100) -> bytes:
+    return f"edges {id} {limit}\r\n".encode()
+
+
+def test_edges_are_a_jobs_upstreams_with_outcomes_then_its_registered_dependents() -> None:
+    """edges (internal, the dashboard's job page): upstreams from the job's record in
+    -after order, dependents from the registrations under its id, in id order; an absent
+    job has no upstreams and still the dependents waiting for it."""
+    async def scenario() -> None:
+        p = Process()
+        await p.handle(add(U1, "extract"))
+        await p.handle(add(D, "etl", f" -after={U1},{U2}"))  # U2 is never added
+        await p.handle(add(SCHED, "etl", f" -after={U1}"))
+        assert await p.handle(edges(D)) == (
+            f"+OK 2\r\nupstream {U1} unfinished\r\nupstream {U2} unfinished\r\n".encode())
+        first, second = sorted([D, SCHED])
+        assert await p.handle(edges(U1)) == (
+            f"+OK 2\r\ndependent {first}\r\ndependent {second}\r\n".encode())
+        assert await p.handle(edges(U1, 1)) == f"+OK 1\r\ndependent {first}\r\n".encode()
+        assert await p.handle(edges(U2)) == f"+OK 1\r\ndependent {D}\r\n".encode()
+        assert await p.handle(edges(PLAIN)) == b"+OK 0\r\n"
+
+        await finish(p, "extract", "complete", b"r1")
+        assert await p.handle(edges(D)) == (
+            f"+OK 2\r\nupstream {U1} completed\r\nupstream {U2} unfinished\r\n".encode())
+        assert await p.handle(f"delete {U1}\r\n".encode()) == b"+OK\r\n"
+        # a removed upstream's registrations go with it; its dependent keeps the outcome
+        assert await p.handle(edges(U1)) == b"+OK 0\r\n"
+        assert await p.handle(edges(SCHED)) == f"+OK 1\r\nupstream {U1} completed\r\n".encode()
+
+    run(scenario())
+
+
 # --- two processes ----------------------------------------------------------------
 
 
@@ -318,5 +199,11 @@ def test_across_processes_waiting_is_summed_merged_and_inputs_forwarded() -> Non
         assert await a.handle(f"inputs {job_id(1, 9)}\r\n".encode()) == b"-NOT-FOUND\r\n"
         assert await a.handle(b"inspect queue etl\r\n") == (
             b"+OK 1\r\netl 3\r\nready-len 0\r\nscheduled-len 0\r\nwaiting-len 2\r\n")
+
+        # edges are the owner's: a forwards them for b's jobs
+        assert await a.handle(edges(DB)) == (
+            f"+OK 2\r\nupstream {UB} completed\r\nupstream {U1} unfinished\r\n".encode())
+        assert await a.handle(edges(UB)) == f"+OK 1\r\ndependent {DB}\r\n".encode()
+        assert await a.handle(edges(U1)) == f"+OK 1\r\ndependent {D}\r\n".encode()
 
     run(scenario())

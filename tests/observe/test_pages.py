@@ -62,3 +62,15 @@ def test_a_job_page_shows_time_only_for_a_job_that_has_one():
     assert "time" not in dict(pages.job_fields(job_info()))
     scheduled = job_info(state="new", attempts=0, fails=0, time="2026-11-22T10:00:00Z")
     assert dict(pages.job_fields(scheduled))["time"] == "2026-11-22T10:00:00Z"
+
+
+def test_edges_escape_what_they_show_and_a_job_without_any_has_no_section():
+    assert pages.edges_section(pages.Edges()) == ""
+    upstream = pages.EdgeRow("6ba7b810-9dad-41d1-80b4-00c04fd430c4", None,
+                             'unknown (<script>alert("x")</script>)', "unfinished")
+    html = pages.edges_section(pages.Edges(upstreams=(upstream,)))
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert 'id="upstreams"' in html and 'id="dependents"' not in html
+    assert "gone-note" not in html  # no gone row: no legend
+    note = pages.edges_section(pages.Edges(note="could not be read (<b>)"))
+    assert "<b>" not in note and "&lt;b&gt;" in note

@@ -12,6 +12,7 @@ from eventq.protocol import (
     Complete,
     Confirm,
     Delete,
+    Edges,
     Fail,
     Inputs,
     InspectBulk,
@@ -166,6 +167,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Fla
             return ["peek", *names], {}, None
         case Confirm(id, claim):
             return ["confirm", fmt_id(id), str(claim)], {}, None
+        case Edges(id, limit):
+            return ["edges", fmt_id(id), str(limit)], {}, None
         case InspectQueues(offset, limit):
             return ["inspect", "queues", str(offset), str(limit)], {}, None
         case InspectQueue(name):

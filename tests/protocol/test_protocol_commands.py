@@ -11,6 +11,7 @@ from eventq.protocol import (
     Complete,
     Confirm,
     Delete,
+    Edges,
     Fail,
     InspectBulk,
     InspectDigest,
@@ -95,6 +96,8 @@ CASES = [
     ("peek a b.c\r\n", Peek(("a", "b.c"))),
     (f"confirm {ID} 458752\r\n", Confirm(V4_ID, 458752)),
     (f"confirm {ID} 9223372036854775807\r\n", Confirm(V4_ID, 2**63 - 1)),
+    (f"edges {ID} 100\r\n", Edges(V4_ID, 100)),
+    (f"edges {V1_TEXT} 1\r\n", Edges(uuid.UUID(V1_TEXT), 1)),  # any id, as inspect job
 ]
 # fmt: on
 
@@ -106,4 +109,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 19
+    assert len(kinds) == 20

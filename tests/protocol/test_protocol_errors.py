@@ -107,6 +107,12 @@ ERRORS = [
     (f"confirm {ID} -1\r\n".encode(), C(INVALID_COMMAND_ARGS)),  # a claim is a position
     (f"confirm {ID} 9223372036854775808\r\n".encode(), C(INVALID_COMMAND_ARGS)),
     (b"confirm nope 1\r\n", C(INVALID_ID)),
+    (f"edges {ID}\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (f"edges {ID} 1 2\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (f"edges {ID} 1 -x=1\r\n".encode(), C(INVALID_COMMAND_ARGS)),
+    (b"edges nope 1\r\n", C(INVALID_ID)),
+    (f"edges {ID} 0\r\n".encode(), C(INVALID_LIMIT)),
+    (f"edges {ID} 101\r\n".encode(), C(INVALID_LIMIT)),
     # too many flags: the block can still be located, so the stream stays in step
     (block_request(f"run {ID} p 1 1 {SIZE} -priority=1 -x=2"), C(INVALID_COMMAND_ARGS)),
     (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-attempts=1 -max-fails=1 -x=1"),

@@ -34,6 +34,7 @@ from eventq.protocol import (
 from eventq.protocol.encode import encode_request
 from eventq.protocol.requests import (
     Confirm,
+    Edges,
     Inputs,
     InspectWaitingJobs,
     Pause,
@@ -64,7 +65,7 @@ FRAGMENTS = [
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
     b"pong", b"\x00", b"\xff", "é".encode(),
     # [eventq] spec/workflows.md sections 1 and 2
-    b"-after=", b",", b"inputs", b"waiting-jobs", b"-tags=", b"retry",
+    b"-after=", b",", b"inputs", b"waiting-jobs", b"-tags=", b"retry", b"edges",
 ]
 # fmt: on
 
@@ -148,6 +149,7 @@ requests_ = st.one_of(
     st.just(Peer()),
     st.builds(Peek, st.lists(names, min_size=1, max_size=5).map(tuple)),
     st.builds(Confirm, v4_ids, st.integers(min_value=0, max_value=2**63 - 1)),
+    st.builds(Edges, any_ids, limits),
     st.builds(Touch, v4_ids, st.none() | ttrs),
     st.builds(Pause, names),
     st.builds(Resume, names),

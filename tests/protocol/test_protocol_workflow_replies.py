@@ -19,7 +19,12 @@ from eventq.protocol import (
     parse_time_ms,
     queue_blocks,
 )
-from eventq.protocol.replies import inputs_reply_stream, job_blocks_stream, ordered_job_blocks
+from eventq.protocol.replies import (
+    edges_reply,
+    inputs_reply_stream,
+    job_blocks_stream,
+    ordered_job_blocks,
+)
 from eventq.protocol.reply_reader import (
     MalformedReply,
     Shape,
@@ -141,6 +146,18 @@ def test_inputs_reply() -> None:
         b"6ba7b810-9dad-41d1-80b4-00c04fd430c4 0 0\r\n\r\n"
     )
     assert inputs_reply([]) == b"+OK 0\r\n"  # no upstreams, or none finished
+
+
+def test_edges_reply_lists_upstreams_then_dependents_as_lines() -> None:
+    """edges (internal, the dashboard's job page): one line per edge, read as LINES."""
+    reply = edges_reply([(UP1, "completed"), (UP2, "unfinished")], [ID])
+    assert reply == (
+        b"+OK 3\r\n"
+        b"upstream 6ba7b810-9dad-41d1-80b4-00c04fd430c4 completed\r\n"
+        b"upstream 6ba7b810-9dad-41d1-80b4-00c04fd430c8 unfinished\r\n"
+        b"dependent 16fd2706-8baf-433b-82eb-8c7fada847da\r\n")
+    assert reply_end(reply + b"+OK\r\n", Shape.LINES) == len(reply)
+    assert edges_reply([], []) == b"+OK 0\r\n"
 
 
 def test_inputs_in_pieces() -> None:
