@@ -201,3 +201,40 @@ def test_the_readmes_dag_runs_in_edge_order_and_hands_results_down(server):
             published = client.result(namespace["d"], wait_timeout_ms=WAIT_MS)
     assert ran[0] == "extract" and sorted(ran[1:]) == ["clean", "enrich"]
     assert (published.ok, published.data) == (True, b"cleanenrich")
+
+
+def test_a_three_level_fan_in_worked_by_workers_hands_every_result_down(server):
+    """Nine leaves, three middles of three leaves each, one root over the middles, added
+    root first; a worker whose handler (inputs=True) returns its payload followed by its
+    inputs in brackets: the root's result holds every leaf, each under its middle, in
+    -after order, and every job ran once, after all its upstreams."""
+    q = queue("fan-in")
+    ran: list[bytes] = []
+
+    def node(job):
+        ran.append(job.payload)
+        inner = b"".join(b"[" + given.data + b"]" for given in job.inputs)
+        return job.payload + inner
+
+    worker = Worker(port=server.port, concurrency=4)
+    worker.add_handler(q, node, inputs=True)
+    leaves = [[uuid.uuid4() for _ in range(3)] for _ in range(3)]
+    middles = [uuid.uuid4() for _ in range(3)]
+    with Client(port=server.port) as client:
+        root = client.add(q, b"r", after=middles)
+        for m, (middle, its_leaves) in enumerate(zip(middles, leaves)):
+            client.add(q, b"m%d" % m, id=middle, after=its_leaves)
+        for m, its_leaves in enumerate(leaves):
+            for n, leaf in enumerate(its_leaves):
+                client.add(q, b"l%d%d" % (m, n), id=leaf)
+        with Running(worker):
+            result = client.result(root, wait_timeout_ms=WAIT_MS)
+    expected = b"r" + b"".join(
+        b"[m%d" % m + b"".join(b"[l%d%d]" % (m, n) for n in range(3)) + b"]" for m in range(3))
+    assert (result.ok, result.data) == (True, expected)
+    assert sorted(ran) == sorted([b"r", b"m0", b"m1", b"m2",
+                                  *(b"l%d%d" % (m, n) for m in range(3) for n in range(3))])
+    at = {payload: index for index, payload in enumerate(ran)}
+    assert at[b"r"] == len(ran) - 1
+    for m in range(3):  # a middle after its own leaves (another's may still be running)
+        assert all(at[b"l%d%d" % (m, n)] < at[b"m%d" % m] for n in range(3))
