@@ -254,7 +254,7 @@ def _print_states(counts: dict[str, int]) -> None:
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from eventq import replay
-    from eventq.kafka.logreader import latest_jobs
+    from eventq.kafka.logreader import latest_state
     from eventq.progress import Progress, reporter
     from eventq.statedir import StateDirInUse
 
@@ -282,7 +282,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
         )
         bar.finish()
         bar = reporter(progress, f"reading {settings.jobs_topic}")
-        logged, bad = latest_jobs(settings.kafka_bootstrap, settings.jobs_topic, bar)
+        state = latest_state(settings.kafka_bootstrap, settings.jobs_topic, bar)
+        logged, bad = state.jobs, state.undecodable
         bar.finish()
     except (replay.ReplayError, StateDirInUse, LookupError) as error:
         return fail(str(error))
@@ -296,9 +297,15 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     differences = replay.compare(derived.jobs, logged)
     for difference in differences:
         say(difference.describe())
-    if differences:
-        return fail(f"{len(differences)} jobs differ between the command log and the state log")
-    say("the command log and the state log agree on every job")
+    inputs_differing = replay.compare_inputs(derived.inputs, state.inputs)
+    for line in inputs_differing:
+        say(line)
+    if differences or inputs_differing:
+        what = f"{len(differences)} jobs" + (
+            f" and {len(inputs_differing)} inputs" if inputs_differing else "")
+        return fail(f"{what} differ between the command log and the state log")
+    say("the command log and the state log agree on every job"
+        + (f" and every input ({len(state.inputs):,})" if state.inputs else ""))
     return EXIT_OK
 
 

@@ -80,7 +80,7 @@ class Derived:
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
     # Workflows' inputs, kept beside the dependents (spec/workflows.md, "Inputs"):
     # (dependent, upstream) -> what the upstream handed on. The digest covers them.
-    inputs: dict[tuple[uuid.UUID, uuid.UUID], Input] = field(default_factory=dict)
+    inputs: InputsByEdge = field(default_factory=dict)
     commands: int = 0
     outcomes: Counter = field(default_factory=Counter)
     undecodable: Undecodable = field(default_factory=Undecodable)
@@ -205,6 +205,28 @@ def compare(expected: dict[uuid.UUID, Job], actual: dict[uuid.UUID, Job]) -> lis
         for job_id in sorted(expected.keys() | actual.keys())
         if expected.get(job_id) != actual.get(job_id)
     ]
+
+
+InputsByEdge = dict[tuple[uuid.UUID, uuid.UUID], Input]  # (dependent, upstream) -> input
+
+
+def compare_inputs(expected: InputsByEdge, actual: InputsByEdge) -> list[str]:
+    """Workflows' inputs that differ (spec/workflows.md, "Inputs"), one line each."""
+    lines = []
+    for dependent, upstream in sorted(expected.keys() | actual.keys()):
+        want, have = expected.get((dependent, upstream)), actual.get((dependent, upstream))
+        if want == have:
+            continue
+        if have is None:
+            lines.append(f"{dependent}: the input from {upstream} is missing from the state log "
+                         f"(commands say {want!r:.80})")
+        elif want is None:
+            lines.append(f"{dependent}: the input from {upstream} is in the state log only "
+                         f"({have!r:.80})")
+        else:
+            lines.append(f"{dependent}: the input from {upstream}: commands say {want!r:.80}, "
+                         f"state log says {have!r:.80}")
+    return lines
 
 
 def count_by_state(jobs) -> dict[str, int]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
 
@@ -163,9 +165,20 @@ def test_a_kill_with_notices_in_flight_releases_every_dependent_once(own_broker,
     # Jobs and the inputs beside them (eventq/core/digest.py), folded from the command
     # log and read from the state log, as the live server holds them.
     derived = derive_from_commands(own_broker.bootstrap, "dagkill.commands")
-    assert len(derived.inputs) == 2 * UPSTREAMS + UPSTREAMS
+    assert len(derived.inputs) == 3 * UPSTREAMS  # 2 per ring dependent, 16 of the fan-in
     assert derived.digest() == live_digest
     assert latest_state(own_broker.bootstrap, "dagkill.jobs").digest() == live_digest
+    # The CLI says the same, both ways.
+    flags = ["--bootstrap", own_broker.bootstrap, "--commands-topic", "dagkill.commands",
+             "--jobs-topic", "dagkill.jobs"]
+    for source in ([], ["--from-commands"]):
+        out = subprocess.run([sys.executable, "-m", "eventq.cli", "digest", *source, *flags],
+                             capture_output=True, text=True, timeout=120)
+        assert out.stdout.split()[:2] == [live_digest, str(len(graph.jobs()))], out.stderr
+    out = subprocess.run([sys.executable, "-m", "eventq.cli", "replay", "--from-commands", *flags],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"agree on every job and every input ({3 * UPSTREAMS})" in out.stdout, out.stdout
 
 
 def test_three_processes_one_killed_with_notices_in_flight_release_every_dependent_once(
