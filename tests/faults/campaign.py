@@ -21,6 +21,13 @@ writable), and the last ``QUIET_S`` of the run are without faults. After the run
 fault is healed, and the cluster must serve every partition again within
 ``SERVE_BOUND_S`` of each heal (measured whenever no other fault was still active).
 
+The eventq processes run as a deployment runs them, under `eventq up`'s restart policy
+(eventq/supervisor.py, ``supervise_processes``): one that exits on its own, e.g. a
+restart that met Kafka refusing it at startup and said so, is started again after the
+same backoff (seed 5023 found the campaign without it: a process restarted during a
+reset of its routes exited with "Unable to bootstrap", and nothing started it again).
+The faults' own kills are not such exits: the fault restarts its process when it ends.
+
 The checks: every rule of checker.py over the history and the read-back, the live
 digest against a fold of the command log, and the newest changelog record of every job
 against that fold (the changelog is what a restore, a standby, Spark and replay read).
@@ -39,6 +46,14 @@ from eventq.bulklane import wait_state_logged
 from eventq.kafka.logreader import latest_jobs
 from eventq.rawclient import RawClient
 from eventq.replay import compare, derive_from_commands
+from eventq.supervisor import (
+    POLL_INTERVAL_S,
+    describe_exit_status,
+    due_for_restart,
+    exited,
+    restart_delay_s,
+    started,
+)
 
 from .checker import Violation, check, summary, violations_text
 from .cluster import FaultCluster, FaultClusterError
@@ -201,8 +216,34 @@ async def time_to_serve(cluster: FaultCluster, what: str, began: float,
     return Served(what, None)
 
 
+async def supervise_processes(cluster: FaultCluster, killed: set[int], log, clock: Clock,
+                              restarts: list[str]) -> None:
+    """Until cancelled: restart a process that exited on its own, as `eventq up` would
+    (its policy: eventq/supervisor.py); ``killed`` are the processes a fault killed
+    (their fault restarts them). Each restart is logged and kept in ``restarts``."""
+    states = {i: started(time.monotonic()) for i in range(cluster.processes)}
+    while True:
+        now = time.monotonic()
+        for i, state in states.items():
+            if i in killed:
+                states[i] = started(now, state)  # the fault's: not an exit of its own
+            elif state.running and cluster.process_pid(i) is None:
+                states[i] = gone = exited(state, now)
+                code = cluster.servers[i].process.poll() if cluster.servers[i].process else None
+                why = describe_exit_status(code) if code is not None else "is gone"
+                note = (f"process {i} {why} on its own; restarting it in "
+                        f"{restart_delay_s(gone.failures):g}s, as eventq up would")
+                log(f"  {clock.now():6.1f}s {note}")
+                restarts.append(note)
+        for i in due_for_restart(states, now):
+            if i not in killed:
+                await asyncio.to_thread(cluster.restart_process, i, False)
+            states[i] = started(time.monotonic(), states[i])
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
 async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
-                 served: list[Served], log) -> None:
+                 served: list[Served], log, killed: set[int] | None = None) -> None:
     """Begin and end each fault at its time; after each heal with no other fault still
     active, measure how soon everything is served again (in the background, until the
     next fault begins: the last heal's measure always runs to its end)."""
@@ -215,6 +256,8 @@ async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
         if is_end:
             await asyncio.to_thread(end_fault, cluster, fault)
             active.discard(fault)
+            if killed is not None and fault.kind == "kill-process":
+                killed.discard(fault.target)
             log(f"  {clock.now():6.1f}s healed: {fault.describe()}")
             if not active:
                 measures.append(asyncio.ensure_future(
@@ -223,6 +266,8 @@ async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
             for measure in measures:
                 measure.cancel()  # done ones ignore it
             log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
+            if killed is not None and fault.kind == "kill-process":
+                killed.add(fault.target)
             await asyncio.to_thread(begin_fault, cluster, fault)
             active.add(fault)
     served.extend(await asyncio.gather(*measures))
@@ -241,6 +286,7 @@ class RunReport:
     counts: dict = field(default_factory=dict)
     explained: list[str] = field(default_factory=list)
     exit_codes: list[int | None] = field(default_factory=list)
+    restarts: list[str] = field(default_factory=list)  # exits of their own, restarted
     history: Path | None = None
     wall_s: float = 0.0
 
@@ -262,6 +308,7 @@ class RunReport:
                   else f"  (the next fault came before everything served again after: {s.fault})"
                   if s.interrupted else f"  NOT served again within the bound after: {s.fault}"
                   for s in self.served]
+        lines += [f"  {note}" for note in self.restarts]
         if self.violations:
             lines.append(f"  violations (replay with --seed {self.seed}):")
             lines += ["    " + line for line in violations_text(self.violations).splitlines()]
@@ -338,6 +385,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
     settings = cluster.settings
     commands, jobs_topic = settings["commands-topic"], settings["jobs-topic"]
     bootstrap = cluster.direct_bootstrap
+    supervisor: asyncio.Future | None = None
     try:
         with HistoryWriter(report.history) as sink:
             sink.write_meta({"seed": seed, "seconds": seconds,
@@ -347,8 +395,12 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                 ports=tuple(cluster.ports), duration_s=seconds, seed=seed,
                 bulk=BulkTarget(bootstrap, settings["bulk-topic"], cluster.partitions))
             served: list[Served] = []
+            killed: set[int] = set()
+            supervisor = asyncio.ensure_future(supervise_processes(
+                cluster, killed, log, recorder.clock, report.restarts))
             ops, _ = await asyncio.gather(
-                run_load(config, recorder), inject(cluster, faults, recorder.clock, served, log))
+                run_load(config, recorder),
+                inject(cluster, faults, recorder.clock, served, log, killed))
             report.served = served
             report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}
             try:
@@ -373,6 +425,9 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             report.explained.append(
                 await asyncio.to_thread(explain, bootstrap, commands, jobs_topic, job_id))
     finally:
+        if supervisor is not None:
+            supervisor.cancel()
+            await asyncio.gather(supervisor, return_exceptions=True)
         if any(v.kind in SERVING_KINDS for v in report.violations):
             await asyncio.to_thread(dump_stuck_processes, cluster)
         report.exit_codes = await asyncio.to_thread(cluster.stop)
