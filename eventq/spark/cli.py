@@ -177,7 +177,8 @@ def cmd_snapshot(settings, args: argparse.Namespace) -> int:
         say(f"eventq spark snapshot: {settings.jobs_topic} on {settings.kafka_bootstrap} "
             f"-> {args.output} ({args.output_format})")
         report = snapshot(
-            spark, settings=settings, output=args.output, output_format=args.output_format
+            spark, settings=settings, output=args.output, output_format=args.output_format,
+            edges_output=args.edges,
         )
         say(report.summary())
         return EXIT_OK
@@ -340,6 +341,10 @@ def register(
                           help="directory to write (replaced)")
     snapshot.add_argument("--output-format", choices=("parquet", "json"), default="parquet",
                           help="format of --output (default parquet)")
+    snapshot.add_argument("--edges", default=None, metavar="PATH",
+                          help="also write the workflows' edges, one row per upstream of "
+                          "each live dependent with the upstream's latest outcome, to "
+                          "directory PATH (replaced)")
     _spark_arguments(snapshot)
     add_settings_arguments(snapshot)
     snapshot.set_defaults(handler=cmd_snapshot)

@@ -57,7 +57,7 @@ from eventq.core.codec import decode_links, encode_links
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
-from eventq.core.job import JOB_FIELD_NAMES, make_job
+from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
 from eventq.errors import INVALID_AFTER, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_AFTER_IDS, MAX_TIME_MS, MIN_TIME_MS
@@ -408,15 +408,21 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
 }  # fmt: skip
-_DERIVED_KINDS = {"state": ("state_name", "string")}  # a column written after a field's
+# Columns written after a field's, derived from the job (never read back: job_of_row
+# takes the fields). A dependent's upstreams as the protocol shows them (spec/
+# workflows.md, "Dependencies": the ids of -after in order; ``waiting``, those not
+# COMPLETED, 0 once released), null for a job without upstreams like ``upstreams``.
+_DERIVED_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "state": (("state_name", "string"),),
+    "upstreams": (("after", "array<string>"), ("waiting", "int")),
+}
 
 
 def _job_columns() -> tuple[tuple[str, str], ...]:
     columns: list[tuple[str, str]] = []
     for name in JOB_FIELD_NAMES:
         columns.append((name, JOB_FIELD_KINDS[name]))
-        if name in _DERIVED_KINDS:
-            columns.append(_DERIVED_KINDS[name])
+        columns.extend(_DERIVED_KINDS.get(name, ()))
     return tuple(columns)
 
 
@@ -436,6 +442,7 @@ def _arrow_schema(ddl: str):
     kinds = {
         "string": pa.string(), "binary": pa.binary(), "bigint": pa.int64(), "int": pa.int32(),
         "boolean": pa.bool_(), "decimal(20,0)": pa.decimal128(20, 0),
+        "array<string>": pa.list_(pa.string()),
     }  # fmt: skip
     fields = []
     for part in re.split(r",\s*(?![^()]*\))", ddl):
@@ -463,6 +470,8 @@ def job_row(job: Job) -> dict[str, Any]:
     row = {name: _to_column(getattr(job, name), JOB_FIELD_KINDS[name])
            for name in JOB_FIELD_NAMES}
     row["state_name"] = job.state.name.lower()
+    row["after"] = [str(upstream) for upstream in after_ids(job)] if job.upstreams else None
+    row["waiting"] = waiting_count(job) if job.upstreams else None
     return row
 
 
@@ -489,6 +498,40 @@ def job_of_row(row: dict[str, Any]) -> Job:
     written before that field existed) takes the field's default."""
     return make_job({name: _of_column(name, row.get(name)) for name in JOB_FIELD_NAMES
                      if row.get(name) is not None or name in _OPTIONAL_FIELDS})
+
+
+# The edges of the jobs' DAG (spec/workflows.md, "Dependencies"), one row per link of
+# a live dependent: the upstream, the dependent (its queue and state), the link's place
+# in -after (from 1), and the upstream's latest outcome the dependent applied
+# (unfinished: none yet, or retried since; completed with its broker time).
+EDGE_DDL = (
+    "upstream string, dependent string, name string, position int, outcome string, "
+    "completed_ms bigint, dependent_state string"
+)
+
+
+def edge_rows(dependent: str, name: str, state: str, links: bytes) -> list[dict[str, Any]]:
+    """The edges of one dependent, from its ``upstreams`` column (encode_links)."""
+    return [
+        {"upstream": str(link.id), "dependent": dependent, "name": name, "position": number,
+         "outcome": link.outcome.word, "completed_ms": link.completed_ms,
+         "dependent_state": state}
+        for number, link in enumerate(decode_links(links), 1)
+    ]
+
+
+def explode_edges(batches: Iterator) -> Iterator:
+    """mapInArrow over job rows (id, name, state_name, upstreams) -> ``EDGE_DDL`` rows,
+    one per upstream of each dependent (a job without upstreams has none)."""
+    schema = _arrow_schema(EDGE_DDL)
+    for batch in batches:
+        data = batch.to_pydict()
+        out: list[dict[str, Any]] = []
+        for job_id, name, state, links in zip(data["id"], data["name"], data["state_name"],
+                                              data["upstreams"]):
+            if links is not None:
+                out.extend(edge_rows(job_id, name, state, bytes(links)))
+        yield _batch(out, schema)
 
 
 def _batch(rows: list[dict[str, Any]], schema):

@@ -489,14 +489,17 @@ def test_the_state_log_columns_are_as_they_were():
         "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
         "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
         "version", "backoff_ms", "returns", "retry_ms",
-        # workflows' (spec/workflows.md), after all the columns snapshots had before
-        "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group")
+        # workflows' (spec/workflows.md), after all the columns snapshots had before;
+        # after and waiting are derived from upstreams, as state_name from state
+        "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
+        "finished_ms", "group")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
         "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
         "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
-        "backoff_ms int, returns int, retry_ms bigint, upstreams binary, added_at bigint, "
+        "backoff_ms int, returns int, retry_ms bigint, upstreams binary, "
+        "after array<string>, waiting int, added_at bigint, "
         "released_ms bigint, finished_at bigint, finished_ms bigint, group string")
 
 
@@ -526,7 +529,49 @@ def test_a_dependents_row_round_trips_and_other_jobs_leave_its_columns_null():
     assert job.group == "upstream-failed"
     plain = _jobs(1)[0]
     row = rows.job_row(plain)
-    assert all(row[c] is None for c in ("upstreams", "added_at", "released_ms", "group"))
+    assert all(row[c] is None for c in ("upstreams", "after", "waiting", "added_at",
+                                        "released_ms", "group"))
     for column in ("upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group"):
         del row[column]  # a snapshot written before workflows
     assert rows.job_of_row(row) == plain
+
+
+def test_a_dependents_row_shows_its_upstreams_and_how_many_it_still_waits_for():
+    """The protocol's ``after``/``waiting`` (spec/workflows.md, "Dependencies"): the ids
+    in -after order, and the upstreams not COMPLETED, 0 once released."""
+    from eventq.core import Upstream, UpstreamOutcome
+
+    ups = (uuid.UUID(int=12), uuid.UUID(int=11), uuid.UUID(int=13))
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p", after=ups), NOW_MS, 5)[1]
+    seen = [(rows.job_row(job)["state_name"], rows.job_row(job)["waiting"])]
+    for n, up in enumerate(ups):
+        job = apply(job, Upstream(job.id, 5, up, UpstreamOutcome.COMPLETED, 9, NOW_MS, b"r"),
+                    NOW_MS + n, 6 + n)[1]
+        seen.append((rows.job_row(job)["state_name"], rows.job_row(job)["waiting"]))
+    assert seen == [("waiting", 3), ("waiting", 2), ("waiting", 1), ("new", 0)]
+    assert rows.job_row(job)["after"] == [str(up) for up in ups]  # -after order, not sorted
+    assert rows.job_of_row(rows.job_row(job)) == job  # derived columns are not read back
+
+
+def test_edges_are_one_row_per_link_with_the_upstreams_latest_outcome():
+    from eventq.core import Upstream, UpstreamOutcome
+
+    done, failed, silent = uuid.UUID(int=21), uuid.UUID(int=22), uuid.UUID(int=23)
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p",
+                          after=(silent, done, failed)), NOW_MS, 5)[1]
+    job = apply(job, Upstream(job.id, 5, done, UpstreamOutcome.COMPLETED, 9, NOW_MS - 7, b"r"),
+                NOW_MS, 6)[1]
+    job = apply(job, Upstream(job.id, 5, failed, UpstreamOutcome.FAILED, 4, NOW_MS, b"x"),
+                NOW_MS, 7)[1]
+    plain = _jobs(1)[0]
+    table = pa.Table.from_pylist([rows.job_row(j) for j in (job, plain)])
+    out = pa.Table.from_batches(list(rows.explode_edges(table.to_batches())))
+    assert out.schema == rows._arrow_schema(rows.EDGE_DDL)
+    assert out.to_pylist() == [
+        {"upstream": str(silent), "dependent": str(job.id), "name": "q", "position": 1,
+         "outcome": "unfinished", "completed_ms": None, "dependent_state": "failed"},
+        {"upstream": str(done), "dependent": str(job.id), "name": "q", "position": 2,
+         "outcome": "completed", "completed_ms": NOW_MS - 7, "dependent_state": "failed"},
+        {"upstream": str(failed), "dependent": str(job.id), "name": "q", "position": 3,
+         "outcome": "failed", "completed_ms": None, "dependent_state": "failed"},
+    ]
