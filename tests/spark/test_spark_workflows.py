@@ -23,7 +23,7 @@ from eventq.kafka.logreader import latest_jobs, read_topic
 from eventq.kafka.topics import bulk_name_for
 from eventq.rawclient import RawClient
 from eventq.spark import cli as spark_cli
-from eventq.spark import compute_stats, enqueue, format_stats, snapshot
+from eventq.spark import compute_stats, dag_edges, enqueue, format_stats, snapshot
 from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id
 from spark.spark_helpers import wait_applied, wait_until
 
@@ -267,6 +267,8 @@ def test_snapshot_stats_and_edges_know_waiting_and_the_side_records_stay_out(
                   for r in edges.collect()) == [
         (1, 2, 1, "completed"), (1, 3, 1, "completed"), (2, 4, 1, "unfinished"),
         (3, 4, 2, "unfinished"), (4, 5, 1, "unfinished")]
+    assert sorted(dag_edges(jobs).where(f"name = '{name}'").collect()) == sorted(
+        edges.collect())  # the same from the snapshot's parquet
 
     stats = compute_stats(spark, bootstrap=server.bootstrap,
                           commands_topic=commands_topic(server), jobs_topic=jobs_topic(server),
