@@ -3,9 +3,12 @@
 - ``enqueue(df, name=..., key_columns=[...], ttr_ms=..., ttl_ms=..., ...)``: every row
   becomes an add (or schedule) command in ``eventq.commands``, exactly as the gateway
   would write it; rows that would be refused are counted and written to a reject output.
+  With ``after_column=`` (upstream ids) or ``after_keys_column=`` (upstream keys) the
+  rows are a DAG (spec/workflows.md, -after).
 - ``read_jobs(spark, bootstrap, topic)`` / ``snapshot(spark, ...)``: the live jobs of
   ``eventq.jobs`` as a DataFrame (and parquet), ``dataframe_digest(df)`` their state
-  digest (equal to ``inspect digest``).
+  digest (equal to ``inspect digest``), ``dag_edges(jobs)`` one row per upstream of
+  each dependent with the upstream's latest outcome.
 - ``compute_stats(spark, ...)``: per queue, jobs by state and qless-style wait/run time
   histograms from the command log.
 - ``spark_session(SparkOptions(...))``: a local (or cluster) session with the Kafka
@@ -25,6 +28,7 @@ _EXPORTS = {
     "read_jobs": ("eventq.spark.statelog", "read_jobs"),
     "snapshot": ("eventq.spark.statelog", "snapshot"),
     "dataframe_digest": ("eventq.spark.statelog", "dataframe_digest"),
+    "dag_edges": ("eventq.spark.statelog", "edges"),
     "SnapshotReport": ("eventq.spark.statelog", "SnapshotReport"),
     "compute_stats": ("eventq.spark.stats", "compute"),
     "format_stats": ("eventq.spark.stats", "format_table"),

@@ -10,13 +10,23 @@ an explicit ``partition`` column (Kafka's murmur2 of the key, as every eventq pr
 rows that would be refused are never sent: they are counted and, with ``rejects``,
 written out (the input columns + ``job_id``, ``reject_field``, ``reject_reason``).
 
+A DAG is the same DataFrame with a column of each row's upstreams (spec/workflows.md,
+"-after"; ``after_column``): their ids, or with ``after_keys_column`` their keys, from
+which their ids are derived as the rows' own are, so the edges of a pipeline are named
+by the data that names its jobs. Either is an array, or text with ``,`` between the
+elements (the protocol's spelling, and what a CSV cell holds); null or an empty array
+is a job without upstreams. A malformed list is a reject with its reason, like any
+other field (the gateway's ``Invalid After``). A dependent is accepted WAITING whatever
+order its upstreams are applied in, so the load needs no order of its own.
+
 Job ids come from an id column (a version-4 UUID, as text or 16 bytes) or are derived
 from key columns (``eventq.spark.ids``): a re-run sends the same ids, which the
 processor refuses as duplicates, so running an enqueue twice never makes second jobs
 (as long as the first run's jobs exist: a job deleted or expired frees its id, as for
-the gateway's add). For the same reason a Spark task that is retried after writing part
-of its rows is harmless. Two rows with the same id in one input: the first in the log
-wins, the other is refused.
+the gateway's add). A refused add writes no ``depend`` (eventq/core/step.py: only an
+accepted command has follow-ups), so a re-run adds no edge either. For the same
+reason a Spark task that is retried after writing part of its rows is harmless. Two
+rows with the same id in one input: the first in the log wins, the other is refused.
 """
 
 from __future__ import annotations
@@ -137,6 +147,61 @@ def _time(df, column: str | None):
     )
 
 
+def _upstream_ids(df, column: str | None):
+    """The after column as the UDF takes it: text as is, an array as array<string>."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if column is None:
+        return F.lit(None).cast("string")
+    kind = df.schema[column].dataType
+    if isinstance(kind, T.StringType):
+        return _col(column)
+    if isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType):
+        return _col(column)
+    raise ValueError(
+        f"after column {column!r} is {kind.simpleString()}: give the upstream ids as an "
+        "array of strings, or as text with ',' between them"
+    )
+
+
+def _upstream_keys(df, column: str, key_columns: Sequence[str], name_column: str | None):
+    """The after-keys column as the UDF takes it: (keys, their queues). Text (one key
+    column) as is; an array becomes array<array<string>>, each upstream's key values as
+    Spark's CAST(... AS STRING) writes them, as the rows' own keys are read (ids.py). An
+    array of structs names the key columns' fields, and may name an upstream's queue in
+    a field named like the name column (else the dependent's queue)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    kind = df.schema[column].dataType
+    no_names = F.lit(None).cast("array<string>")
+    one_key = len(key_columns) == 1
+    if isinstance(kind, T.StringType) and one_key:
+        return _col(column), no_names
+    element = kind.elementType if isinstance(kind, T.ArrayType) else None
+    if isinstance(element, T.StructType):
+        missing = [c for c in key_columns if c not in element.fieldNames()]
+        if missing:
+            raise ValueError(f"after keys column {column!r}: its structs lack the key "
+                             f"columns {', '.join(map(repr, missing))}")
+        keys = F.transform(_col(column), lambda up: F.array(
+            *[up.getField(c).cast("string") for c in key_columns]))
+        if name_column is not None and name_column in element.fieldNames():
+            return keys, F.transform(_col(column),
+                                     lambda up: up.getField(name_column).cast("string"))
+        return keys, no_names
+    if isinstance(element, T.ArrayType):
+        return F.transform(_col(column), lambda up: up.cast("array<string>")), no_names
+    if element is not None and one_key and not isinstance(element, (T.MapType, T.BinaryType)):
+        return F.transform(_col(column), lambda up: F.array(up.cast("string"))), no_names
+    raise ValueError(
+        f"after keys column {column!r} is {kind.simpleString()}: give each row's upstream "
+        f"keys as an array of {'values' if one_key else 'structs with the key columns'}"
+        + (", or as text with ',' between them" if one_key else "")
+    )
+
+
 def _id(df, column: str):
     from pyspark.sql import types as T
 
@@ -168,6 +233,8 @@ def enqueue(
     max_fails: int | None = None,
     max_fails_column: str | None = None,
     time_column: str | None = None,
+    after_column: str | None = None,
+    after_keys_column: str | None = None,
     rejects: str | None = None,
     rejects_format: str = "parquet",
     now_ms: int | None = None,
@@ -180,8 +247,10 @@ def enqueue(
     Each job field is a constant (``ttr_ms=60000``) or a column (``ttr_column="ttr"``):
     name, ttr and ttl are required; priority, max-attempts and max-fails default to 0
     (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
-    Without ``payload_column`` the payload is the row as JSON. ``ValueError`` for
-    arguments that cannot work (before anything is read or sent).
+    Without ``payload_column`` the payload is the row as JSON. A row's upstreams come
+    from ``after_column`` (their ids) or ``after_keys_column`` (their keys, with
+    ``key_columns``). ``ValueError`` for arguments that cannot work (before anything is
+    read or sent).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -206,6 +275,12 @@ def enqueue(
             "give the job ids as id_column, or key_columns to derive them from "
             "(deterministic ids make a re-run harmless), not both"
         )
+    if after_column is not None and after_keys_column is not None:
+        raise ValueError("give the upstreams as after_column (ids) or after_keys_column "
+                         "(keys), not both")
+    if after_keys_column is not None and not key_columns:
+        raise ValueError("after_keys_column derives upstream ids as the rows' own are: "
+                         "it needs key_columns")
     if rejects_format not in REJECT_FORMATS:
         raise ValueError(f"rejects_format must be one of {', '.join(REJECT_FORMATS)}")
     clash = [c for c in REJECT_COLUMNS if c in df.columns]
@@ -213,13 +288,21 @@ def enqueue(
         raise ValueError(f"the input has columns named like the reject columns: {clash}")
     _check_columns(df, [name_column, id_column, *key_columns, payload_column, ttr_column,
                         ttl_column, priority_column, max_attempts_column, max_fails_column,
-                        time_column])
+                        time_column, after_column, after_keys_column])
     if name is not None:
         try:
             values.parse_name(name)
         except EventqError as error:
             raise ValueError(f"name: {error.text}, got {name!r}") from None
     time_value, time_kind = _time(df, time_column)
+    if after_keys_column is not None:
+        after_value, after_names = _upstream_keys(df, after_keys_column, key_columns,
+                                                  name_column)
+        after_kind: str | None = rows.AFTER_KEYS
+    else:
+        after_value = _upstream_ids(df, after_column)
+        after_names = F.lit(None).cast("array<string>")
+        after_kind = rows.AFTER_IDS if after_column is not None else None
     partitions = kafkaio.topic_partitions(bootstrap, topic)
     spec = rows.EnqueueSpec(
         id_mode=rows.ID_FROM_COLUMN if id_column else rows.ID_FROM_KEYS,
@@ -236,6 +319,8 @@ def enqueue(
         max_attempts_from_column=max_attempts_column is not None,
         max_fails_from_column=max_fails_column is not None,
         time_kind=time_kind,
+        after_kind=after_kind,
+        key_count=len(key_columns),
     )
     with warnings.catch_warnings():  # "prefer type hints": a partial has none to give
         warnings.simplefilter("ignore", UserWarning)
@@ -256,6 +341,8 @@ def enqueue(
         _text(df, max_attempts_column),
         _text(df, max_fails_column),
         time_value,
+        after_value,
+        after_names,
     ]
     phase = on_phase or (lambda message: None)
     began = time.monotonic()

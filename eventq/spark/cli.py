@@ -128,6 +128,8 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
             max_fails=args.max_fails,
             max_fails_column=args.max_fails_column,
             time_column=args.time_column,
+            after_column=args.after_column,
+            after_keys_column=args.after_keys_column,
             rejects=args.rejects,
             rejects_format=args.rejects_format,
             on_phase=_phase,
@@ -175,7 +177,8 @@ def cmd_snapshot(settings, args: argparse.Namespace) -> int:
         say(f"eventq spark snapshot: {settings.jobs_topic} on {settings.kafka_bootstrap} "
             f"-> {args.output} ({args.output_format})")
         report = snapshot(
-            spark, settings=settings, output=args.output, output_format=args.output_format
+            spark, settings=settings, output=args.output, output_format=args.output_format,
+            edges_output=args.edges,
         )
         say(report.summary())
         return EXIT_OK
@@ -311,6 +314,15 @@ def register(
     fields.add_argument("--time-column", default=None, metavar="C",
                         help="schedule rows whose C is not null at that time (a timestamp, "
                         "epoch ms, or text like 2030-01-31T12:00:00Z); others are added")
+    after = fields.add_mutually_exclusive_group()
+    after.add_argument("--after-column", default=None, metavar="C",
+                       help="each job waits for the upstream jobs whose ids column C holds "
+                       "(an array, or text with ',' between the ids, as -after; null or "
+                       "empty: none): a DAG in one file")
+    after.add_argument("--after-keys-column", default=None, metavar="C",
+                       help="as --after-column, naming upstreams by their keys (with "
+                       "--key-columns: an array of values, of structs with the key "
+                       "columns, or text with ',' between them)")
     _spark_arguments(enqueue)
     add_settings_arguments(enqueue)
     enqueue.set_defaults(handler=cmd_enqueue)
@@ -329,6 +341,10 @@ def register(
                           help="directory to write (replaced)")
     snapshot.add_argument("--output-format", choices=("parquet", "json"), default="parquet",
                           help="format of --output (default parquet)")
+    snapshot.add_argument("--edges", default=None, metavar="PATH",
+                          help="also write the workflows' edges, one row per upstream of "
+                          "each live dependent with the upstream's latest outcome, to "
+                          "directory PATH (replaced)")
     _spark_arguments(snapshot)
     add_settings_arguments(snapshot)
     snapshot.set_defaults(handler=cmd_snapshot)

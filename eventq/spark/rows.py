@@ -57,11 +57,12 @@ from eventq.core.codec import decode_links, encode_links
 from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
-from eventq.core.job import JOB_FIELD_NAMES, make_job
-from eventq.errors import EventqError
+from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
+from eventq.errors import INVALID_AFTER, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.limits import MAX_TIME_MS, MIN_TIME_MS
+from eventq.limits import MAX_AFTER_IDS, MAX_TIME_MS, MIN_TIME_MS
 from eventq.protocol.values import (
+    parse_after,
     parse_id,
     parse_max_attempts,
     parse_max_fails,
@@ -79,6 +80,13 @@ ID_FROM_COLUMN = "column"
 ID_FROM_KEYS = "keys"
 TIME_AS_MS = "ms"  # integral column or a Spark timestamp/date turned into epoch ms
 TIME_AS_TEXT = "text"  # the protocol's YYYY-MM-DDTHH:MM:SS[.fff]Z, or epoch ms digits
+# A row's upstreams (spec/workflows.md, "-after"), from one column: the upstreams' ids,
+# or their keys, from which their ids are derived as the rows' own are (ids.py). The
+# cell is text (the protocol's spelling: ``,`` between elements, as a CSV file gives
+# it) or an array; null or an empty array: no upstreams.
+AFTER_IDS = "ids"
+AFTER_KEYS = "keys"
+AFTER_SEPARATOR = ","  # the protocol's, between -after's ids (values.parse_after)
 
 # The struct the pandas UDF returns, one per input row.
 ENCODED_DDL = (
@@ -111,6 +119,8 @@ class EnqueueSpec:
     max_attempts_from_column: bool = False
     max_fails_from_column: bool = False
     time_kind: str | None = None  # None: no time column (always add)
+    after_kind: str | None = None  # AFTER_IDS, AFTER_KEYS; None: no upstreams column
+    key_count: int = 0  # key columns, for ID_FROM_KEYS (an upstream's key has as many)
 
 
 class Reject(Exception):
@@ -185,6 +195,112 @@ def _job_id(spec: EnqueueSpec, raw_id: object, name: str, key: object) -> uuid.U
     return _parsed("id", lambda text: parse_id(text, require_v4=True), raw_id)
 
 
+def _after_fault(elements: list) -> str:
+    """Which rule of -after a list of id spellings breaks (spec/workflows.md, "Values
+    and checks"), said in the reject's reason; "" when it finds none. The verdict is
+    the protocol's own (``parse_after``): this only explains it."""
+    if len(elements) > MAX_AFTER_IDS:
+        return f"{len(elements)} upstreams, at most {MAX_AFTER_IDS}"
+    seen: dict[uuid.UUID, int] = {}
+    for number, element in enumerate(elements, 1):
+        if element is None or element == "":
+            return f"upstream {number} is empty"
+        try:
+            value = parse_id(str(element), require_v4=True)
+        except EventqError:
+            return f"upstream {number} is not a version-4 UUID"
+        if value in seen:
+            return f"upstream {number} repeats upstream {seen[value]}"
+        seen[value] = number
+    return ""
+
+
+def _invalid_after(fault: str, raw: object) -> Reject:
+    said = f" ({fault})" if fault else ""
+    return Reject("after", f"{INVALID_AFTER}{said}, got {_shown(_plain(raw))}")
+
+
+def _plain(raw: object) -> object:
+    """A cell as its reason shows it: an array (numpy's, from Arrow) as a list."""
+    if raw is None or isinstance(raw, (str, bytes)):
+        return raw
+    return [_plain(element) for element in _as_list(raw)]
+
+
+def _as_list(raw: object) -> list:
+    """An array cell (a numpy array from Arrow, or a list) as a list."""
+    return list(raw)  # type: ignore[call-overload]  # an ndarray or a list: iterable
+
+
+def _protocol_after(elements: list, raw: object) -> tuple[uuid.UUID, ...]:
+    """The ids of ``elements`` by the protocol's rule for -after (values.parse_after),
+    or a Reject that says which rule they break. An element holding the separator would
+    read as two: it is no id."""
+    if any(e is None or AFTER_SEPARATOR in str(e) for e in elements):
+        raise _invalid_after(_after_fault(elements), raw)
+    try:
+        return parse_after(AFTER_SEPARATOR.join(map(str, elements)))
+    except EventqError:
+        raise _invalid_after(_after_fault(elements), raw) from None
+
+
+def _upstream_ids(raw: object) -> tuple[uuid.UUID, ...]:
+    if isinstance(raw, str):
+        return _protocol_after(raw.split(AFTER_SEPARATOR), raw)
+    return _protocol_after(_as_list(raw), raw)
+
+
+def _upstream_name(names: object, index: int, name: str, raw: object) -> str:
+    """An upstream's queue: its own (a key struct's field named like the name column),
+    else the dependent's."""
+    own = None if names is None else _as_list(names)[index]
+    if own is None:
+        return name
+    try:
+        return parse_name(str(own))
+    except EventqError as error:
+        raise _invalid_after(f"upstream {index + 1}'s queue: {error.text}", raw) from None
+
+
+def _upstream_keys(spec: EnqueueSpec, raw: object, names: object, name: str,
+                   ) -> tuple[uuid.UUID, ...]:
+    """The ids of upstreams named by their keys: text (one key column: its values with
+    ``,`` between them) or an array of keys, each of as many values as key columns."""
+    if isinstance(raw, str):
+        keys: list = [None if value == "" else [value] for value in raw.split(AFTER_SEPARATOR)]
+    else:
+        keys = [None if key is None else _as_list(key) for key in _as_list(raw)]
+    namespace = uuid.UUID(bytes=spec.namespace)
+    ids = []
+    for index, key in enumerate(keys):
+        if key is None:
+            raise _invalid_after(f"upstream {index + 1} is empty", raw)
+        if len(key) != spec.key_count:
+            raise _invalid_after(f"upstream {index + 1} has {len(key)} key values, "
+                                 f"not {spec.key_count}", raw)
+        values = [None if value is None else str(value) for value in key]
+        upstream_name = _upstream_name(names, index, name, raw)
+        ids.append(str(derive_job_id(namespace, upstream_name, values)))
+    return _protocol_after(ids, raw)  # at most 100, all distinct: the protocol's rule
+
+
+def _after(spec: EnqueueSpec, raw: object, names: object, job_id: uuid.UUID,
+           name: str) -> tuple[uuid.UUID, ...]:
+    """A row's upstreams, checked as the gateway checks -after (spec/workflows.md,
+    "Values and checks": 1-100 distinct version-4 ids, none the job's own)."""
+    if spec.after_kind is None or raw is None:
+        return ()
+    if not isinstance(raw, str) and len(_as_list(raw)) == 0:
+        return ()  # an empty array: a job without upstreams
+    if spec.after_kind == AFTER_KEYS:
+        ids = _upstream_keys(spec, raw, names, name)
+    else:
+        ids = _upstream_ids(raw)
+    if job_id in ids:  # the grammar's last check of -after (grammar._after_excludes_own_id)
+        raise _invalid_after(f"upstream {ids.index(job_id) + 1} is the job itself", raw)
+    return ids
+
+
 def encode_row(
     spec: EnqueueSpec,
     raw_id: object,
@@ -197,11 +313,13 @@ def encode_row(
     max_attempts: object,
     max_fails: object,
     time: object,
+    after: object = None,
+    after_names: object = None,
 ) -> tuple[bytes, bytes, int, str]:
     """(Kafka key, command record, partition, job id) of one row, or raise Reject.
 
-    Checks run in the protocol's order (id, name, ttr, ttl, time, size, flags; with
-    key columns the name comes first, the id is derived from it); then the core's
+    Checks run in the protocol's order (id, name, ttr, ttl, time, size, flags, after;
+    with key columns the name comes first, the id is derived from it); then the core's
     command validates the whole (its ValueError is a Reject too).
     """
     job_id = _job_id(spec, raw_id, "", key) if spec.id_mode == ID_FROM_COLUMN else None
@@ -223,14 +341,16 @@ def encode_row(
                          max_attempts, spec.max_attempts)
         fails = _flag("max-fails", parse_max_fails, spec.max_fails_from_column, max_fails,
                       spec.max_fails)
+        upstreams = _after(spec, after, after_names, job_id, name)
         try:
             if time_ms is None:
                 command: Add | Schedule = Add(
-                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails
+                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails, after=upstreams
                 )
             else:
                 command = Schedule(
-                    job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails
+                    job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails,
+                    after=upstreams,
                 )
         except ValueError as error:  # the core's own validation (e.g. payload over 1 MiB)
             field = str(error).split(" ", 1)[0]
@@ -244,8 +364,9 @@ def encode_row(
 
 
 def encode_rows(spec: EnqueueSpec, *columns):
-    """The pandas UDF body: 10 Series (id, key, name, payload, ttr, ttl, priority,
-    max-attempts, max-fails, time) -> a DataFrame of ``ENCODED_FIELDS``."""
+    """The pandas UDF body: 12 Series (id, key, name, payload, ttr, ttl, priority,
+    max-attempts, max-fails, time, after, after's queues) -> a DataFrame of
+    ``ENCODED_FIELDS``."""
     import pandas as pd
 
     out: dict[str, list] = {field: [] for field in ENCODED_FIELDS}
@@ -271,9 +392,10 @@ def encode_rows(spec: EnqueueSpec, *columns):
 # --------------------------------------------------------------------- state log
 
 # The Spark type of each ``Job`` field: the one table the state log's rows come from.
-# Columns follow the dataclass's field order, with ``state_name`` after ``state``; a
-# field added to ``Job`` is one line here (tests/spark/test_spark_rows.py fails without
-# it). Times up to 2^64-1 are decimal(20,0) (docs/protocol.md, "Arguments": a TTL).
+# Columns follow the dataclass's field order, with the columns derived from a field
+# after it (``_DERIVED_KINDS``); a field added to ``Job`` is one line here
+# (tests/spark/test_spark_rows.py fails without it). Times up to 2^64-1 are
+# decimal(20,0) (docs/protocol.md, "Arguments": a TTL).
 JOB_FIELD_KINDS: dict[str, str] = {
     "id": "string", "name": "string", "ttr_ms": "bigint", "ttl_ms": "decimal(20,0)",
     "payload": "binary", "priority": "int", "max_attempts": "int", "max_fails": "int",
@@ -286,15 +408,21 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
 }  # fmt: skip
-_DERIVED_KINDS = {"state": ("state_name", "string")}  # a column written after a field's
+# Columns written after a field's, derived from the job (never read back: job_of_row
+# takes the fields). A dependent's upstreams as the protocol shows them (spec/
+# workflows.md, "Dependencies": the ids of -after in order; ``waiting``, those not
+# COMPLETED, 0 once released), null for a job without upstreams like ``upstreams``.
+_DERIVED_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "state": (("state_name", "string"),),
+    "upstreams": (("after", "array<string>"), ("waiting", "int")),
+}
 
 
 def _job_columns() -> tuple[tuple[str, str], ...]:
     columns: list[tuple[str, str]] = []
     for name in JOB_FIELD_NAMES:
         columns.append((name, JOB_FIELD_KINDS[name]))
-        if name in _DERIVED_KINDS:
-            columns.append(_DERIVED_KINDS[name])
+        columns.extend(_DERIVED_KINDS.get(name, ()))
     return tuple(columns)
 
 
@@ -314,6 +442,7 @@ def _arrow_schema(ddl: str):
     kinds = {
         "string": pa.string(), "binary": pa.binary(), "bigint": pa.int64(), "int": pa.int32(),
         "boolean": pa.bool_(), "decimal(20,0)": pa.decimal128(20, 0),
+        "array<string>": pa.list_(pa.string()),
     }  # fmt: skip
     fields = []
     for part in re.split(r",\s*(?![^()]*\))", ddl):
@@ -341,6 +470,8 @@ def job_row(job: Job) -> dict[str, Any]:
     row = {name: _to_column(getattr(job, name), JOB_FIELD_KINDS[name])
            for name in JOB_FIELD_NAMES}
     row["state_name"] = job.state.name.lower()
+    row["after"] = [str(upstream) for upstream in after_ids(job)] if job.upstreams else None
+    row["waiting"] = waiting_count(job) if job.upstreams else None
     return row
 
 
@@ -367,6 +498,40 @@ def job_of_row(row: dict[str, Any]) -> Job:
     written before that field existed) takes the field's default."""
     return make_job({name: _of_column(name, row.get(name)) for name in JOB_FIELD_NAMES
                      if row.get(name) is not None or name in _OPTIONAL_FIELDS})
+
+
+# The edges of the jobs' DAG (spec/workflows.md, "Dependencies"), one row per link of
+# a live dependent: the upstream, the dependent (its queue and state), the link's place
+# in -after (from 1), and the upstream's latest outcome the dependent applied
+# (unfinished: none yet, or retried since; completed with its broker time).
+EDGE_DDL = (
+    "upstream string, dependent string, name string, position int, outcome string, "
+    "completed_ms bigint, dependent_state string"
+)
+
+
+def edge_rows(dependent: str, name: str, state: str, links: bytes) -> list[dict[str, Any]]:
+    """The edges of one dependent, from its ``upstreams`` column (encode_links)."""
+    return [
+        {"upstream": str(link.id), "dependent": dependent, "name": name, "position": number,
+         "outcome": link.outcome.word, "completed_ms": link.completed_ms,
+         "dependent_state": state}
+        for number, link in enumerate(decode_links(links), 1)
+    ]
+
+
+def explode_edges(batches: Iterator) -> Iterator:
+    """mapInArrow over job rows (id, name, state_name, upstreams) -> ``EDGE_DDL`` rows,
+    one per upstream of each dependent (a job without upstreams has none)."""
+    schema = _arrow_schema(EDGE_DDL)
+    for batch in batches:
+        data = batch.to_pydict()
+        out: list[dict[str, Any]] = []
+        for job_id, name, state, links in zip(data["id"], data["name"], data["state_name"],
+                                              data["upstreams"]):
+            if links is not None:
+                out.extend(edge_rows(job_id, name, state, bytes(links)))
+        yield _batch(out, schema)
 
 
 def _batch(rows: list[dict[str, Any]], schema):

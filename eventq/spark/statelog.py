@@ -6,6 +6,12 @@ with byte 0x00 (the processor's bookkeeping) are dropped, and every ``Job`` fiel
 decoded into a column (``rows.JOB_DDL``: ids as canonical text, times in epoch ms,
 TTL and deadlines as decimal(20,0) since they reach 2^64-1).
 
+The records beside the jobs (a dependent's inputs, an upstream's registrations: keys
+``\x00eventq.reg:``/``\x00eventq.input:``, eventq/core/workflow.py) are among those
+0x00 keys, so they never reach the job rows. A dependent's row shows its upstreams
+(``after``) and how many it still waits for (``waiting``); ``edges`` makes one row
+per link (``rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
+
 ``dataframe_digest`` rebuilds each ``Job`` from its columns and sums the core's per-job
 hashes in Spark (one partial sum per Arrow batch, added up on the driver), so it equals
 ``inspect digest`` and ``eventq.core.state_digest`` over the same jobs.
@@ -29,6 +35,8 @@ class SnapshotReport:
     output: str | None = None
     undecodable_examples: list[str] = field(default_factory=list)
     jobs_by_state: dict[str, int] = field(default_factory=dict)
+    edges_output: str | None = None
+    edges_by_outcome: dict[str, int] = field(default_factory=dict)  # with edges_output
 
     def summary(self) -> str:
         states = ", ".join(f"{s} {n:,}" for s, n in sorted(self.jobs_by_state.items()))
@@ -38,6 +46,10 @@ class SnapshotReport:
             f"({self.jobs / max(self.seconds, 1e-9):,.0f} jobs/s)"
             f"\n  {states or 'no jobs'}\n  digest {self.digest}"
         )
+        if self.edges_output:
+            outcomes = ", ".join(f"{o} {n:,}" for o, n in sorted(self.edges_by_outcome.items()))
+            text += (f"\n  {sum(self.edges_by_outcome.values()):,} edges to "
+                     f"{self.edges_output}{': ' + outcomes if outcomes else ''}")
         if self.undecodable:
             text += f"\n  {self.undecodable:,} undecodable records skipped, e.g.:"
             text += "".join(f"\n    {example}" for example in self.undecodable_examples)
@@ -71,6 +83,16 @@ def read_jobs(spark, bootstrap: str, topic: str):
     return states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
 
 
+def edges(jobs):
+    """The edges of the DAG of ``jobs`` (rows of ``rows.JOB_COLUMNS``): one row per
+    upstream of each dependent (``rows.EDGE_DDL``)."""
+    from pyspark.sql import functions as F
+
+    dependents = jobs.where(F.col("upstreams").isNotNull())
+    return dependents.select("id", "name", "state_name", "upstreams").mapInArrow(
+        rows.explode_edges, rows.EDGE_DDL)
+
+
 def dataframe_digest(jobs) -> str:
     """The core's state digest of a DataFrame of job rows (``rows.JOB_COLUMNS``)."""
     parts = (
@@ -89,8 +111,10 @@ def snapshot(
     settings=None,
     output: str | None = None,
     output_format: str = "parquet",
+    edges_output: str | None = None,
 ) -> SnapshotReport:
-    """Read the state log, write its live jobs to ``output`` (if given) and digest them."""
+    """Read the state log, write its live jobs to ``output`` (if given) and digest them;
+    with ``edges_output``, write their DAG's edges there too (``edges``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -112,6 +136,12 @@ def snapshot(
         by_state = {r["state_name"]: r["count"] for r in counted}
         if output:
             jobs.write.mode("overwrite").format(output_format).save(output)
+        by_outcome: dict[str, int] = {}
+        if edges_output:
+            edges(jobs).write.mode("overwrite").format(output_format).save(edges_output)
+            written = spark.read.format(output_format).load(edges_output)
+            by_outcome = {r["outcome"]: r["count"]
+                          for r in written.groupBy("outcome").count().collect()}
         digest = dataframe_digest(jobs)
     finally:
         states.unpersist()
@@ -124,4 +154,6 @@ def snapshot(
         output=output,
         undecodable_examples=examples,
         jobs_by_state=by_state,
+        edges_output=edges_output,
+        edges_by_outcome=by_outcome,
     )

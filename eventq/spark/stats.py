@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from eventq.spark import histogram, kafkaio, rows, statelog
 
-STATE_ORDER = ("new", "pending", "leased", "completed", "failed")
+STATE_ORDER = ("new", "pending", "leased", "completed", "failed", "waiting")
 METRICS = ("wait", "run")
 
 
@@ -198,6 +198,14 @@ def _duration(ms: float | None) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
+def _is_registration(event: dict) -> bool:
+    """A ``depend`` (spec/workflows.md, "Command types"): it registers a dependent
+    beside its upstream and never changes the upstream, so the fold counts it as ignored
+    (eventq/core/machine.py, REGISTERED); the table counts it as a registration. The
+    upstream may not exist yet: a dependent may come before its upstreams."""
+    return event["command"] == "depend" and event["outcome"] == "ignored"
+
+
 def format_table(stats: Stats, bar_width: int = 40) -> str:
     """A readable per-queue report of ``stats``."""
     lines: list[str] = []
@@ -213,7 +221,9 @@ def format_table(stats: Stats, bar_width: int = 40) -> str:
         for r in stats.events:
             if r["queue"] != queue:
                 continue
-            if r["outcome"] == "accepted":
+            if _is_registration(r):
+                accepted["registered"] = accepted.get("registered", 0) + r["count"]
+            elif r["outcome"] == "accepted":
                 accepted[r["event"]] = accepted.get(r["event"], 0) + r["count"]
             else:
                 key = f"{r['command']} {r['outcome']}"
@@ -242,9 +252,13 @@ def format_table(stats: Stats, bar_width: int = 40) -> str:
             for r in buckets:
                 bar = "#" * max(1, round(bar_width * r["count"] / most))
                 lines.append(f"    {r['label']:>7}  {bar} {r['count']:,}")
-    unknown = sum(r["count"] for r in stats.events if r["queue"] is None)
+    unknown = sum(r["count"] for r in stats.events
+                  if r["queue"] is None and not _is_registration(r))
+    early = sum(r["count"] for r in stats.events if r["queue"] is None and _is_registration(r))
     if unknown:
         lines.append(f"({unknown:,} commands for jobs the log never created: not found/ignored)")
+    if early:
+        lines.append(f"({early:,} dependents registered with an upstream not added yet)")
     lines.append(
         f"{len(stats.queues())} queues, {stats.commands:,} commands folded in {stats.seconds:.1f}s"
     )

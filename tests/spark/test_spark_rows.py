@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -27,7 +28,7 @@ from eventq.core import (
 from eventq.core.batch import encode_batch, position, split_record
 from eventq.core.machine import apply
 from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.limits import MAX_PAYLOAD_BYTES
+from eventq.limits import MAX_AFTER_IDS, MAX_PAYLOAD_BYTES
 from eventq.protocol.values import parse_time_ms
 from eventq.spark import rows
 from eventq.spark.ids import DEFAULT_NAMESPACE, canonical_key, derive_job_id, namespace_uuid
@@ -47,7 +48,7 @@ def spec(**changes) -> rows.EnqueueSpec:
 
 def row(s: rows.EnqueueSpec, **cells):
     fields = ("raw_id", "key", "name", "payload", "ttr", "ttl", "priority",
-              "max_attempts", "max_fails", "time")
+              "max_attempts", "max_fails", "time", "after", "after_names")
     return rows.encode_row(s, *(cells.get(f) for f in fields))
 
 
@@ -151,6 +152,115 @@ def test_rows_the_gateway_would_refuse_are_rejects_with_a_reason(changes, cells,
     assert got_field == field and reason in got_reason
 
 
+def upstreams_of(s: rows.EnqueueSpec, **cells) -> tuple[uuid.UUID, ...]:
+    _, value, _, _ = row(s, **{"raw_id": str(uuid.uuid4()), "payload": b"", **cells})
+    return decode_command(value).command.after
+
+
+def test_upstream_ids_in_any_spelling_are_the_adds_after_in_their_order():
+    ups = [uuid.uuid4() for _ in range(3)]
+    spellings = [str(ups[0]).upper(), "{%s}" % ups[1], f"urn:uuid:{ups[2].hex}"]
+    s = spec(after_kind=rows.AFTER_IDS)
+    assert upstreams_of(s, after=spellings) == tuple(ups)  # an array (from Arrow: numpy)
+    assert upstreams_of(s, after=np.array(spellings, dtype=object)) == tuple(ups)
+    assert upstreams_of(s, after=",".join(spellings)) == tuple(ups)  # the protocol's text
+    # None: null, or an empty array (a root of the DAG); the add has no after at all
+    for none in (None, [], np.array([], dtype=object)):
+        _, value, _, _ = row(s, raw_id=str(ups[0]), payload=b"", after=none)
+        assert value == encode_command(Add(ups[0], "q", 1000, 60_000, b""))
+    job_id = uuid.uuid4()
+    _, value, _, _ = row(spec(after_kind=rows.AFTER_IDS, time_kind=rows.TIME_AS_MS),
+                         raw_id=str(job_id), payload=b"", time=str(NOW_MS), after=spellings)
+    assert decode_command(value).command == Schedule(job_id, "q", 1000, 60_000, NOW_MS, b"",
+                                                     after=tuple(ups))
+
+
+def test_upstream_keys_derive_ids_as_the_rows_own_keys_do():
+    s = spec(id_mode=rows.ID_FROM_KEYS, after_kind=rows.AFTER_KEYS, key_count=1)
+
+    def key_id(value: str, name: str = "q") -> uuid.UUID:
+        return derive_job_id(DEFAULT_NAMESPACE, name, [value])
+
+    _, _, _, own = row(s, key=["7"], payload=b"")
+    assert own == str(key_id("7"))
+    assert upstreams_of(s, key=["9"], after=[["7"], ["8"]]) == (key_id("7"), key_id("8"))
+    assert upstreams_of(s, key=["9"], after="7,8") == (key_id("7"), key_id("8"))  # CSV text
+    assert upstreams_of(s, key=["9"], after=[["7"]], after_names=["other"]) == (
+        key_id("7", "other"),)  # an upstream in another queue
+    assert upstreams_of(s, key=["9"], after=[["7"]], after_names=[None]) == (key_id("7"),)
+    two = spec(id_mode=rows.ID_FROM_KEYS, after_kind=rows.AFTER_KEYS, key_count=2)
+    assert upstreams_of(two, key=["a", None], after=[["b", None]]) == (
+        derive_job_id(DEFAULT_NAMESPACE, "q", ["b", None]),)
+
+
+def test_too_many_upstreams_are_refused_and_exactly_the_limit_is_not():
+    s = spec(after_kind=rows.AFTER_IDS)
+    hundred = [str(uuid.uuid4()) for _ in range(MAX_AFTER_IDS)]
+    assert len(upstreams_of(s, after=hundred)) == MAX_AFTER_IDS
+    field, reason = reject_of(s, raw_id=str(uuid.uuid4()), payload=b"",
+                              after=hundred + [str(uuid.uuid4())])
+    assert (field, reason.split(", got")[0]) == ("after", "Invalid After (101 upstreams, at most 100)")
+
+
+A, B = str(uuid.uuid4()), str(uuid.uuid4())
+SELF = "0b1d6b5e-7f9a-4c55-9f3b-1b2c3d4e5f60"
+
+
+@pytest.mark.parametrize(
+    "kind, cells, reason",
+    [
+        (rows.AFTER_IDS, {"after": [A, "not-a-uuid"]}, "upstream 2 is not a version-4 UUID"),
+        (rows.AFTER_IDS, {"after": ["6ba7b810-9dad-11d1-80b4-00c04fd430c4"]},  # version 1
+         "upstream 1 is not a version-4 UUID"),
+        (rows.AFTER_IDS, {"after": f"{A},,{B}"}, "upstream 2 is empty"),
+        (rows.AFTER_IDS, {"after": f"{A},"}, "upstream 2 is empty"),
+        (rows.AFTER_IDS, {"after": ""}, "upstream 1 is empty"),
+        (rows.AFTER_IDS, {"after": [A, None]}, "upstream 2 is empty"),
+        (rows.AFTER_IDS, {"after": [A, ""]}, "upstream 2 is empty"),
+        (rows.AFTER_IDS, {"after": [f"{A},{B}"]}, "upstream 1 is not a version-4 UUID"),
+        (rows.AFTER_IDS, {"after": [A, "{%s}" % A.upper()]}, "upstream 2 repeats upstream 1"),
+        (rows.AFTER_IDS, {"after": [A, SELF.upper()]}, "upstream 2 is the job itself"),
+        (rows.AFTER_KEYS, {"after": [["1"], ["0"]]}, "upstream 2 is the job itself"),
+        (rows.AFTER_KEYS, {"after": [["1"], ["1"]]}, "upstream 2 repeats upstream 1"),
+        (rows.AFTER_KEYS, {"after": [["1"], None]}, "upstream 2 is empty"),
+        (rows.AFTER_KEYS, {"after": "1,"}, "upstream 2 is empty"),
+        (rows.AFTER_KEYS, {"after": [["1", "2"]]}, "upstream 1 has 2 key values, not 1"),
+        (rows.AFTER_KEYS, {"after": [["1"]], "after_names": ["bad name"]},
+         "upstream 1's queue: Invalid Name"),
+    ],
+)
+def test_malformed_upstream_lists_are_rejects_saying_which_rule_they_break(kind, cells, reason):
+    """spec/workflows.md, "Values and checks": 1-100 ids, no empty element, each a
+    version-4 UUID, all distinct as values, none the job's own: ``Invalid After``."""
+    if kind == rows.AFTER_KEYS:
+        s = spec(id_mode=rows.ID_FROM_KEYS, after_kind=kind, key_count=1)
+        cells = {"key": ["0"], **cells}
+    else:
+        s = spec(after_kind=kind)
+        cells = {"raw_id": SELF, **cells}
+    with pytest.raises(rows.Reject) as caught:
+        row(s, payload=b"", **cells)
+    assert caught.value.field == "after"
+    assert caught.value.reason.startswith(f"Invalid After ({reason}), got ")
+    assert caught.value.job_id is not None  # the reject names the row's job
+
+
+def test_an_upstream_list_the_protocol_refuses_is_refused_here_too():
+    """The verdict is the protocol's own parser's (values.parse_after): any text it
+    refuses is a reject, whatever the explanation finds."""
+    from eventq.errors import ClientError
+    from eventq.protocol.values import parse_after
+
+    s = spec(after_kind=rows.AFTER_IDS)
+    for text in (A, f"{A},{B}", f" {A}", f"{A};{B}", "urn:uuid:" + A, A[:-1], A + "0"):
+        try:
+            parse_after(text)
+        except ClientError:
+            assert reject_of(s, raw_id=SELF, payload=b"", after=text)[0] == "after"
+        else:
+            assert upstreams_of(s, after=text)
+
+
 def test_a_payload_of_exactly_1_mib_is_accepted():
     key, value, _, _ = row(spec(), raw_id=str(uuid.uuid4()), payload=b"x" * MAX_PAYLOAD_BYTES)
     assert len(decode_command(value).command.payload) == MAX_PAYLOAD_BYTES
@@ -161,7 +271,7 @@ def test_encode_rows_returns_one_struct_row_per_input_row():
 
     good, bad = uuid.uuid4(), "nope"
     series = [pd.Series([str(good), bad])] + [pd.Series([None, None])] * 2 + [
-        pd.Series([b"a", b"b"])] + [pd.Series([None, None])] * 6
+        pd.Series([b"a", b"b"])] + [pd.Series([None, None])] * 8
     frame = rows.encode_rows(spec(), *series)
     assert list(frame.columns) == list(rows.ENCODED_FIELDS)
     assert frame["job_id"].tolist() == [str(good), None]
@@ -379,14 +489,17 @@ def test_the_state_log_columns_are_as_they_were():
         "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
         "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
         "version", "backoff_ms", "returns", "retry_ms",
-        # workflows' (spec/workflows.md), after all the columns snapshots had before
-        "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group")
+        # workflows' (spec/workflows.md), after all the columns snapshots had before;
+        # after and waiting are derived from upstreams, as state_name from state
+        "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
+        "finished_ms", "group")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
         "state_name string, created_ms bigint, scheduled_ms bigint, expires_ms decimal(20,0), "
         "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
-        "backoff_ms int, returns int, retry_ms bigint, upstreams binary, added_at bigint, "
+        "backoff_ms int, returns int, retry_ms bigint, upstreams binary, "
+        "after array<string>, waiting int, added_at bigint, "
         "released_ms bigint, finished_at bigint, finished_ms bigint, group string")
 
 
@@ -416,7 +529,49 @@ def test_a_dependents_row_round_trips_and_other_jobs_leave_its_columns_null():
     assert job.group == "upstream-failed"
     plain = _jobs(1)[0]
     row = rows.job_row(plain)
-    assert all(row[c] is None for c in ("upstreams", "added_at", "released_ms", "group"))
+    assert all(row[c] is None for c in ("upstreams", "after", "waiting", "added_at",
+                                        "released_ms", "group"))
     for column in ("upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group"):
         del row[column]  # a snapshot written before workflows
     assert rows.job_of_row(row) == plain
+
+
+def test_a_dependents_row_shows_its_upstreams_and_how_many_it_still_waits_for():
+    """The protocol's ``after``/``waiting`` (spec/workflows.md, "Dependencies"): the ids
+    in -after order, and the upstreams not COMPLETED, 0 once released."""
+    from eventq.core import Upstream, UpstreamOutcome
+
+    ups = (uuid.UUID(int=12), uuid.UUID(int=11), uuid.UUID(int=13))
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p", after=ups), NOW_MS, 5)[1]
+    seen = [(rows.job_row(job)["state_name"], rows.job_row(job)["waiting"])]
+    for n, up in enumerate(ups):
+        job = apply(job, Upstream(job.id, 5, up, UpstreamOutcome.COMPLETED, 9, NOW_MS, b"r"),
+                    NOW_MS + n, 6 + n)[1]
+        seen.append((rows.job_row(job)["state_name"], rows.job_row(job)["waiting"]))
+    assert seen == [("waiting", 3), ("waiting", 2), ("waiting", 1), ("new", 0)]
+    assert rows.job_row(job)["after"] == [str(up) for up in ups]  # -after order, not sorted
+    assert rows.job_of_row(rows.job_row(job)) == job  # derived columns are not read back
+
+
+def test_edges_are_one_row_per_link_with_the_upstreams_latest_outcome():
+    from eventq.core import Upstream, UpstreamOutcome
+
+    done, failed, silent = uuid.UUID(int=21), uuid.UUID(int=22), uuid.UUID(int=23)
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p",
+                          after=(silent, done, failed)), NOW_MS, 5)[1]
+    job = apply(job, Upstream(job.id, 5, done, UpstreamOutcome.COMPLETED, 9, NOW_MS - 7, b"r"),
+                NOW_MS, 6)[1]
+    job = apply(job, Upstream(job.id, 5, failed, UpstreamOutcome.FAILED, 4, NOW_MS, b"x"),
+                NOW_MS, 7)[1]
+    plain = _jobs(1)[0]
+    table = pa.Table.from_pylist([rows.job_row(j) for j in (job, plain)])
+    out = pa.Table.from_batches(list(rows.explode_edges(table.to_batches())))
+    assert out.schema == rows._arrow_schema(rows.EDGE_DDL)
+    assert out.to_pylist() == [
+        {"upstream": str(silent), "dependent": str(job.id), "name": "q", "position": 1,
+         "outcome": "unfinished", "completed_ms": None, "dependent_state": "failed"},
+        {"upstream": str(done), "dependent": str(job.id), "name": "q", "position": 2,
+         "outcome": "completed", "completed_ms": NOW_MS - 7, "dependent_state": "failed"},
+        {"upstream": str(failed), "dependent": str(job.id), "name": "q", "position": 3,
+         "outcome": "failed", "completed_ms": None, "dependent_state": "failed"},
+    ]

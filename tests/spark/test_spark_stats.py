@@ -173,3 +173,35 @@ def test_spark_histogram_buckets_equal_the_python_rule(spark):
         assert (r["lower"], r["width"]) == expected, r
         assert r["label"] == core_histogram.label(*expected), r
     assert F is not None
+
+
+def test_the_table_counts_waiting_jobs_and_depends_as_registrations():
+    """A ``depend`` never changes its upstream (the fold counts it ignored): the table
+    shows it as a registration, and one that came before its upstream was added is not
+    a command "for a job the log never created"."""
+    from eventq.spark.stats import Stats
+
+    stats = Stats(
+        states=[{"queue": "etl", "state": "waiting", "count": 3},
+                {"queue": "etl", "state": "new", "count": 1}],
+        events=[
+            {"queue": "etl", "command": "add", "outcome": "accepted", "event": "added",
+             "count": 4},
+            {"queue": "etl", "command": "depend", "outcome": "ignored", "event": None,
+             "count": 2},
+            {"queue": "etl", "command": "upstream", "outcome": "accepted",
+             "event": "released", "count": 1},
+            {"queue": "etl", "command": "upstream", "outcome": "ignored", "event": None,
+             "count": 1},
+            {"queue": None, "command": "depend", "outcome": "ignored", "event": None,
+             "count": 5},
+            {"queue": None, "command": "complete", "outcome": "rejected", "event": None,
+             "count": 1},
+        ],
+    )
+    table = format_stats(stats)
+    assert "new 1  pending 0  leased 0  completed 0  failed 0  waiting 3" in table
+    assert "events     added 4  registered 2  released 1" in table
+    assert "not applied upstream ignored 1" in table and "depend ignored" not in table
+    assert "(1 commands for jobs the log never created" in table
+    assert "(5 dependents registered with an upstream not added yet)" in table
