@@ -35,10 +35,12 @@ import msgpack
 
 from eventq.core import (
     Add,
+    CodecError,
     Job,
     Schedule,
     State,
     decode_command,
+    decode_input,
     decode_state,
     encode_command,
 )
@@ -58,6 +60,7 @@ from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
 from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
+from eventq.core.workflow import input_ids
 from eventq.errors import INVALID_AFTER, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_AFTER_IDS, MAX_TIME_MS, MIN_TIME_MS
@@ -571,6 +574,24 @@ def hash_jobs(batches: Iterator) -> Iterator:
         digest = StateDigest(job_of_row(row) for row in batch.to_pylist())
         total, count = _digest_parts(digest)
         yield _batch([{"sum": total.to_bytes(32, "big"), "count": count}], schema)
+
+
+def hash_inputs(batches: Iterator) -> Iterator:
+    """mapInArrow: the newest (key, value) of each input record beside the dependents
+    (spec/workflows.md, "Inputs") -> one (sum of input hashes mod 2^256, count 0) per
+    batch: the digest covers inputs as ``inspect digest`` does (eventq/core/digest.py),
+    and counts only jobs. An undecodable one is left out, as the server leaves it."""
+    schema = _arrow_schema(PARTIAL_DIGEST_DDL)
+    for batch in batches:
+        digest = StateDigest()
+        for row in batch.to_pylist():
+            try:
+                dependent, upstream = input_ids(bytes(row["key"]))
+                entry = decode_input(bytes(row["value"]))
+            except (CodecError, ValueError):
+                continue
+            digest.add_input(dependent, upstream, entry)
+        yield _batch([{"sum": digest.sum.to_bytes(32, "big"), "count": 0}], schema)
 
 
 def _digest_parts(digest: StateDigest) -> tuple[int, int]:

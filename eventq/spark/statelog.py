@@ -20,8 +20,10 @@ hashes in Spark (one partial sum per Arrow batch, added up on the driver), so it
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from eventq.core.workflow import INPUT_KEY_PREFIX
 from eventq.spark import kafkaio, rows
 
 
@@ -75,6 +77,27 @@ def decoded_states(spark, bootstrap: str, topic: str):
     return newest.mapInArrow(rows.decode_states, rows.DECODED_STATE_DDL)
 
 
+def input_digest_parts(spark, bootstrap: str, topic: str) -> list[tuple[bytes, int]]:
+    """The digest's partial sums of the inputs beside the dependents (the newest record
+    of each input key; a tombstone: dropped), to add to the jobs' (eventq/core/digest.py:
+    ``inspect digest`` covers both)."""
+    from pyspark.sql import functions as F
+
+    prefix = INPUT_KEY_PREFIX.hex().upper()
+    records = kafkaio.read_topic(spark, bootstrap, topic).select("key", "value", "partition",
+                                                                  "offset")
+    newest = (
+        records.where(F.col("key").isNotNull() & F.expr(
+            f"substring(key, 1, {len(INPUT_KEY_PREFIX)}) = X'{prefix}'"))
+        .groupBy("partition", "key")
+        .agg(F.max(F.struct("offset", "value")).alias("newest"))
+        .select("key", F.col("newest.value").alias("value"))
+        .where(F.col("value").isNotNull())
+    )
+    parts = newest.mapInArrow(rows.hash_inputs, rows.PARTIAL_DIGEST_DDL).collect()
+    return [(part["sum"], part["count"]) for part in parts]
+
+
 def read_jobs(spark, bootstrap: str, topic: str):
     """The live jobs of the state log, one row per job (``rows.JOB_DDL``)."""
     from pyspark.sql import functions as F
@@ -93,14 +116,15 @@ def edges(jobs):
         rows.explode_edges, rows.EDGE_DDL)
 
 
-def dataframe_digest(jobs) -> str:
-    """The core's state digest of a DataFrame of job rows (``rows.JOB_COLUMNS``)."""
+def dataframe_digest(jobs, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
+    """The core's state digest of a DataFrame of job rows (``rows.JOB_COLUMNS``), with
+    the inputs' partial sums (``input_digest_parts``) when the state has any."""
     parts = (
         jobs.select(*rows.JOB_COLUMNS)
         .mapInArrow(rows.hash_jobs, rows.PARTIAL_DIGEST_DDL)
         .collect()
     )
-    return rows.combine_digest([(part["sum"], part["count"]) for part in parts])
+    return rows.combine_digest([(part["sum"], part["count"]) for part in parts] + list(inputs))
 
 
 def snapshot(
@@ -142,7 +166,7 @@ def snapshot(
             written = spark.read.format(output_format).load(edges_output)
             by_outcome = {r["outcome"]: r["count"]
                           for r in written.groupBy("outcome").count().collect()}
-        digest = dataframe_digest(jobs)
+        digest = dataframe_digest(jobs, input_digest_parts(spark, bootstrap, topic))
     finally:
         states.unpersist()
     return SnapshotReport(

@@ -19,7 +19,7 @@ from eventq.client import Client
 from eventq.core import Depend, decode_command, state_digest
 from eventq.core.batch import split_record
 from eventq.core.workflow import INPUT_KEY_PREFIX, REGISTRATION_KEY_PREFIX
-from eventq.kafka.logreader import latest_jobs, read_topic
+from eventq.kafka.logreader import latest_jobs, latest_state, read_topic
 from eventq.kafka.topics import bulk_name_for
 from eventq.rawclient import RawClient
 from eventq.spark import cli as spark_cli
@@ -100,8 +100,8 @@ def state_log_caught_up(server, client: Client, timeout_s: float = 60) -> None:
     wait until it holds the server's state."""
     deadline = time.monotonic() + timeout_s
     while True:
-        logged, _ = latest_jobs(server.bootstrap, jobs_topic(server))
-        if state_digest(logged.values()) == client.digest():
+        # Jobs and the inputs beside them, as the server's digest covers both.
+        if latest_state(server.bootstrap, jobs_topic(server)).digest() == client.digest():
             return
         assert time.monotonic() < deadline, "the state log never caught up with the server"
         time.sleep(0.5)
@@ -247,6 +247,7 @@ def test_snapshot_stats_and_edges_know_waiting_and_the_side_records_stay_out(
                       output=str(tmp_path / "jobs"), edges_output=str(tmp_path / "edges"))
     assert report.undecodable == 0 and report.jobs == len(logged)
     assert report.digest == digest
+    assert digest != state_digest(logged.values())  # the inputs count, in both
     jobs = spark.read.parquet(str(tmp_path / "jobs"))
     assert jobs.where("id is null or length(id) != 36").count() == 0
     assert {r["id"] for r in jobs.select("id").collect()} == {str(j) for j in logged}
