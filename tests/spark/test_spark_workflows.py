@@ -10,8 +10,11 @@ One server for the module; the tests use their own queue names.
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -330,3 +333,54 @@ def test_an_after_column_must_be_text_or_an_array_of_text_and_keys_need_key_colu
     with pytest.raises(ValueError, match="not both"):
         enqueue(df, bootstrap="127.0.0.1:1", name="q", key_columns=["k"],
                 after_column="needs", after_keys_column="needs", ttr_ms=1000, ttl_ms=1000)
+
+
+def readme_dag_commands() -> list[list[str]]:
+    """The README's Spark DAG block, as argument lists (continuation lines joined,
+    comments dropped)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+               if "--after-keys-column" in b]
+    joined = block.replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in joined.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_readmes_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
+    """The README's `spark enqueue --after-keys-column` and `snapshot --edges` lines, as
+    written but for the server's flags and the queue: a steps.parquet whose rows name
+    the steps they need is a DAG, one bad list is a reject, and the snapshot writes an
+    edge per link."""
+    enqueue_argv, snapshot_argv = readme_dag_commands()
+    assert enqueue_argv[:3] == [".venv/bin/eventq", "spark", "enqueue"]
+    assert snapshot_argv[:3] == [".venv/bin/eventq", "spark", "snapshot"]
+    name = new_name("readme-etl")
+    enqueue_argv[enqueue_argv.index("etl")] = name
+    # The README's relative paths, under this test's directory (Spark's JVM keeps the
+    # suite's working directory).
+    for argv in (enqueue_argv, snapshot_argv):
+        for i, word in enumerate(argv):
+            if word in ("steps.parquet", "rejects/", "jobs/", "edges/"):
+                argv[i] = str(tmp_path / word)
+    spark.createDataFrame(
+        [(1, "extract", []), (2, "clean", [1]), (3, "enrich", [1]), (4, "publish", [2, 3]),
+         (5, "broken", [5])],  # itself: a reject
+        "step int, body string, needs array<int>").write.parquet(str(tmp_path / "steps.parquet"))
+
+    code = spark_cli.main([*enqueue_argv[1:], *kafka_flags(server), "--wait"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "read 5 rows, sent 4 commands" in out and "rejected 1 in" in out
+    [reject] = spark.read.parquet(str(tmp_path / "rejects")).collect()
+    assert reject["reject_field"] == "after"
+
+    with Client(port=server.port) as client:
+        assert client.inspect_job(step_id(name, 4)).state == "waiting"
+        state_log_caught_up(server, client)
+    code = spark_cli.main([*snapshot_argv[1:], *kafka_flags(server)])
+    assert code == 0, capsys.readouterr().out
+    edges = {(r["upstream"], r["dependent"])
+             for r in spark.read.parquet(str(tmp_path / "edges")).collect()
+             if r["name"] == name}
+    ids = {step: str(step_id(name, step)) for step in range(1, 5)}
+    assert edges == {(ids[1], ids[2]), (ids[1], ids[3]), (ids[2], ids[4]), (ids[3], ids[4])}
