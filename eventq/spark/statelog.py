@@ -58,43 +58,42 @@ class SnapshotReport:
         return text
 
 
-def decoded_states(spark, bootstrap: str, topic: str):
-    """The newest record of every job key, decoded (``rows.DECODED_STATE_DDL``; rows with
-    ``undecodable`` set are records that could not be decoded)."""
+def _newest_values(spark, bootstrap: str, topic: str, keys: str):
+    """The newest live record of every key of the state log that ``keys`` (a SQL
+    condition on ``key``) selects: (key, partition, offset, value); a key whose newest
+    record is a tombstone is gone."""
     from pyspark.sql import functions as F
 
     records = kafkaio.read_topic(spark, bootstrap, topic).select(
         "key", "value", "partition", "offset"
     )
-    newest = (
-        records.where(F.col("key").isNotNull() & F.expr("substring(key, 1, 1) != X'00'"))
+    return (
+        records.where(F.col("key").isNotNull() & F.expr(keys))
         .groupBy("partition", "key")
         .agg(F.max(F.struct("offset", "value")).alias("newest"))
         .select("key", "partition", F.col("newest.offset").alias("offset"),
                 F.col("newest.value").alias("value"))
-        .where(F.col("value").isNotNull())  # a tombstone: the job is gone
+        .where(F.col("value").isNotNull())
     )
+
+
+def decoded_states(spark, bootstrap: str, topic: str):
+    """The newest record of every job key, decoded (``rows.DECODED_STATE_DDL``; rows with
+    ``undecodable`` set are records that could not be decoded)."""
+    newest = _newest_values(spark, bootstrap, topic, "substring(key, 1, 1) != X'00'")
     return newest.mapInArrow(rows.decode_states, rows.DECODED_STATE_DDL)
 
 
 def input_digest_parts(spark, bootstrap: str, topic: str) -> list[tuple[bytes, int]]:
     """The digest's partial sums of the inputs beside the dependents (the newest record
-    of each input key; a tombstone: dropped), to add to the jobs' (eventq/core/digest.py:
-    ``inspect digest`` covers both)."""
-    from pyspark.sql import functions as F
-
+    of each input key), to add to the jobs' (eventq/core/digest.py: ``inspect digest``
+    covers both). A second read of the state log: the job rows are read and decoded
+    apart (``decoded_states``)."""
     prefix = INPUT_KEY_PREFIX.hex().upper()
-    records = kafkaio.read_topic(spark, bootstrap, topic).select("key", "value", "partition",
-                                                                  "offset")
-    newest = (
-        records.where(F.col("key").isNotNull() & F.expr(
-            f"substring(key, 1, {len(INPUT_KEY_PREFIX)}) = X'{prefix}'"))
-        .groupBy("partition", "key")
-        .agg(F.max(F.struct("offset", "value")).alias("newest"))
-        .select("key", F.col("newest.value").alias("value"))
-        .where(F.col("value").isNotNull())
-    )
-    parts = newest.mapInArrow(rows.hash_inputs, rows.PARTIAL_DIGEST_DDL).collect()
+    newest = _newest_values(spark, bootstrap, topic,
+                            f"substring(key, 1, {len(INPUT_KEY_PREFIX)}) = X'{prefix}'")
+    parts = (newest.select("key", "value")
+             .mapInArrow(rows.hash_inputs, rows.PARTIAL_DIGEST_DDL).collect())
     return [(part["sum"], part["count"]) for part in parts]
 
 
