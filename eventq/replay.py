@@ -20,6 +20,7 @@ from eventq import statedir
 from eventq.core import CodecError, Input, Job, State, decode_command, decode_input, state_digest
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.digest import input_entries
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
@@ -148,8 +149,7 @@ class Derived:
     def digest(self) -> str:
         """The state digest of the jobs and inputs folded so far (eventq/core/digest.py),
         to compare with a live server's ``inspect digest``."""
-        return state_digest(self.jobs.values(),
-                            ((dep, up, entry) for (dep, up), entry in self.inputs.items()))
+        return state_digest(self.jobs.values(), input_entries(self.inputs))
 
 
 def derive_from_commands(

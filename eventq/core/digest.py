@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 
 import msgpack
 
@@ -150,6 +150,11 @@ class StateDigest:
     def hexdigest(self) -> str:
         data = _DOMAIN + self._count.to_bytes(8, "big") + self._sum.to_bytes(32, "big")
         return hashlib.sha256(data).hexdigest()
+
+
+def input_entries(inputs: Mapping[tuple[uuid.UUID, uuid.UUID], Input]) -> Iterator[InputEntry]:
+    """Inputs kept as (dependent, upstream) -> input, as the digest takes them."""
+    return ((dependent, upstream, entry) for (dependent, upstream), entry in inputs.items())
 
 
 def state_digest(jobs: Iterable[Job], inputs: Iterable[InputEntry] = ()) -> str:

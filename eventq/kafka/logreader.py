@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from eventq.core import CodecError, Input, Job, decode_input, decode_state, state_digest
+from eventq.core.digest import input_entries
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -244,8 +245,7 @@ class LoggedState:
 
     def digest(self) -> str:
         """The state digest of jobs and inputs, as ``inspect digest`` computes it."""
-        return state_digest(self.jobs.values(),
-                            ((dep, up, entry) for (dep, up), entry in self.inputs.items()))
+        return state_digest(self.jobs.values(), input_entries(self.inputs))
 
 
 def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -> LoggedState:
