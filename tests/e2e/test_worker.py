@@ -28,7 +28,8 @@ def queue(label: str) -> str:
 
 
 class Running:
-    """A Worker serving in a thread of the test (stopped with ``stop``)."""
+    """A Worker serving in a thread of the test (stopped with ``stop``, or on leaving
+    a ``with``)."""
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -39,6 +40,12 @@ class Running:
         self.worker.stop()
         self.thread.join(timeout_s)
         assert not self.thread.is_alive(), "the worker did not stop"
+
+    def __enter__(self) -> "Running":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def wait_for(predicate, timeout_s: float = 60, every_s: float = 0.05):

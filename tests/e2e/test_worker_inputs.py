@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from e2e.test_worker import Running, queue
 
 from eventq.client import Client
 from eventq.worker import Worker
@@ -28,27 +28,6 @@ pytestmark = pytest.mark.kafka
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WAIT_MS = 30_000
-
-
-def queue(label: str) -> str:
-    return f"{label}-{time.monotonic_ns()}"
-
-
-class Running:
-    """A Worker serving in a thread of the test, stopped on leaving."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.thread = threading.Thread(target=worker.run, daemon=True)
-
-    def __enter__(self) -> Running:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.worker.stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "the worker did not stop"
 
 
 def upstreams_then_dependent(client: Client, upstream_queue: str, dependent_queue: str,
