@@ -121,6 +121,15 @@ class Message:
     def timestamp(self) -> float:
         return self.timestamp_ms / 1000
 
+    def fetched(self):
+        """This record as the fetcher hands it over (streams/command_fetch.py): aiokafka's
+        ConsumerRecord, its ``timestamp`` in milliseconds."""
+        from aiokafka.structs import ConsumerRecord
+
+        return ConsumerRecord(self.topic, self.partition, self.offset, self.timestamp_ms, 1,
+                              self.key, self.value, None, len(self.key or b""),
+                              len(self.value or b""), ())
+
 
 class MemoryLog:
     """A topic of ``partitions`` partitions in lists. Its clock is the broker's: every
@@ -262,8 +271,12 @@ class Driver:
         node: str = "memory",
         make_processor: Callable[["Driver"], Processor] | None = None,
         acks_at_once: bool = True,
+        by_fetch: bool = False,
     ) -> None:
         self.log = log
+        # ``deliver`` hands the records over as one fetch (``handle_batch``, as
+        # streams/command_fetch.py does), else one at a time (``handle``, faust's agent).
+        self.by_fetch = by_fetch
         self.store = store if store is not None else MemoryStore(log.partitions)
         self.node = node
         self._make_processor = make_processor or _processor
@@ -323,16 +336,19 @@ class Driver:
 
     async def deliver(self, partition: int, count: int = 1) -> int:
         """Hand the processor up to ``count`` records of ``partition`` from its fetch
-        position: how many it was handed."""
-        handed = 0
-        while handed < count and self.fetch[partition] < self.log.end(partition):
+        position (one at a time, or ``by_fetch`` all at once): how many it was handed."""
+        fetch = []
+        while len(fetch) < count and self.fetch[partition] < self.log.end(partition):
             message = self.log.records(partition, self.fetch[partition])[0]
             self.fetch[partition] += 1
             if self.seeking.get(partition) == message.offset:
                 del self.seeking[partition]
-            handed += 1
-            await self.processor.handle(message, message.value)
-        return handed
+            fetch.append(message)
+            if not self.by_fetch:
+                await self.processor.handle(message, message.value)
+        if self.by_fetch and fetch:
+            await self.processor.handle_batch(partition, [m.fetched() for m in fetch])
+        return len(fetch)
 
     async def drain(self) -> None:
         """Deliver every partition's records to the end of the log, the follow-ups they

@@ -7,9 +7,11 @@ else from the table), ``step`` it with the pure core at the broker's LogAppendTi
 update the derived indexes. Then the batch's effect is stored once: one RocksDB write
 batch holding only the last state of each job, the same records handed to the
 partition's changelog transaction (streams/transactions.py), and only then are the
-issuers answered. It runs inside the faust agent's stream, the only place table writes
-are allowed (it owns the event's partition there; writes name that partition
-explicitly), and only while this process holds its partitions (docs/fencing.md).
+issuers answered. It is handed the records of the partitions this process owns, in
+whole fetches (``handle_batch``, streams/command_fetch.py) or one event at a time by
+faust's agent (``handle``); it is the only writer of the tables (writes name their
+partition explicitly), and applies only while this process holds its partitions
+(docs/fencing.md).
 
 At-least-once: after a crash the uncommitted tail of a partition is read again, whole
 records, so a crash in the middle of a batch re-reads all of it. Idempotency is
@@ -338,12 +340,44 @@ class Processor:
                                  "from the group coordinator) before it applied "
                                  f"{message.topic}[{message.partition}]@{message.offset}")
             return
-        await self._apply_record(message, value)
+        # LogAppendTime, stamped by the broker (faust's Message has it in seconds).
+        await self._apply_record(message, value, round(message.timestamp * 1000))
         if self._next.get(message.partition) == message.offset:
             # Unless the partition was given up while this record was applied (its
             # transaction failed: streams/ownership.py): then it resumes where it is
             # taken again, not here.
             self._next[message.partition] = message.offset + 1
+
+    async def handle_batch(self, partition: int, records: Sequence) -> None:
+        """Apply one fetch's records of ``partition`` (aiokafka ConsumerRecords, in
+        offset order, ``timestamp`` in milliseconds: streams/command_fetch.py), each
+        exactly as ``handle`` applies one: only while this process is not suspended and
+        holds its partitions, and only the partition's next record. What ``handle`` pays
+        per record for being called (a coroutine, an await of ``_in_order``) is paid
+        here once per fetch: a record that is the one expected goes straight to its
+        apply; any other takes ``_in_order``'s path."""
+        next_ = self._next
+        holds = self._ownership.holds
+        for at, record in enumerate(records):
+            if self.suspended:  # lost, or may have lost, its partitions
+                self.counters.skipped += len(records) - at
+                return
+            offset = record.offset
+            if next_.get(partition) == offset:
+                if self._reading_again:
+                    self._reading_again.pop(partition, None)
+            elif not await self._in_order(record):
+                continue
+            if not holds():
+                self.suspend()
+                self._ownership.lost("its lease on its partitions expired (a pause, or cut "
+                                     "off from the group coordinator) before it applied "
+                                     f"{record.topic}[{partition}]@{offset}")
+                self.counters.skipped += len(records) - at
+                return
+            await self._apply_record(record, record.value, record.timestamp)
+            if next_.get(partition) == offset:  # (see ``handle``)
+                next_[partition] = offset + 1
 
     async def _in_order(self, message) -> bool:
         """Whether ``message`` is its partition's next record. A record before it was
@@ -380,7 +414,7 @@ class Processor:
         await self._ownership.read_again(partition, expected)
         return False
 
-    async def _apply_record(self, message, value: bytes | None) -> None:
+    async def _apply_record(self, message, value: bytes | None, at_ms: int) -> None:
         """Apply one record's commands (see the module docstring). Whatever goes wrong
         with one command is contained here (docs/architecture.md, "Hostile inputs"): it
         is rejected, its issuer told why, the event logged and counted, and the
@@ -405,7 +439,6 @@ class Processor:
             self.counters.batches += 1
         if self.batch_commands is not None:
             self.batch_commands.observe(len(items))
-        at_ms = round(message.timestamp * 1000)  # LogAppendTime, stamped by the broker
         for index, data in enumerate(items):
             self._apply(message, position(offset, index), at_ms, data, batch)
         if batch.follow_ups:  # before the records: the commit that covers them waits

@@ -3,10 +3,12 @@ without a broker"): the same generated history of `eventq.commands` is folded
 
 (a) by the pure fold of ``eventq replay --from-commands`` (eventq/replay.py ``Derived``),
 (b) by the processor (streams/processor.py) over the in-memory engine (streams/memory.py),
-    applying records as faust hands them: partitions interleaved, records delivered
-    again, records passed over and read again, commits, and kills between apply and
-    commit after which the table is what the changelog holds (its committed records,
-    or any prefix of what was written since) and the uncommitted tail is applied again,
+    applying records as faust's agent hands them (one at a time) or as the fetcher
+    does (streams/command_fetch.py: a delivery's records at once): partitions
+    interleaved, records delivered again, records passed over and read again,
+    commits, and kills between apply and commit after which the table is what the
+    changelog holds (its committed records, or any prefix of what was written since)
+    and the uncommitted tail is applied again,
 (c) by the Spark fold without Spark (eventq/spark/rows.py ``explode_commands`` and
     ``fold_commands``, whose per-job step is eventq/core/fold.py ``JobFold``),
 
@@ -122,10 +124,11 @@ class History:
     ``append``; the rest at the end), so that the follow-ups it writes meet them."""
 
     def __init__(self, log: MemoryLog, ops: list[tuple], acks_at_once: bool = True,
-                 drafts: list[Message] | None = None) -> None:
+                 drafts: list[Message] | None = None, by_fetch: bool = False) -> None:
         self.log = log
         self.ops = ops
         self.acks_at_once = acks_at_once  # the driver's follow-ups (streams/memory.py)
+        self.by_fetch = by_fetch  # deliveries as whole fetches (streams/command_fetch.py)
         self.drafts = list(drafts or [])  # records still to append, with their times
 
     def append(self, count: int) -> None:
@@ -142,7 +145,8 @@ class History:
             lines.append(f"  {record.partition}@{record.offset} t+"
                          f"{record.timestamp_ms - self.log.start_ms}: {describe(record.value)}")
         lines.append(f"  ops: {self.ops} (follow-ups acknowledged "
-                     f"{'at once' if self.acks_at_once else 'at ack or commit'})")
+                     f"{'at once' if self.acks_at_once else 'at ack or commit'}; "
+                     f"{'whole fetches' if self.by_fetch else 'one record at a time'})")
         return "\n".join(lines)
 
 
@@ -257,7 +261,8 @@ def histories(draw) -> History:
     drafts = sorted(log, key=lambda record: (record.timestamp_ms, record.partition,
                                              record.offset))
     return History(MemoryLog(partitions, start_ms=start_ms), ops,
-                   acks_at_once=draw(st.booleans()), drafts=drafts)
+                   acks_at_once=draw(st.booleans()), drafts=drafts,
+                   by_fetch=draw(st.booleans()))
 
 
 # ---------------------------------------------------------------------- the three folds
@@ -274,7 +279,8 @@ def pure_fold(log: MemoryLog) -> Derived:
 async def processor_fold(history: History) -> Driver:
     """(b) The processor over the in-memory engine, driven by the history's ops, then
     to the end of the log."""
-    driver = Driver(history.log, acks_at_once=history.acks_at_once)
+    driver = Driver(history.log, acks_at_once=history.acks_at_once,
+                    by_fetch=history.by_fetch)
     for op in history.ops:
         if op[0] == "deliver":
             await driver.deliver(op[1], op[2])

@@ -225,3 +225,134 @@ def test_a_partition_set_aside_after_the_catch_up_calls_nothing_again():
 
     run(scenario())
     assert serving == ["all"]
+
+
+# --- whole fetches (Processor.handle_batch: streams/command_fetch.py) ----------------
+
+
+def fetched(offset: int, partition: int = 0, value: bytes | None = None):
+    """A record as the fetcher hands it over: aiokafka's, its timestamp in ms."""
+    from aiokafka.structs import ConsumerRecord
+
+    value = add_record(offset) if value is None else value
+    return ConsumerRecord("c", partition, offset, AT_MS, 1, None, value, None, 0,
+                          len(value), ())
+
+
+def fetch(*offsets: int, partition: int = 0) -> list:
+    return [fetched(offset, partition) for offset in offsets]
+
+
+def test_a_fetch_applies_in_order_from_where_the_partition_resumed():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        await p.handle_batch(0, fetch(3, 4))  # before any resume: not ours
+        p.resumed_at({0: 5})
+        await p.handle_batch(0, fetch(4, 5, 6))  # 4 was applied before 5
+        await p.handle_batch(0, fetch(7))
+
+    run(scenario())
+    assert jobs(store) == 3 and p.next_offsets() == {0: 8}
+    assert p.counters.skipped == 3 and p.counters.records == 3
+
+
+def test_a_fetch_and_single_records_apply_alike():
+    """The same records, one at a time through ``handle`` or as fetches: the same table,
+    the same replies' positions."""
+    def applied(by_fetch: bool) -> dict:
+        store, held = MemoryStore(), Held()
+        p = processor(store, held)
+
+        async def scenario():
+            p.resumed_at({0: 0})
+            if by_fetch:
+                await p.handle_batch(0, fetch(0, 1, 2))
+                await p.handle_batch(0, fetch(3, 4))
+            else:
+                for offset in range(5):
+                    await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
+
+        run(scenario())
+        return dict(store.table(0))
+
+    assert applied(True) == applied(False)
+
+
+def test_a_fetch_with_a_gap_reads_the_partition_again_once():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+
+    async def scenario():
+        p.resumed_at({0: 10})
+        await p.handle_batch(0, fetch(10, 13, 14))  # 11 and 12 were skipped
+        await p.handle_batch(0, fetch(11, 12, 13, 14))  # read again
+
+    run(scenario())
+    assert held.reads_again == [(0, 11)]
+    assert jobs(store) == 5 and p.next_offsets() == {0: 15}
+
+
+def test_a_lease_that_expires_within_a_fetch_stops_it_at_that_record():
+    store, held = MemoryStore(), Held()
+    persist = store.persist
+
+    async def persist_then_expire(partition, records):
+        await persist(partition, records)
+        held.held = False  # paused past the session while the first record applied
+
+    p = Processor(store, JobIndex(), Waiters(), "node", lambda deadline: None,
+                  persist_then_expire, ownership=held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        await p.handle_batch(0, fetch(0, 1, 2))
+        held.held = True
+        await p.handle_batch(0, fetch(1, 2))  # nothing until resumed
+
+    run(scenario())
+    assert jobs(store) == 1 and p.suspended and len(held.losses) == 1
+    assert p.next_offsets() == {0: 1}
+
+
+def test_a_partition_given_up_within_a_fetch_applies_nothing_more_of_it():
+    """A record's transaction failed while it was stored (streams/ownership.py
+    take_again: the processor forgets the partition): the rest of the fetch is not
+    applied, and the partition resumes where it is taken again."""
+    store, held = MemoryStore(), Held()
+    persist = store.persist
+    p: Processor
+
+    async def persist_then_give_up(partition, records):
+        await persist(partition, records)
+        p.set_aside(partition)
+
+    p = Processor(store, JobIndex(), Waiters(), "node", lambda deadline: None,
+                  persist_then_give_up, ownership=held)
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        await p.handle_batch(0, fetch(0, 1, 2))
+
+    run(scenario())
+    assert jobs(store) == 1 and p.next_offsets() == {} and p.counters.skipped == 2
+
+
+def test_a_fetch_answers_its_waiters_and_the_catch_up():
+    store, held = MemoryStore(), Held()
+    p = processor(store, held)
+    serving = []
+
+    async def scenario():
+        p.resumed_at({0: 0})
+        p.expect_catch_up({0: 2}, lambda: serving.append("all"))
+        waiting = asyncio.ensure_future(p.applied(0, 1))
+        await asyncio.sleep(0)
+        await p.handle_batch(0, fetch(0, 1))
+        await asyncio.wait_for(waiting, 1)
+        assert serving == []
+        await p.handle_batch(0, fetch(2))
+
+    run(scenario())
+    assert serving == ["all"]
