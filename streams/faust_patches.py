@@ -167,6 +167,10 @@ def check_stalls_only_where_positioned() -> None:
 
 
 def _has_position(consumer_thread, tp) -> bool:
+    """Whether faust's consumer fetches ``tp`` from a known position: not when it is
+    still being looked up, nor when the partition is paused in aiokafka (the command
+    log, read by streams/command_fetch.py: faust's check would report it as never
+    fetched, an ERROR every few seconds once ``stream_processing_timeout`` passed)."""
     from aiokafka.structs import TopicPartition
 
     consumer = consumer_thread._consumer
@@ -176,4 +180,46 @@ def _has_position(consumer_thread, tp) -> bool:
     if subscription is None or subscription.assignment is None:
         return False
     state = subscription.assignment.state_value(TopicPartition(tp.topic, tp.partition))
-    return state is not None and state.has_valid_position
+    return state is not None and state.has_valid_position and not state.paused
+
+
+# aiokafka 0.14.0's GroupCoordinator._on_join_complete: it assigns the partitions and
+# then calls the assignor's on_assignment, with no await between (so no fetch between).
+PINNED_JOIN_COMPLETE_SHA256 = "0b0b3d204b408f3ce3c3cc7d2168d6425e442c5a074b3f3193a897a510d80594"
+
+
+def join_complete_source() -> str:
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+
+    return inspect.getsource(GroupCoordinator._on_join_complete)
+
+
+def commands_left_to_fetcher(commands_topic: str):
+    """faust's assignor (faust.assignor.PartitionAssignor, its ``PartitionAssignor``
+    setting) that also pauses ``commands_topic``'s partitions in faust's aiokafka
+    consumer as they are assigned: streams/command_fetch.py reads them on the main loop
+    instead, so faust's consumer never fetches them (its agent gets no event).
+
+    Where: aiokafka calls ``on_assignment`` in faust's consumer thread right after it
+    assigned the partitions, with no await between (GroupCoordinator._on_join_complete,
+    pinned: ``PINNED_JOIN_COMPLETE_SHA256``), so its fetcher (a task of that thread's
+    loop) never sees them unpaused. faust never resumes a partition in aiokafka (its
+    pause_partitions and resume_partitions keep sets of its own), and every new
+    assignment pauses them again. faust keeps everything else: the group, the
+    assignment, standbys, heartbeats."""
+    from faust.assignor import PartitionAssignor
+
+    class CommandsLeftToFetcher(PartitionAssignor):
+        def on_assignment(self, assignment) -> None:
+            super().on_assignment(assignment)
+            commands = [tp for tp in assignment.partitions() if tp.topic == commands_topic]
+            try:
+                consumer = self.app.consumer._thread._consumer  # aiokafka's, this thread's
+                consumer.pause(*commands)
+            except Exception:  # a faust change: correct still, every record read twice
+                log.critical("could not pause %s in faust's consumer: it reads the "
+                             "command log too, and its agent drops what it reads (see "
+                             "streams/faust_patches.py)", commands, exc_info=True)
+
+    CommandsLeftToFetcher.__qualname__ = "CommandsLeftToFetcher"
+    return CommandsLeftToFetcher
