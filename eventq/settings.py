@@ -22,6 +22,9 @@ from eventq.kafka.topics import (
 from eventq.limits import MAX_STATE_RECORD_BYTES
 
 HTTP_OFF = "off"
+APPLY_FETCH = "fetch"  # streams/command_fetch.py
+APPLY_AGENT = "agent"  # faust's agent (streams/app.py)
+APPLY_PATHS = (APPLY_FETCH, APPLY_AGENT)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,10 @@ class Settings:
     # "off": neither, and no live statistics).
     http_port: str = "127.0.0.1:9980"
     http_actions: bool = False
+    # How the processor reads the command log (docs/architecture.md, "The processor"):
+    # whole fetches on the main loop, or faust's agent, a record at a time (the path
+    # before; kept to compare and to fall back on).
+    apply_path: str = APPLY_FETCH
 
     def __post_init__(self) -> None:
         if not self.bulk_topic:
@@ -92,6 +99,9 @@ class Settings:
                 raise ValueError(
                     f"http_port must be host:port, a port or {HTTP_OFF!r}, not "
                     f"{self.http_port!r}") from None
+        if self.apply_path not in APPLY_PATHS:
+            raise ValueError(f"apply_path must be one of {', '.join(APPLY_PATHS)}, "
+                             f"not {self.apply_path!r}")
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -208,6 +218,10 @@ HELP = {
     "http_port": (
         "[host:]port of the Prometheus metrics (/metrics) and the web dashboard (/), or "
         "'off'; eventq up gives each process the next port"
+    ),
+    "apply_path": (
+        "how the processor reads the command log: 'fetch' (whole fetches, on the main "
+        "event loop) or 'agent' (faust's agent, one event per record)"
     ),
     "http_actions": (
         "let the dashboard pause/resume queues and delete or retry jobs (read-only "

@@ -1,5 +1,8 @@
-"""The faust application: one agent on `eventq.commands`, the `jobs` table whose
-changelog is `eventq.jobs`, and the service that runs the producer, timers and gateway.
+"""The faust application: the `jobs` table whose changelog is `eventq.jobs`, the group
+that assigns this process its partitions of `eventq.commands`, and what applies them:
+the fetcher on the main loop (streams/command_fetch.py) or one agent on the topic
+(``apply_path``, eventq/settings.py), and the service that runs the producer, timers
+and gateway.
 
 Built from the one Settings object; nothing here reads the environment.
 """
@@ -23,7 +26,7 @@ from eventq.indexes import JobIndex
 from eventq.jobs_table import ROCKSDB_OPTIONS
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
-from eventq.settings import Settings
+from eventq.settings import APPLY_FETCH, Settings
 from eventq.waiters import Waiters
 from streams import durable_flush, faust_patches, fetch_wait, table_recovery
 from streams import lease as lease_hooks
@@ -31,6 +34,7 @@ from streams.admission import BulkAdmitter
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S
 from streams.catch_up import CatchUpWatch
+from streams.command_fetch import CommandFetcher
 from streams.engine import Engine
 from streams.follow_ups import FollowUpWriter, follow_up_writer
 from streams.lease import OwnershipLease
@@ -83,6 +87,7 @@ class Streams:
     members: object  # () -> gateway addresses of every process in the group
     lag: object  # () -> {owned partition: (last offset applied, log end or None)}
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
+    fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -94,6 +99,11 @@ def build_streams(settings: Settings) -> Streams:
     fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
     table_recovery.install()  # eventq recovers the tables of its active partitions
     lease_hooks.install()  # heartbeats renew the lease on the partitions
+    fetching = settings.apply_path == APPLY_FETCH
+    # The command log is read on the main loop, a fetch at a time (streams/command_fetch.py):
+    # faust's consumer holds its partitions paused. faust's own assignor otherwise.
+    assignor = ({"PartitionAssignor": faust_patches.commands_left_to_fetcher(
+        settings.commands_topic)} if fetching else {})
     app = faust.App(
         settings.app_id,
         broker=faust_broker_url(settings.kafka_bootstrap),
@@ -135,6 +145,7 @@ def build_streams(settings: Settings) -> Streams:
         recovery_consistency_check=False,
         # The stream's queue fast path (research/faust-levers.md: ~5 us per event).
         cython_optimizations=True,
+        **assignor,
     )
     # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
     changelog_buffer = durable_flush.install(app)
@@ -224,17 +235,38 @@ def build_streams(settings: Settings) -> Streams:
         interactive_since=lambda: engine.writer.last_write_at if engine.writer else 0.0,
     )
 
+    fetcher = CommandFetcher(
+        bootstrap=settings.kafka_bootstrap, topic=settings.commands_topic,
+        partitions=settings.partitions, client_id=f"{settings.app_id}-commands",
+        handle_batch=processor.handle_batch,
+        on_error=lambda partition, error: steward.take_again(
+            partition, f"applying a record of partition {partition} failed ({error!r})"),
+        on_failure=lambda error: asyncio.ensure_future(app.crash(error)),
+    ) if fetching else None
+
+    # Subscribes faust's group to the command log either way: its assignor gives this
+    # process its partitions, with their tables (with a fetcher it reads none of them).
     @app.agent(commands)
     async def process(stream):
         # The changelog of each record is in its partition's open transaction before its
         # event is acked; the transaction commits with the offset it covers
         # (streams/transactions.py).
         async for event in stream.events():
-            await processor.handle(event.message, event.value)
+            if fetcher is None:
+                await processor.handle(event.message, event.value)
+            else:
+                unread_by_faust(event.message)
+
+    def unread_by_faust(message) -> None:
+        """faust's consumer was to leave the command log to the fetcher: what it read
+        anyway is not applied twice (the fetcher applies it), and said."""
+        log.error("faust's consumer read %s[%d]@%d although its partitions are left to "
+                  "the fetcher (a faust change? streams/faust_patches.py): not applied "
+                  "by faust", message.topic, message.partition, message.offset)
 
     steward.attach(
         engine=engine, store=store, index=index, processor=processor, changelogs=changelogs,
-        admitter=admitter, timer=timer,
+        admitter=admitter, timer=timer, fetcher=fetcher,
     )
 
     @app.on_before_shutdown.connect
@@ -242,6 +274,8 @@ def build_streams(settings: Settings) -> Streams:
         """Stopping: the streams are idle and this process is still in the group: commit
         what was applied (or roll it back), before the consumer leaves the group."""
         await steward.release_all()
+        if fetcher is not None:
+            await fetcher.close()
 
     @app.task
     async def commit_periodically() -> None:
@@ -302,7 +336,7 @@ def build_streams(settings: Settings) -> Streams:
                 log.warning(
                     "catch-up of partition %d stalled for %.0fs behind its target: reading "
                     "it again from offset %d", partition, CATCH_UP_STALL_S, offset)
-                await app.consumer.seek(TP(settings.commands_topic, partition), offset)
+                await steward.read_again(partition, offset)
             if now - reported >= CATCH_UP_REPORT_S:
                 reported = now
                 log.info("still re-applying the uncommitted tail: %s",
@@ -328,16 +362,10 @@ def build_streams(settings: Settings) -> Streams:
     def lag() -> dict[int, tuple[int, int | None]]:
         """The consumer's view of each owned partition's end (its high watermark, as
         of the last fetch), beside what was applied."""
-        out = {}
-        for partition, through in processor.applied_offsets().items():
-            try:
-                end = app.consumer.highwater(TP(settings.commands_topic, partition))
-            except Exception:  # not assigned (any more), or no fetch yet
-                end = None
-            out[partition] = (through, end if isinstance(end, int) else None)
-        return out
+        return {partition: (through, steward.highwater(partition))
+                for partition, through in processor.applied_offsets().items()}
 
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelogs, steward, admitter, owner_of, members, lag, follow_ups,
+        changelogs, steward, admitter, owner_of, members, lag, follow_ups, fetcher,
     )

@@ -45,6 +45,9 @@ class GatedChangelogs:
     async def release(self, partitions, next_offsets) -> None:
         self.logs -= set(partitions)
 
+    async def release_all(self, next_offsets) -> None:
+        await self.release(set(self.logs), next_offsets)
+
 
 class Admitter:
     def __init__(self) -> None:
@@ -69,6 +72,9 @@ class Processor:
     def set_aside(self, partition: int) -> None:
         pass
 
+    def suspend(self) -> None:
+        self.suspended = True
+
     def expect_partition_caught_up(self, partition, target, on_caught_up) -> None:
         on_caught_up()  # nothing left to apply
 
@@ -82,10 +88,13 @@ class Lease:
     def valid(self) -> bool:
         return True
 
+    def end(self) -> None:
+        pass
+
 
 def steward(changelogs: GatedChangelogs) -> Steward:
     app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace(
-        flush_buffers=lambda: None, active_offsets={})))
+        flush_buffers=lambda: None, active_offsets={})), consumer=None)
     settings = SimpleNamespace(kafka_bootstrap="unused", jobs_topic="t.jobs",
                                commands_topic="t.commands", app_id="t")
     made = Steward(app, settings, Lease())
@@ -188,3 +197,141 @@ def test_the_bulk_lane_waits_for_the_process_to_serve(monkeypatch):
         return it._admitter.started
 
     assert asyncio.run(scenario()) == []
+
+
+# --- the command log's reader on the main loop (streams/command_fetch.py) -------------
+
+
+class Calls(list):
+    """What happened, in order, across the fakes below."""
+
+
+class Fetcher:
+    """The fetcher as the steward drives it; ``stop`` takes a turn of the loop, as the
+    real one does while a fetch is being applied."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+        self.serving: dict[int, int] = {}
+
+    def serve(self, positions) -> None:
+        self.calls.append(("serve", dict(positions)))
+        self.serving.update(positions)
+
+    def drop(self, partitions) -> None:
+        self.calls.append(("drop", sorted(partitions)))
+        for partition in partitions:
+            self.serving.pop(partition, None)
+
+    def drop_all(self) -> None:
+        self.drop(list(self.serving))
+
+    async def stop(self, partitions) -> None:
+        self.drop(partitions)
+        await asyncio.sleep(0)
+        self.calls.append(("stopped", sorted(partitions)))
+
+    async def stop_all(self) -> None:
+        await self.stop(list(self.serving))
+
+    def read_again(self, partition, offset) -> None:
+        self.calls.append(("read again", partition, offset))
+
+
+def fetching_steward(monkeypatch, calls: Calls):
+    """A steward with a fetcher, whose changelogs and processor say when they are used."""
+    from eventq.kafka import logreader
+
+    changelogs = GatedChangelogs()
+    changelogs.gate.set()
+    release = changelogs.release
+
+    async def recorded_release(partitions, next_offsets) -> None:
+        calls.append(("release", sorted(partitions)))
+        await release(partitions, next_offsets)
+
+    changelogs.release = recorded_release
+    it = steward(changelogs)
+    processor = it._processor
+    processor.resume_partition = lambda p, offset: calls.append(("resume", p, offset))
+    it._index.rebuild = lambda partition, *rest: 0
+    it._store.slims_in = it._store.paused_in = it._store.registrations_in = lambda p: []
+    it._timer = SimpleNamespace(consider=lambda now_ms: None)
+    fetcher = Fetcher(calls)
+    it._fetcher = fetcher
+    monkeypatch.setattr(logreader, "catch_up_targets", lambda bootstrap, group, topic, ps,
+                        committed=None: logreader.CatchUp(
+                            targets={}, uncommitted={}, positions={p: 10 + p for p in ps}))
+    return it, fetcher
+
+
+def test_a_taken_partition_is_fetched_only_once_the_processor_resumed_it(monkeypatch):
+    async def scenario():
+        calls = Calls()
+        it, _ = fetching_steward(monkeypatch, calls)
+        taken = await it.take([0, 1])
+        assert await it.resume(taken) is not None
+        return calls
+
+    calls = asyncio.run(scenario())
+    assert calls[-3:] == [("resume", 0, 10), ("resume", 1, 11), ("serve", {0: 10, 1: 11})]
+
+
+def test_a_take_overtaken_by_a_revocation_fetches_nothing(monkeypatch):
+    async def scenario():
+        calls = Calls()
+        it, _ = fetching_steward(monkeypatch, calls)
+        taken = await it.take([0, 1])
+        resuming = asyncio.ensure_future(it.resume(taken))
+        await asyncio.sleep(0)  # resuming: indexing the partitions
+        await it.revoked({0, 1})
+        return await resuming, calls
+
+    resumed, calls = asyncio.run(scenario())
+    assert resumed is None and not any(call[0] == "serve" for call in calls)
+
+
+def test_a_revocation_stops_the_fetch_before_it_commits_or_rolls_back(monkeypatch):
+    async def scenario():
+        calls = Calls()
+        it, _ = fetching_steward(monkeypatch, calls)
+        await it.resume(await it.take([0, 1]))
+        del calls[:]
+        await it.revoked({0, 1})
+        return calls
+
+    calls = asyncio.run(scenario())
+    assert calls.index(("stopped", [0, 1])) < calls.index(("release", [0, 1]))
+
+
+def test_a_loss_or_a_partition_set_aside_is_no_longer_fetched(monkeypatch):
+    async def scenario():
+        calls = Calls()
+        it, fetcher = fetching_steward(monkeypatch, calls)
+        await it.resume(await it.take([0, 1, 2]))
+        it._engine.ready.set()
+        it.take_again(2, "its transaction could not commit")
+        assert sorted(fetcher.serving) == [0, 1]
+        it.lost("a test")
+        assert fetcher.serving == {}
+        await it._letting_go
+        return calls
+
+    calls = asyncio.run(scenario())
+    assert ("drop", [2]) in calls and ("drop", [0, 1]) in calls
+
+
+def test_stopping_stops_the_fetch_before_the_last_commit(monkeypatch):
+    async def scenario():
+        calls = Calls()
+        it, _ = fetching_steward(monkeypatch, calls)
+        await it.resume(await it.take([0]))
+        it._changelogs.release_all = lambda offsets: recorded(calls)
+        await it.release_all()
+        return calls
+
+    async def recorded(calls):
+        calls.append(("release all",))
+
+    calls = asyncio.run(scenario())
+    assert calls[-2:] == [("stopped", [0]), ("release all",)]
