@@ -60,7 +60,7 @@ class Settings:
     # "off": neither, and no live statistics).
     http_port: str = "127.0.0.1:9980"
     http_actions: bool = False
-    # How the processor reads the command log (docs/architecture.md, "The processor"):
+    # How the processor reads the command log (docs/architecture.md, "Batches"):
     # whole fetches on the main loop, or faust's agent, a record at a time (the path
     # before; kept to compare and to fall back on).
     apply_path: str = APPLY_FETCH

@@ -367,13 +367,13 @@ class Steward:
         """A rebalance takes ``partitions`` away (faust has stopped the streams): commit
         what was applied to them, unless this process may no longer (then roll back)."""
         self._generation += 1  # a take or retake under way stops
+        self._engine.ready.clear()
+        self._store.active = self._store.active - set(partitions)
+        self._engine.let_go(set(partitions))
         if self._fetcher is not None:
             # faust stopped only its own streams: no record of these is applied from now
             # on, before anything is committed or rolled back below.
             await self._fetcher.stop(partitions)
-        self._engine.ready.clear()
-        self._store.active = self._store.active - set(partitions)
-        self._engine.let_go(set(partitions))
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go
