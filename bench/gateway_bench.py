@@ -12,6 +12,12 @@ With ``--before REF`` the same load first runs against the code of git revision 
 before and after on the same machine at the same moment:
 
     .venv/bin/python bench/gateway_bench.py [--seconds 10] [--before 47eb000]
+
+``--partitions 2,4,8,16`` measures this checkout once per partition count (each on topics
+of its own), and ``--processes 1,2`` once per number of `eventq serve` processes sharing
+one group (docs/architecture.md, "Scaling out"): every client connects to the first
+process, so forwarding to the others is in the figure, and CPU per command is all the
+processes' CPU together. Variants are interleaved with ``--rounds``.
 """
 
 from __future__ import annotations
@@ -136,15 +142,22 @@ def summarize_profile(path: Path, top: int = 25) -> str:
     return "\n".join(lines)
 
 
-def measure(server, concurrency: list[int], seconds: float, queued: int, label: str,
+def servers_cpu_s(servers) -> float:
+    return sum(cpu_s(server.process.pid) for server in servers)
+
+
+def measure(servers, concurrency: list[int], seconds: float, queued: int, label: str,
             profile_dir: Path | None = None, broker_pid: int | None = None,
             native: bool = False) -> None:
-    print(f"--- {label}: server pid {server.process.pid}, RSS at start "
-          f"{rss_mib(server.process.pid):.0f} MiB", flush=True)
+    """The load against ``servers[0]`` (the others serve through it by forwarding)."""
+    server = servers[0]
+    pids = ", ".join(str(s.process.pid) for s in servers)
+    print(f"--- {label}: server pid {pids}, RSS at start "
+          f"{sum(rss_mib(s.process.pid) for s in servers):.0f} MiB", flush=True)
     print(HEADER, flush=True)
     asyncio.run(cycles(server.port, 16, 5, "warm-up"))  # the broker's JIT, caches
     for clients in concurrency:
-        cpu_before = cpu_s(server.process.pid)
+        cpu_before = servers_cpu_s(servers)
         broker_before = cpu_s(broker_pid) if broker_pid else 0.0
         client_before, wall_before = time.process_time(), time.monotonic()
         spy = None
@@ -156,7 +169,7 @@ def measure(server, concurrency: list[int], seconds: float, queued: int, label: 
             cycles(server.port, clients, seconds, f"cycle{clients}")
         )
         wall = time.monotonic() - wall_before
-        server_cpu = cpu_s(server.process.pid) - cpu_before
+        server_cpu = servers_cpu_s(servers) - cpu_before
         broker_cpu = (cpu_s(broker_pid) - broker_before) if broker_pid else float("nan")
         client_cpu = time.process_time() - client_before
         cpu_us = server_cpu * 1e6 / max(1, len(command_ms))
@@ -171,7 +184,13 @@ def measure(server, concurrency: list[int], seconds: float, queued: int, label: 
         rate = asyncio.run(fill(server.port, queued, "resident"))
         time.sleep(2)
         print(f"queued {queued:,} jobs at {rate:,.0f} adds/s (pipelined, 16 conns); "
-              f"server RSS {rss_mib(server.process.pid):.0f} MiB", flush=True)
+              f"server RSS {sum(rss_mib(s.process.pid) for s in servers):.0f} MiB",
+              flush=True)
+
+
+def label_of(partitions: int, processes: int) -> str:
+    return (f"this checkout, {partitions} partitions"
+            + (f", {processes} processes" if processes > 1 else ""))
 
 
 def worktree(ref: str, into: Path) -> Path:
@@ -187,7 +206,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--queued", type=int, default=100_000)
     parser.add_argument("--concurrency", default="1,16,64,256")
-    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--partitions", default="8",
+                        help="partition counts, comma-separated: one variant each")
+    parser.add_argument("--processes", default="1",
+                        help="numbers of eventq processes, comma-separated: one variant each")
     parser.add_argument("--before", metavar="REF", help="also measure git revision REF first")
     parser.add_argument("--metrics-off", action="store_true",
                         help="also measure this checkout with --http-port off (no metrics, "
@@ -210,7 +232,11 @@ def main() -> int:
         config = test_broker_config(home / "kafka")
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})
         broker_pid = broker.start(config).pid
-        runs = [("this checkout", None, "after", {})]
+        partition_counts = [int(n) for n in args.partitions.split(",")]
+        process_counts = [int(n) for n in args.processes.split(",")]
+        runs = [(label_of(partitions, processes), None, "after",
+                 {"partitions": partitions, "processes": processes})
+                for partitions in partition_counts for processes in process_counts]
         if args.metrics_off:
             runs.insert(0, ("metrics off", None, "off", {"http_port": "off"}))
         if args.before:
@@ -219,15 +245,22 @@ def main() -> int:
         try:
             for number, (label, source, prefix, extra) in enumerate(runs):
                 prefix = f"{prefix}{number}"
-                server = ServerProcess(config.bootstrap, prefix, home / prefix,
-                                       partitions=args.partitions, source=source, **extra)
+                extra = {"partitions": partition_counts[0], "processes": 1, **extra}
+                processes = extra.pop("processes")
+                servers = [ServerProcess(config.bootstrap, prefix, home / f"{prefix}-{index}",
+                                         source=source, **extra)
+                           for index in range(processes)]
                 try:
-                    server.create_topics()
-                    server.start()
-                    measure(server, concurrency, args.seconds, args.queued, label, args.profile,
-                            broker_pid, args.native)
+                    servers[0].create_topics()
+                    for server in servers:
+                        server.launch()
+                    for server in servers:
+                        server.wait_ready(time.monotonic() + 120)
+                    measure(servers, concurrency, args.seconds, args.queued, label,
+                            args.profile, broker_pid, args.native)
                 finally:
-                    server.stop()
+                    for server in servers:
+                        server.stop()
         finally:
             broker.stop(config)
             for source in {source for _, source, _, _ in runs if source is not None}:
