@@ -12,6 +12,7 @@ import os
 import re
 
 import pytest
+from beside import BESIDE_KEY
 from hypothesis import HealthCheck, settings
 
 from eventq.kafka import broker
@@ -26,19 +27,21 @@ settings.load_profile("eventq")
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py) run beside the rest of
-    the suite: their work starts now, in a process of its own, and their test moves to
-    the end, where it collects the outcome (a 10-minute soak costs the suite no time of
-    its own)."""
+    """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py; the fixed fault
+    campaign runs, tests/e2e/test_fault_campaign.py) run beside the rest of the suite:
+    each module's work starts now, in a process of its own (tests/beside.py), and its
+    tests move to the end, where they collect the outcome (a 10-minute soak costs the
+    suite no time of its own)."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
         return
     for item in beside:
         items.remove(item)
         items.append(item)
-    soak_module = beside[0].module
-    directory = config._tmp_path_factory.mktemp("soak-beside")
-    config.stash[soak_module.SOAK_KEY] = soak_module.start_soak(directory)
+    started = config.stash.setdefault(BESIDE_KEY, {})
+    for module in {item.module.__name__: item.module for item in beside}.values():
+        directory = config._tmp_path_factory.mktemp(module.__name__.rpartition(".")[2])
+        started[module.__name__] = module.start_beside(directory)
 
 
 def _docker_engine_answers() -> bool:

@@ -2,24 +2,61 @@
 more): kill -9, SIGSTOP past the session timeout, network cut-offs of eventq processes
 and brokers, sometimes two at once, under a recorded mixed load; then every check of
 tests/faults/checker.py, the live digest and the changelog against a fold of the
-command log (tests/faults/campaign.py)."""
+command log (tests/faults/campaign.py).
+
+They run *beside* the rest of the suite, one after the other in a process of their own
+(``start_beside``, tests/beside.py: about 4 minutes the suite no longer waits for); each
+test waits for its run's report. Run alone, a test starts the runs itself."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+from pathlib import Path
 
+import beside
 import pytest
-from faults.campaign import run_campaign
+from beside import Beside
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
-
+SEEDS = (7, 11)
 SECONDS = 45.0
+RUN_TIMEOUT_S = 900  # one run's bound on a busy machine (a run takes 2-3 minutes)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.beside,
+              pytest.mark.timeout(RUN_TIMEOUT_S * len(SEEDS) + 60)]
 
 
-@pytest.mark.parametrize("seed", [7, 11])
-def test_a_fault_campaign_run_breaks_no_rule(seed, tmp_path):
-    report = asyncio.run(run_campaign(tmp_path, seed, SECONDS))
-    print(report.text())
-    assert report.faults, "the plan had no fault"
-    assert report.ok, report.text()
-    assert sum(by.get("ok", 0) for by in report.counts.values()) > 500
+def start_beside(directory: Path) -> Beside:
+    return beside.start(directory, [__file__, str(directory)])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_fault_campaign_run_breaks_no_rule(seed, request, tmp_path):
+    runs = beside.started(request, tmp_path / "campaign")
+    report_path = runs.directory / f"seed-{seed}.json"
+    while not report_path.exists() and runs.process.poll() is None:
+        runs.wait_a_little()
+    assert report_path.exists(), f"no report of seed {seed}:\n{runs.output_tail()}"
+    report = json.loads(report_path.read_text())
+    print(report["text"])
+    assert report["faults"], "the plan had no fault"
+    assert report["ok"], report["text"]
+    assert report["ok_ops"] > 500, report["text"]
+
+
+def run_and_report(directory: Path) -> None:
+    """Every seed's run, one after the other, each report in seed-<seed>.json."""
+    from faults.campaign import run_campaign
+
+    for seed in SEEDS:
+        report = asyncio.run(run_campaign(directory / f"seed-{seed}", seed, SECONDS))
+        print(report.text(), flush=True)
+        (directory / f"seed-{seed}.json").write_text(json.dumps({
+            "text": report.text(), "faults": len(report.faults), "ok": report.ok,
+            "ok_ops": sum(by.get("ok", 0) for by in report.counts.values()),
+        }))
+
+
+if __name__ == "__main__":  # the process start_beside starts (tests/ on its path)
+    run_and_report(Path(sys.argv[1]))
