@@ -69,9 +69,12 @@ class EventqService(mode.Service):
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
-        faust_producer = self._streams.app.producer  # started with the app
+        # Before the app starts (faust starts it after this service): the follow-ups of
+        # the first records applied are written with it (docs/architecture.md, "Batches").
+        if self._streams.own_command_producer is not None:
+            await self._streams.own_command_producer.start()
         self._streams.engine.writer = CommandWriter(
-            lambda: faust_producer._producer,
+            self._streams.command_producer,  # faust's, if chosen: started with the app
             self._settings.commands_topic,
             self._settings.partitions,
             applied=self._streams.processor.applied,
@@ -122,6 +125,10 @@ class EventqService(mode.Service):
         writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()
+        if self._streams.own_command_producer is not None:
+            # After both writers: the app's last commit waited for the follow-ups' acks.
+            await self._streams.own_command_producer.stop()
+        if writer is not None:
             counters = self._streams.processor.counters
             changelogs = self._streams.changelogs
             log.info(

@@ -25,6 +25,9 @@ HTTP_OFF = "off"
 APPLY_FETCH = "fetch"  # streams/command_fetch.py
 APPLY_AGENT = "agent"  # faust's agent (streams/app.py)
 APPLY_PATHS = (APPLY_FETCH, APPLY_AGENT)
+# What writes the gateway's, the timers' and the follow-ups' commands to the command log
+# (docs/architecture.md, "Batches"): faust's producer, or a librdkafka one of their own.
+COMMAND_PRODUCERS = ("faust", "librdkafka")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Settings:
     write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
     log_level: str = "INFO"  # INFO: normal events; WARNING: look at it
+    command_producer: str = "faust"  # the cheaper on 2 cores (docs/architecture.md, "Batches")
     # Scaling out (docs/architecture.md, "Scaling out"): the address other eventq
     # processes reach this one's gateway at (default: listen host and port), warm copies
     # of each partition's table kept by other processes, and how soon a silent process
@@ -102,6 +106,9 @@ class Settings:
         if self.apply_path not in APPLY_PATHS:
             raise ValueError(f"apply_path must be one of {', '.join(APPLY_PATHS)}, "
                              f"not {self.apply_path!r}")
+        if self.command_producer not in COMMAND_PRODUCERS:
+            raise ValueError(f"command_producer must be one of {', '.join(COMMAND_PRODUCERS)}, "
+                             f"not {self.command_producer!r}")
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -204,6 +211,11 @@ HELP = {
         "is rejected (lower it only to test that; replays must use the same value)"
     ),
     "log_level": "log level (DEBUG, INFO, WARNING, ERROR)",
+    "command_producer": (
+        "what writes commands to the command log: faust (the faust app's producer, "
+        "shared with the bulk lane's admitted slices) or librdkafka (a producer of "
+        "their own, with threads of its own)"
+    ),
     "advertise": (
         "host:port other eventq processes reach this one's gateway at (default: "
         "listen host and port); they forward requests for this process's jobs there"

@@ -16,6 +16,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import faust
 from faust.types import TP
@@ -24,6 +25,7 @@ from eventq.address import address_of
 from eventq.bulklane import bulk_group_id
 from eventq.indexes import JobIndex
 from eventq.jobs_table import ROCKSDB_OPTIONS
+from eventq.kafka.command_producer import CommandProducer
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import APPLY_FETCH, Settings
@@ -88,6 +90,21 @@ class Streams:
     lag: object  # () -> {owned partition: (last offset applied, log end or None)}
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
     fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
+    # What writes commands (the gateway's, the timers', the follow-ups'), None while it
+    # is not started; and the librdkafka producer to start and stop, if it is that.
+    command_producer: Callable[[], object]
+    own_command_producer: CommandProducer | None
+
+
+def command_producer_of(settings: Settings, app: faust.App,
+                        ) -> tuple[Callable[[], object], CommandProducer | None]:
+    """The producer commands are written with (docs/architecture.md, "Batches"): one of
+    their own (librdkafka), or faust's (acks=all, idempotent as well: build_streams), which
+    they then share with the bulk lane's admitted slices."""
+    if settings.command_producer == "faust":
+        return (lambda: app.producer._producer), None
+    own = CommandProducer(settings.kafka_bootstrap, client_id=f"{settings.app_id}-commands")
+    return (lambda: own if own.running else None), own
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -149,9 +166,10 @@ def build_streams(settings: Settings) -> Streams:
     )
     # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
     changelog_buffer = durable_flush.install(app)
-    # faust's producer also writes the gateway's commands (streams/command_writer.py),
-    # which must never be duplicated by a retry (a second `fail` would count twice):
-    # idempotent, acks from all in-sync replicas.
+    # faust's producer writes the bulk lane's admitted slices, and the commands with
+    # --command-producer faust (streams/command_writer.py), which must never be
+    # duplicated by a retry (a second `fail` would count twice): idempotent, acks from
+    # all in-sync replicas.
     app.producer._settings_extra = lambda: {"acks": "all", "enable_idempotence": True}
     commands = app.topic(
         settings.commands_topic,
@@ -212,11 +230,12 @@ def build_streams(settings: Settings) -> Streams:
         topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,
         on_lost=steward.changelog_lost,
     )
-    # Workflows' follow-ups go to the command log with faust's producer (acks=all,
-    # idempotent, as the gateway's commands), each partition's commit waiting for those
-    # of what it covers (streams/follow_ups.py).
+    # Workflows' follow-ups go to the command log with the gateway's command producer
+    # (acks=all, idempotent), each partition's commit waiting for those of what it
+    # covers (streams/follow_ups.py).
+    command_producer, own_command_producer = command_producer_of(settings, app)
     follow_ups = follow_up_writer(
-        lambda: app.producer._producer, settings.commands_topic, settings.partitions,
+        command_producer, settings.commands_topic, settings.partitions,
         changelogs)
     processor = Processor(
         store, index, waiters, node, timer.consider, changelogs.persist,
@@ -368,4 +387,5 @@ def build_streams(settings: Settings) -> Streams:
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
         changelogs, steward, admitter, owner_of, members, lag, follow_ups, fetcher,
+        command_producer, own_command_producer,
     )

@@ -46,9 +46,10 @@ class CommandWriter:
         partitions: int,
         applied: Callable[[int, int], Awaitable[None]] = _applied_at_once,
     ) -> None:
-        # The AIOKafkaProducer (acks=all, idempotent) to write with, or None while it
-        # is not started: faust's own, so that a command record and the changelog
-        # records written at the same moment share one produce request.
+        # Returns the producer to write with (acks=all, idempotent: its send_and_wait
+        # gives the record's offset or raises the Kafka error), or None while it is not
+        # started: eventq/kafka/command_producer.py's, or faust's AIOKafkaProducer
+        # (--command-producer; docs/architecture.md, "Batches").
         self._producer = producer
         # Resolves once this process's processor has applied the record at (partition,
         # offset), or at once when it does not own the partition (see _drain).

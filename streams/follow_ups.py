@@ -5,9 +5,10 @@ caused them is committed (spec/workflows.md, "Determinism"; docs/architecture.md
 The processor hands each applied record's follow-ups here (streams/processor.py), each
 under its key: ``depend`` into an upstream's partition, ``upstream`` notices into a
 dependent's. They are written like the gateway's commands, by a ``CommandWriter``
-(streams/command_writer.py: a lane per partition, acks=all on faust's idempotent
-producer), and each write is handed to the causing partition's open transaction
-(streams/transactions.py ``follow_up``), whose commit waits until the broker has them.
+(streams/command_writer.py: a lane per partition, acks=all on the gateway's idempotent
+command producer), and each write is handed to the causing partition's open
+transaction (streams/transactions.py ``follow_up``), whose commit waits until the
+broker has them.
 So a crash before that commit applies the record again, which writes its follow-ups
 again (a duplicate, ignored by position where it is applied), and a crash after it
 finds them in the log. A record read again whose command comes back

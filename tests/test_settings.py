@@ -26,3 +26,11 @@ def test_the_http_port_is_host_port_a_port_or_off_and_actions_a_switch():
     for bad in ("nine", "1:2:x", "70000", "host:"):
         with pytest.raises(ValueError, match="http_port"):
             Settings(http_port=bad)
+
+
+def test_the_command_producer_is_faust_unless_librdkafka_is_named():
+    assert Settings().command_producer == "faust"
+    assert settings_of("--command-producer", "librdkafka").command_producer == "librdkafka"
+    assert settings_of(EVENTQ_COMMAND_PRODUCER="librdkafka").command_producer == "librdkafka"
+    with pytest.raises(ValueError, match="command_producer must be one of faust, librdkafka"):
+        Settings(command_producer="kafka-python")
