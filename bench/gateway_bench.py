@@ -18,6 +18,11 @@ of its own), and ``--processes 1,2`` once per number of `eventq serve` processes
 one group (docs/architecture.md, "Scaling out"): every client connects to the first
 process, so forwarding to the others is in the figure, and CPU per command is all the
 processes' CPU together. Variants are interleaved with ``--rounds``.
+
+``--also SETTING=VALUE`` measures this checkout a second time with that setting (e.g.
+``--also command-producer=faust``), interleaved, so two choices of one code are compared
+the same way. After each server stops, its own account of what it wrote is printed
+(commands per record, and how the command producer's deliveries reached its loop).
 """
 
 from __future__ import annotations
@@ -193,6 +198,15 @@ def label_of(partitions: int, processes: int) -> str:
             + (f", {processes} processes" if processes > 1 else ""))
 
 
+SERVER_ACCOUNTS = ("wrote ", "command producer stopped")  # its last lines, at stop
+
+
+def server_account(server) -> str:
+    """The stopped server's own lines about what it wrote (eventq/server.py on_stop)."""
+    return "\n".join(line for line in server.log_tail(200).splitlines()
+                     if any(text in line for text in SERVER_ACCOUNTS))
+
+
 def worktree(ref: str, into: Path) -> Path:
     path = into / f"before-{ref}"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
@@ -214,6 +228,9 @@ def main() -> int:
     parser.add_argument("--metrics-off", action="store_true",
                         help="also measure this checkout with --http-port off (no metrics, "
                         "no live statistics), alternating with metrics on")
+    parser.add_argument("--also", metavar="SETTING=VALUE", action="append", default=[],
+                        help="also measure this checkout with this setting (e.g. "
+                        "command-producer=faust), interleaved; may be repeated")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure every variant this many times, interleaved")
     parser.add_argument("--profile", metavar="DIR", type=Path,
@@ -239,6 +256,9 @@ def main() -> int:
                 for partitions in partition_counts for processes in process_counts]
         if args.metrics_off:
             runs.insert(0, ("metrics off", None, "off", {"http_port": "off"}))
+        for also in args.also:
+            setting, _, value = also.partition("=")
+            runs.insert(0, (f"this checkout, {also}", None, "also", {setting: value}))
         if args.before:
             runs.insert(0, (f"git {args.before}", worktree(args.before, home), "before", {}))
         runs = runs * args.rounds
@@ -261,6 +281,8 @@ def main() -> int:
                 finally:
                     for server in servers:
                         server.stop()
+                for server in servers:
+                    print(server_account(server), flush=True)
         finally:
             broker.stop(config)
             for source in {source for _, source, _, _ in runs if source is not None}:
