@@ -1,10 +1,15 @@
-"""The command producer: librdkafka (confluent-kafka) writing `eventq.commands` for the
-gateway, the timers and the workflows' follow-ups (docs/architecture.md, "Batches").
+"""A command producer over librdkafka (confluent-kafka), writing `eventq.commands` for
+the gateway, the timers and the workflows' follow-ups with ``--command-producer
+librdkafka`` (docs/architecture.md, "Batches").
 
-Why not faust's producer: aiokafka keeps one produce request in flight per broker, and
-every client of a producer shares it, so a command waited for whatever that producer had
-in flight before it. librdkafka pipelines requests (up to five per connection, still in
-order per partition with idempotence), in C threads that do not hold the GIL.
+What it changes: aiokafka (faust's producer, the default) keeps one produce request in
+flight per broker, shared by everything that producer writes (the bulk lane's admitted
+slices too); librdkafka pipelines requests (up to five per connection, still in order
+per partition with idempotence), in C threads that do not hold the GIL. What it costs:
+``produce`` holds the GIL while it wakes librdkafka's broker thread, and every delivery
+comes back through a thread; on 2 busy cores that was 13-20% more server CPU per
+command at 16 and 64 clients, with no gain in throughput or latency
+(bench/gateway_bench.py --also command-producer=librdkafka), hence not the default.
 
 One ``confluent_kafka.Producer``: idempotent, ``acks=all`` (a command is acknowledged once
 every in-sync replica has it: "+OK means the command is in the log and applied"), no
