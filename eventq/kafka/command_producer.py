@@ -198,6 +198,7 @@ class CommandProducer:
                 self._hand_over()
             self._flush_and_close(producer)
         finally:
+            self._stopping.set()  # ended by an error too: later sends fail, never wait
             self._hand_over()
             assert self._loop is not None and self._stopped is not None
             self._call_in_loop(_set_result, self._stopped, None)
