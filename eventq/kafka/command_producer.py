@@ -6,10 +6,11 @@ What it changes: aiokafka (faust's producer, the default) keeps one produce requ
 flight per broker, shared by everything that producer writes (the bulk lane's admitted
 slices too); librdkafka pipelines requests (up to five per connection, still in order
 per partition with idempotence), in C threads that do not hold the GIL. What it costs:
-``produce`` holds the GIL while it wakes librdkafka's broker thread, and every delivery
-comes back through a thread; on 2 busy cores that was 13-20% more server CPU per
-command at 16 and 64 clients, with no gain in throughput or latency
-(bench/gateway_bench.py --also command-producer=librdkafka), hence not the default.
+``produce`` keeps the GIL for the whole call (it wakes librdkafka's broker thread, which
+on busy cores may run first), and every delivery comes back through a thread. On 2
+busy cores that was 10-14% more server CPU per command at 16 and 64 clients (medians of
+8 interleaved runs), with no gain in throughput or latency (bench/gateway_bench.py
+--also command-producer=librdkafka): hence not the default.
 
 One ``confluent_kafka.Producer``: idempotent, ``acks=all`` (a command is acknowledged once
 every in-sync replica has it: "+OK means the command is in the log and applied"), no
