@@ -8,9 +8,9 @@ slices too); librdkafka pipelines requests (up to five per connection, still in 
 per partition with idempotence), in C threads that do not hold the GIL. What it costs:
 ``produce`` keeps the GIL for the whole call (it wakes librdkafka's broker thread, which
 on busy cores may run first), and every delivery comes back through a thread. On 2
-busy cores that was 10-14% more server CPU per command at 16 and 64 clients (medians of
-8 interleaved runs), with no gain in throughput or latency (bench/gateway_bench.py
---also command-producer=librdkafka): hence not the default.
+busy cores that was about 7% more server CPU per command at 16 and 64 clients (the
+median of 10 interleaved pairs), with no gain in throughput or latency
+(bench/gateway_bench.py --also command-producer=librdkafka): hence not the default.
 
 One ``confluent_kafka.Producer``: idempotent, ``acks=all`` (a command is acknowledged once
 every in-sync replica has it: "+OK means the command is in the log and applied"), no
