@@ -45,12 +45,13 @@ class Beside:
         return self.output.read_text(errors="replace")[-chars:]
 
 
-def start(directory: Path, command: list[str]) -> Beside:
-    """``command`` in a process that ends with the suite however it ends, its output in
-    ``directory``/beside.out."""
+def start(directory: Path, command: list[str], env: dict[str, str] | None = None) -> Beside:
+    """``command`` (Python's arguments) in a process that ends with the suite however it
+    ends, with ``env`` added to the environment, its output in ``directory``/beside.out."""
     directory.mkdir(parents=True, exist_ok=True)
     output = directory / "beside.out"
-    env = dict(os.environ)  # this checkout and tests/ (the tests' helpers) first
+    env = {**os.environ, **(env or {})}
+    # this checkout and tests/ (the tests' helpers) first
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO), str(REPO / "tests"), *filter(None, [env.get("PYTHONPATH")])])
     with open(output, "w") as out:

@@ -35,6 +35,13 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
         return
+    covered = {path for item in beside for path in getattr(item.module, "INSTEAD_OF", ())}
+    if covered:  # what a beside run covers at full size is not run again in the suite
+        left_out = [item for item in items
+                    if item.path.relative_to(config.rootpath).as_posix() in covered]
+        for item in left_out:
+            items.remove(item)
+        config.hook.pytest_deselected(items=left_out)
     for item in beside:
         items.remove(item)
         items.append(item)
