@@ -1,14 +1,19 @@
 """Work that runs beside the rest of the suite (tests/conftest.py): a test module marked
 ``beside`` defines ``start_beside(directory) -> Beside``, which starts its work in a
-process of its own when collection ends; its tests move to the end of the run, where each
-waits for the outcome it needs. Run alone, a test starts that work itself."""
+process of its own, and ``BESIDE_ORDER``; its tests move to the end of the run, where
+each waits for the outcome it needs. The modules' works run one after another, from when
+collection ends, in a thread of the test process (``Chain``): two of them at once
+starved each other and the suite (the soak's event loop fell 2-5 s behind its timers,
+CI 2026-11-27). Run alone, a test starts its work itself."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,16 +67,51 @@ def start(directory: Path, command: list[str], env: dict[str, str] | None = None
     return Beside(process, directory, output, time.monotonic())
 
 
-BESIDE_KEY = pytest.StashKey[dict]()  # module name -> its Beside
+class Chain:
+    """Works started one after another, each once the one before it has ended."""
+
+    def __init__(self, starts: list[tuple[str, Callable[[], Beside]]]) -> None:
+        self._starts = starts
+        self._started: dict[str, Beside | BaseException] = {}
+        self._changed = threading.Condition()
+        threading.Thread(target=self._run, name="beside", daemon=True).start()
+
+    def _run(self) -> None:
+        for name, start in self._starts:
+            try:
+                work: Beside | BaseException = start()
+            except BaseException as error:  # told to its tests, and the next one starts
+                work = error
+            with self._changed:
+                self._started[name] = work
+                self._changed.notify_all()
+            if isinstance(work, Beside):
+                work.process.wait()
+
+    def __contains__(self, name: str) -> bool:
+        return any(name == known for known, _ in self._starts)
+
+    def started(self, name: str) -> Beside:
+        """``name``'s work once it has started (after the works before it ended)."""
+        with self._changed:
+            self._changed.wait_for(lambda: name in self._started)
+            work = self._started[name]
+        if isinstance(work, BaseException):
+            raise AssertionError(f"the work beside the suite did not start: {work!r}")
+        return work
+
+
+CHAIN_KEY = pytest.StashKey[Chain]()
 
 
 def started(request: pytest.FixtureRequest, directory: Path) -> Beside:
-    """What tests/conftest.py started for this test's module, or a start of it now (the
-    test runs alone)."""
+    """This test module's work as tests/conftest.py's chain started it, or a start of it
+    now (the test runs alone)."""
     module = request.module
-    by_module = request.config.stash.get(BESIDE_KEY, {})
-    if module.__name__ in by_module:
-        return by_module[module.__name__]
-    beside = module.start_beside(directory)
-    request.config.stash.setdefault(BESIDE_KEY, {})[module.__name__] = beside
-    return beside
+    chain = request.config.stash.get(CHAIN_KEY, None)
+    if chain is not None and module.__name__ in chain:
+        return chain.started(module.__name__)
+    own = getattr(module, "_started_here", None)
+    if own is None:
+        own = module._started_here = module.start_beside(directory)
+    return own

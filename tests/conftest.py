@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from beside import BESIDE_KEY
+from beside import CHAIN_KEY, Chain
 from hypothesis import HealthCheck, settings
 
 from eventq.kafka import broker
@@ -28,9 +28,10 @@ settings.load_profile("eventq")
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py; the fixed fault
-    campaign runs, tests/e2e/test_fault_campaign.py) run beside the rest of the suite:
-    each module's work starts now, in a process of its own (tests/beside.py), and its
-    tests move to the end, where they collect the outcome (a 10-minute soak costs the
+    campaign runs, tests/e2e/test_fault_campaign.py; the full-size Spark DAG,
+    tests/spark/test_spark_dag_full.py) run beside the rest of the suite: the modules'
+    works start now, one after another in ``BESIDE_ORDER`` (tests/beside.py), and their
+    tests move to the end, where they collect the outcomes (a 6-minute soak costs the
     suite no time of its own)."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
@@ -45,10 +46,14 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     for item in beside:
         items.remove(item)
         items.append(item)
-    started = config.stash.setdefault(BESIDE_KEY, {})
-    for module in {item.module.__name__: item.module for item in beside}.values():
+    modules = sorted({item.module.__name__: item.module for item in beside}.values(),
+                     key=lambda module: module.BESIDE_ORDER)
+
+    def start_of(module):
         directory = config._tmp_path_factory.mktemp(module.__name__.rpartition(".")[2])
-        started[module.__name__] = module.start_beside(directory)
+        return lambda: module.start_beside(directory)
+
+    config.stash[CHAIN_KEY] = Chain([(module.__name__, start_of(module)) for module in modules])
 
 
 def _docker_engine_answers() -> bool:

@@ -21,6 +21,7 @@ from beside import Beside
 FULL_JOBS = int(os.environ.get("EVENTQ_DAG_FULL_JOBS", 100_000))
 DAG_TEST = "tests/spark/test_spark_dag.py"
 INSTEAD_OF = (DAG_TEST,)  # tests/conftest.py leaves these to this run
+BESIDE_ORDER = 2  # last: the heaviest (tests/beside.py)
 TIMEOUT_S = 3_600  # test_spark_dag.py allows 30 s per 1,000 jobs on a busy machine
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.beside,
