@@ -4,7 +4,7 @@ process of its own, and ``BESIDE_ORDER``; its tests move to the end of the run, 
 each waits for the outcome it needs. The modules' works run one after another, from when
 collection ends, in a thread of the test process (``Chain``): two of them at once
 starved each other and the suite (the soak's event loop fell 2-5 s behind its timers,
-CI 2026-11-27). Run alone, a test starts its work itself."""
+CI 2026-11-27). A test run alone finds its own work alone in the chain."""
 
 from __future__ import annotations
 
@@ -88,9 +88,6 @@ class Chain:
             if isinstance(work, Beside):
                 work.process.wait()
 
-    def __contains__(self, name: str) -> bool:
-        return any(name == known for known, _ in self._starts)
-
     def started(self, name: str) -> Beside:
         """``name``'s work once it has started (after the works before it ended)."""
         with self._changed:
@@ -104,14 +101,7 @@ class Chain:
 CHAIN_KEY = pytest.StashKey[Chain]()
 
 
-def started(request: pytest.FixtureRequest, directory: Path) -> Beside:
-    """This test module's work as tests/conftest.py's chain started it, or a start of it
-    now (the test runs alone)."""
-    module = request.module
-    chain = request.config.stash.get(CHAIN_KEY, None)
-    if chain is not None and module.__name__ in chain:
-        return chain.started(module.__name__)
-    own = getattr(module, "_started_here", None)
-    if own is None:
-        own = module._started_here = module.start_beside(directory)
-    return own
+def started(request: pytest.FixtureRequest) -> Beside:
+    """This test module's work, as tests/conftest.py's chain started it (the chain has
+    every module with a ``beside`` test collected, whatever else runs)."""
+    return request.config.stash[CHAIN_KEY].started(request.module.__name__)

@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     campaign runs, tests/e2e/test_fault_campaign.py; the full-size Spark DAG,
     tests/spark/test_spark_dag_full.py) run beside the rest of the suite: the modules'
     works start now, one after another in ``BESIDE_ORDER`` (tests/beside.py), and their
-    tests move to the end, where they collect the outcomes (a 6-minute soak costs the
+    tests move to the end, where they collect the outcomes (a 7-minute soak costs the
     suite no time of its own)."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:

@@ -6,7 +6,7 @@ command log (tests/faults/campaign.py).
 
 They run *beside* the rest of the suite, one after the other in a process of their own
 (``start_beside``, tests/beside.py: about 4 minutes the suite no longer waits for); each
-test waits for its run's report. Run alone, a test starts the runs itself."""
+test waits for its run's report. Run alone, they are the only work beside."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def start_beside(directory: Path) -> Beside:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_fault_campaign_run_breaks_no_rule(seed, request, tmp_path):
-    runs = beside.started(request, tmp_path / "campaign")
+def test_a_fault_campaign_run_breaks_no_rule(seed, request):
+    runs = beside.started(request)
     report_path = runs.directory / f"seed-{seed}.json"
     while not report_path.exists() and runs.process.poll() is None:
         runs.wait_a_little()

@@ -6,7 +6,7 @@ answered and a clean stop.
 It runs *beside* the rest of the suite: tests/conftest.py starts it when collection ends
 (``start_beside``, tests/beside.py: first of the works beside the suite) and moves this
 test to the end, where it waits for the soak's outcome.
-Run alone it starts the soak itself. ``EVENTQ_SOAK_MINUTES`` sets its length."""
+Run alone, it is the only work beside. ``EVENTQ_SOAK_MINUTES`` sets its length."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def start_beside(directory: Path) -> Beside:
         "--data-dir", str(data), "--json", str(directory / "soak.json")])
 
 
-def test_the_server_stays_quiet_flat_and_answering_past_every_timer(request, tmp_path) -> None:
-    soak = beside.started(request, tmp_path / "soak")
+def test_the_server_stays_quiet_flat_and_answering_past_every_timer(request) -> None:
+    soak = beside.started(request)
     left_s = SOAK_MINUTES * 60 + SOAK_OVERHEAD_S - (time.monotonic() - soak.began)
     status = soak.wait(left_s)
     report = soak.output_tail()

@@ -34,8 +34,8 @@ def start_beside(directory: Path) -> Beside:
         str(directory / "tmp"), DAG_TEST], env={"EVENTQ_DAG_JOBS": str(FULL_JOBS)})
 
 
-def test_a_dag_of_100000_jobs_from_spark_is_worked_once_each_in_edge_order(request, tmp_path):
-    run = beside.started(request, tmp_path / "dag")
+def test_a_dag_of_100000_jobs_from_spark_is_worked_once_each_in_edge_order(request):
+    run = beside.started(request)
     status = run.wait(TIMEOUT_S)
     print(run.output_tail(2000))
     assert status == 0, run.output_tail()
