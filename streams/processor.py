@@ -335,10 +335,7 @@ class Processor:
         if not await self._in_order(message):
             return
         if not self._ownership.holds():
-            self.suspend()
-            self._ownership.lost("its lease on its partitions expired (a pause, or cut off "
-                                 "from the group coordinator) before it applied "
-                                 f"{message.topic}[{message.partition}]@{message.offset}")
+            self._lease_lost(message.topic, message.partition, message.offset)
             return
         # LogAppendTime, stamped by the broker (faust's Message has it in seconds).
         await self._apply_record(message, value, round(message.timestamp * 1000))
@@ -369,15 +366,20 @@ class Processor:
             elif not await self._in_order(record):
                 continue
             if not holds():
-                self.suspend()
-                self._ownership.lost("its lease on its partitions expired (a pause, or cut "
-                                     "off from the group coordinator) before it applied "
-                                     f"{record.topic}[{partition}]@{offset}")
+                self._lease_lost(record.topic, partition, offset)
                 self.counters.skipped += len(records) - at
                 return
             await self._apply_record(record, record.value, record.timestamp)
             if next_.get(partition) == offset:  # (see ``handle``)
                 next_[partition] = offset + 1
+
+    def _lease_lost(self, topic: str, partition: int, offset: int) -> None:
+        """Stop applying and give the partitions up: the lease expired before the record
+        at ``offset`` was applied (``handle``)."""
+        self.suspend()
+        self._ownership.lost("its lease on its partitions expired (a pause, or cut off "
+                             "from the group coordinator) before it applied "
+                             f"{topic}[{partition}]@{offset}")
 
     async def _in_order(self, message) -> bool:
         """Whether ``message`` is its partition's next record. A record before it was
