@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.kafka import broker  # noqa: E402
 from eventq.rawclient import RawClient as Client  # noqa: E402
+from eventq.settings import Settings  # noqa: E402
 from support import cpu_s, rss_mib  # noqa: E402
 
 
@@ -220,8 +221,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--queued", type=int, default=100_000)
     parser.add_argument("--concurrency", default="1,16,64,256")
-    parser.add_argument("--partitions", default="8",
-                        help="partition counts, comma-separated: one variant each")
+    parser.add_argument("--partitions", default=str(Settings().partitions),
+                        help="partition counts, comma-separated: one variant each "
+                        "(default: make run's)")
     parser.add_argument("--processes", default="1",
                         help="numbers of eventq processes, comma-separated: one variant each")
     parser.add_argument("--before", metavar="REF", help="also measure git revision REF first")

@@ -1,6 +1,6 @@
 """The scenario of docs/fencing.md, "What went wrong without it", as a user runs it:
 `EVENTQ_PROCESSES=3 make run` (here `eventq up --processes 3` on free ports, one broker,
-8 partitions, make run's defaults), 16 clients (producers, workers and readers of
+make run's defaults), 16 clients (producers, workers and readers of
 tests/faults/load.py: add, schedule, run, lease, touch, complete, fail, delete, result,
 inspect; 4 queues, TTR 1.5 s or 40 s, TTL 1 h) on the first and third process, while the
 second is paused with SIGSTOP for 15 s (past its 6 s session timeout) twice, then
@@ -40,10 +40,11 @@ from faults.load import (  # noqa: E402
 )
 from ports import consecutive_free_ports  # noqa: E402
 
+from eventq.settings import Settings  # noqa: E402
 from support import raw_exchange  # noqa: E402
 
 PROCESSES = 3
-PARTITIONS = 8  # make run's default
+PARTITIONS = Settings().partitions  # make run's default
 PAUSED = 1  # the second process (9923 in make run)
 CLIENT_PROCESSES = (0, 2)  # clients on the first and the third (9922 and 9924)
 READY_TIMEOUT_S = 240.0

@@ -1,6 +1,6 @@
 """Soak: `make run`'s server under light mixed load for longer than every timer in it.
 
-Starts `eventq up` with `make run`'s defaults (8 partitions, the dashboard and metrics
+Starts `eventq up` with `make run`'s defaults (its partitions, the dashboard and metrics
 on; only the ports and the data directory are its own), drives a light mixed load from
 this process (adds, leases, completes, fails, TTR expiries, TTL expiries, schedules,
 runs, results, deletes, inspects, dashboard and /metrics reads), samples the server's

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from eventq.kafka import broker
 from eventq.kafka.topics import ensure_topics
-from eventq.settings import Settings, add_arguments, build_settings
+from eventq.settings import Settings, add_arguments, build_settings, was_given
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -146,6 +146,10 @@ def cmd_topics_create(settings: Settings, args: argparse.Namespace) -> int:
     silence = kafka_silence(settings)
     if silence:
         return fail(f"cannot create topics: {silence}")
+    if not was_given("partitions", args, os.environ):
+        from eventq.server import with_existing_partitions
+
+        settings = with_existing_partitions(settings, say)  # re-running stays harmless
     try:
         ok = create_topics(settings)
     except Exception as error:  # KafkaException: broker unreachable
@@ -169,7 +173,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     eventq process, or ``--processes N`` of them on consecutive ports
     (docs/architecture.md, "Scaling out"), each a supervised child restarted if it dies,
     as is a Kafka node this command started."""
-    from eventq.server import say_on_stderr, wait_for_kafka
+    from eventq.server import say_on_stderr, wait_for_kafka, with_existing_partitions
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
         EXIT_CANNOT_START,
@@ -196,6 +200,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
                 f"{settings.kafka_bootstrap}")
         else:
             wait_for_kafka(settings, say_on_stderr)  # --bootstrap: said within seconds
+        if not was_given("partitions", args, os.environ):
+            settings = with_existing_partitions(settings, say)  # a var/ from before
         try:
             topics_fit = create_topics(settings)
         except Exception as error:  # KafkaException: no broker answers
@@ -215,7 +221,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
                 say("Kafka stopped")
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, adopt_partitions: bool) -> int:
     try:
         from eventq.server import run_server
     except ImportError:
@@ -227,11 +233,11 @@ def serve(settings: Settings) -> int:
 
         signal.pause()
         return EXIT_OK
-    return run_server(settings)
+    return run_server(settings, adopt_partitions)
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    return serve(settings)
+    return serve(settings, adopt_partitions=not was_given("partitions", args, os.environ))
 
 
 # The settings `eventq client` uses: the server's address (its --help used to list all

@@ -11,6 +11,8 @@ import logging
 import socket
 import sys
 import time
+from dataclasses import replace
+from typing import Callable
 
 import mode
 
@@ -379,9 +381,29 @@ def restore_missing_tables(settings: Settings) -> bool:
         delay_s = min(delay_s * 2, RESTORE_RETRY_MAX_S)
 
 
-def preflight(settings: Settings) -> int | None:
+def with_existing_partitions(settings: Settings, say: Callable[[str], None]) -> Settings:
+    """The settings with the partition count of eventq's command log if it exists: for
+    when --partitions was not given, so that topics made under an older default (8 before
+    issue 28's figures; README, "Scaling out") serve as they are instead of being refused
+    (a count cannot shrink). Kafka must answer; a failure to ask leaves them as they are
+    (the topic check that follows says what is wrong)."""
+    from eventq.kafka.topics import existing_partitions
+
+    try:
+        found = existing_partitions(settings.kafka_bootstrap, settings.commands_topic)
+    except Exception:  # KafkaException: the topic check reports it
+        return settings
+    if found is None or found == settings.partitions:
+        return settings
+    say(f"{settings.commands_topic} has {found} partitions: serving those "
+        f"(--partitions {settings.partitions} is for new topics)")
+    return replace(settings, partitions=found)
+
+
+def preflight(settings: Settings, adopt_partitions: bool) -> Settings | int:
     """What is checked before anything starts: the ports (before Kafka is even asked),
-    Kafka answering, and the topics. An exit status if serving cannot start, else None."""
+    Kafka answering, and the topics. An exit status if serving cannot start, else the
+    settings to serve with (``adopt_partitions``: with the existing topics' count)."""
     try:
         check_ports(settings)
         wait_for_kafka(settings, say_on_stderr)
@@ -390,17 +412,20 @@ def preflight(settings: Settings) -> int | None:
         return EXIT_CANNOT_START
     except KeyboardInterrupt:  # Ctrl-C while waiting for Kafka: nothing was started
         return 0
+    if adopt_partitions:
+        settings = with_existing_partitions(settings, say_on_stderr)
     problem = topics_problem(settings)
     if problem:
         say_on_stderr(problem)
         return EXIT_CANNOT_START
-    return None
+    return settings
 
 
-def run_server(settings: Settings) -> int:
-    code = preflight(settings)
-    if code is not None:
-        return code
+def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
+    checked = preflight(settings, adopt_partitions)
+    if isinstance(checked, int):
+        return checked
+    settings = checked
     _install_uvloop()
     tune_garbage_collector()
     patch_closed_connection_writes()

@@ -41,7 +41,9 @@ class Settings:
     brokers: int = 1  # nodes of the local Kafka cluster (`eventq kafka start --brokers 3`)
     listen_host: str = "127.0.0.1"
     listen_port: int = 9922
-    partitions: int = 8
+    # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
+    # (README, "Scaling out"). Topics that exist keep their count (cli.adopt_partitions).
+    partitions: int = 4
     replication_factor: int = 0  # 0: as many copies as local brokers (at most 3), else 1
     commands_topic: str = "eventq.commands"
     jobs_topic: str = "eventq.jobs"
@@ -265,6 +267,11 @@ def add_arguments(parser: argparse.ArgumentParser,
             help=f"{HELP[item.name]} [env {env_name(item.name)}; default {item.default}]",
             **switch,
         )
+
+
+def was_given(name: str, args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """Whether a flag or an EVENTQ_* variable set this setting (not its default)."""
+    return getattr(args, name, None) is not None or env_name(name) in environ
 
 
 def _convert(value: str, like: object, name: str) -> object:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from eventq.settings import Settings, add_arguments, build_settings
+from eventq.settings import Settings, add_arguments, build_settings, was_given
 
 
 def settings_of(*argv: str, **env: str) -> Settings:
@@ -34,3 +34,12 @@ def test_the_command_producer_is_faust_unless_librdkafka_is_named():
     assert settings_of(EVENTQ_COMMAND_PRODUCER="librdkafka").command_producer == "librdkafka"
     with pytest.raises(ValueError, match="command_producer must be one of faust, librdkafka"):
         Settings(command_producer="kafka-python")
+
+
+def test_partitions_are_given_by_a_flag_or_a_variable_not_by_the_default():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert not was_given("partitions", parser.parse_args([]), {})
+    assert was_given("partitions", parser.parse_args(["--partitions", "4"]), {})
+    assert was_given("partitions", parser.parse_args([]), {"EVENTQ_PARTITIONS": "4"})
+    assert not was_given("partitions", parser.parse_args([]), {"EVENTQ_LISTEN_PORT": "1"})

@@ -165,6 +165,15 @@ def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
     return len(topic.partitions), {key: entry.value for key, entry in entries.items()}
 
 
+def existing_partitions(bootstrap: str, name: str) -> int | None:
+    """The partition count of topic ``name``, or None if it does not exist."""
+    metadata = _admin(bootstrap).list_topics(topic=name, timeout=TOPIC_OPERATION_TIMEOUT_S)
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None or not topic.partitions:
+        return None
+    return len(topic.partitions)
+
+
 def _wait_visible(admin, name: str) -> tuple[int, dict[str, str]] | None:
     """A created topic reaches the metadata cache a moment after CreateTopics returns."""
     deadline = time.monotonic() + TOPIC_OPERATION_TIMEOUT_S

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka.admin import AdminClient
 
@@ -13,6 +16,8 @@ from eventq.kafka.topics import (
     eventq_topics,
 )
 from eventq.limits import KAFKA_MESSAGE_BYTES
+from eventq.server import with_existing_partitions
+from eventq.settings import Settings
 
 pytestmark = pytest.mark.kafka
 
@@ -70,3 +75,36 @@ def test_a_differing_existing_topic_is_reported(kafka_bootstrap, topic_prefix):
     assert not report.ok
     assert any("cleanup.policy=compact, eventq needs delete" in p for p in report.problems)
     assert any("message.timestamp.type=CreateTime" in p for p in report.problems)
+
+
+def _topics_create(kafka_bootstrap: str, names: TopicNames, *flags: str):
+    return subprocess.run(
+        [sys.executable, "-m", "eventq.cli", "topics", "create", "--bootstrap", kafka_bootstrap,
+         "--commands-topic", names.commands, "--jobs-topic", names.jobs, *flags],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_topics_made_under_another_default_keep_their_count_unless_partitions_is_given(
+        kafka_bootstrap, topic_prefix):
+    """The default went from 8 to 4 (README, "Scaling out"): a var/ whose topics have 8
+    must still serve with `make run`, and `--partitions` still says what is wanted."""
+    names = _names(topic_prefix)
+    ensure_topics(kafka_bootstrap, eventq_topics(names, partitions=8))
+    assert Settings().partitions != 8
+
+    kept = _topics_create(kafka_bootstrap, names)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert f"{names.commands} has 8 partitions: serving those" in kept.stdout + kept.stderr
+
+    asked = _topics_create(kafka_bootstrap, names, "--partitions", "4")
+    assert asked.returncode != 0
+    assert "has 8 partitions, eventq needs 4" in asked.stdout + asked.stderr
+
+
+def test_without_topics_the_settings_partitions_stand(kafka_bootstrap, topic_prefix):
+    settings = Settings(bootstrap=kafka_bootstrap, commands_topic=f"{topic_prefix}.commands",
+                        jobs_topic=f"{topic_prefix}.jobs", partitions=5)
+    said = []
+    assert with_existing_partitions(settings, said.append) is settings
+    assert said == []
