@@ -147,7 +147,7 @@ def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
     name = f"emails-{time.monotonic_ns()}"
     code = pipeline_snippet()
     settings = (
-        'BOOTSTRAP, TOPIC, PARTITIONS = "127.0.0.1:9092", "eventq.bulk", 8',
+        'BOOTSTRAP, TOPIC, PARTITIONS = "127.0.0.1:9092", "eventq.bulk", 4',
         '"emails"',
     )
     for expected in settings:
