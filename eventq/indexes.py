@@ -44,6 +44,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
+from eventq.core.ids import uuid_of_int
 from eventq.core.job import LEASABLE_STATES, Job, State
 from eventq.core.slim import Slim, slim_of
 from eventq.limits import MAX_PRIORITY, MIN_TIME_MS
@@ -156,7 +157,7 @@ def _unpack_entry(packed: bytes) -> Entry:
 
 
 def _id_of(key: int) -> uuid.UUID:
-    return uuid.UUID(int=key & _ID_MASK)
+    return uuid_of_int(key & _ID_MASK)
 
 
 @dataclass(frozen=True, slots=True)
