@@ -44,11 +44,13 @@ from typing import Iterable, Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
+from eventq.core.ids import uuid_of_int
 from eventq.core.job import LEASABLE_STATES, Job, State
 from eventq.core.slim import Slim, slim_of
 from eventq.limits import MAX_PRIORITY, MIN_TIME_MS
 
 MAX_EMPTY_QUEUE_NAMES = 10_000
+SPARE_QUEUES = 256  # emptied queues kept to be reused (empty, about 1 KB each)
 
 # A deadline past this (a saturated TTL of 2^64-1 ms) is held as this: 292 million years.
 NEVER_MS = 2**63 - 1
@@ -156,7 +158,7 @@ def _unpack_entry(packed: bytes) -> Entry:
 
 
 def _id_of(key: int) -> uuid.UUID:
-    return uuid.UUID(int=key & _ID_MASK)
+    return uuid_of_int(key & _ID_MASK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,10 @@ class JobIndex:
         self._entries: dict[int, bytes] = {}  # id int -> packed entry
         self.queues: dict[str, Queue] = {}  # queues holding ready, scheduled or WAITING jobs
         self.empty_names: OrderedDict[str, None] = OrderedDict()  # named, no such jobs
+        # Queues emptied (no longer in ``queues``), to hold the next name that gets a
+        # job: a worker's queue empties at every lease of its last job and fills at the
+        # next add, and three SortedLists cost more to build than to reuse.
+        self._spare_queues: list[Queue] = []
         self._partition_sizes: Counter[int] = Counter()
         self._deadlines: list[int] = []  # heap of _deadline_item, checked when popped
         self._rearmed: list[tuple[int, int, int, int]] = []  # (when, kind, id, version)
@@ -224,7 +230,12 @@ class JobIndex:
         """The queue of a name, to hold a job (created if it holds none yet)."""
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = Queue(name)
+            if self._spare_queues:
+                queue = self._spare_queues.pop()
+                queue.name = name
+            else:
+                queue = Queue(name)
+            self.queues[name] = queue
             self.empty_names.pop(name, None)
         return queue
 
@@ -243,6 +254,8 @@ class JobIndex:
         if not queue.ready and not queue.scheduled and not queue.waiting:
             del self.queues[queue.name]
             self._remember_empty(queue.name)
+            if len(self._spare_queues) < SPARE_QUEUES:  # its three empty lists, reused
+                self._spare_queues.append(queue)
 
     def set_paused(self, partition: int, name: str, paused: bool) -> None:
         """A pause or resume applied in ``partition`` (it also names the queue)."""

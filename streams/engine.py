@@ -24,6 +24,7 @@ from eventq.indexes import JobIndex
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.offers import Offers
 from eventq.waiters import Applied, Waiters
+from streams.deadlines import Deadlines
 from streams.store import JobStore, NotOwned
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,11 @@ class Engine:
         self.offers = Offers()  # claims for other processes' leases, until confirmed
         self._request_ids = itertools.count(1)
         self._digest = Coalesced(self._compute_digest)  # O(jobs): one at a time
+        # One timer for every submit's deadline, one for every check of the partitions
+        # still held (streams/deadlines.py): not a timer, a timeout context and a
+        # shielded future of each per submit.
+        self._submit_deadlines = Deadlines(self.write_timeout_s)
+        self.hold_checks = Deadlines(HOLD_CHECK_S)
 
     # --- writing -----------------------------------------------------------------
 
@@ -147,7 +153,7 @@ class Engine:
         follows the command in the log); not at all if Kafka never takes it."""
         await self.wait_ready()
         request_id = next(self._request_ids)
-        at: int | None = None
+        submission: _Submission | None = None
         partition, written = -1, None
         try:
             partition, written = self._write(
@@ -155,44 +161,37 @@ class Engine:
             )
             # Before any await, so nothing can be applied yet; with its partition, which a
             # rebalance lets go of (``let_go``).
-            applied = self.waiters.expect(request_id, partition)
-            async with asyncio.timeout(self.write_timeout_s):
-                # Shielded: a timeout or a cancellation here must not cancel the write
-                # (``withdraw`` takes back one that has not left; one that has resolves
-                # with its position, which a give-back needs: ``_abandoned``).
-                at = await asyncio.shield(written)
-                return await self._outcome(applied)
+            submission = _Submission(self, self.waiters.expect(request_id, partition))
+            self._deadlines_of_submits().add(submission.answer, submission.timed_out)
+            # Its callback, never an await of the write: a timeout or a cancellation here
+            # must not cancel the write (``withdraw`` takes back one that has not left;
+            # one that has resolves with its position, which a give-back needs:
+            # ``_abandoned``).
+            written.add_done_callback(submission.written)
+            return await submission.answer
         except EventqError:
-            if at is not None:
+            if submission is not None and submission.at is not None:
                 _abandoned(on_abandoned, written)  # in the log; its outcome is not known
             raise
         except asyncio.CancelledError:
-            if written is not None and (at is not None or not self.writer.withdraw(partition, written)):
+            in_log = submission is not None and submission.at is not None
+            if written is not None and (in_log or not self.writer.withdraw(partition, written)):
                 _abandoned(on_abandoned, written)  # on its way or in the log: nobody awaits it
             raise
         except Exception as error:
-            failure = self._not_applied(command, partition, written, error, at is not None)
+            in_log = submission is not None and submission.at is not None
+            failure = self._not_applied(command, partition, written, error, in_log)
             if isinstance(failure, MayTakeEffect):
                 _abandoned(on_abandoned, written)
             raise failure from None
         finally:
             self.waiters.forget(request_id)
 
-    async def _outcome(self, applied: asyncio.Future) -> Applied:
-        """The command's outcome, as this process applied it, while it holds the
-        partition: once its lease has expired the outcome may be another process's to
-        decide (streams/lease.py), and the caller learns that it may take effect."""
-        while True:
-            try:
-                async with asyncio.timeout(HOLD_CHECK_S):
-                    return await asyncio.shield(applied)
-            except TimeoutError:
-                if not self.holds():
-                    raise MayTakeEffect(
-                        "this eventq process may have lost the job's partition to another "
-                        "process (it was paused or cut off from Kafka) before it applied "
-                        "the command: it is in the log and will still take effect; check "
-                        "with inspect job before retrying") from None
+    def _deadlines_of_submits(self) -> Deadlines:
+        """The submits' deadlines, ``write_timeout_s`` each (as it is now)."""
+        if self._submit_deadlines.delay_s != self.write_timeout_s:
+            self._submit_deadlines = Deadlines(self.write_timeout_s)
+        return self._submit_deadlines
 
     def _not_applied(
         self, command: Command, partition: int, written, error: Exception, in_log: bool
@@ -355,6 +354,67 @@ class Engine:
             return StateDigest(jobs, inputs), partitions
 
         return await asyncio.to_thread(compute)
+
+
+LOST_BEFORE_APPLIED = (
+    "this eventq process may have lost the job's partition to another process (it was "
+    "paused or cut off from Kafka) before it applied the command: it is in the log and "
+    "will still take effect; check with inspect job before retrying")
+
+
+class _Submission:
+    """What one ``submit`` waits for, delivered to ``answer``, the one future it awaits:
+    Kafka's error, or once Kafka has taken the command (``at``, its position) this
+    process's outcome of it (``applied``, from the waiters), or the deadline. While the
+    outcome is awaited, every ``HOLD_CHECK_S`` it asks whether the partition is still
+    held: once its lease has expired the outcome may be another process's to decide
+    (streams/lease.py), and the caller learns that it may take effect."""
+
+    __slots__ = ("answer", "at", "_applied", "_engine")
+
+    def __init__(self, engine: Engine, applied: asyncio.Future) -> None:
+        self.answer: asyncio.Future[Applied] = applied.get_loop().create_future()
+        self.at: int | None = None
+        self._applied = applied
+        self._engine = engine
+
+    def written(self, written: asyncio.Future) -> None:
+        answer = self.answer
+        if answer.done():
+            return
+        if written.cancelled():
+            answer.cancel()
+            return
+        error = written.exception()
+        if error is not None:
+            answer.set_exception(error)
+            return
+        self.at = written.result()
+        if self._applied.done():
+            self.outcome(self._applied)
+            return
+        self._applied.add_done_callback(self.outcome)
+        self._engine.hold_checks.add(answer, self.check_hold)
+
+    def outcome(self, applied: asyncio.Future) -> None:
+        answer = self.answer
+        if answer.done():
+            return
+        if applied.cancelled():
+            answer.cancel()
+        elif applied.exception() is not None:
+            answer.set_exception(applied.exception())
+        else:
+            answer.set_result(applied.result())
+
+    def check_hold(self) -> None:
+        if self._engine.holds():
+            self._engine.hold_checks.add(self.answer, self.check_hold)
+        else:
+            self.answer.set_exception(MayTakeEffect(LOST_BEFORE_APPLIED))
+
+    def timed_out(self) -> None:
+        self.answer.set_exception(TimeoutError())
 
 
 def _moving(error: NotOwned) -> ServerError:

@@ -390,3 +390,16 @@ def test_rebuild_adds_the_registration_deadlines_of_a_partition():
     index.rebuild(0, [], NOW, registrations=[(upstream, NOW + 5)])
     assert index.next_deadline_ms() == NOW + 5
     assert index.due_registrations(NOW + 5) == [upstream]
+
+
+def test_a_queue_emptied_and_filled_again_under_another_name_holds_only_its_jobs():
+    """Emptied queues are reused (``SPARE_QUEUES``): one taken again is empty."""
+    index = JobIndex()
+    first, second = uuid.uuid4(), uuid.uuid4()
+    index.put(job(name="a", job_id=first), 0, NOW)
+    index.remove(first)
+    assert "a" not in index.queues and index.known("a")
+    index.put(job(name="b", job_id=second), 0, NOW)
+    assert list(index.ready_candidates(["b"], NOW, set())) == [second]
+    assert list(index.ready_candidates(["a"], NOW, set())) == []
+    assert index.queues["b"].name == "b" and len(index.queues["b"].ready) == 1

@@ -69,6 +69,7 @@ from eventq.core.events import (
     Touched,
     UpstreamFailed,
 )
+from eventq.core.ids import uuid_of_bytes
 from eventq.core.job import (
     NOTICE_OUTCOMES,
     UPSTREAM_FAILED_GROUP,
@@ -155,7 +156,7 @@ def _read_uuid(key: str, value: Any) -> uuid.UUID:
     raw = value if type(value) is bytes else BIN.read(key, value)
     if len(raw) != 16:
         raise CodecError(f"field {key!r} must be 16 bytes of UUID, got {len(raw)}")
-    return uuid.UUID(bytes=raw)
+    return uuid_of_bytes(raw)
 
 
 def _read_state(key: str, value: Any) -> State:

@@ -10,6 +10,8 @@ all producers agree with it.
 
 from __future__ import annotations
 
+import functools
+import struct
 import uuid
 
 MURMUR2_SEED = 0x9747B28C
@@ -20,17 +22,21 @@ CONFLUENT_PRODUCER_PARTITIONER = "murmur2_random"
 
 
 def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2``: a 32-bit hash, returned as a signed Java int."""
+    """Kafka's ``Utils.murmur2``: a 32-bit hash, returned as a signed Java int.
+
+    The whole 4-byte words are unpacked at once (one ``struct`` call per key, its
+    ``Struct`` kept per word count) instead of a slice and an ``int.from_bytes`` each:
+    the gateway hashes every job id it writes (tests/kafka/test_murmur2.py
+    proves it equal to a byte-by-byte transcription of Java's)."""
     length = len(data)
+    words = length >> 2
+    m = _M
     h = (MURMUR2_SEED ^ length) & _MASK32
-    whole = length & ~3
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK32
+    for k in _words(words).unpack_from(data):
+        k = (k * m) & _MASK32
         k ^= k >> 24
-        k = (k * _M) & _MASK32
-        h = (h * _M) & _MASK32
-        h ^= k
+        h = ((h * m) ^ ((k * m) & _MASK32)) & _MASK32
+    whole = words << 2
     tail = length & 3
     if tail == 3:
         h ^= data[whole + 2] << 16
@@ -38,11 +44,18 @@ def murmur2(data: bytes) -> int:
         h ^= data[whole + 1] << 8
     if tail >= 1:
         h ^= data[whole]
-        h = (h * _M) & _MASK32
+        h = (h * m) & _MASK32
     h ^= h >> 13
-    h = (h * _M) & _MASK32
+    h = (h * m) & _MASK32
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+@functools.lru_cache(maxsize=64)
+def _words(count: int) -> struct.Struct:
+    """The little-endian unsigned 32-bit words of a key of ``count`` whole words (one
+    per key length: job keys are all 36 bytes)."""
+    return struct.Struct(f"<{count}I")
 
 
 def job_key(job_id: uuid.UUID) -> bytes:
@@ -50,6 +63,16 @@ def job_key(job_id: uuid.UUID) -> bytes:
     return str(job_id).encode()
 
 
+RECENT_KEYS = 4096  # hashes of this many recently seen keys are kept (about 1 MB)
+
+
+@functools.lru_cache(maxsize=RECENT_KEYS)
+def _recent_murmur2(key: bytes) -> int:
+    """A job's key is hashed several times on its way (the gateway's write, the table's
+    reads, the processor's): each after the first is a dictionary lookup."""
+    return murmur2(key)
+
+
 def partition_for_key(key: bytes, partitions: int) -> int:
     """``toPositive(murmur2(key)) % partitions``, exactly as Kafka's producer does."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    return (_recent_murmur2(key) & 0x7FFFFFFF) % partitions

@@ -56,6 +56,11 @@ def _add_flag(flags: dict[str, str], token: str) -> bool:
 def split_line(line: str) -> Tokens:
     """Tokenize a request line (without its ``\\r\\n``)."""
     pieces = line.split(_SEPARATOR)
+    if _FLAG_EQUALS not in line:
+        # No token can be a flag (the common line: add, lease, complete): the words are
+        # the pieces after the first, the empty ones dropped, as the loop below leaves them.
+        plain = pieces[1:] if "" not in pieces else [piece for piece in pieces[1:] if piece]
+        return Tokens(pieces[0], tuple(plain), {}, flags_malformed=False)
     flags: dict[str, str] = {}
     words: list[str] = []
     well_formed = True

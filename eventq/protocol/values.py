@@ -19,6 +19,7 @@ import calendar
 import re
 import uuid
 
+from eventq.core.ids import uuid_of_int
 from eventq.errors import (
     INVALID_AFTER,
     INVALID_BACKOFF,
@@ -210,7 +211,7 @@ def parse_id(token: str, require_v4: bool) -> uuid.UUID:
     match = _UUID_BODY.fullmatch(_unwrap_id(token))
     if match is None:
         raise ClientError(INVALID_ID)
-    value = uuid.UUID(hex="".join(match.groups()))
+    value = uuid_of_int(int("".join(match.groups()), 16))  # 32 hex digits: checked
     if require_v4 and not (value.variant == uuid.RFC_4122 and value.version == 4):
         raise ClientError(INVALID_ID)
     return value

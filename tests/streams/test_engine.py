@@ -14,7 +14,7 @@ import pytest
 
 from eventq import core
 from eventq.core import State
-from eventq.errors import MayTakeEffect, NotWritten
+from eventq.errors import MayTakeEffect, NotWritten, ServerError
 from eventq.indexes import JobIndex
 
 
@@ -131,3 +131,74 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
     abandoned, took_s = asyncio.run(main())
     assert abandoned == [0]
     assert took_s < 1.0  # not the 5 s write deadline
+
+
+def test_a_command_in_the_log_but_not_applied_by_its_deadline_may_take_effect():
+    """One timer for every submit (streams/deadlines.py) ends each at its own deadline,
+    as ``asyncio.timeout`` did: not before it."""
+    async def main() -> tuple[list[int], float]:
+        engine, producer = real_engine(write_timeout_ms=200)
+        abandoned: list[int] = []
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        task = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4()), abandoned.append))
+        await asyncio.sleep(0.01)
+        producer.gate.set_result(None)  # Kafka takes it; nothing applies it
+        with pytest.raises(MayTakeEffect, match="in the log but was not applied within 0.2s"):
+            await task
+        return abandoned, loop.time() - started
+
+    abandoned, took_s = asyncio.run(main())
+    assert abandoned == [0]
+    assert 0.2 <= took_s < 0.4
+
+
+def test_a_submit_applied_in_time_is_answered_and_later_deadlines_still_fall_due():
+    async def main() -> tuple[object, list[float]]:
+        engine, producer = real_engine(write_timeout_ms=300)
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4())))
+        await asyncio.sleep(0.01)
+        producer.gate.set_result(None)
+        await asyncio.sleep(0.01)
+        engine.waiters.on_applied(1, "applied")  # request 1: the first submit's
+        answered = await first
+        later_started = loop.time()
+        ends: list[float] = []
+        for _ in range(2):
+            with pytest.raises(ServerError):  # never acknowledged, or never sent
+                await asyncio.wait_for(engine.submit(core.Delete(uuid.uuid4())), 1)
+            ends.append(loop.time() - later_started)
+        return answered, ends
+
+    answered, ends = asyncio.run(main())
+    assert answered == "applied"
+    assert 0.3 <= ends[0] < 0.5 and 0.6 <= ends[1] < 0.9
+
+
+def test_a_command_awaited_once_the_partitions_may_be_lost_is_answered_at_the_next_check():
+    """Every ``HOLD_CHECK_S`` after Kafka took it, the submit asks whether this process
+    still holds its partitions (streams/lease.py)."""
+    from streams.engine import HOLD_CHECK_S
+
+    async def main() -> tuple[list[int], float]:
+        engine, producer = real_engine(write_timeout_ms=5000)
+        held = [True]
+        engine.holds = lambda: held[0]
+        abandoned: list[int] = []
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4()), abandoned.append))
+        await asyncio.sleep(0.01)
+        producer.gate.set_result(None)
+        await asyncio.sleep(0.01)
+        taken = loop.time()
+        await asyncio.sleep(HOLD_CHECK_S * 1.5)  # one check passed: still held
+        assert not task.done()
+        held[0] = False
+        with pytest.raises(MayTakeEffect, match="may have lost the job's partition"):
+            await task
+        return abandoned, loop.time() - taken
+
+    abandoned, took_s = asyncio.run(main())
+    assert abandoned == [0]
+    assert 1.9 * HOLD_CHECK_S <= took_s < 2.6 * HOLD_CHECK_S  # at the second check
