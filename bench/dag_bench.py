@@ -27,6 +27,10 @@ notice (the follow-up in the dependent's partition) beside complete -> lease.
 Figures only, never asserted: on a busy machine they say how busy it was too.
 
     .venv/bin/python bench/dag_bench.py [--jobs 100000] [--workers 2] [--slots 16]
+
+With --light-only, the light DAG alone (after the warm-up; --light-rounds of them one
+after another: a broker started moments ago is still compiling), with the server's and
+the broker's CPU and the load average around it: about two minutes.
 """
 
 from __future__ import annotations
@@ -275,6 +279,11 @@ def bench(args, server) -> None:
     # Spark's first job starts its Python workers, the server's first load warms it:
     # neither is either load's cost.
     run_load(spark, args, server, "warm-up", args.chain, args.chain, True, workers_first=True)
+    if args.light_only:
+        for _ in range(args.light_rounds):
+            light_latency(spark, args, server)
+        spark.stop()
+        return
     loads = {}
     for label, edges in (("no-edges", False), ("dag", True)):
         load = run_load(spark, args, server, label, args.jobs, args.chain, edges)
@@ -295,15 +304,47 @@ def bench(args, server) -> None:
     print(f"notices applied: {loaded.notices:,} in {span_s:.1f}s of the work "
           f"= {loaded.notices / span_s:,.0f}/s (first to last, broker time)", flush=True)
 
-    light_jobs = args.latency_chains * args.chain
-    light = run_load(spark, args, server, "light", light_jobs, args.chain, True,
-                     workers_first=True)
-    print("\n".join(latency_lines(
-        f"light DAG ({args.latency_chains} chains of {args.chain}, workers idle, "
-        f"{light.work_jobs_per_s:,.0f} jobs/s)", edge_latencies(server, light, args.chain))))
+    light_latency(spark, args, server)
     print("\n".join(latency_lines(f"loaded DAG ({args.jobs // args.chain:,} chains)", loaded)),
           flush=True)
     spark.stop()
+
+
+def schedstat(pid: int) -> tuple[int, int, int]:
+    """(ns on CPU, ns runnable waiting for a CPU, timeslices) over a process's threads."""
+    total = [0, 0, 0]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            values = (task / "schedstat").read_text().split()
+        except OSError:
+            continue
+        for i in range(3):
+            total[i] += int(values[i])
+    return tuple(total)
+
+
+def light_latency(spark, args, server) -> Load:
+    """The light DAG (workers idle, waiting): complete -> notice and -> lease."""
+    light_jobs = args.latency_chains * args.chain
+    before, load_before = schedstat(server.process.pid), open("/proc/loadavg").read().split()[:3]
+    broker_pid = int(args.broker_pid_file.read_text().strip())
+    broker_before = schedstat(broker_pid)
+    light = run_load(spark, args, server, "light", light_jobs, args.chain, True,
+                     workers_first=True)
+    after = schedstat(server.process.pid)
+    broker_cpu = (schedstat(broker_pid)[0] - broker_before[0]) / 1e9
+    cpu, wait, slices = (a - b for a, b in zip(after, before))
+    print(f"server during the light work: {light.work_cpu_s / light.work_s:.0%} of a core "
+          f"(its CPU {light.work_cpu_s:.1f}s in {light.work_s:.1f}s); enqueue and work: "
+          f"{cpu / 1e9:.1f}s on CPU, {wait / 1e9:.2f}s runnable but waiting for a CPU over "
+          f"{slices:,} timeslices ({wait / max(1, slices) / 1e6:.2f} ms each); load average "
+          f"{' '.join(load_before)} before, {' '.join(open('/proc/loadavg').read().split()[:3])} "
+          f"after; the broker {broker_cpu:.1f}s of CPU", flush=True)
+    print("\n".join(latency_lines(
+        f"light DAG ({args.latency_chains} chains of {args.chain}, workers idle, "
+        f"{light.work_jobs_per_s:,.0f} jobs/s)", edge_latencies(server, light, args.chain))),
+        flush=True)
+    return light
 
 
 def main() -> int:
@@ -319,6 +360,12 @@ def main() -> int:
                         help="chains of the light DAG (default 8: fewer than the slots)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--command-producer", default=None,
+                        help="the server's --command-producer (default: its own default)")
+    parser.add_argument("--light-rounds", type=int, default=1,
+                        help="with --light-only: light DAGs one after another (default 1)")
+    parser.add_argument("--light-only", action="store_true",
+                        help="only the light DAG's latency (after a warm-up): no loads")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up a phase after this many seconds")
     args = parser.parse_args()
@@ -333,8 +380,10 @@ def main() -> int:
         config = test_broker_config(home / "kafka")
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})
         broker.start(config)
+        args.broker_pid_file = config.pid_file
+        extra = {"command_producer": args.command_producer} if args.command_producer else {}
         server = ServerProcess(config.bootstrap, "dagbench", home / "server",
-                               partitions=args.partitions)
+                               partitions=args.partitions, **extra)
         try:
             server.create_topics()
             server.start()

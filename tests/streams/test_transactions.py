@@ -370,6 +370,32 @@ def test_a_persist_does_not_wait_for_the_producer(tables):
     assert producer.calls == ["begin", "send", "send", "offsets", "commit", "begin"]
 
 
+def test_records_handed_in_while_idle_linger_then_leave_as_one_send(tables, monkeypatch):
+    """At a light load a partition's records wait CHANGELOG_LINGER_S for others rather
+    than each taking a transactional produce request of its own."""
+    import streams.transactions as transactions
+
+    monkeypatch.setattr(transactions, "CHANGELOG_LINGER_S", 0.05)
+    producer = OrderedProducer()
+    producer.release.set()
+    logs = held_changelogs(tables, producer, [])
+
+    async def scenario():
+        await logs.take([0])
+        await logs.begin()
+        for n in range(3):
+            await logs.persist(0, [(b"k%d" % n, b"v")])
+            await asyncio.sleep(0.005)
+        assert producer.counts == []  # still lingering
+        await asyncio.wait_for(producer.sending.wait(), 1)
+        await asyncio.sleep(0.01)
+        assert producer.counts == [3]
+        assert await logs.log_of(0).commit(3) is True
+
+    asyncio.run(scenario())
+    assert producer.calls == ["begin", "send", "offsets", "commit", "begin"]
+
+
 def test_records_handed_in_during_a_commit_go_into_the_next_transaction(tables):
     producer = OrderedProducer()
     producer.release.set()
