@@ -17,6 +17,8 @@ from support import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
+LOAD_BEFORE_KILL_MAX_S = 30.0  # the kill -9 test loads at least 3 s, at most this long
+
 
 
 
@@ -113,7 +115,12 @@ def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
         stop = asyncio.Event()
         tasks = [asyncio.create_task(adder(stop)) for _ in range(4)]
         tasks += [asyncio.create_task(worker(stop)) for _ in range(4)]
+        # Load for 3 s, longer while the kill would find too little to lose (a loaded CI
+        # machine beside the long runs did 36 adds in 3 s).
+        deadline = time.monotonic() + LOAD_BEFORE_KILL_MAX_S
         await asyncio.sleep(3)
+        while not (len(added) > 50 and completed and leased) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
         server.kill()  # SIGKILL in the middle of the load
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
