@@ -95,10 +95,16 @@ def reply_to_inspect(port: int) -> bytes:
         return b""
 
 
+# An add that comes during a rebalance waits for it, then up to the write deadline (5 s)
+# for its apply: a loaded CI machine took over 10 s (a restarted process that served
+# its partition fetched nothing for 5 s), which is slow, not silence.
+ADD_REPLY_TIMEOUT_S = 30.0
+
+
 def add_a_job(port: int) -> bytes:
     try:
         return raw_exchange(port, f"add {uuid.uuid4()} q 1000 60000 1\r\nx\r\n".encode(),
-                            timeout_s=10.0)
+                            timeout_s=ADD_REPLY_TIMEOUT_S)
     except OSError:
         return b""
 
