@@ -42,7 +42,7 @@ class Settings:
     listen_host: str = "127.0.0.1"
     listen_port: int = 9922
     # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
-    # (README, "Scaling out"). Topics that exist keep their count (cli.adopt_partitions).
+    # (README, "Scaling out"). Topics that exist keep their count (server.with_existing_partitions).
     partitions: int = 4
     replication_factor: int = 0  # 0: as many copies as local brokers (at most 3), else 1
     commands_topic: str = "eventq.commands"

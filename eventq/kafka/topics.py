@@ -165,13 +165,19 @@ def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
     return len(topic.partitions), {key: entry.value for key, entry in entries.items()}
 
 
-def existing_partitions(bootstrap: str, name: str) -> int | None:
-    """The partition count of topic ``name``, or None if it does not exist."""
-    metadata = _admin(bootstrap).list_topics(topic=name, timeout=TOPIC_OPERATION_TIMEOUT_S)
+def partition_count(metadata, name: str) -> int | None:
+    """The partitions of topic ``name`` in a metadata answer (confluent-kafka's
+    ``ClusterMetadata``), or None if it does not exist there."""
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None or not topic.partitions:
         return None
     return len(topic.partitions)
+
+
+def existing_partitions(bootstrap: str, name: str) -> int | None:
+    """The partition count of topic ``name``, or None if it does not exist."""
+    metadata = _admin(bootstrap).list_topics(topic=name, timeout=TOPIC_OPERATION_TIMEOUT_S)
+    return partition_count(metadata, name)
 
 
 def _wait_visible(admin, name: str) -> tuple[int, dict[str, str]] | None:

@@ -22,6 +22,7 @@ from eventq.kafka.logreader import (
     reader_consumer,
     watermarks,
 )
+from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
@@ -54,14 +55,14 @@ def topic_partitions(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
         ) from None
     found = {}
     for name in topics:
-        topic = metadata.topics.get(name)
-        if topic is None or topic.error is not None or not topic.partitions:
+        partitions = partition_count(metadata, name)
+        if partitions is None:
             raise KafkaUnavailable(
                 f"topic {name} does not exist on {bootstrap}. Create eventq's topics with "
                 "`eventq topics create` (with the same --commands-topic/--jobs-topic/"
                 "--partitions as the server), or pass the topic names the server uses."
             )
-        found[name] = len(topic.partitions)
+        found[name] = partitions
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 METADATA_TIMEOUT_S = 15.0
@@ -26,13 +27,13 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
             f"cannot reach Kafka at {bootstrap}: {error}. Is Kafka running? "
             "(eventq kafka start, or --bootstrap)"
         ) from None
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
+    partitions = partition_count(metadata, topic)
+    if partitions is None:
         raise TopicMissing(
             f"topic {topic} does not exist on {bootstrap}: create it with "
             "`eventq topics create` (same --commands-topic/--jobs-topic)"
         )
-    return len(found.partitions)
+    return partitions
 
 
 @contextlib.contextmanager
