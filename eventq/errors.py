@@ -100,6 +100,12 @@ INVALID_MAX_FAILS = "Invalid Max Fails"
 INVALID_PRIORITY = "Invalid Priority"
 INVALID_BACKOFF = "Invalid Backoff"  # [eventq] -backoff (spec: Extensions)
 INVALID_AFTER = "Invalid After"  # [eventq] -after (spec/workflows.md, "Values and checks")
+# [eventq] spec/workflows.md, "Values and checks" and "Errors (additions)".
+INVALID_TAGS = "Invalid Tags"  # -tags, and the tag of `inspect tagged`
+INVALID_GROUP = "Invalid Group"  # a failure group (`fail -group=`, `inspect failed-jobs`, `retry-group`)
+INVALID_DELAY = "Invalid Delay"  # `retry -delay=`
+INVALID_COUNT = "Invalid Count"  # `retry-group`'s count
+INVALID_EVERY = "Invalid Every"  # `recur`'s every-ms
 INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
 DUPLICATE_JOB = "Duplicate job"
 DUPLICATE_RESULT = "Duplicate result"

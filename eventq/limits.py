@@ -27,6 +27,16 @@ MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
 # upstream ids. 100 ids in their longest spelling (urn:uuid:, 45 bytes) make 4,599 bytes.
 MIN_AFTER_IDS = 1
 MAX_AFTER_IDS = 100
+# [eventq] spec/workflows.md, "Values and checks": tags, failure groups, retry, recur.
+MIN_TAGS = 1
+MAX_TAGS = 16
+MAX_TAG_BYTES = 64  # each tag: 1-64 bytes of [A-Za-z0-9_.-]
+MAX_GROUP_BYTES = 255  # a failure group: like a name
+MAX_RETRY_DELAY_MS = 86_400_000  # `retry -delay=`
+MIN_RETRY_COUNT = 1  # `retry-group`'s count
+MAX_RETRY_COUNT = 10_000
+MIN_EVERY_MS = 1_000  # `recur`'s every-ms: 1 s ...
+MAX_EVERY_MS = 31_536_000_000  # ... to 365 days
 
 # Times and log positions of the pure core (eventq/core). Times are integer ms since the
 # Unix epoch (UTC); offsets are Kafka log offsets.

@@ -24,13 +24,18 @@ from eventq.errors import (
     INVALID_AFTER,
     INVALID_BACKOFF,
     INVALID_COMMAND_ARGS,
+    INVALID_COUNT,
     INVALID_CURSOR_OFFSET,
+    INVALID_DELAY,
+    INVALID_EVERY,
+    INVALID_GROUP,
     INVALID_ID,
     INVALID_LIMIT,
     INVALID_MAX_ATTEMPTS,
     INVALID_MAX_FAILS,
     INVALID_NAME,
     INVALID_PRIORITY,
+    INVALID_TAGS,
     INVALID_TIME,
     INVALID_TTL,
     INVALID_TTR,
@@ -43,19 +48,28 @@ from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_CURSOR_OFFSET,
+    MAX_EVERY_MS,
     MAX_FAILS_LIMIT,
+    MAX_GROUP_BYTES,
     MAX_LIMIT,
     MAX_NAME_BYTES,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
+    MAX_RETRY_COUNT,
+    MAX_RETRY_DELAY_MS,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
     MAX_WAIT_TIMEOUT_MS,
     MIN_AFTER_IDS,
+    MIN_EVERY_MS,
     MIN_LIMIT,
     MIN_PRIORITY,
+    MIN_RETRY_COUNT,
+    MIN_TAGS,
     MIN_TIME_MS,
     MIN_TTL_MS,
     MIN_TTR_MS,
@@ -143,6 +157,21 @@ def parse_claim(token: str) -> int:
     return _parse_unsigned(token, 0, MAX_OFFSET, INVALID_COMMAND_ARGS)
 
 
+def parse_delay_ms(token: str) -> int:
+    """[eventq] `retry -delay=`: integer ms, 0 … 86,400,000 (``Invalid Delay``)."""
+    return _parse_unsigned(token, 0, MAX_RETRY_DELAY_MS, INVALID_DELAY)
+
+
+def parse_count(token: str) -> int:
+    """[eventq] `retry-group`'s count: 1 … 10,000 (``Invalid Count``)."""
+    return _parse_unsigned(token, MIN_RETRY_COUNT, MAX_RETRY_COUNT, INVALID_COUNT)
+
+
+def parse_every_ms(token: str) -> int:
+    """[eventq] `recur`'s every-ms: 1,000 … 31,536,000,000 (365 days; ``Invalid Every``)."""
+    return _parse_unsigned(token, MIN_EVERY_MS, MAX_EVERY_MS, INVALID_EVERY)
+
+
 def parse_limit(token: str) -> int:
     """limit: 1 … 100 (``Invalid limit``)."""
     return _parse_unsigned(token, MIN_LIMIT, MAX_LIMIT, INVALID_LIMIT)
@@ -178,6 +207,38 @@ def parse_name(token: str) -> str:
     if _NAME.fullmatch(token) is None:
         raise ClientError(INVALID_NAME)
     return token
+
+
+_GROUP = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_GROUP_BYTES)
+_TAG = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_TAG_BYTES)
+_TAGS_SEPARATOR = ","
+
+
+def parse_group(token: str) -> str:
+    """[eventq] a failure group: 1–255 bytes of ``[A-Za-z0-9_.-]``, like a name
+    (``Invalid Group``; spec/workflows.md, "Values and checks")."""
+    if _GROUP.fullmatch(token) is None:
+        raise ClientError(INVALID_GROUP)
+    return token
+
+
+def parse_tag(token: str) -> str:
+    """[eventq] one tag (`inspect tagged`): 1–64 bytes of ``[A-Za-z0-9_.-]``
+    (``Invalid Tags``)."""
+    if _TAG.fullmatch(token) is None:
+        raise ClientError(INVALID_TAGS)
+    return token
+
+
+def parse_tags(token: str) -> tuple[str, ...]:
+    """[eventq] -tags: 1–16 tags separated by ``,`` (no empty element), each a tag as
+    ``parse_tag`` takes it, all distinct, in the order given (``Invalid Tags``)."""
+    tags = tuple(token.split(_TAGS_SEPARATOR))
+    if not MIN_TAGS <= len(tags) <= MAX_TAGS or len(set(tags)) != len(tags):
+        raise ClientError(INVALID_TAGS)
+    for tag in tags:
+        parse_tag(tag)
+    return tags
 
 
 # --- ids ------------------------------------------------------------------------------
