@@ -180,9 +180,11 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         interrupt_on_sigterm,
         ports_problem,
         serve_processes,
+        tokens_problem,
     )
 
-    problem = ports_problem(settings)  # before anything starts, Kafka included
+    # Before anything starts, Kafka included.
+    problem = tokens_problem(settings) or ports_problem(settings)
     if problem:
         return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
@@ -243,12 +245,14 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 # The settings `eventq client` uses: the server's address (its --help used to list all
 # 25 server and Kafka flags).
 CLIENT_SETTINGS = ("listen_host", "listen_port")
+TOKEN_ENV = "EVENTQ_TOKEN"  # a client's token when --token is not given (kept out of `ps`)
 
 
 def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.linecli import run_line_client
 
-    return run_line_client(settings.listen_host, settings.listen_port)
+    token = args.token or os.environ.get(TOKEN_ENV)
+    return run_line_client(settings.listen_host, settings.listen_port, token or None)
 
 
 # --- replay and digest ------------------------------------------------------------
@@ -432,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _subcommand(commands, "serve", cmd_serve, "serve the workq protocol (Kafka must be up)")
-    _subcommand(
+    client_parser = _subcommand(
         commands,
         "client",
         cmd_client,
@@ -440,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the server is at --listen-host:--listen-port, as `eventq serve` was given them",
         CLIENT_SETTINGS,
     )
+    client_parser.add_argument(
+        "--token", default=None, metavar="TOKEN",
+        help=f"`auth` with this token first, for a server with tokens (default: ${TOKEN_ENV})")
     replay_parser = _subcommand(
         commands,
         "replay",

@@ -24,9 +24,15 @@ RECV_BYTES = 65536
 JOIN_POLL_S = 0.2
 
 
-def run_line_client(host: str, port: int) -> int:
+def run_line_client(host: str, port: int, token: str | None = None) -> int:
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        if token is not None and not _authenticated(sock, token):
+            sock.close()
+            print(f"eventq: {host}:{port} refused the token (-CLIENT-ERROR Unauthorized): "
+                  "check --token / EVENTQ_TOKEN against the server's tokens file",
+                  file=sys.stderr)
+            return 1
     except OSError as error:
         print(f"eventq: cannot connect to {host}:{port}: {error}. Is `eventq serve` "
               "(or `make run`) running?", file=sys.stderr)
@@ -49,6 +55,18 @@ def run_line_client(host: str, port: int) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _authenticated(sock: socket.socket, token: str) -> bool:
+    """Send ``auth <token>`` first (spec/security.md) and read its one-line reply."""
+    sock.sendall(b"auth " + token.encode("latin-1") + b"\r\n")
+    reply = b""
+    while not reply.endswith(b"\r\n"):
+        chunk = sock.recv(256)
+        if not chunk:
+            return False
+        reply += chunk
+    return reply == b"+OK\r\n"
 
 
 def _send_input(sock: socket.socket) -> None:

@@ -70,6 +70,10 @@ class Settings:
     # whole fetches on the main loop, or faust's agent, a record at a time (the path
     # before; kept to compare and to fall back on).
     apply_path: str = APPLY_FETCH
+    # Tokens and roles (spec/security.md): a file of `<token> <role>[,<role>...]
+    # [<prefix>]` lines, read at start and on SIGHUP (empty: no tokens, every client
+    # may do everything, as workq).
+    tokens_file: str = ""
 
     def __post_init__(self) -> None:
         if not self.bulk_topic:
@@ -111,6 +115,9 @@ class Settings:
         if self.command_producer not in COMMAND_PRODUCERS:
             raise ValueError(f"command_producer must be one of {', '.join(COMMAND_PRODUCERS)}, "
                              f"not {self.command_producer!r}")
+        if self.tokens_file:
+            # Resolved once, like data_dir: `eventq up` starts its processes elsewhere.
+            object.__setattr__(self, "tokens_file", str(Path(self.tokens_file).resolve()))
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -236,6 +243,11 @@ HELP = {
     "apply_path": (
         "how the processor reads the command log: 'fetch' (whole fetches, on the main "
         "event loop) or 'agent' (faust's agent, one event per record)"
+    ),
+    "tokens_file": (
+        "file of tokens and their roles, one `<token> <role>[,<role>...] [<prefix>]` per "
+        "line (roles: reader, worker, producer, admin); clients must `auth` first; read "
+        "again on SIGHUP (default: no tokens)"
     ),
     "http_actions": (
         "let the dashboard pause/resume queues and delete or retry jobs (read-only "

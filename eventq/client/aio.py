@@ -77,8 +77,11 @@ class AsyncClient:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, pool_size: int = 8,
-                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0,
+                 token: str | None = None) -> None:
         self.host, self.port = host, port
+        # Sent with `auth` first on every connection (spec/security.md); None: no auth.
+        self._auth = None if token is None else calls.auth(token)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[AsyncConnection] = []
@@ -110,7 +113,15 @@ class AsyncClient:
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return AsyncConnection(reader, writer)
+            connection = AsyncConnection(reader, writer)
+            if self._auth is not None:
+                try:
+                    connection.send(self._auth.data)
+                    self._auth.parse(await connection.read(self._auth.shape, self.timeout_s))
+                except BaseException:
+                    connection.close()
+                    raise
+            return connection
 
     async def _acquire(self) -> AsyncConnection:
         if self._closed:

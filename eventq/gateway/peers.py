@@ -43,11 +43,22 @@ class PeerConnection:
         self.writer = writer
 
     @classmethod
-    async def open(cls, address: str) -> "PeerConnection":
+    async def open(cls, address: str, token: str | None = None) -> "PeerConnection":
+        """A connection to the gateway at ``address`` that said yes to ``peer``, after
+        ``auth`` with ``token`` when the cluster has tokens (spec/security.md: processes
+        authenticate to each other as admin)."""
         host, port = host_and_port(address)
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
             reader, writer = await asyncio.open_connection(host, port)
             connection = cls(reader, writer)
+            if token is not None:
+                reply = await connection.exchange(b"auth %s\r\n" % token.encode("latin-1"),
+                                                  Shape.STATUS)
+                if reply != b"+OK\r\n":
+                    connection.close()
+                    raise MalformedReply(
+                        f"{address} refused this process's admin token ({reply[:80]!r}): "
+                        "every process of a cluster needs the same tokens file")
             reply = await connection.exchange(PEER_HELLO, Shape.STATUS)
         if reply != b"+OK\r\n":
             connection.close()
@@ -82,8 +93,9 @@ class PeerConnection:
 class Peers:
     """Pooled connections to peers by address (``host:port``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self._idle: dict[str, list[PeerConnection]] = {}
+        self._token = token  # the admin token presented to peers (None: no tokens)
         self.forwarded = 0  # requests answered by peers (logged at stop)
 
     async def exchange(
@@ -123,7 +135,7 @@ class Peers:
             if connection.usable:
                 return connection
             connection.close()
-        return await PeerConnection.open(address)
+        return await PeerConnection.open(address, self._token)
 
     def close(self) -> None:
         for idle in self._idle.values():

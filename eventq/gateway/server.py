@@ -15,12 +15,13 @@ import socket
 from time import perf_counter
 from typing import Callable
 
-from eventq.errors import EventqError, ServerError
+from eventq.errors import ClientError, EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.leasing import Handover
 from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
-from eventq.protocol import Close, Parser, Peer
+from eventq.protocol import Auth, Close, Parser, Peer
+from eventq.protocol.access import UNAUTHORIZED, Access, TokenStore
 from eventq.protocol.grammar import VERB_OF
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,13 @@ STOP_CANCEL_WAIT_S = 0.5
 
 
 class _Connection:
-    __slots__ = ("peer",)
+    __slots__ = ("peer", "access")
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenStore | None) -> None:
         # Another eventq process's connection (docs/architecture.md, "Scaling out").
         self.peer = False
+        # Its standing with a server that has tokens (spec/security.md; None: no tokens).
+        self.access = None if tokens is None else Access(tokens)
 
 
 class GatewayStats:
@@ -69,8 +72,9 @@ class GatewayStats:
 
 class GatewayServer:
     def __init__(self, gateway, stats: GatewayStats, host: str, port: int, clock_ms,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None, tokens: TokenStore | None = None) -> None:
         self._gateway = gateway
+        self._tokens = tokens  # None: no tokens, every request allowed (spec/security.md)
         # A socket bound and listening before faust started (eventq/listeners.py), or
         # None: bind host and port at start.
         self._sock = sock
@@ -120,7 +124,7 @@ class GatewayServer:
         task = asyncio.current_task()
         self._connections.add(task)
         self._stats.active_clients += 1
-        connection = _Connection()
+        connection = _Connection(self._tokens)
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         try:
             await self._converse(reader, writer, connection)
@@ -141,7 +145,7 @@ class GatewayServer:
     async def _converse(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection
     ) -> None:
-        parser = Parser(now_ms=self._clock_ms)
+        parser = Parser(now_ms=self._clock_ms, access=connection.access)
         while True:
             event = parser.next_event()
             if event is None:
@@ -162,6 +166,9 @@ class GatewayServer:
                 if event.closes_connection:
                     await writer.drain()
                     return
+                continue
+            if isinstance(event, Auth):
+                writer.write(self._authenticate(event, connection))
                 continue
             if isinstance(event, Peer) and not connection.peer:
                 # Another eventq process (eventq/gateway/peers.py): not a client.
@@ -191,6 +198,16 @@ class GatewayServer:
             # at most the high-water mark and one reply, however much it pipelined.
             if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
                 await writer.drain()
+
+    @staticmethod
+    def _authenticate(request: Auth, connection: _Connection) -> bytes:
+        """``auth`` (spec/security.md): ``+OK`` for a configured token (any token when
+        the server has none), else Unauthorized, and the connection is unauthenticated
+        from then on. Writes nothing to the log."""
+        access = connection.access
+        if access is None or access.authenticate(request.token):
+            return b"+OK\r\n"
+        return ClientError(UNAUTHORIZED).reply
 
     async def _hand_over(
         self, handover: Handover, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from collections.abc import Mapping
 
 from eventq.address import host_and_port
 from eventq.worker.output import configure_command_line, terminal_or_none
@@ -20,6 +22,7 @@ from eventq.worker.program import program_problem
 from eventq.worker.runtime import Worker
 
 EXIT_USAGE = 2  # as argparse: the command line cannot work as given
+TOKEN_ENV = "EVENTQ_TOKEN"  # the token, when --token is not given (not in `ps` output)
 
 
 class UsageError(Exception):
@@ -49,6 +52,9 @@ def register(commands) -> None:
     )
     parser.add_argument("--server", default="127.0.0.1:9922", metavar="HOST:PORT",
                         help="the eventq (or workq) server (default %(default)s)")
+    parser.add_argument("--token", default=None, metavar="TOKEN",
+                        help="the token to `auth` with, for a server with tokens "
+                             f"(spec/security.md; default: ${TOKEN_ENV})")
     parser.add_argument("--queue", action="append", default=[], metavar="NAME",
                         help="a queue to run the program for (repeatable)")
     parser.add_argument("--app", metavar="MODULE:ATTR", help="a Python eventq.worker.Worker")
@@ -65,9 +71,17 @@ def register(commands) -> None:
     parser.set_defaults(handler=None, worker_main=main)
 
 
-def build_worker(args: argparse.Namespace) -> Worker:
+def build_worker(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Worker:
     """The worker the arguments describe (``UsageError`` saying why if they do not
     describe one that can run)."""
+    worker = _build_worker(args)
+    token = args.token or (os.environ if environ is None else environ).get(TOKEN_ENV)
+    if token:
+        worker.token = token
+    return worker
+
+
+def _build_worker(args: argparse.Namespace) -> Worker:
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     try:
         host, port = host_and_port(args.server)
