@@ -177,14 +177,14 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
         EXIT_CANNOT_START,
+        files_problem,
         interrupt_on_sigterm,
         ports_problem,
         serve_processes,
-        tokens_problem,
     )
 
     # Before anything starts, Kafka included.
-    problem = tokens_problem(settings) or ports_problem(settings)
+    problem = files_problem(settings) or ports_problem(settings)
     if problem:
         return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
@@ -250,9 +250,14 @@ TOKEN_ENV = "EVENTQ_TOKEN"  # a client's token when --token is not given (kept o
 
 def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.linecli import run_line_client
+    from eventq.worker.cli import UsageError, tls_from_arguments
 
     token = args.token or os.environ.get(TOKEN_ENV)
-    return run_line_client(settings.listen_host, settings.listen_port, token or None)
+    try:
+        tls = tls_from_arguments(args)
+    except UsageError as error:
+        return fail(str(error), 2)
+    return run_line_client(settings.listen_host, settings.listen_port, token or None, tls)
 
 
 # --- replay and digest ------------------------------------------------------------
@@ -447,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     client_parser.add_argument(
         "--token", default=None, metavar="TOKEN",
         help=f"`auth` with this token first, for a server with tokens (default: ${TOKEN_ENV})")
+    from eventq.worker.cli import add_tls_arguments
+
+    add_tls_arguments(client_parser)
     replay_parser = _subcommand(
         commands,
         "replay",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import os
 import socket
+import ssl
 import sys
 import threading
 
@@ -24,9 +25,12 @@ RECV_BYTES = 65536
 JOIN_POLL_S = 0.2
 
 
-def run_line_client(host: str, port: int, token: str | None = None) -> int:
+def run_line_client(host: str, port: int, token: str | None = None,
+                    tls: ssl.SSLContext | None = None) -> int:
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host)
         if token is not None and not _authenticated(sock, token):
             sock.close()
             print(f"eventq: {host}:{port} refused the token (-CLIENT-ERROR Unauthorized): "

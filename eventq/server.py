@@ -10,9 +10,10 @@ import asyncio
 import logging
 import signal
 import socket
+import ssl
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import mode
@@ -30,16 +31,31 @@ from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_p
 from eventq.logformat import demote_routine_retries, logging_config
 from eventq.protocol.access import TokenStore
 from eventq.settings import Settings
+from eventq.tls import TlsUnusable, peer_context, server_context
 from eventq.tokens_file import TokensUnusable, load_tokens, reload_tokens
 from streams.command_writer import CommandWriter
 
 log = logging.getLogger("eventq")
 
+
+@dataclass(frozen=True)
+class Tls:
+    """The gateway's TLS and its links' (eventq/tls.py), built at start (None: plain)."""
+
+    server: ssl.SSLContext | None = None
+    peer: ssl.SSLContext | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Tls":
+        return cls(server_context(settings), peer_context(settings))
+
+
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
 
     def __init__(self, settings: Settings, streams, listeners: Listeners | None = None,
-                 tokens: TokenStore | None = None, **kwargs) -> None:
+                 tokens: TokenStore | None = None, tls: Tls | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
@@ -47,7 +63,8 @@ class EventqService(mode.Service):
         http = settings.http_address
         self._stats = stats = GatewayStats(
             lambda: streams.processor.counters.evicted, timed=http is not None)
-        self.peers = Peers(None if tokens is None else tokens.tokens.peer_token)
+        tls = tls or Tls()
+        self.peers = Peers(None if tokens is None else tokens.tokens.peer_token, tls.peer)
         cluster = Cluster(
             self_address=settings.advertised_address,
             partitions=settings.partitions,
@@ -68,7 +85,7 @@ class EventqService(mode.Service):
         listeners = listeners or Listeners()
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms,
-            sock=listeners.gateway, tokens=tokens,
+            sock=listeners.gateway, tokens=tokens, tls=tls.server,
         )
         self.web = None if http is None else web_server(
             settings, streams, self.gateway, stats, listeners.web)
@@ -103,7 +120,8 @@ class EventqService(mode.Service):
                 "reach this one at %s; give it the address they can reach",
                 self._settings.listen_host, self._settings.advertised_address)
         print(
-            f"eventq serving the workq protocol on "
+            f"eventq serving the workq protocol"
+            f"{' over TLS' if self._settings.tls_cert else ''} on "
             f"{self._settings.listen_host}:{self.server.port} "
             f"(Kafka {self._settings.kafka_bootstrap})",
             flush=True,
@@ -431,7 +449,8 @@ def preflight(settings: Settings, adopt_partitions: bool) -> Settings | int:
 def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
     try:  # first: a file with a typo is said at once, before Kafka is asked anything
         tokens = load_tokens(settings.tokens_file)
-    except TokensUnusable as error:
+        tls = Tls.of(settings)
+    except (TokensUnusable, TlsUnusable) as error:
         say_on_stderr(str(error))
         return EXIT_CANNOT_START
     checked = preflight(settings, adopt_partitions)
@@ -466,7 +485,7 @@ def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
         say_on_stderr(str(error))
         return EXIT_CANNOT_START
     try:
-        code = run_faust(settings, listeners, loop, tokens)
+        code = run_faust(settings, listeners, loop, tokens, tls)
     finally:
         listeners.close()
     if code == 0:
@@ -475,7 +494,7 @@ def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
 
 
 def run_faust(settings: Settings, listeners: Listeners, loop,
-              tokens: TokenStore | None = None) -> int:
+              tokens: TokenStore | None = None, tls: Tls | None = None) -> int:
     """The faust worker with eventq's service until it stops; its exit status."""
     import faust
 
@@ -483,7 +502,7 @@ def run_faust(settings: Settings, listeners: Listeners, loop,
 
     streams = build_streams(settings)
     demote_routine_retries(settings.jobs_topic)
-    service = EventqService(settings, streams, listeners, tokens, loop=loop)
+    service = EventqService(settings, streams, listeners, tokens, tls, loop=loop)
     worker = eventq_worker_class(faust.Worker)(
         streams.app,
         service,

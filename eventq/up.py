@@ -70,14 +70,17 @@ def process_http_port(settings: Settings, index: int) -> str:
     return f"{host}:{http_port + index if http_port else 0}"
 
 
-def tokens_problem(settings: Settings) -> str | None:
-    """Why the tokens file cannot be used, or None: said once before anything starts,
-    not by each process as it fails at start."""
+def files_problem(settings: Settings) -> str | None:
+    """Why the tokens file or the TLS files cannot be used, or None: said once before
+    anything starts, not by each process as it fails at start."""
+    from eventq.tls import TlsUnusable, peer_context, server_context
     from eventq.tokens_file import TokensUnusable, load_tokens
 
     try:
         load_tokens(settings.tokens_file)
-    except TokensUnusable as error:
+        server_context(settings)
+        peer_context(settings)
+    except (TokensUnusable, TlsUnusable) as error:
         return str(error)
     return None
 

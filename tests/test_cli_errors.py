@@ -109,12 +109,25 @@ def test_an_unknown_flag_of_serve_shows_serves_usage_and_the_flag_meant():
     assert "did you mean --listen-port" in last, last
 
 
-def test_client_help_lists_only_the_servers_address_and_a_token():
+def test_client_help_lists_only_the_servers_address_a_token_and_tls():
     _, done = run("client", "--help")
     assert done.returncode == 0
     flags = set(re.findall(r"^\s+-h, (--\w+)|^\s+(--[\w-]+) ", done.stdout, flags=re.M))
     flags = {flag for pair in flags for flag in pair if flag}
-    assert flags == {"--help", "--listen-host", "--listen-port", "--token"}, flags
+    assert flags == {"--help", "--listen-host", "--listen-port", "--token", "--tls-ca",
+                     "--tls-cert", "--tls-key"}, flags
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_tls_files_that_cannot_be_used_are_said_at_once(tmp_path, command):
+    key = tmp_path / "server.key"
+    key.write_text("not a key\n")
+    took_s, done = run(command, *serve_flags(tmp_path, **{
+        "tls-cert": str(tmp_path / "missing.pem"), "tls-key": str(key)}))
+    assert done.returncode == 2, done
+    assert took_s < FEEDBACK_S
+    assert f"{tmp_path / 'missing.pem'} is not a file" in done.stderr, done.stderr
+    assert_plain(done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize("command", ["serve", "up"])

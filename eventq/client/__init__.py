@@ -33,10 +33,11 @@ from eventq.client.errors import (
 )
 from eventq.client.models import Job, JobInfo, NewJob, QueueInfo, Result, ServerInfo
 from eventq.client.sync import AddManyError, Client
+from eventq.client.tls import tls_context
 
 __all__ = [
     "AddManyError", "AsyncClient", "Client", "ClientError", "ConnectionLost", "DuplicateJob",
     "DuplicateResult", "EventqError", "Forbidden", "Job", "JobInfo", "NewJob", "NotFound",
     "QueueInfo", "Result", "ServerError", "ServerInfo", "TimedOut", "Unauthorized",
-    "Unavailable",
+    "Unavailable", "tls_context",
 ]
