@@ -22,11 +22,13 @@ from eventq.core.codec import (
     decode_command,
     decode_input,
     decode_job,
+    decode_recurrence,
     decode_registration,
     decode_state,
     encode_command,
     encode_input,
     encode_job,
+    encode_recurrence,
     encode_registration,
     encode_state,
 )
@@ -41,15 +43,18 @@ from eventq.core.commands import (
     Depend,
     Expire,
     Fail,
+    Fire,
     Import,
     Pause,
     QueueCommand,
+    Recur,
     ReleaseAttempt,
     Resume,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
     Touch,
+    Unrecur,
     Upstream,
 )
 from eventq.core.digest import StateDigest, job_digest_bytes, job_hash, state_digest
@@ -126,6 +131,11 @@ from eventq.core.workflow import (
 )
 
 __all__ = [
+    "Fire",
+    "Recur",
+    "Unrecur",
+    "decode_recurrence",
+    "encode_recurrence",
     "ALREADY_APPLIED",
     "CLAIM_REFUSED",
     "COMMAND_CLASSES",
