@@ -56,6 +56,7 @@ from eventq.core.commands import (
     Touch,
     Unrecur,
     Upstream,
+    recurrence_key,
 )
 from eventq.core.digest import StateDigest, job_digest_bytes, job_hash, state_digest
 from eventq.core.events import (
@@ -132,6 +133,7 @@ from eventq.core.workflow import (
 
 __all__ = [
     "Fire",
+    "recurrence_key",
     "Recur",
     "Unrecur",
     "decode_recurrence",
