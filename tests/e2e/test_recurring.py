@@ -203,3 +203,41 @@ def test_a_recurrence_fails_over_with_its_partition(kafka_cluster, tmp_path):
         check_across_an_outage(survivor.port, slots, down_from_ms, served_ms)
     finally:
         cluster.stop()
+
+
+def test_the_python_clients_recur_unrecur_and_recurrences(server):
+    """Client and AsyncClient (eventq/client): a recurrence defined, listed with its
+    next due time, firing its slot's job, replaced, and removed."""
+    import asyncio
+
+    from eventq.client import AsyncClient, Client, NotFound
+
+    with Client(port=server.port) as client:
+        client.recur("py.every2s", "pyticks", b"hi", every_ms=2000, tags=["py"], priority=3)
+        [info] = [r for r in client.recurrences() if r.name == "py.every2s"]
+        assert (info.queue, info.every_ms, info.payload, info.tags, info.priority) == (
+            "pyticks", 2000, b"hi", ("py",), 3)
+        next_slot = None
+        deadline = time.monotonic() + 30
+        while next_slot is None:  # the first slot's job, by the spec's id
+            for n in range(now_ms() // 2000 - 3, now_ms() // 2000 + 1):
+                try:
+                    job = client.inspect_job(slot_job_id("py.every2s", 2000, n))
+                except NotFound:
+                    continue
+                assert (job.name, job.payload, job.priority) == ("pyticks", b"hi", 3)
+                next_slot = n
+            assert time.monotonic() < deadline, "no slot fired"
+            time.sleep(0.2)
+
+    async def replace_and_remove() -> None:
+        async with AsyncClient(port=server.port) as client:
+            await client.recur("py.every2s", "pyticks", b"bye", every_ms=3000)
+            [info] = [r for r in await client.recurrences() if r.name == "py.every2s"]
+            assert (info.payload, info.every_ms, info.tags) == (b"bye", 3000, ())
+            await client.unrecur("py.every2s")
+            with pytest.raises(NotFound):
+                await client.unrecur("py.every2s")
+            assert "py.every2s" not in [r.name for r in await client.recurrences()]
+
+    asyncio.run(replace_and_remove())
