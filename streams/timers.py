@@ -125,14 +125,21 @@ class DeadlineTimer:
             # clock; until its record moves on, asked again RETRY_AFTER_MS later.
             commands.append(Fire(name, max(next_slot, now_ms // every_ms)))
             self._index.rearm_recurrence(name, now_ms + RETRY_AFTER_MS)
-        for command in commands:
-            try:
-                await self._send(command)
+        # All at once: each send waits for the broker's acknowledgement, and one after
+        # another, the fires of recurrences due at the same instant queued behind each
+        # other's round trips (bench/recur_bench.py: due -> fire in the log p99 373 ms
+        # for 10 at once). Each is handed to its partition's lane in this order before
+        # the first await (streams/engine.py ``send``), so one job's stay in order.
+        outcomes = await asyncio.gather(*map(self._send, commands), return_exceptions=True)
+        for command, outcome in zip(commands, outcomes):
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, asyncio.CancelledError):
+                    raise outcome
+                log.log(self._failure_level(now_ms), "could not send %s: %s (will retry)",
+                        type(command).__name__, outcome)
+            else:
                 self.sent += 1
                 self._failing_since_ms = None
-            except Exception as error:
-                log.log(self._failure_level(now_ms), "could not send %s: %s (will retry)",
-                        type(command).__name__, error)
 
     def _failure_level(self, now_ms: int) -> int:
         if self._failing_since_ms is None:
