@@ -46,6 +46,7 @@ from sortedcontainers import SortedList
 
 from eventq.core.ids import uuid_of_int
 from eventq.core.job import LEASABLE_STATES, Job, State
+from eventq.core.recurrence import Recurrence
 from eventq.core.slim import Slim, slim_of
 from eventq.limits import MAX_PRIORITY, MIN_TIME_MS
 
@@ -219,6 +220,11 @@ class JobIndex:
         # every partition gets every pause and resume, and a queue is paused here while
         # any of them says so (they agree once each has applied the same commands).
         self._paused: dict[int, set[str]] = {}
+        # Recurrences of the owned partitions (spec/workflows.md, "5. Recurring jobs"):
+        # name -> (partition, every ms, next slot), and a heap of (when to check, name)
+        # for the timer, checked when popped (a changed record pushes its own).
+        self._recurrences: dict[str, tuple[int, int, int]] = {}
+        self._recurrence_checks: list[tuple[int, str]] = []
         # Live jobs per queue name and state, for the dashboard and the metrics
         # (docs/architecture.md, "Metrics and the dashboard").
         self._state_counts: dict[str, list[int]] = {}
@@ -359,6 +365,8 @@ class JobIndex:
 
     def drop_partition(self, partition: int) -> None:
         self._paused.pop(partition, None)
+        for name in [n for n, (p, _, _) in self._recurrences.items() if p == partition]:
+            del self._recurrences[name]
         if partition not in self._partition_sizes:
             return
         for id_int in [i for i, packed in self._entries.items()
@@ -372,6 +380,7 @@ class JobIndex:
     def rebuild(
         self, partition: int, jobs: Iterable[Slim], now_ms: int, paused: Iterable[str] = (),
         registrations: Iterable[tuple[uuid.UUID, int]] = (),
+        recurrences: Iterable[Recurrence] = (),
     ) -> int:
         """Replace a partition's jobs by ``jobs``, its paused queues by ``paused`` and
         add its ``registrations`` (upstream, deadline) (its table, after a recovery).
@@ -407,6 +416,8 @@ class JobIndex:
             _registration_item(deadline, upstream.int) for upstream, deadline in registrations
             if upstream.int not in self._entries)
         heapq.heapify(self._registrations)
+        for record in recurrences:  # a due one fires at once: missed slots, the latest
+            self.put_recurrence(partition, record)
         return count
 
     # --- reads (from the gateway) --------------------------------------------------
@@ -606,6 +617,48 @@ class JobIndex:
                 found[id_int] = None
         return [uuid.UUID(int=id_int) for id_int in found]
 
+    # --- recurrences (spec/workflows.md, "5. Recurring jobs") -----------------------
+
+    def put_recurrence(self, partition: int, record: Recurrence) -> None:
+        """A recurrence's record as its partition's log left it (a recur, or a fire)."""
+        self._recurrences[record.name] = (partition, record.every_ms, record.next_slot)
+        heapq.heappush(self._recurrence_checks, (record.next_ms, record.name))
+        if len(self._recurrence_checks) > HEAP_SLACK * len(self._recurrences) + 1000:
+            self._recurrence_checks = sorted(
+                (self._recurrence_next_ms(name), name) for name in self._recurrences)
+
+    def remove_recurrence(self, name: str) -> None:
+        self._recurrences.pop(name, None)
+
+    def _recurrence_next_ms(self, name: str) -> int:
+        _, every_ms, next_slot = self._recurrences[name]
+        return every_ms * next_slot
+
+    def recurrence_names(self) -> list[str]:
+        """The recurrences of the owned partitions, sorted bytewise (inspect recurring)."""
+        return sorted(self._recurrences, key=lambda name: name.encode())
+
+    def recurrence_next_ms(self, name: str) -> int | None:
+        """When recurrence ``name``'s next slot is due (None: not one of this process)."""
+        return self._recurrence_next_ms(name) if name in self._recurrences else None
+
+    def due_recurrences(self, now_ms: int) -> list[tuple[str, int, int]]:
+        """(name, every ms, next slot) of each recurrence whose next slot is due by
+        ``now_ms``: the timer sends its ``fire``, and ``rearm_recurrence``s it."""
+        heap = self._recurrence_checks
+        found: dict[str, tuple[str, int, int]] = {}
+        while heap and heap[0][0] <= now_ms:
+            _, name = heapq.heappop(heap)
+            known = self._recurrences.get(name)
+            if known is not None and known[1] * known[2] <= now_ms:
+                found[name] = (name, known[1], known[2])
+        return list(found.values())
+
+    def rearm_recurrence(self, name: str, when_ms: int) -> None:
+        """Check recurrence ``name`` again at ``when_ms`` (its fire not applied yet)."""
+        if name in self._recurrences:
+            heapq.heappush(self._recurrence_checks, (when_ms, name))
+
     def rearm(self, due: Due, when_ms: int) -> None:
         """Try a deadline again later (its command was not applied yet)."""
         entry = self.entry(due.job_id)
@@ -623,6 +676,8 @@ class JobIndex:
             candidates.append(self._rearmed[0][0])
         if self._registrations:
             candidates.append((self._registrations[0] >> _ID_BITS) + MIN_TIME_MS)
+        if self._recurrence_checks:
+            candidates.append(self._recurrence_checks[0][0])
         candidates.extend(
             queue.next_wake_ms for queue in self.queues.values() if queue.scheduled
         )

@@ -19,7 +19,7 @@ from pathlib import Path
 from eventq import statedir
 from eventq.core import CodecError, Input, Job, State, decode_command, decode_input, state_digest
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
-from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.digest import input_entries
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
@@ -118,7 +118,7 @@ class Derived:
         except CodecError as error:
             self.undecodable.note(record, error)
             return
-        if isinstance(command, QUEUE_COMMANDS):  # a queue's state: no job to derive
+        if isinstance(command, NO_JOB_COMMANDS):  # a queue's or a recurrence's: no job
             return
         job = self.jobs.get(command.job_id)
         if job is None and at <= self.watermarks.get(record.partition, -1):

@@ -17,11 +17,12 @@ from typing import Awaitable, Callable
 
 from eventq.coalesce import Coalesced
 from eventq.core import Command, Job, encode_command
-from eventq.core.commands import CommandType
+from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, command_key
 from eventq.core.machine import Rejected
+from eventq.core.recurrence import Recurrence
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
 from eventq.indexes import JobIndex
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.kafka.partitioner import partition_for_key
 from eventq.offers import Offers
 from eventq.waiters import Applied, Waiters
 from streams.deadlines import Deadlines
@@ -108,7 +109,7 @@ class Engine:
         """Hand a command to the group-commit writer (streams/command_writer.py)."""
         if self.writer is None:
             raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
-        key = job_key(command.job_id)
+        key = command_key(command)  # a job's id, or a recurrence's recur:<name>
         partition = partition_for_key(key, self.partitions)
         return partition, self.writer.write(partition, key, data)
 
@@ -197,7 +198,10 @@ class Engine:
         self, command: Command, partition: int, written, error: Exception, in_log: bool
     ) -> ServerError:
         what = command_word(command)
-        check = f"check with `inspect job {command.job_id}` before retrying"
+        if isinstance(command, RECURRENCE_COMMANDS):
+            check = "check with `inspect recurring` before retrying"
+        else:
+            check = f"check with `inspect job {command.job_id}` before retrying"
         limit = f"{self.write_timeout_s:g}s"
         if not isinstance(error, TimeoutError):  # KafkaError: unreachable, not leader...
             return MayTakeEffect(
@@ -303,6 +307,14 @@ class Engine:
         self._check_serving()
         try:
             return self.store.get(job_id)
+        except NotOwned as error:
+            raise _moving(error) from None
+
+    def recurrence(self, name: str) -> Recurrence | None:
+        """Recurrence ``name``'s record, if this process owns its partition."""
+        self._check_serving()
+        try:
+            return self.store.recurrence(name)
         except NotOwned as error:
             raise _moving(error) from None
 

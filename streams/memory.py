@@ -29,7 +29,7 @@ from typing import Callable
 
 from eventq.core import encode_command
 from eventq.core.batch import BatchBuilder, SliceSource, encode_slice, position
-from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.commands import QUEUE_COMMANDS, RECURRENCE_COMMANDS
 from eventq.core.followups import FollowUp
 from eventq.indexes import JobIndex
 from eventq.kafka.partitioner import job_key, partition_for_key
@@ -149,6 +149,9 @@ class MemoryLog:
     def partition_of(self, job_id: uuid.UUID) -> int:
         return partition_for_key(job_key(job_id), self.partitions)
 
+    def partition_of_key(self, key: bytes) -> int:
+        return partition_for_key(key, self.partitions)
+
     def append(self, partition: int, value: bytes | None, key: bytes | None = None) -> Message:
         """Append one record as it is (any value, a broken one too)."""
         records = self._records[partition]
@@ -175,6 +178,8 @@ class MemoryLog:
         """Append one job command to its job's partition: its position."""
         if isinstance(command, QUEUE_COMMANDS):
             raise ValueError("a queue's command goes to every partition: append_everywhere")
+        if isinstance(command, RECURRENCE_COMMANDS):
+            return self.append_commands(self.partition_of_key(command.key), [command])[0]
         return self.append_commands(self.partition_of(command.job_id), [command])[0]
 
     def append_everywhere(self, command) -> None:
@@ -195,6 +200,10 @@ class MemoryLog:
 
     def _check_partition(self, partition: int, command) -> None:
         if isinstance(command, bytes) or isinstance(command, QUEUE_COMMANDS):
+            return
+        if isinstance(command, RECURRENCE_COMMANDS):
+            if self.partition_of_key(command.key) != partition:
+                raise ValueError(f"recurrence {command.name} is not in partition {partition}")
             return
         if self.partition_of(command.job_id) != partition:
             raise ValueError(f"job {command.job_id} is in partition "
@@ -219,6 +228,8 @@ def _key_of(command) -> bytes | None:
         return None
     if isinstance(command, QUEUE_COMMANDS):
         return b"queue:" + command.name.encode()  # as streams/engine.py writes it
+    if isinstance(command, RECURRENCE_COMMANDS):
+        return command.key  # recur:<name>
     return job_key(command.job_id)
 
 
@@ -301,7 +312,8 @@ class Driver:
         for partition in range(self.log.partitions):
             self.index.rebuild(partition, self.store.slims_in(partition), self.log.now_ms,
                                self.store.paused_in(partition),
-                               self.store.registrations_in(partition))
+                               self.store.registrations_in(partition),
+                               self.store.recurrences_in(partition))
         processor = self._make_processor(self)
         processor.resumed_at({p: offset for p, (_, offset) in self.committed.items()})
         return processor

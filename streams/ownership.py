@@ -316,7 +316,8 @@ class Steward:
             self._processor.forget([partition])
             self.indexed += self._index.rebuild(
                 partition, self._store.slims_in(partition), now_ms,
-                self._store.paused_in(partition), self._store.registrations_in(partition))
+                self._store.paused_in(partition), self._store.registrations_in(partition),
+                self._store.recurrences_in(partition))
             await asyncio.sleep(0)
         self._timer.consider(now_ms)
         recovered_at = {p: self._recovered_at[p] for p in partitions if p in self._recovered_at}

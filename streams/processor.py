@@ -67,12 +67,14 @@ from typing import Awaitable, Callable, Sequence
 
 from eventq.core import CodecError, Expired, correlation_of, decode_command, decode_registration
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
-from eventq.core.commands import QUEUE_COMMANDS, is_paused_after
+from eventq.core.codec import decode_recurrence
+from eventq.core.commands import QUEUE_COMMANDS, RECURRENCE_COMMANDS, is_paused_after
 from eventq.core.events import NOTICE_EVENTS
 from eventq.core.followups import FollowUp, Register, SideRecord, notify, register
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
-from eventq.core.step import Step, step, unappliable
+from eventq.core.recurrence import Changed, recurrence_table_key
+from eventq.core.step import RecurrenceStep, Step, step, step_recurrence, unappliable
 from eventq.core.workflow import REGISTRATION_KEY_PREFIX, Registration, registration_ids
 from eventq.indexes import JobIndex
 from eventq.jobs_table import (
@@ -137,6 +139,9 @@ class Counters:
     # ``depend`` commands that stored a registration (a repeat stores none).
     notices: int = 0
     registrations: int = 0
+    # [eventq] recurring jobs (spec/workflows.md, "5. Recurring jobs"): slots fired (each
+    # once: a repeated or stale fire is ``ignored``), their adds handed on as follow-ups.
+    fired: int = 0
 
 
 def _no_follow_ups(partition: int, follow_ups: Sequence[FollowUp]) -> None:
@@ -481,6 +486,9 @@ class Processor:
             self._contain(message, f"undecodable command: {error}", correlation_of(data), batch)
             return
         command = decoded.command
+        if isinstance(command, RECURRENCE_COMMANDS):
+            self._apply_recurrence(message, command, at, at_ms, decoded, batch)
+            return
         if isinstance(command, QUEUE_COMMANDS):
             self._apply_queue_command(command, partition, at, decoded, batch)
             return
@@ -536,6 +544,57 @@ class Processor:
             self.counters.applied += 1
         if decoded.node == self._node and decoded.request_id is not None:
             batch.replies.append((decoded.request_id, Applied(QUEUE_STATE_SET, None)))
+
+    def _apply_recurrence(self, message, command, at: int, at_ms: int, decoded,
+                          batch: "_Batch") -> None:
+        """recur, unrecur, fire (spec/workflows.md, "5. Recurring jobs";
+        eventq/core/recurrence.py): the recurrence's record lives beside the jobs of the
+        partition its key ``recur:<name>`` hashes to, read through this batch's own
+        writes, and is positional like a job: its ``version`` skips a re-read command,
+        and an unrecur moves the partition's watermark as a job's removal does, so a
+        re-read command of a removed recurrence is skipped too. A fire that fires a slot
+        hands on the slot's add, written into the job id's partition before this record
+        is committed (``follow_ups``)."""
+        partition = message.partition
+        key = recurrence_table_key(command.name)
+        raw = batch.records[key] if key in batch.records else self._store.read(partition, key)
+        record = None
+        if raw is not None:
+            try:
+                record = decode_recurrence(raw)
+            except CodecError as error:  # a record no fold can have written: start afresh
+                self._store.undecodable += 1
+                log.error("%s[%d]@%d: undecodable recurrence %r (taken as absent): %s",
+                          message.topic, partition, message.offset, key, error)
+        if record is None and at <= self._watermark(partition):
+            result = RecurrenceStep(Ignored(ALREADY_APPLIED), None)
+        else:
+            result = step_recurrence(record, command, at_ms, at)
+        outcome = result.outcome
+        if isinstance(outcome, Changed):
+            self.counters.applied += 1
+            if result.removes:
+                self._watermarks[partition] = at
+                batch.removed = True
+                batch.records[key] = None
+                self._index.remove_recurrence(command.name)
+            else:
+                assert result.record is not None and result.value is not None
+                batch.records[key] = result.value
+                self._index.put_recurrence(partition, result.record)
+                self._on_deadline(result.record.next_ms)
+            if outcome.fired is not None:
+                self.counters.fired += 1
+            batch.follow_ups.extend(result.follow_ups)
+        elif isinstance(outcome, Ignored):
+            self.counters.ignored += 1
+        elif outcome.error.code == "SERVER-ERROR":
+            self.counters.unappliable += 1
+            self._log_contained(message, outcome.error.text)
+        else:
+            self.counters.rejected += 1
+        if decoded.node == self._node and decoded.request_id is not None:
+            batch.replies.append((decoded.request_id, Applied(outcome, None, at)))
 
     def _contain(
         self, message, reason: str, issuer: tuple[str | None, int | None], batch=None

@@ -14,8 +14,18 @@ from typing import Iterator
 
 from rocksdict import WriteBatch
 
-from eventq.core import CodecError, Input, Job, decode_input, decode_registration, decode_state
+from eventq.core import (
+    CodecError,
+    Input,
+    Job,
+    decode_input,
+    decode_recurrence,
+    decode_registration,
+    decode_state,
+)
+from eventq.core.commands import recurrence_key
 from eventq.core.digest import InputEntry
+from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, Recurrence, recurrence_table_key
 from eventq.core.slim import Slim
 from eventq.core.workflow import (
     INPUT_KEY_PREFIX,
@@ -209,6 +219,33 @@ class JobStore:
                 self._undecodable(partition, key, error)
                 continue
             yield dependent, upstream, entry
+
+    def recurrences_in(self, partition: int) -> Iterator[Recurrence]:
+        """Every recurrence's record stored in a partition (to rebuild the index and
+        its timers: spec/workflows.md, "5. Recurring jobs")."""
+        for key, raw in self.scan(partition, RECURRENCE_TABLE_PREFIX):
+            try:
+                yield decode_recurrence(raw)
+            except CodecError as error:
+                self._undecodable(partition, key, error)
+
+    def recurrence_partition(self, name: str) -> int:
+        return partition_for_key(recurrence_key(name), self._partitions)
+
+    def recurrence(self, name: str) -> Recurrence | None:
+        """Recurrence ``name``'s record, from its owned partition (``NotOwned`` if not)."""
+        partition = self.recurrence_partition(name)
+        if partition not in self.active:
+            raise NotOwned(partition)
+        key = recurrence_table_key(name)
+        raw = self.db(partition).get(key)
+        if raw is None:
+            return None
+        try:
+            return decode_recurrence(raw)
+        except CodecError as error:
+            self._undecodable(partition, key, error)
+            return None
 
     def pinned(self, job_ids) -> PinnedJobs:
         """A consistent view of ``job_ids`` for a long reply (see ``PinnedJobs``)."""

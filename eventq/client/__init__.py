@@ -31,13 +31,21 @@ from eventq.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from eventq.client.models import Job, JobInfo, NewJob, QueueInfo, Result, ServerInfo
+from eventq.client.models import (
+    Job,
+    JobInfo,
+    NewJob,
+    QueueInfo,
+    RecurrenceInfo,
+    Result,
+    ServerInfo,
+)
 from eventq.client.sync import AddManyError, Client
 from eventq.client.tls import tls_context
 
 __all__ = [
     "AddManyError", "AsyncClient", "Client", "ClientError", "ConnectionLost", "DuplicateJob",
     "DuplicateResult", "EventqError", "Forbidden", "Job", "JobInfo", "NewJob", "NotFound",
-    "QueueInfo", "Result", "ServerError", "ServerInfo", "TimedOut", "Unauthorized",
-    "Unavailable", "tls_context",
+    "QueueInfo", "RecurrenceInfo", "Result", "ServerError", "ServerInfo", "TimedOut",
+    "Unauthorized", "Unavailable", "tls_context",
 ]

@@ -203,6 +203,9 @@ class AsyncClient:
     inspect_queues = _async(calls.inspect_queues)
     inspect_server = _async(calls.inspect_server)
     digest = _async(calls.digest)
+    recur = _async(calls.recur)
+    unrecur = _async(calls.unrecur)
+    recurrences = _async(calls.recurrences)
 
     async def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection; see ``Client.add_many``."""

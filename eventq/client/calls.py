@@ -22,6 +22,7 @@ from eventq.client.models import (
     JobInfo,
     NewJob,
     QueueInfo,
+    RecurrenceInfo,
     Result,
     ServerInfo,
 )
@@ -151,6 +152,20 @@ def _one_job(reply: bytes) -> JobInfo:
 
 def _queues(reply: bytes) -> list[QueueInfo]:
     return [_queue_info(block) for block in parse_blocks(check(reply))]
+
+
+def _recurrences(reply: bytes) -> list[RecurrenceInfo]:
+    found = []
+    for block in parse_blocks(check(reply)):
+        v = dict(block.lines)
+        tags = v.get(b"tags")
+        found.append(RecurrenceInfo(
+            block.head.decode(), v[b"name"].decode(), int(v[b"ttr"]), int(v[b"ttl"]),
+            int(v[b"every"]), v[b"payload"], int(v[b"max-attempts"]), int(v[b"max-fails"]),
+            int(v[b"priority"]), v[b"created"].decode(), v[b"next"].decode(),
+            int(v.get(b"backoff", 0)), () if tags is None else tuple(tags.decode().split(",")),
+        ))  # fmt: skip
+    return found
 
 
 def _one_queue(reply: bytes) -> QueueInfo:
@@ -337,8 +352,38 @@ def edges(id: uuid.UUID | str, limit: int = 100) -> Call:
     return Call(encode_request(rq.Edges(_id(id), limit)), Shape.LINES, _edges, retry_safe=True)
 
 
+def recur(name: str, queue: str, payload: bytes | str, every_ms: int, *,
+          ttr_ms: int = DEFAULT_TTR_MS, ttl_ms: int = DEFAULT_TTL_MS, priority: int = 0,
+          max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0,
+          tags: Iterable[str] = ()) -> Call:
+    """eventq: recurrence ``name`` adds a job to ``queue`` at each slot, slot n due at
+    n x ``every_ms`` (1,000 ms to 365 days) since the epoch, its id derived from (name,
+    every, n) so a slot is one job (spec/workflows.md, "5. Recurring jobs"); the job is
+    as ``add`` makes it with these settings. Calling it again replaces the definition
+    without firing a slot twice::
+
+        client.recur("nightly-report", "reports", b"{}", every_ms=86_400_000)
+    """
+    request = rq.Recur(_name(name), _name(queue), ttr_ms, ttl_ms, every_ms, _bytes(payload),
+                       priority, max_attempts, max_fails, backoff_ms, tuple(tags))
+    return Call(encode_request(request), Shape.STATUS, _ok, retry_safe=True)
+
+
+def unrecur(name: str) -> Call:
+    """eventq: the recurrence is gone (``NotFound`` if there is none); its jobs stay."""
+    return Call(encode_request(rq.Unrecur(_name(name))), Shape.STATUS, _ok)
+
+
+def recurrences(offset: int = 0, limit: int = 100) -> Call:
+    """eventq: the recurrences by name (bytewise), ``RecurrenceInfo`` each, ``limit``
+    at most 100 per call (``inspect recurring``)."""
+    return Call(encode_request(rq.InspectRecurring(offset, limit)), Shape.BLOCKS, _recurrences,
+                retry_safe=True)
+
+
 # The operations both clients offer, each the function above under its own name.
 OPERATIONS: tuple[Callable[..., Call], ...] = (
     add, schedule, run, result, inputs, lease, complete, fail, delete, touch, pause, resume,
     inspect_job, inspect_jobs, inspect_queue, inspect_queues, inspect_server, digest,
+    recur, unrecur, recurrences,
 )

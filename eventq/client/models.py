@@ -90,6 +90,27 @@ class QueueInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RecurrenceInfo:
+    """eventq: ``inspect recurring``'s view of one recurrence (spec/workflows.md, "5.
+    Recurring jobs"): what it adds to ``queue`` every ``every_ms``, when it was defined
+    (``created``) and when its next slot is due (``next``, UTC text)."""
+
+    name: str
+    queue: str
+    ttr_ms: int
+    ttl_ms: int
+    every_ms: int
+    payload: bytes
+    max_attempts: int
+    max_fails: int
+    priority: int
+    created: str
+    next: str
+    backoff_ms: int = 0
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ServerInfo:
     active_clients: int
     evicted_jobs: int

@@ -226,6 +226,9 @@ class Client:
     inspect_queues = _sync(calls.inspect_queues)
     inspect_server = _sync(calls.inspect_server)
     digest = _sync(calls.digest)
+    recur = _sync(calls.recur)
+    unrecur = _sync(calls.unrecur)
+    recurrences = _sync(calls.recurrences)
 
     def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection (``PIPELINE_WINDOW`` in flight):

@@ -22,11 +22,13 @@ from eventq.core.codec import (
     decode_command,
     decode_input,
     decode_job,
+    decode_recurrence,
     decode_registration,
     decode_state,
     encode_command,
     encode_input,
     encode_job,
+    encode_recurrence,
     encode_registration,
     encode_state,
 )
@@ -41,16 +43,20 @@ from eventq.core.commands import (
     Depend,
     Expire,
     Fail,
+    Fire,
     Import,
     Pause,
     QueueCommand,
+    Recur,
     ReleaseAttempt,
     Resume,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
     Touch,
+    Unrecur,
     Upstream,
+    recurrence_key,
 )
 from eventq.core.digest import StateDigest, job_digest_bytes, job_hash, state_digest
 from eventq.core.events import (
@@ -126,6 +132,12 @@ from eventq.core.workflow import (
 )
 
 __all__ = [
+    "Fire",
+    "recurrence_key",
+    "Recur",
+    "Unrecur",
+    "decode_recurrence",
+    "encode_recurrence",
     "ALREADY_APPLIED",
     "CLAIM_REFUSED",
     "COMMAND_CLASSES",

@@ -48,6 +48,7 @@ import msgpack
 from eventq.core.commands import (
     COMMAND_CLASSES,
     QUEUE_COMMAND_CLASSES,
+    RECURRENCE_COMMAND_CLASSES,
     SNAPSHOT_FIELD_NAMES,
     Command,
     CommandType,
@@ -82,8 +83,9 @@ from eventq.core.job import (
     make_job,
     upstream_failure,
 )
+from eventq.core.recurrence import Definition, Recurrence
 from eventq.core.workflow import Input, Registration
-from eventq.limits import MAX_AFTER_IDS, MAX_NODE_BYTES, MAX_REQUEST_ID
+from eventq.limits import MAX_AFTER_IDS, MAX_NODE_BYTES, MAX_REQUEST_ID, MAX_TAGS
 
 SCHEMA_VERSION = 1  # of command records
 # State and job records: 2 counts versions in positions (eventq/core/batch.py); version
@@ -250,7 +252,16 @@ def _write_links(links: tuple[Link, ...]) -> list[list[Any]]:
     return [[x.id.bytes, int(x.outcome), x.change, x.completed_ms] for x in links]
 
 
+def _read_tag_list(key: str, value: Any) -> tuple[str, ...]:
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_TAGS or any(
+        type(tag) is not str for tag in value
+    ):
+        raise CodecError(f"field {key!r} must be an array of 1 to {MAX_TAGS} str")
+    return value
+
+
 UUID_BYTES = Kind("UUID: 16 bytes", _read_uuid, write=attrgetter("bytes"))
+TAG_LIST = Kind("array of str", _read_tag_list, write=list)
 UUIDS = Kind("array of UUIDs", _read_uuids, write=_write_uuids)
 NOTICE_OUTCOME = Kind("UpstreamOutcome: 1 to 5", _read_notice_outcome, write=int)
 LINKS = Kind("array of links", _read_links, write=_write_links)
@@ -355,6 +366,21 @@ _NEW_JOB_REST = (
     Field("af", "after", UUIDS, absent=()),  # absent when none, likewise
 )
 _DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
+_RECURRENCE_NAME = Field("rn", "name", STR)
+# A recurrence's definition, as ``recur`` carries it (its record adds ``created``).
+_RECURRENCE_FIELDS = (
+    _RECURRENCE_NAME,
+    Field("n", "job_name", STR),
+    Field("r", "ttr_ms", INT),
+    Field("l", "ttl_ms", INT),
+    Field("ev", "every_ms", INT),
+    Field("d", "payload", BIN),
+    Field("p", "priority", INT),
+    Field("a", "max_attempts", INT),
+    Field("f", "max_fails", INT),
+    Field("b", "backoff_ms", INT, absent=0),
+    Field("tg", "tags", TAG_LIST, absent=()),
+)
 
 COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
@@ -396,6 +422,11 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         Field("a", "at_ms", INT),
         Field("x", "result", BIN, absent=None, note="completed, failed"),
     ),
+    # Recurring jobs' (spec/workflows.md, "5. Recurring jobs"): keyed ``recur:<name>``,
+    # with the recurrence's name ``rn`` and no ``i``.
+    CommandType.RECUR: _RECURRENCE_FIELDS,
+    CommandType.UNRECUR: (_RECURRENCE_NAME,),
+    CommandType.FIRE: (_RECURRENCE_NAME, Field("sl", "slot", INT)),
 }
 # Last in every command record: its issuer, when known (absent or nil: unknown).
 CORRELATION_FIELDS: tuple[Field, ...] = (
@@ -452,6 +483,16 @@ REGISTRATION_FIELDS: tuple[Field, ...] = (
 )
 INPUT_FIELDS: tuple[Field, ...] = (Field("ok", "completed", BOOL), Field("x", "result", BIN))
 WORKFLOW_RECORD_VERSION = 1
+# A recurrence's record (eventq/core/recurrence.py), a record of its own beside the
+# jobs: ``{"v": 1, "df": definition, "fs", "lf", "ver"}``.
+DEFINITION_FIELDS: tuple[Field, ...] = _RECURRENCE_FIELDS + (Field("c", "created_ms", INT),)
+RECURRENCE_FIELDS: tuple[Field, ...] = (
+    Field("fs", "first_slot", INT),
+    Field("lf", "fired_ms", INT, absent=None, note="the last fired slot's due time"),
+    Field("ver", "version", INT),
+)
+RECURRENCE_RECORD_VERSION = 1
+DEFINITION_KEY = "df"
 # Events whose ``job`` is the record's job (stored once, with its payload).
 JOB_OF_THE_RECORD = frozenset({EventType.ADDED, EventType.IMPORTED})
 
@@ -687,7 +728,7 @@ def _compiled(
 
 
 def _command_codec(t: CommandType) -> _Codec:
-    cls = COMMAND_CLASSES.get(t) or QUEUE_COMMAND_CLASSES[t]
+    cls = COMMAND_CLASSES.get(t) or QUEUE_COMMAND_CLASSES.get(t) or RECURRENCE_COMMAND_CLASSES[t]
     return _compiled(cls, COMMAND_FIELDS[t], _COMMAND_AROUND)
 
 
@@ -706,6 +747,9 @@ _EVENT_CODEC_OF: dict[type, _Codec] = {c.cls: c for c in _EVENT_CODECS.values()}
 _JOB = _compiled(Job, JOB_FIELDS, frozenset(), build=make_job)  # by name, as all of core
 _REGISTRATION = _compiled(Registration, REGISTRATION_FIELDS, frozenset({VERSION_KEY}))
 _INPUT = _compiled(Input, INPUT_FIELDS, frozenset({VERSION_KEY}))
+_DEFINITION = _compiled(Definition, DEFINITION_FIELDS, frozenset())
+_RECURRENCE = _compiled(Recurrence, RECURRENCE_FIELDS, frozenset({VERSION_KEY, DEFINITION_KEY}),
+                        given="definition")
 
 # ------------------------------------------------------------------------ records
 
@@ -994,6 +1038,36 @@ def encode_input(input_: Input) -> bytes:
 def decode_input(data: bytes) -> Input:
     """The input of an input record; ``CodecError`` if it is malformed."""
     return _guarded("input", _decode_input, data)  # type: ignore[no-any-return]  # _guarded: Any
+
+
+# ---------------------------------------------------------------- recurrences
+
+
+def encode_recurrence(record: Recurrence) -> bytes:
+    """The value of a recurrence's record (eventq/core/recurrence.py)."""
+    if not isinstance(record, Recurrence):
+        raise CodecError(f"not a recurrence: {record!r:.100}")
+    definition: dict[str, Any] = {}
+    _DEFINITION.write(record.definition, None, definition)
+    m: dict[str, Any] = {VERSION_KEY: RECURRENCE_RECORD_VERSION, DEFINITION_KEY: definition}
+    _RECURRENCE.write(record, None, m)
+    return _pack(m)
+
+
+def _decode_recurrence(data: object) -> Recurrence:
+    m = _unpack(data, frozenset({RECURRENCE_RECORD_VERSION}))
+    _check_keys(m, _RECURRENCE.keys, "recurrence")
+    if DEFINITION_KEY not in m:
+        raise _missing(DEFINITION_KEY)
+    inner = _map(m[DEFINITION_KEY], "definition")
+    _check_keys(inner, _DEFINITION.keys, "definition")
+    definition = _DEFINITION.read(inner, None)
+    return _RECURRENCE.read(m, definition)  # type: ignore[no-any-return]  # exec-built reader
+
+
+def decode_recurrence(data: bytes) -> Recurrence:
+    """The recurrence of a recurrence record; ``CodecError`` if it is malformed."""
+    return _guarded("recurrence", _decode_recurrence, data)  # type: ignore[no-any-return]  # _guarded: Any
 
 
 def encode_links(links: tuple[Link, ...]) -> bytes:

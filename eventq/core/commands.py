@@ -20,6 +20,7 @@ the core accepts any UUID.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
@@ -44,13 +45,17 @@ from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
+    MAX_EVERY_MS,
     MAX_FAILS_LIMIT,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
+    MIN_EVERY_MS,
     MIN_PRIORITY,
     MIN_TIME_MS,
     MIN_TTL_MS,
@@ -77,6 +82,11 @@ class CommandType(IntEnum):
     RESUME = 68  # eventq: it does again (`resume`)
     DEPEND = 69  # eventq: a dependent registers with its upstream (keyed by the upstream)
     UPSTREAM = 70  # eventq: an upstream's outcome, told its dependent (keyed by it)
+    # eventq: recurring jobs (spec/workflows.md, "5. Recurring jobs"), keyed
+    # ``recur:<name>``: not a job's commands (eventq/core/recurrence.py)
+    RECUR = 72  # define or replace a recurrence (`recur`)
+    UNRECUR = 73  # remove it (`unrecur`)
+    FIRE = 74  # a timer: a slot is due (re-checked by the broker's clock when applied)
 
 
 FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbers from here
@@ -381,6 +391,125 @@ class Upstream:
 
 QueueCommand: TypeAlias = Pause | Resume
 QUEUE_COMMANDS = (Pause, Resume)  # isinstance(command, QUEUE_COMMANDS): it names no job
+
+
+def check_recurrence_fields(c: object) -> None:
+    """The fields a recurrence's definition shares with its ``recur`` command
+    (eventq/core/recurrence.py ``Definition``): a name, and an add's job fields (the
+    add a slot fires must be valid: spec/workflows.md, "5. Recurring jobs")."""
+    check_name("name", getattr(c, "name"))
+    check_name("job_name", getattr(c, "job_name"))
+    check_int("ttr_ms", getattr(c, "ttr_ms"), MIN_TTR_MS, MAX_TTR_MS)
+    check_int("ttl_ms", getattr(c, "ttl_ms"), MIN_TTL_MS, MAX_TTL_MS)
+    check_int("every_ms", getattr(c, "every_ms"), MIN_EVERY_MS, MAX_EVERY_MS)
+    check_bytes("payload", getattr(c, "payload"), MAX_PAYLOAD_BYTES)
+    check_int("priority", getattr(c, "priority"), MIN_PRIORITY, MAX_PRIORITY)
+    check_int("max_attempts", getattr(c, "max_attempts"), 0, MAX_ATTEMPTS_LIMIT)
+    check_int("max_fails", getattr(c, "max_fails"), 0, MAX_FAILS_LIMIT)
+    check_int("backoff_ms", getattr(c, "backoff_ms"), 0, MAX_BACKOFF_MS)
+    check_tags(getattr(c, "tags"))
+
+
+def check_tags(tags: object) -> None:
+    """A tuple of at most ``MAX_TAGS`` distinct tags (empty: none), each 1..64 bytes of
+    ``[A-Za-z0-9_.-]`` (spec/workflows.md, "Values and checks")."""
+    if type(tags) is not tuple:
+        raise ValueError(f"tags must be a tuple of str, got {type(tags).__name__}")
+    if len(tags) > MAX_TAGS or len(set(tags)) != len(tags):
+        raise ValueError(f"tags must be at most {MAX_TAGS} distinct tags, got {tags!r:.200}")
+    for tag in tags:
+        if not isinstance(tag, str) or _TAG_RE.fullmatch(tag) is None:
+            raise ValueError(f"a tag must be 1..{MAX_TAG_BYTES} bytes of [A-Za-z0-9_.-], "
+                             f"got {tag!r:.80}")
+
+
+_TAG_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_TAG_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Recur:
+    """``recur`` (spec/workflows.md, type 72): define recurrence ``name``, or replace
+    its definition. Keyed ``recur:<name>`` (``key``), so one partition owns each
+    recurrence; applied by eventq/core/recurrence.py, not by the job machine. Its
+    ``created`` time is the command's broker time, as every time is."""
+
+    type: ClassVar[CommandType] = CommandType.RECUR
+    name: str
+    job_name: str
+    ttr_ms: int
+    ttl_ms: int
+    every_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    backoff_ms: int = 0
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_recurrence_fields(self)
+
+    @property
+    def key(self) -> bytes:
+        return recurrence_key(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Unrecur:
+    """``unrecur <name>`` (type 73): the recurrence is gone; the jobs it added stay."""
+
+    type: ClassVar[CommandType] = CommandType.UNRECUR
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name("name", self.name)
+
+    @property
+    def key(self) -> bytes:
+        return recurrence_key(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    """A timer's word that slot ``slot`` of recurrence ``name`` is due (type 74):
+    re-checked when applied, by the broker's clock (eventq/core/recurrence.py)."""
+
+    type: ClassVar[CommandType] = CommandType.FIRE
+    name: str
+    slot: int
+
+    def __post_init__(self) -> None:
+        check_name("name", self.name)
+        check_int("slot", self.slot, 0, MAX_TIME_MS // MIN_EVERY_MS)
+
+    @property
+    def key(self) -> bytes:
+        return recurrence_key(self.name)
+
+
+RECURRENCE_KEY_PREFIX = b"recur:"
+
+
+def recurrence_key(name: str) -> bytes:
+    """The Kafka key of a recurrence's commands, ``recur:<name>`` (spec/workflows.md,
+    "Command types"): ``:`` is in neither a canonical UUID nor a name, so it never
+    meets a job's key; its partition is murmur2's of it, as for every key."""
+    return RECURRENCE_KEY_PREFIX + name.encode()
+
+
+RecurrenceCommand: TypeAlias = Recur | Unrecur | Fire
+RECURRENCE_COMMANDS = (Recur, Unrecur, Fire)  # isinstance: a recurrence's, not a job's
+RECURRENCE_COMMAND_CLASSES: dict[CommandType, type] = {c.type: c for c in RECURRENCE_COMMANDS}
+# Every command that names no job (no ``job_id``): a reader of jobs passes over them.
+NO_JOB_COMMANDS = QUEUE_COMMANDS + RECURRENCE_COMMANDS
+
+
+def command_key(command: "Command | QueueCommand | RecurrenceCommand") -> bytes:
+    """The Kafka key a command is written under: a recurrence's ``recur:<name>``, else
+    its job's canonical UUID (eventq.kafka.partitioner.job_key)."""
+    if isinstance(command, RECURRENCE_COMMANDS):
+        return command.key
+    return str(command.job_id).encode()  # type: ignore[union-attr]  # a job's command
 
 
 def is_paused_after(command: QueueCommand) -> bool:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from eventq.core.codec import encode_input, encode_registration
-from eventq.core.commands import Command, Depend, Expire, Upstream
+from eventq.core.commands import Add, Command, Depend, Expire, Upstream
 from eventq.core.events import NOTICE_EVENTS, Event, Expired
 from eventq.core.job import FINAL_STATES, WITH_RESULT, Job, State, UpstreamOutcome, link_of
 from eventq.core.machine import NO_SUCH_JOB, REGISTERED, REGISTERED_FINISHED, Ignored, Outcome
@@ -57,7 +57,7 @@ from eventq.core.workflow import (
 SideRecord: TypeAlias = tuple[bytes, bytes | None]  # (key, value); None: delete it
 
 
-def command_key(command: Depend | Upstream) -> bytes:
+def command_key(command: Depend | Upstream | Add) -> bytes:
     """The Kafka key a follow-up is written under: its job's (the canonical lowercase
     UUID, eventq.kafka.partitioner.job_key), so it goes to that job's partition."""
     return str(command.job_id).encode()
@@ -65,9 +65,11 @@ def command_key(command: Depend | Upstream) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class FollowUp:
-    """A command to write into the partition of ``key`` (``job_key(command.job_id)``)."""
+    """A command to write into the partition of ``key`` (``job_key(command.job_id)``):
+    a workflow's ``depend`` or ``upstream``, or the ``add`` of a recurrence's slot
+    (eventq/core/recurrence.py)."""
 
-    command: Depend | Upstream
+    command: Depend | Upstream | Add
 
     @property
     def key(self) -> bytes:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventq.core.codec import encode_state
-from eventq.core.commands import Command
+from eventq.core import recurrence
+from eventq.core.codec import encode_recurrence, encode_state
+from eventq.core.commands import Command, RecurrenceCommand
 from eventq.core.followups import NONE, FollowUp, SideRecord, Then, derive
 from eventq.core.job import Job
 from eventq.core.machine import Accepted, Outcome, Rejected, decide, evolve
+from eventq.core.recurrence import Changed, Recurrence, RecurrenceOutcome
 from eventq.errors import ServerError
 from eventq.limits import MAX_STATE_RECORD_BYTES
 
@@ -89,3 +91,35 @@ def step(
         )
     return Step(outcome, after, record, follow_ups=derived.follow_ups, side=derived.side,
                 then=derived.then)
+
+
+@dataclass(frozen=True, slots=True)
+class RecurrenceStep:
+    """What applying a recurrence's command does (spec/workflows.md, "5. Recurring
+    jobs"; eventq/core/recurrence.py): the outcome, the record after it (as it was
+    when nothing changes), its encoded value to store (``Changed``, record alive) or a
+    removal, and the follow-up: the add of the slot a ``fire`` fired, for the job id's
+    partition."""
+
+    outcome: RecurrenceOutcome
+    record: Recurrence | None
+    value: bytes | None = None
+    removes: bool = False
+    follow_ups: tuple[FollowUp, ...] = ()
+
+
+def step_recurrence(record: Recurrence | None, command: RecurrenceCommand, at_ms: int,
+                    offset: int) -> RecurrenceStep:
+    """Apply a recurrence's ``command`` to its ``record``, failures contained as
+    ``step``'s are: a command that cannot be applied is rejected once and for all."""
+    try:
+        outcome = recurrence.decide(record, command, at_ms, offset)
+        if not isinstance(outcome, Changed):
+            return RecurrenceStep(outcome, record)
+        follow_ups = () if outcome.add is None else (FollowUp(outcome.add),)
+        if outcome.record is None:
+            return RecurrenceStep(outcome, None, removes=True)
+        return RecurrenceStep(outcome, outcome.record, encode_recurrence(outcome.record),
+                              follow_ups=follow_ups)
+    except Exception as error:  # a bug or an impossible value: contain it
+        return RecurrenceStep(unappliable(f"{type(error).__name__}: {error}"), record)

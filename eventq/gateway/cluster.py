@@ -28,14 +28,14 @@ SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
     rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
-    rq.Confirm: Shape.STATUS,
+    rq.Confirm: Shape.STATUS, rq.Recur: Shape.STATUS, rq.Unrecur: Shape.STATUS,
     rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA, rq.Inputs: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
     rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectWaitingJobs: Shape.BLOCKS,
     rq.InspectJob: Shape.BLOCKS,
     rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
-    rq.Edges: Shape.LINES,
+    rq.Edges: Shape.LINES, rq.InspectRecurring: Shape.BLOCKS,
 }
 
 # Requests about one job: answered by the owner of the job's partition.
@@ -101,8 +101,11 @@ class Cluster:
     def remote_owner(self, job_id: uuid.UUID) -> str | None:
         """The address of the other process owning the job's partition, or None when
         it is this one (or nobody yet: then this process answers "retry")."""
-        partition = partition_for_key(job_key(job_id), self.partitions)
-        owner = self._owner_of(partition)
+        return self.remote_owner_of_key(job_key(job_id))
+
+    def remote_owner_of_key(self, key: bytes) -> str | None:
+        """The same for any Kafka key ([eventq] a recurrence's ``recur:<name>``)."""
+        owner = self._owner_of(partition_for_key(key, self.partitions))
         return None if owner is None or owner == self.self_address else owner
 
     async def ask(self, address: str, request: object) -> bytes:
@@ -167,6 +170,16 @@ def merge_queues(parts: Iterable[Iterable[QueueView]]) -> list[QueueView]:
             total[3] += q.waiting_len
     names = sorted(totals, key=lambda name: name.encode("latin-1"))
     return [QueueView(name, *totals[name]) for name in names]
+
+
+def merge_recurrences(parts: Iterable[Iterable[Block]], offset: int, limit: int) -> list[Block]:
+    """Recurrence blocks of several processes (each owns its partitions' recurrences),
+    in the spec's bytewise order of names, once each, paged."""
+    by_name: dict[bytes, Block] = {}
+    for part in parts:
+        for block in part:
+            by_name.setdefault(block.head, block)
+    return [by_name[name] for name in sorted(by_name)[offset:offset + limit]]
 
 
 def merge_job_pages(parts: Iterable[Sequence[Block]], offset: int, limit: int) -> list[Block]:

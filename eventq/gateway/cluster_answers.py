@@ -30,6 +30,7 @@ from eventq.gateway.cluster import (
     digest_part_of,
     merge_job_pages,
     merge_queues,
+    merge_recurrences,
     queue_views,
     raise_if_error,
 )
@@ -87,6 +88,7 @@ class ClusterAnswers:
             rq.InspectBulk: self.inspect_bulk,
             rq.Pause: self.pause_or_resume,
             rq.Resume: self.pause_or_resume,
+            rq.InspectRecurring: self.inspect_recurring,
         }
 
     async def answer(self, request: object) -> bytes | Handover | None:
@@ -95,6 +97,11 @@ class ClusterAnswers:
         this process answers alone."""
         if isinstance(request, KEYED):
             owner = self.cluster.remote_owner(request.id)
+            if owner is not None:
+                return await self.cluster.ask(owner, request)
+            return None
+        if isinstance(request, (rq.Recur, rq.Unrecur)):  # its recurrence's owner applies it
+            owner = self.cluster.remote_owner_of_key(core.recurrence_key(request.name))
             if owner is not None:
                 return await self.cluster.ask(owner, request)
             return None
@@ -316,6 +323,16 @@ class ClusterAnswers:
         if not parts:
             raise NotFound()
         return blocks_reply(merge_job_pages(parts, request.offset, request.limit))
+
+    async def inspect_recurring(self, request: rq.InspectRecurring) -> bytes:
+        """[eventq] Every process's first offset+limit recurrences (each owns those of
+        its partitions), merged by name (spec/workflows.md, "5. Recurring jobs")."""
+        await self.engine.wait_ready()
+        upto = request.offset + request.limit
+        local = parse_blocks(replies.recurrence_blocks(self.local.recurrence_views(0, upto)))
+        others = await self.cluster.pages_of_others(lambda o, n: rq.InspectRecurring(o, n), upto)
+        parts = [local, *(blocks or [] for blocks in others)]
+        return blocks_reply(merge_recurrences(parts, request.offset, request.limit))
 
     async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()

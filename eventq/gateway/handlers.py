@@ -18,7 +18,8 @@ from typing import cast
 from eventq import core
 from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms, waiting_count
-from eventq.core.machine import Accepted, Rejected
+from eventq.core.machine import Accepted, Ignored, Rejected
+from eventq.core.recurrence import Recurrence
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway import ports
 from eventq.gateway.leasing import Handover, Leasing
@@ -70,6 +71,24 @@ def ok_or_error(applied: Applied) -> bytes:
     if isinstance(outcome, Rejected):
         raise outcome.error
     raise ServerError(f"command was not applied ({outcome.reason})")
+
+
+def recurrence_reply(applied: Applied) -> bytes:
+    """recur and unrecur: ``+OK`` once applied, or the core's refusal (``-NOT-FOUND``:
+    unrecur of none)."""
+    outcome = applied.outcome
+    if isinstance(outcome, Rejected):
+        raise outcome.error
+    if isinstance(outcome, Ignored):
+        raise ServerError(f"command was not applied ({outcome.reason})")
+    return replies.ok()
+
+
+def recurrence_view(record: Recurrence) -> replies.RecurrenceView:
+    d = record.definition
+    return replies.RecurrenceView(
+        d.name, d.job_name, d.ttr_ms, d.ttl_ms, d.every_ms, d.payload, d.max_attempts,
+        d.max_fails, d.priority, d.created_ms, record.next_ms, d.backoff_ms, d.tags)
 
 
 class LocalAnswers:
@@ -163,6 +182,32 @@ class LocalAnswers:
         command = core.Pause if isinstance(request, rq.Pause) else core.Resume
         await self.engine.submit_everywhere(command(request.name))
         return replies.ok()
+
+    async def recur(self, request: rq.Recur) -> bytes:
+        """[eventq] Define or replace a recurrence (spec/workflows.md, "5. Recurring
+        jobs"): a command keyed ``recur:<name>``, applied by its partition's owner (this
+        process: a cluster forwards it here)."""
+        command = core.Recur(
+            request.name, request.job_name, request.ttr_ms, request.ttl_ms, request.every_ms,
+            request.payload, request.priority, request.max_attempts, request.max_fails,
+            request.backoff_ms, request.tags,
+        )
+        return recurrence_reply(await self.engine.submit(command))
+
+    async def unrecur(self, request: rq.Unrecur) -> bytes:
+        """[eventq] The recurrence is gone (``-NOT-FOUND`` if there was none)."""
+        return recurrence_reply(await self.engine.submit(core.Unrecur(request.name)))
+
+    def recurrence_views(self, offset: int, limit: int) -> list[replies.RecurrenceView]:
+        """This process's recurrences, by name bytewise, ``offset`` to ``offset + limit``."""
+        names = self.index.recurrence_names()[offset:offset + limit]
+        records = (self.engine.recurrence(name) for name in names)
+        return [recurrence_view(record) for record in records if record is not None]
+
+    async def inspect_recurring(self, request: rq.InspectRecurring) -> Iterator[bytes]:
+        await self.engine.wait_ready()
+        views = self.recurrence_views(request.offset, request.limit)
+        return replies.recurrence_blocks_stream(len(views), iter(views))
 
     # --- blocking ----------------------------------------------------------------
 

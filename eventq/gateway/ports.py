@@ -21,7 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from eventq.core import Command, Input, Job, QueueCommand
+from eventq.core.commands import RecurrenceCommand
 from eventq.core.digest import StateDigest
+from eventq.core.recurrence import Recurrence
 from eventq.indexes import JobIndex
 from eventq.offers import Offers
 from eventq.protocol.reply_reader import Block
@@ -54,7 +56,8 @@ class Engine(Protocol):
     write_timeout_s: float
 
     async def submit(
-        self, command: Command, on_abandoned: Callable[[int], None] | None = None
+        self, command: Command | RecurrenceCommand,
+        on_abandoned: Callable[[int], None] | None = None,
     ) -> Applied:
         """Write ``command`` and wait until it is applied (``on_abandoned``: called with
         its log position if it is given up on once Kafka has it)."""
@@ -73,6 +76,10 @@ class Engine(Protocol):
     def job(self, job_id: uuid.UUID) -> Job | None: ...
 
     def pinned(self, job_ids: Sequence[uuid.UUID]) -> PinnedJobs: ...
+
+    def recurrence(self, name: str) -> Recurrence | None:
+        """[eventq] Recurrence ``name``'s record, from its owned partition."""
+        ...
 
     def dependents(self, job_id: uuid.UUID, limit: int) -> Sequence[uuid.UUID]:
         """[eventq] Up to ``limit`` dependents registered with the job (present or not)."""
@@ -104,6 +111,10 @@ class Cluster(Protocol):
 
     def remote_owner(self, job_id: uuid.UUID) -> str | None:
         """The other process owning the job's partition (None: this one, or nobody)."""
+        ...
+
+    def remote_owner_of_key(self, key: bytes) -> str | None:
+        """The same for any Kafka key ([eventq] a recurrence's ``recur:<name>``)."""
         ...
 
     async def ask(self, address: str, request: object) -> bytes: ...

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator
 
 from eventq.core import CodecError, Input, Job, decode_input, decode_state, state_digest
 from eventq.core.digest import input_entries
+from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, recurrence_name_of
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -242,6 +243,10 @@ class LoggedState:
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
     inputs: dict[tuple[uuid.UUID, uuid.UUID], Input] = field(default_factory=dict)
     undecodable: Undecodable = field(default_factory=Undecodable)
+    # [eventq] The names of the live recurrences (spec/workflows.md, "5. Recurring
+    # jobs"): not state the digest covers (docs/architecture.md, "Recurring jobs"), but
+    # what an export must say it leaves behind.
+    recurrences: list[str] = field(default_factory=list)
 
     def digest(self) -> str:
         """The state digest of jobs and inputs, as ``inspect digest`` computes it."""
@@ -257,7 +262,8 @@ def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -
         for message in batch:
             key = message.key()
             if key is None or (key.startswith(META_KEY_PREFIX)
-                               and not key.startswith(INPUT_KEY_PREFIX)):
+                               and not key.startswith(INPUT_KEY_PREFIX)
+                               and not key.startswith(RECURRENCE_TABLE_PREFIX)):
                 continue
             if message.value() is None:
                 newest.pop(key, None)
@@ -265,6 +271,9 @@ def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -
                 newest[key] = message
     state = LoggedState()
     for key, message in newest.items():
+        if key.startswith(RECURRENCE_TABLE_PREFIX):
+            state.recurrences.append(recurrence_name_of(key))
+            continue
         try:
             if key.startswith(INPUT_KEY_PREFIX):
                 state.inputs[input_ids(key)] = decode_input(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
@@ -277,6 +286,7 @@ def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -
             continue
         if job is not None:
             state.jobs[job.id] = job
+    state.recurrences.sort(key=str.encode)
     return state
 
 

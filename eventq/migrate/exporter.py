@@ -1,6 +1,6 @@
 """``eventq export-cmdlog``: eventq's live jobs as a workq command log.
 
-Reads the live jobs from the state log (``logreader.latest_jobs``: the newest record
+Reads the live jobs from the state log (``logreader.latest_state``: the newest record
 per job, tombstones remove), maps each to a workq job (``mapping.workq_job``: ms times
 become ns exactly) and writes them with ``eventq.cmdlog.write_jobs``, which replays
 what it wrote and lists every job that does not come back exactly. The target must be
@@ -52,6 +52,9 @@ class ExportResult:
     not_exported: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     leased: list[uuid.UUID] = field(default_factory=list)
     inexact: list[tuple[uuid.UUID, str]] = field(default_factory=list)
+    # [eventq] recurrences (spec/workflows.md, 5): workq has none; the jobs they added
+    # are exported as any job.
+    recurrences: list[str] = field(default_factory=list)
     undecodable: int = 0
     undecodable_examples: list[str] = field(default_factory=list)
     read_seconds: float = 0.0
@@ -73,6 +76,7 @@ class ExportResult:
             "not_exported": [{"id": str(i), "reason": r} for i, r in self.not_exported],
             "leased": [str(i) for i in self.leased],
             "inexact": [{"id": str(i), "difference": d} for i, d in self.inexact],
+            "recurrences_not_exported": list(self.recurrences),
             "undecodable": self.undecodable,
             "undecodable_examples": list(self.undecodable_examples),
             "read_seconds": round(self.read_seconds, 3),
@@ -104,6 +108,10 @@ class ExportResult:
                 f"{len(self.inexact):,}"
             )
             out += [f"    {i}: {d}" for i, d in self.inexact[:MAX_LISTED]]
+        if self.recurrences:
+            out.append(f"  recurrences not exported (workq has no recurring jobs; the jobs "
+                       f"they added are exported): {len(self.recurrences):,}")
+            out += [f"    {name}" for name in self.recurrences[:MAX_LISTED]]
         if len(self.not_exported) + len(self.leased) + len(self.inexact) == 0:
             out.append("  every job round-trips exactly")
         if self.undecodable:
@@ -135,7 +143,7 @@ def export_order(job: Job) -> tuple[int, bytes]:
 
 
 def run_export(settings, options: ExportOptions, progress: Progress) -> ExportResult:
-    from eventq.kafka.logreader import latest_jobs
+    from eventq.kafka.logreader import latest_state
     from eventq.migrate.kafka_io import KafkaUnavailable, topic_partitions
 
     check_target(options.directory)
@@ -146,11 +154,13 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
     result = ExportResult(options.directory, settings.jobs_topic)
     progress.start("reading", None, "records")
     began = time.monotonic()
-    jobs, bad = latest_jobs(
+    state = latest_state(
         settings.kafka_bootstrap,
         settings.jobs_topic,
         lambda done, total: progress.update(done, total=total),
     )
+    jobs, bad = state.jobs, state.undecodable
+    result.recurrences = list(state.recurrences)
     result.read_seconds = time.monotonic() - began
     progress.finish(len(jobs), "live jobs")
     result.undecodable = bad.count

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from eventq.core import CodecError, decode_command
 from eventq.core.batch import position, read_record
-from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.fold import JobFold
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.observe.pages import HistoryRow
@@ -70,7 +70,7 @@ def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
                     command = decode_command(item).command
                 except CodecError:
                     continue
-                if isinstance(command, QUEUE_COMMANDS) or str(command.job_id) != wanted:
+                if isinstance(command, NO_JOB_COMMANDS) or str(command.job_id) != wanted:
                     continue
                 row = fold.step(command, at_ms, position(offset, index))
                 rows.append(HistoryRow(

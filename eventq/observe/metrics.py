@@ -130,6 +130,11 @@ class EventqCollector:
             "eventq_dependents_registered",
             "depend commands that registered a dependent with its upstream (repeats not "
             "counted)", value=counters.registrations)
+        yield CounterMetricFamily(
+            "eventq_recurrences_fired",
+            "slots of recurring jobs fired: each fire's add handed on to its job's "
+            "partition (spec/workflows.md, 5; a repeated or stale fire not counted)",
+            value=counters.fired)
 
     def _durations(self):
         stats = self._s.processor.stats

@@ -67,7 +67,8 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
         f"<title>{e(title)} · eventq</title><style>{STYLE}</style></head><body>"
-        f'<header><b>eventq</b><a href="/">Queues</a><a href="/cluster">Cluster</a>'
+        f'<header><b>eventq</b><a href="/">Queues</a><a href="/recurring">Recurring</a>'
+        f'<a href="/cluster">Cluster</a>'
         f'<a href="/metrics">Metrics</a><span style="margin-left:auto">process '
         f"{e(frame.process)} · {mode}</span></header><main><h1>{e(title)}</h1>{flash}"
         f"{f'<p><i>{e(frame.cluster_note)}</i></p>' if frame.cluster_note else ''}"
@@ -131,6 +132,30 @@ def queues_page(rows: list[QueueRow], charts: list[str], frame: Frame,
         body += "<p>No queues yet: add a job (eventq cli, a client, or Spark).</p>"
     body += _pager("/", offset, limit, more, "")
     return layout("Queues", body, frame)
+
+
+def recurring_page(recurrences: list, frame: Frame, offset: int, limit: int, more: bool) -> str:
+    """[eventq] The recurrences (spec/workflows.md, "5. Recurring jobs"), by name: the
+    queue each adds to, how often, and when its next slot is due (``RecurrenceInfo``s)."""
+    cells = [
+        [e(r.name), f'<a href="/queues/{q(r.queue)}">{e(r.queue)}</a>', _every(r.every_ms),
+         e(r.next), e(r.created), e(",".join(r.tags)), f"{len(r.payload):,} B"]
+        for r in recurrences
+    ]
+    body = table(["recurrence", "queue", "every", "next due", "defined", "tags", "payload"],
+                 cells, left=6, id_="recurring")
+    if not recurrences:
+        body += "<p>No recurring jobs: define one with <code>recur</code>.</p>"
+    body += _pager("/recurring", offset, limit, more, "")
+    return layout("Recurring jobs", body, frame)
+
+
+def _every(ms: int) -> str:
+    """A period as people say it: 1 s, 90 s, 15 min, 24 h (ms when it is not whole)."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0 and ms >= size:
+            return f"{ms // size:,} {unit}"
+    return f"{ms:,} ms"
 
 
 def _pager(path: str, offset: int, limit: int, more: bool, extra: str) -> str:

@@ -155,6 +155,13 @@ class Dashboard:
         return _html(pages.queues_page(rows, self._charts(None), self.frame(request),
                                        offset, PAGE_QUEUES, len(infos) > PAGE_QUEUES))
 
+    async def recurring_page(self, request: web.Request) -> web.Response:
+        """[eventq] The recurrences of the whole cluster with their next due time."""
+        offset = _int(request.query.get("offset"), 0)
+        found = await self.call(calls.recurrences(offset, PAGE_QUEUES + 1))
+        return _html(pages.recurring_page(found[:PAGE_QUEUES], self.frame(request), offset,
+                                          PAGE_QUEUES, len(found) > PAGE_QUEUES))
+
     async def queue_page(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         kind = request.query.get("kind", "ready")
@@ -368,6 +375,7 @@ class Dashboard:
         app.add_routes([
             web.get("/", self.queues_page),
             web.get("/queues/{name}", self.queue_page),
+            web.get("/recurring", self.recurring_page),
             web.get("/jobs/{id}", self.job_page),
             web.get("/cluster", self.cluster_page),
             web.get("/metrics", self.metrics),

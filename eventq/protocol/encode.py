@@ -57,6 +57,14 @@ def _run(r: rq.Run) -> bytes:
     return _with_data(line, r.payload)
 
 
+def _recur(r: rq.Recur) -> bytes:
+    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
+                   backoff=r.backoff_ms, tags=",".join(r.tags))
+    line = _line("recur", r.name, r.job_name, r.ttr_ms, r.ttl_ms, r.every_ms, len(r.payload),
+                 flags)
+    return _with_data(line, r.payload)
+
+
 # fmt: off
 ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its key
     rq.Add: _add,
@@ -85,6 +93,9 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.Peek: lambda r: _line("peek", *r.names),
     rq.Confirm: lambda r: _line("confirm", canonical_id(r.id), r.claim),
     rq.Edges: lambda r: _line("edges", canonical_id(r.id), r.limit),
+    rq.Recur: _recur,
+    rq.Unrecur: lambda r: _line("unrecur", r.name),
+    rq.InspectRecurring: lambda r: _line("inspect", "recurring", r.offset, r.limit),
 }
 # fmt: on
 

@@ -29,12 +29,14 @@ from .values import (
     parse_backoff_ms,
     parse_claim,
     parse_cursor_offset,
+    parse_every_ms,
     parse_id,
     parse_limit,
     parse_max_attempts,
     parse_max_fails,
     parse_name,
     parse_priority,
+    parse_tags,
     parse_time_ms,
     parse_ttl_ms,
     parse_ttr_ms,
@@ -279,6 +281,29 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "auth": Command(
         rq.Auth, 1, 1, fields=(Field("token", Arg(0), str),), max_flags=ANY_FLAG_COUNT
     ),
+    # eventq extension (spec/workflows.md, "5. Recurring jobs"): recur <recurrence-name>
+    # <job-name> <ttr> <ttl> <every-ms> <size> [flags] + payload; exactly 6 positional
+    # (a wrong count closes, as add's), each flag judged by its name (no flag count),
+    # the block framed as add's; recurrence-name, job-name, ttr, ttl, every,
+    # max-attempts, max-fails, priority, backoff, tags.
+    "recur": Command(
+        rq.Recur, 6, 6,
+        fields=(
+            Field("name", Arg(0), parse_name),
+            Field("job_name", Arg(1), parse_name),
+            Field("ttr_ms", Arg(2), parse_ttr_ms),
+            Field("ttl_ms", Arg(3), parse_ttl_ms),
+            Field("every_ms", Arg(4), parse_every_ms),
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
+            Field("tags", Flag("tags", ()), parse_tags),
+        ),
+        max_flags=ANY_FLAG_COUNT,
+        data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
+    ),
+    # unrecur <recurrence-name>; one positional, any flag "Invalid command flags".
+    "unrecur": Command(
+        rq.Unrecur, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
+    ),
     # eventq extension, internal: the connection is another eventq process's
     # (docs/architecture.md, "Scaling out").
     "peer": Command(rq.Peer, 0, 0),
@@ -335,6 +360,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         "digest": Command(rq.InspectDigest, 0, 0),
         # eventq extension: where the bulk lane stands (docs/architecture.md, "Lanes").
         "bulk": Command(rq.InspectBulk, 0, 0),
+        # eventq extension (spec/workflows.md, "5. Recurring jobs"): as inspect queues.
+        "recurring": Command(
+            rq.InspectRecurring, 2, 2,
+            fields=(
+                Field("offset", Arg(0), parse_cursor_offset),
+                Field("limit", Arg(1), parse_limit),
+            ),
+        ),
     }),
 }
 # fmt: on

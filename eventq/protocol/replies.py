@@ -81,6 +81,27 @@ class InputView:
 
 
 @dataclass(frozen=True, slots=True)
+class RecurrenceView:
+    """[eventq] What ``inspect recurring`` shows of one recurrence (spec/workflows.md,
+    "5. Recurring jobs"): its definition, when it was made (the last ``recur``'s time)
+    and when its next slot is due."""
+
+    name: str
+    job_name: str
+    ttr_ms: int
+    ttl_ms: int
+    every_ms: int
+    payload: bytes
+    max_attempts: int
+    max_fails: int
+    priority: int
+    created_ms: int
+    next_ms: int
+    backoff_ms: int = 0
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class BulkView:
     """What ``inspect bulk`` shows of one partition of the bulk lane: the next offset
     of `eventq.bulk` to admit, and how many records stand between it and the end."""
@@ -194,6 +215,46 @@ def _queue_block(queue: QueueView) -> bytes:
     if queue.paused:
         lines.append(_line("paused", 1))
     return _line(queue.name, len(lines)) + b"".join(lines)
+
+
+def _recurrence_block(view: RecurrenceView) -> bytes:
+    """``<recurrence-name> <11|12|13>`` and its keys in the spec's order; ``backoff``
+    only when > 0 and ``tags`` only when set, each one key more."""
+    lines = [
+        _line("name", view.job_name),
+        _line("ttr", view.ttr_ms),
+        _line("ttl", view.ttl_ms),
+        _line("every", view.every_ms),
+        _line("payload-size", len(view.payload)),
+        b"payload " + view.payload + _CRLF,
+        _line("max-attempts", view.max_attempts),
+        _line("max-fails", view.max_fails),
+        _line("priority", view.priority),
+        _line("created", format_time(view.created_ms)),
+        _line("next", format_time(view.next_ms)),
+    ]
+    if view.backoff_ms:
+        lines.append(_line("backoff", view.backoff_ms))
+    if view.tags:
+        lines.append(_line("tags", ",".join(view.tags)))
+    return _line(view.name, len(lines)) + b"".join(lines)
+
+
+def recurrence_blocks(views: Sequence[RecurrenceView]) -> bytes:
+    """[eventq] inspect recurring: ``+OK <n>`` + one block per recurrence."""
+    return _blocks(map(_recurrence_block, views), len(views))
+
+
+def recurrence_blocks_stream(count: int, views: Iterable[RecurrenceView]) -> Iterator[bytes]:
+    """``recurrence_blocks`` in pieces, one recurrence at a time (up to 100 payloads of
+    1 MiB), for ``count`` recurrences."""
+    yield _ok_count(count)
+    written = 0
+    for view in views:
+        written += 1
+        yield _recurrence_block(view)
+    if written != count:
+        raise ValueError(f"a reply announced {count} recurrences and had {written}")
 
 
 def _blocks(blocks: Iterable[bytes], count: int) -> bytes:

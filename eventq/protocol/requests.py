@@ -248,6 +248,41 @@ class Edges:
 
 
 @dataclass(frozen=True, slots=True)
+class Recur:
+    """``recur <recurrence-name> <job-name> <ttr> <ttl> <every-ms> <size> [flags]`` +
+    payload: eventq extension (spec/workflows.md, "5. Recurring jobs"). ``tags`` empty:
+    no -tags."""
+
+    name: str
+    job_name: str
+    ttr_ms: int
+    ttl_ms: int
+    every_ms: int
+    payload: bytes
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    backoff_ms: int = 0
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unrecur:
+    """``unrecur <recurrence-name>``: eventq extension, the recurrence is gone."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class InspectRecurring:
+    """``inspect recurring <offset> <limit>``: eventq extension, the recurrences by
+    name (bytewise)."""
+
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection without a reply (a line ended in a bare ``\\n``)."""
 
@@ -279,4 +314,7 @@ Request = Union[
     Peek,
     Confirm,
     Edges,
+    Recur,
+    Unrecur,
+    InspectRecurring,
 ]

@@ -56,7 +56,7 @@ from eventq.core.batch import (
     read_record,
 )
 from eventq.core.codec import decode_links, encode_links
-from eventq.core.commands import QUEUE_COMMANDS
+from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
 from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
@@ -686,8 +686,8 @@ def fold_commands(batches: Iterator) -> Iterator:
                 current, fold = job_id, JobFold()
             try:
                 command = decode_command(value).command
-                if isinstance(command, QUEUE_COMMANDS):
-                    continue  # pause/resume: a queue's history, not a job's
+                if isinstance(command, NO_JOB_COMMANDS):
+                    continue  # pause/resume, recurrences: not a job's history
                 if str(command.job_id) != job_id:
                     raise ValueError(f"a command for {command.job_id} under key {job_id!r}")
             except ValueError as error:  # CodecError

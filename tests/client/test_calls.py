@@ -73,8 +73,12 @@ def test_each_call_sends_the_request_the_server_reads():
         (calls.inputs(str(ID)), rq.Inputs(ID)),
         (calls.inspect_jobs("q", 0, 3, waiting=True), rq.InspectWaitingJobs("q", 0, 3)),
         (calls.edges(ID, 7), rq.Edges(ID, 7)),  # internal: the dashboard's job page
+        (calls.recur("r", "q", "p", 1000, tags=["a", "b"], backoff_ms=3),
+         rq.Recur("r", "q", 60_000, 86_400_000, 1000, b"p", backoff_ms=3, tags=("a", "b"))),
+        (calls.unrecur("r"), rq.Unrecur("r")),
+        (calls.recurrences(2, 5), rq.InspectRecurring(2, 5)),
     ]
-    assert len({type(expected) for _, expected in cases}) == 20  # every request kind
+    assert len({type(expected) for _, expected in cases}) == 23  # every request kind
     for call, expected in cases:
         assert parsed(call.data) == expected
 
@@ -84,7 +88,19 @@ def test_every_operation_is_in_the_table_and_covered():
     assert names == {"add", "schedule", "run", "result", "inputs", "lease", "complete", "fail",
                      "delete",
                      "touch", "pause", "resume", "inspect_job", "inspect_jobs",
-                     "inspect_queue", "inspect_queues", "inspect_server", "digest"}
+                     "inspect_queue", "inspect_queues", "inspect_server", "digest",
+                     "recur", "unrecur", "recurrences"}
+
+
+def test_recurrences_read_their_blocks():
+    from eventq.protocol import replies
+
+    views = [replies.RecurrenceView("a", "q", 1, 2, 1000, b"x\r\n", 3, 4, -5, 0, 1000, 6, ("t",)),
+             replies.RecurrenceView("b", "q", 1, 2, 1000, b"", 0, 0, 0, 0, 0)]
+    [a, b] = calls.recurrences().parse(replies.recurrence_blocks(views))
+    assert (a.name, a.queue, a.payload, a.backoff_ms, a.tags, a.next) == (
+        "a", "q", b"x\r\n", 6, ("t",), "1970-01-01T00:00:01Z")
+    assert (b.backoff_ms, b.tags, b.priority) == (0, (), 0)
 
 
 def test_bad_names_and_sizes_are_refused_before_sending():

@@ -429,6 +429,7 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 OPTIONAL_COMMAND_KEYS = {
     CommandType.ADD: {"b", "af"}, CommandType.SCHEDULE: {"b", "af"}, CommandType.TOUCH: {"r"},
     CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"},
+    CommandType.RECUR: {"b", "tg"},
 }
 
 

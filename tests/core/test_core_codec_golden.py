@@ -56,19 +56,23 @@ from eventq.core import (
     decode_command,
     decode_input,
     decode_job,
+    decode_recurrence,
     decode_registration,
     decode_state,
     encode_command,
     encode_input,
     encode_job,
+    encode_recurrence,
     encode_registration,
     encode_state,
 )
 from eventq.core.batch import position
-from eventq.core.commands import Pause, Resume
+from eventq.core.commands import Fire, Pause, Recur, Resume, Unrecur
+from eventq.core.recurrence import Definition, Recurrence
 from eventq.limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
+    MAX_EVERY_MS,
     MAX_PRIORITY,
     MAX_REQUEST_ID,
     MAX_TTL_MS,
@@ -114,6 +118,14 @@ ADD_AFTER = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, after=(UP1, UP2
 _OK = UpstreamOutcome.COMPLETED
 DONE1 = Upstream(JID, position(100), UP1, _OK, position(7, 1), T0 - 5, b"r1")
 DONE2 = Upstream(JID, position(100), UP2, _OK, BIG_POSITION, T0 - 3, b"")
+
+
+# Recurring jobs (spec/workflows.md, "5. Recurring jobs").
+RECUR = Recur("nightly", "etl", 60_000, 86_400_000, 86_400_000, b"{}")
+RECUR_FULL = Recur("every.1s", "q", MAX_TTR_MS, MAX_TTL_MS, 1000, b"\x00\xff", MIN_PRIORITY,
+                   MAX_ATTEMPTS_LIMIT, 3, MAX_BACKOFF_MS, ("a", "b-c", "d.e_f"))
+DEFINITION = Definition("nightly", "etl", 60_000, 86_400_000, 86_400_000, b"{}", 0, 0, 0, 0, (),
+                        T0)
 
 
 def last(*commands: Any, step: int = 10) -> tuple[Any, Job | None]:
@@ -245,6 +257,14 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "upstream-retried": (
             Upstream(JID, 7, UP1, UpstreamOutcome.RETRIED, 8, T0, None), None, None
         ),
+        "recur": (RECUR, "n1", 9),
+        "recur-full": (RECUR_FULL, None, None),
+        "recur-every-max": (
+            Recur("r", "q", 1, 1, MAX_EVERY_MS, b"", tags=("t" * 64,)), None, None
+        ),
+        "unrecur": (Unrecur("nightly"), "n1", 10),
+        "fire": (Fire("nightly", 19723), None, None),
+        "fire-slot-0": (Fire("r", 0), None, None),
     }
 
 
@@ -255,9 +275,16 @@ def side_cases() -> dict[str, tuple[str, Any, bytes]]:
         ("registration-no-deadline", "registration", Registration(JID, BIG_POSITION, None)),
         ("input-completed", "input", Input(True, b"r1")),
         ("input-failed", "input", Input(False, b"")),
+        ("recurrence-new", "recurrence", Recurrence(DEFINITION, 19674, None, position(100))),
+        ("recurrence-fired", "recurrence", Recurrence(
+            Definition("every.1s", "q", MAX_TTR_MS, MAX_TTL_MS, 1000, b"\x00\xff", MIN_PRIORITY,
+                       MAX_ATTEMPTS_LIMIT, 3, MAX_BACKOFF_MS, ("a", "b-c"), T0),
+            T0 // 1000, T0 + 3000, BIG_POSITION)),
+        ("recurrence-fired-0", "recurrence", Recurrence(DEFINITION, 0, 0, 0)),
     ]
     encoders: dict[str, Callable[[Any], bytes]] = {
         "registration": encode_registration, "input": encode_input,
+        "recurrence": encode_recurrence,
     }  # fmt: skip
     return {name: (decoder, value, encoders[decoder](value)) for name, decoder, value in cases}
 
@@ -299,6 +326,7 @@ def golden_records() -> dict[str, tuple[str, Any, bytes]]:
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "command": decode_command, "state": decode_state, "job": decode_job,
     "registration": decode_registration, "input": decode_input,
+    "recurrence": decode_recurrence,
 }  # fmt: skip
 
 
@@ -328,6 +356,8 @@ def nested_paths(name: str, m: dict[str, Any]) -> list[tuple[str, ...]]:
         paths.append(("e",))
     if type(m.get("j")) is dict and name in JOB_MAP_MUTATED:
         paths.append(("j",))
+    if type(m.get("df")) is dict:  # a recurrence's definition
+        paths.append(("df",))
     return paths
 
 
@@ -370,6 +400,8 @@ def outcome(decoder: str, data: bytes) -> str:
         again = encode_registration(value)
     elif decoder == "input":
         again = encode_input(value)
+    elif decoder == "recurrence":
+        again = encode_recurrence(value)
     else:
         again = encode_job(value)
     return "ok " + hashlib.sha256(again).hexdigest()[:16]

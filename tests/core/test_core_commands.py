@@ -28,7 +28,7 @@ from eventq.core import (
     TimeoutAttempt,
     apply,
 )
-from eventq.core.commands import QUEUE_COMMAND_CLASSES
+from eventq.core.commands import QUEUE_COMMAND_CLASSES, RECURRENCE_COMMAND_CLASSES
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_TIME_MS, MAX_TTL_MS, MIN_TIME_MS
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
@@ -42,10 +42,12 @@ def test_command_type_numbers_match_workq():
         "RELEASE_ATTEMPT": 65,  # and test_core_release
         "TOUCH": 66, "PAUSE": 67, "RESUME": 68,  # and test_core_extensions
         "DEPEND": 69, "UPSTREAM": 70,  # spec/workflows.md, and test_core_workflow
+        "RECUR": 72, "UNRECUR": 73, "FIRE": 74,  # and test_core_recurrence
     }  # fmt: skip
-    # A command names a job or (pause, resume) a queue.
-    assert set(COMMAND_CLASSES) | set(QUEUE_COMMAND_CLASSES) == set(CommandType)
-    assert not set(COMMAND_CLASSES) & set(QUEUE_COMMAND_CLASSES)
+    # A command names a job, (pause, resume) a queue, or a recurrence.
+    apart = (COMMAND_CLASSES, QUEUE_COMMAND_CLASSES, RECURRENCE_COMMAND_CLASSES)
+    assert set().union(*apart) == set(CommandType)
+    assert sum(map(len, apart)) == len(CommandType)
     assert all(cls.type is t for t, cls in COMMAND_CLASSES.items())
     assert set(EVENT_CLASSES) == set(EventType)
 

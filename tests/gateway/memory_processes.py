@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from eventq.core import encode_command
+from eventq.core.commands import command_key
 from eventq.gateway.cluster import Cluster
 from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.dispatch import Gateway
@@ -74,7 +75,7 @@ class MemoryEngine:
         self._request_ids += 1
         applied = self.waiters.expect(self._request_ids)
         record = encode_command(command, node=self.driver.node, request_id=self._request_ids)
-        self.log.append_commands(self.log.partition_of(command.job_id), [record])
+        self.log.append_commands(self.log.partition_of_key(command_key(command)), [record])
         await self.driver.drain()
         return await applied
 
@@ -96,6 +97,9 @@ class MemoryEngine:
 
     def dependents(self, job_id: uuid.UUID, limit: int):
         return self.driver.store.dependents(job_id, limit)
+
+    def recurrence(self, name: str):
+        return self.driver.store.recurrence(name)
 
 
 class Stats:

@@ -65,8 +65,8 @@ def state_log(monkeypatch):
     """The state log's live jobs, read as from Kafka (nothing undecodable)."""
     jobs = live_jobs()
     monkeypatch.setattr(kafka_io, "topic_partitions", lambda bootstrap, topics: {"t": 1})
-    monkeypatch.setattr(logreader, "latest_jobs",
-                        lambda bootstrap, topic, progress=None: (jobs, logreader.Undecodable()))
+    monkeypatch.setattr(logreader, "latest_state",
+                        lambda bootstrap, topic, progress=None: logreader.LoggedState(jobs))
     return jobs
 
 
@@ -99,3 +99,18 @@ def test_export_reports_backoff_and_after_as_not_replaying_exactly(state_log, tm
     assert r.code == 0 and r.report["ok"] is True
     assert r.report["inexact"][1:3] == [{"id": str(WAITING), "difference": WAITING_LOST},
                                         {"id": str(RELEASED), "difference": AFTER_LOST}]
+
+
+def test_export_reports_the_recurrences_it_leaves_behind(monkeypatch, tmp_path, capsys) -> None:
+    """spec/workflows.md, 5: workq has no recurring jobs; the jobs they added are jobs."""
+    jobs = live_jobs()
+    monkeypatch.setattr(kafka_io, "topic_partitions", lambda bootstrap, topics: {"t": 1})
+    monkeypatch.setattr(logreader, "latest_state", lambda bootstrap, topic, progress=None: (
+        logreader.LoggedState(jobs, recurrences=["hourly", "nightly"])))
+    target = tmp_path / "out"
+    r = run_cli(capsys, "export-cmdlog", target, "--no-progress", "--jobs-topic", "eventq.jobs")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    at = lines.index("  recurrences not exported (workq has no recurring jobs; the jobs they "
+                     "added are exported): 2")
+    assert lines[at + 1:at + 3] == ["    hourly", "    nightly"]

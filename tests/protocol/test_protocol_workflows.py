@@ -295,7 +295,6 @@ ERRORS = [
     (f"retry {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f"retry {ID} -delay=1\r\n".encode(), C(UNKNOWN_COMMAND)),
     (b"retry-group failed 10\r\n", C(UNKNOWN_COMMAND)),
-    (b"unrecur nightly\r\n", C(UNKNOWN_COMMAND)),
     (f"Inputs {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f"INPUTS {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f" inputs {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
@@ -304,7 +303,6 @@ ERRORS = [
     (b"inspect inputs x\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect failed 0 1\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect tagged a 0 1\r\n", C(UNKNOWN_COMMAND)),
-    (b"inspect recurring 0 1\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect failed-jobs g 0 1\r\n", C(UNKNOWN_COMMAND)),
 ]
 # fmt: on
@@ -313,14 +311,6 @@ ERRORS = [
 @pytest.mark.parametrize(("wire", "error"), ERRORS, ids=[w[:48].decode("latin-1") for w, _ in ERRORS])
 def test_error(wire: bytes, error: ClientError) -> None:
     assert_error(wire, error)
-
-
-def test_recur_is_still_unknown_and_carries_no_block() -> None:
-    """recur is not in the verb list yet: its line is Unknown command and what follows
-    it is read as request lines, as for any unknown verb (spec: Framing)."""
-    events, closed = events_whole(b"recur n q 1 1 1000 4\r\npong\r\ninspect server\r\n")
-    assert events[:2] == [C(UNKNOWN_COMMAND), C(UNKNOWN_COMMAND)] and not closed
-    assert len(events) == 3
 
 
 # --- check 6: the fields in the spec's order ------------------------------------------

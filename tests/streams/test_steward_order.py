@@ -255,7 +255,8 @@ def fetching_steward(monkeypatch, calls: Calls):
     processor = it._processor
     processor.resume_partition = lambda p, offset: calls.append(("resume", p, offset))
     it._index.rebuild = lambda partition, *rest: 0
-    it._store.slims_in = it._store.paused_in = it._store.registrations_in = lambda p: []
+    it._store.slims_in = it._store.paused_in = it._store.registrations_in = (
+        it._store.recurrences_in) = lambda p: []
     it._timer = SimpleNamespace(consider=lambda now_ms: None)
     fetcher = Fetcher(calls)
     it._fetcher = fetcher

@@ -1,0 +1,256 @@
+"""Recurring jobs in the processor, its index and its timer (spec/workflows.md, "5.
+Recurring jobs"; streams/processor.py ``_apply_recurrence``, streams/timers.py): the
+record lives beside the jobs of the partition ``recur:<name>`` hashes to; a fire hands
+the slot's add on before its commit, so a crash repeats it at worst (then it is a
+``Duplicate job``) and never loses it; the index says when each slot is due, and is
+rebuilt from the table on a restart, so a missed slot fires once, the latest. With
+the memory engine (streams/memory.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from eventq.core import Add, decode_command, decode_recurrence
+from eventq.core.batch import read_record
+from eventq.core.commands import Fire, Recur, Unrecur, recurrence_key
+from eventq.core.recurrence import recurrence_table_key, slot_job_id
+from eventq.indexes import JobIndex
+from eventq.jobs_table import WATERMARK_KEY
+from eventq.waiters import Waiters
+from streams.memory import START_MS, Driver, MemoryLog
+from streams.timers import RETRY_AFTER_MS, DeadlineTimer
+
+PARTITIONS = 4
+NAME = "tick"
+EVERY = 1000
+TTL = 10**9
+FIRST = START_MS // EVERY  # START_MS is a whole second: the recur's own time is slot FIRST
+
+
+def commands_in(log: MemoryLog, partition: int) -> list:
+    return [decode_command(item).command for record in log.records(partition)
+            for item in read_record(record.value)[1]]
+
+
+def adds_of(log: MemoryLog, job_id: uuid.UUID) -> list[Add]:
+    return [c for c in commands_in(log, log.partition_of(job_id))
+            if isinstance(c, Add) and c.job_id == job_id]
+
+
+def home(log: MemoryLog) -> int:
+    return log.partition_of_key(recurrence_key(NAME))
+
+
+def record_of(driver: Driver):
+    raw = driver.store.table(home(driver.log)).get(recurrence_table_key(NAME))
+    return None if raw is None else decode_recurrence(raw)
+
+
+def a_recurrence() -> MemoryLog:
+    log = MemoryLog(PARTITIONS)
+    log.append_command(Recur(NAME, "q", 1000, TTL, EVERY, b"p"))
+    return log
+
+
+def test_a_recur_is_kept_in_its_keys_partition_and_indexed():
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    record = record_of(driver)
+    assert record.first_slot == FIRST and record.fired_ms is None
+    assert [p for p in range(PARTITIONS) if recurrence_table_key(NAME) in driver.store.table(p)] == [
+        home(log)]
+    assert driver.index.recurrence_names() == [NAME]
+    assert driver.index.recurrence_next_ms(NAME) == START_MS
+    assert driver.store.recurrence(NAME) == record
+
+
+def test_a_fire_adds_the_slots_job_with_the_specs_id():
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        log.advance(2500)  # slots FIRST, FIRST+1, FIRST+2 are due: only the latest fires
+        log.append_command(Fire(NAME, FIRST))
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    job_id = slot_job_id(NAME, EVERY, FIRST + 2)
+    job = driver.store.get(job_id)
+    assert job is not None and job.name == "q" and job.payload == b"p"
+    assert job.created_ms == START_MS + 2500  # an add, at its acceptance
+    assert len(adds_of(log, job_id)) == 1
+    assert record_of(driver).fired_ms == (FIRST + 2) * EVERY
+    assert driver.processor.counters.fired == 1
+    assert driver.index.recurrence_next_ms(NAME) == (FIRST + 3) * EVERY
+    for slot in (FIRST, FIRST + 1):
+        assert driver.store.get(slot_job_id(NAME, EVERY, slot)) is None
+
+
+def test_a_crash_after_the_add_was_written_repeats_it_as_a_duplicate():
+    """kill -9 after the fire was applied and its add acknowledged, before the commit:
+    the fire is applied again and writes its add again, which is a Duplicate job."""
+    log = a_recurrence()
+    job_id = slot_job_id(NAME, EVERY, FIRST + 1)
+
+    async def scenario():
+        driver = Driver(log, acks_at_once=False)
+        await driver.drain()
+        driver.commit()
+        log.advance(1000)
+        log.append_command(Fire(NAME, FIRST + 1))
+        await driver.deliver(home(log))
+        driver.crash(written=True)
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    assert len(adds_of(log, job_id)) == 2  # written twice ...
+    assert driver.store.get(job_id) is not None  # ... one job
+    assert driver.processor.counters.rejected == 1  # the second: Duplicate job
+    assert driver.processor.counters.fired == 1  # fired again after the restart, once
+
+
+def test_a_crash_before_the_add_was_written_loses_nothing():
+    log = a_recurrence()
+    job_id = slot_job_id(NAME, EVERY, FIRST + 1)
+
+    async def scenario():
+        driver = Driver(log, acks_at_once=False)
+        await driver.drain()
+        driver.commit()
+        log.advance(1000)
+        log.append_command(Fire(NAME, FIRST + 1))
+        await driver.deliver(home(log))
+        assert driver.in_flight  # handed on, not yet in the log
+        driver.crash()
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    assert len(adds_of(log, job_id)) == 1 and driver.store.get(job_id) is not None
+
+
+def test_a_committed_fire_read_again_writes_nothing():
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        log.advance(1000)
+        log.append_command(Fire(NAME, FIRST + 1))
+        await driver.drain()
+        driver.rewind(home(log), 2)  # a seek back: the recur and the fire handed again
+        await driver.drain()
+        log.append_command(Fire(NAME, FIRST + 1))  # the timer's retry
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    assert len(adds_of(log, slot_job_id(NAME, EVERY, FIRST + 1))) == 1
+    assert driver.processor.counters.fired == 1
+
+
+def test_unrecur_removes_the_record_and_moves_the_watermark():
+    log = a_recurrence()
+    log.append_command(Unrecur(NAME))
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        # A kill -9 with nothing committed and the whole changelog kept: both commands
+        # are read again over a table that has their effect; the recur must not come back.
+        driver.crash(keep=100)
+        await driver.drain()
+        return driver
+
+    driver = asyncio.run(scenario())
+    table = driver.store.table(home(log))
+    assert recurrence_table_key(NAME) not in table and WATERMARK_KEY in table
+    assert driver.index.recurrence_names() == []
+    assert driver.processor.counters.ignored == 2 and driver.processor.counters.applied == 0
+
+
+def test_a_restart_indexes_the_recurrence_again_and_its_missed_slot_is_due():
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        driver.commit()
+        driver.crash()
+        return driver
+
+    driver = asyncio.run(scenario())
+    assert driver.index.recurrence_next_ms(NAME) == START_MS
+    assert driver.index.due_recurrences(START_MS + 10_000) == [(NAME, EVERY, FIRST)]
+
+
+# ------------------------------------------------------------------------- the timer
+
+
+def test_the_timer_fires_the_latest_due_slot_and_asks_again_until_it_moves_on():
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        sent: list = []
+
+        async def send(command) -> None:
+            sent.append(command)
+
+        now = [START_MS - 1]
+        timer = DeadlineTimer(driver.index, Waiters(), send, lambda: now[0])
+        await timer._tick()
+        assert sent == []  # not due yet
+        assert driver.index.next_deadline_ms() == START_MS
+        now[0] = START_MS + 3400
+        await timer._tick()
+        assert sent == [Fire(NAME, FIRST + 3)]
+        await timer._tick()
+        assert sent == [Fire(NAME, FIRST + 3)]  # asked again only RETRY_AFTER_MS later
+        now[0] += RETRY_AFTER_MS
+        await timer._tick()
+        assert sent[-1] == Fire(NAME, FIRST + 4)  # not applied yet: the latest again
+        log.advance(now[0] - log.now_ms)  # the broker's clock agrees with the timer's
+        for command in sent:
+            log.append_command(command)
+        await driver.drain()
+        sent.clear()
+        await timer._tick()
+        assert sent == []  # the record moved on: the next slot is ahead
+        return driver
+
+    driver = asyncio.run(scenario())
+    # Both fires applied at +4400 by the broker's clock: the first fires the latest slot
+    # due then, the second finds it fired.
+    assert driver.store.get(slot_job_id(NAME, EVERY, FIRST + 3)) is None
+    assert driver.store.get(slot_job_id(NAME, EVERY, FIRST + 4)) is not None
+    assert record_of(driver).fired_ms == (FIRST + 4) * EVERY
+    assert driver.processor.counters.fired == 1
+
+
+def test_the_index_forgets_a_partitions_recurrences_when_it_leaves():
+    index = JobIndex()
+    log = a_recurrence()
+
+    async def scenario():
+        driver = Driver(log)
+        await driver.drain()
+        return driver
+
+    record = record_of(asyncio.run(scenario()))
+    index.put_recurrence(3, record)
+    index.drop_partition(2)
+    assert index.recurrence_names() == [NAME]
+    index.drop_partition(3)
+    assert index.recurrence_names() == [] and index.due_recurrences(2**50) == []
