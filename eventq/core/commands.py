@@ -27,7 +27,7 @@ from enum import IntEnum
 from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
-from eventq.core._check import check_bytes, check_int, check_name, check_uuid
+from eventq.core._check import check_bytes, check_int, check_name, check_tags, check_uuid
 from eventq.core.job import (
     JOB_FIELD_NAMES,
     NOTICE_OUTCOMES,
@@ -94,6 +94,9 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
     check_int("backoff_ms", c.backoff_ms, 0, MAX_BACKOFF_MS)
     _check_after(c.job_id, c.after)
+    tags = c.tags
+    if type(tags) is not tuple or tags:  # none (every workq add): one test
+        check_tags("tags", tags)
 
 
 def _check_after(job_id: uuid.UUID, after: object) -> None:
@@ -116,7 +119,8 @@ class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
     ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions).
     ``after`` (spec: workflows.md, -after): its upstreams; the job is then accepted
-    WAITING until they complete."""
+    WAITING until they complete. ``tags`` (spec: workflows.md, "4. Tags"): the job's,
+    kept for its life (at most 16 distinct; none is no -tags)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -129,6 +133,7 @@ class Add:
     max_fails: int = 0
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, 0)
@@ -150,6 +155,7 @@ class Schedule:
     max_fails: int = 0
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, MIN_TTL_MS)
@@ -430,6 +436,7 @@ class Import:
     backoff_ms: int = 0
     returns: int = 0
     retry_ms: int | None = None
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
@@ -453,7 +460,7 @@ class Import:
 
 # An import's snapshot: every Job field but its id (the command's ``job_id``), its
 # version (the applying offset) and the workflow's fields (an imported job has no
-# upstreams). Import must declare them all, in Job's order.
+# upstreams); its tags are in it. Import must declare them all, in Job's order.
 SNAPSHOT_FIELD_NAMES = tuple(
     name for name in JOB_FIELD_NAMES if name not in ("id", "version", *WORKFLOW_FIELD_NAMES)
 )
