@@ -133,3 +133,29 @@ def test_any_process_lists_every_processs_tagged_jobs_in_order(eventq_cluster):
                 await client.close()
 
     run(scenario())
+
+
+def test_the_python_clients_add_schedule_and_inspect_tagged(server):
+    """eventq.client: ``tags=`` on add and schedule, ``JobInfo.tags``, and
+    ``inspect_tagged`` (sync and async), against the live server."""
+    from eventq.client import AsyncClient, Client
+
+    tag = f"py-{uuid.uuid4().hex[:8]}"
+    queue = f"tags-client-{time.monotonic_ns()}"
+    with Client(port=server.port) as client:
+        first = client.add(queue, b"a", tags=[tag, "etl"])
+        time.sleep(GAP_S)
+        second = client.schedule(queue, b"b", "2099-01-01T00:00:00Z", tags=tag)
+        plain = client.add(queue, b"c")
+        listed = client.inspect_tagged(tag)
+        assert [job.id for job in listed] == [first, second]
+        assert listed[0].tags == (tag, "etl") and listed[1].tags == (tag,)
+        assert listed[1].time == "2099-01-01T00:00:00Z"
+        assert client.inspect_job(plain).tags == ()
+        assert [job.id for job in client.inspect_tagged(tag, 1, 1)] == [second]
+
+    async def from_async() -> list[uuid.UUID]:
+        async with AsyncClient(port=server.port) as client:
+            return [job.id for job in await client.inspect_tagged(tag)]
+
+    assert run(from_async()) == [first, second]
