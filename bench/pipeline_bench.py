@@ -14,7 +14,13 @@ Prints, per number of concurrent clients, the commands/s and the CPU per command
 (``time.process_time``), the median over ``--rounds``:
 
     .venv/bin/python bench/pipeline_bench.py [--clients 16,64] [--commands 12000] [--rounds 3]
-        [--profile]
+        [--profile] [--tags N] [--adds-only]
+
+``--tags N`` (spec/workflows.md, "4. Tags": the cost of tags on the add path) runs every
+round twice, interleaved, its adds without tags and with ``-tags=`` of N tags of 16
+bytes (the same N for every job, so each tag's index holds every live job), and prints
+both figures and their difference. ``--adds-only``: each cycle is one add (no lease, no
+complete), so the figure is the add path's alone.
 
 ``--profile`` runs once per client count under cProfile and prints the 25 functions
 with the most time of their own.
@@ -174,13 +180,27 @@ async def _ask(gateway: Gateway, parser: Parser, request: bytes) -> bytes:
     return reply.reply if isinstance(reply, Handover) else reply
 
 
-async def _client(gateway: Gateway, queue: str, cycles: int) -> None:
+def tags_flag(count: int) -> bytes:
+    """`` -tags=`` of ``count`` tags of 16 bytes (nothing for 0)."""
+    if not count:
+        return b""
+    return b" -tags=" + b",".join(b"tag-%012d" % n for n in range(count))
+
+
+async def _client(gateway: Gateway, queue: str, cycles: int, tags: int = 0,
+                  adds_only: bool = False) -> None:
     parser = Parser(now_ms=wall_clock_ms)
     lease = f"lease {queue} {LEASE_WAIT_S}\r\n".encode()
+    flag = tags_flag(tags)
     for _ in range(cycles):
         job = str(uuid.uuid4()).encode()
-        add = b"add %s %s %d %d %d\r\n%s\r\n" % (job, queue.encode(), TTR_S, TTL_S,
-                                                len(PAYLOAD), PAYLOAD)
+        add = b"add %s %s %d %d %d%s\r\n%s\r\n" % (job, queue.encode(), TTR_S, TTL_S,
+                                                  len(PAYLOAD), flag, PAYLOAD)
+        if adds_only:
+            reply = await _ask(gateway, parser, add)
+            if reply != b"+OK\r\n":
+                raise AssertionError(f"unexpected reply {reply!r} for job {job!r}")
+            continue
         replies = [await _ask(gateway, parser, add), await _ask(gateway, parser, lease)]
         leased = replies[1].split(b"\r\n")[1].split(b" ")[0]
         complete = b"complete %s %d\r\n%s\r\n" % (leased, len(PAYLOAD), PAYLOAD)
@@ -189,19 +209,21 @@ async def _client(gateway: Gateway, queue: str, cycles: int) -> None:
             raise AssertionError(f"unexpected replies {replies!r} for job {job!r}")
 
 
-async def run(clients: int, cycles: int) -> tuple[float, float]:
-    """(commands/s, CPU µs per command) of ``clients`` clients doing ``cycles`` each."""
+async def run(clients: int, cycles: int, tags: int = 0,
+              adds_only: bool = False) -> tuple[float, float]:
+    """(commands/s, CPU µs per command) of ``clients`` clients doing ``cycles`` each,
+    their adds with ``tags`` tags."""
     pipeline = Pipeline()
     fetcher = asyncio.ensure_future(pipeline.broker.fetch())
     try:
         cpu, began = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(_client(pipeline.gateway, f"q{n}", cycles)
+        await asyncio.gather(*(_client(pipeline.gateway, f"q{n}", cycles, tags, adds_only)
                                for n in range(clients)))
         cpu, elapsed = time.process_time() - cpu, time.perf_counter() - began
     finally:
         fetcher.cancel()
         await pipeline.engine.writer.stop()
-    commands = clients * cycles * COMMANDS_PER_CYCLE
+    commands = clients * cycles * (1 if adds_only else COMMANDS_PER_CYCLE)
     return commands / elapsed, cpu * 1e6 / commands
 
 
@@ -215,9 +237,17 @@ def main() -> int:
     options.add_argument("--rounds", type=int, default=3, help="the median of this many")
     options.add_argument("--profile", action="store_true",
                          help="one round per client count under cProfile: the top 25")
+    options.add_argument("--tags", type=int, default=0, metavar="N",
+                         help="also run each round with N tags (1-16) on every add, "
+                         "interleaved, and print both")
+    options.add_argument("--adds-only", action="store_true",
+                         help="each cycle is one add: the add path's figure alone")
     args = options.parse_args()
     client_counts = [int(n) for n in args.clients.split(",")]
-    cycles = {n: max(1, args.commands // (COMMANDS_PER_CYCLE * n)) for n in client_counts}
+    per_cycle = 1 if args.adds_only else COMMANDS_PER_CYCLE
+    cycles = {n: max(1, args.commands // (per_cycle * n)) for n in client_counts}
+    if args.tags:
+        return compare_tags(client_counts, cycles, args.tags, args.rounds, args.adds_only)
     if args.profile:
         for clients in client_counts:
             profile = cProfile.Profile()
@@ -233,6 +263,33 @@ def main() -> int:
         cpu_us = statistics.median(r[1] for r in rounds)
         each = " ".join(f"{r[1]:.1f}" for r in rounds)
         print(f"{clients:>7} {rate:>11,.0f} {cpu_us:>15.1f}  ({each})", flush=True)
+    return 0
+
+
+def compare_tags(client_counts: list[int], cycles: dict[int, int], tags: int, rounds: int,
+                 adds_only: bool) -> int:
+    """Each round without tags, then with ``tags`` tags: the medians side by side."""
+    what = "add" if adds_only else "add/lease/complete"
+    print(f"{what} cycles, adds with 0 and with {tags} tags; median of {rounds} interleaved "
+          "rounds", flush=True)
+    print(f"{'clients':>7} {'tags':>4} {'commands/s':>11} {'CPU us/command':>15}  (rounds)",
+          flush=True)
+    for clients in client_counts:
+        results: dict[int, list[tuple[float, float]]] = {0: [], tags: []}
+        for _ in range(rounds):
+            for count in (0, tags):
+                results[count].append(asyncio.run(run(clients, cycles[clients], count,
+                                                      adds_only)))
+        medians = {}
+        for count, measured in results.items():
+            rate = statistics.median(r[0] for r in measured)
+            medians[count] = statistics.median(r[1] for r in measured)
+            each = " ".join(f"{r[1]:.1f}" for r in measured)
+            print(f"{clients:>7} {count:>4} {rate:>11,.0f} {medians[count]:>15.1f}  ({each})",
+                  flush=True)
+        cost = medians[tags] - medians[0]
+        print(f"{clients:>7} tags cost {cost:+.1f} us per command "
+              f"({cost / medians[0]:+.1%})", flush=True)
     return 0
 
 

@@ -3,8 +3,10 @@
 docs/architecture.md, "The processor": ready jobs per queue name in lease order, scheduled
 jobs per name, WAITING jobs per name (spec/workflows.md: dependents waiting for their
 upstreams, never leased, in neither ready-len nor scheduled-len; ``waiting_len`` and
-``waiting_page`` in lease order), and deadline heaps: the jobs' TTR and TTL, and the
-deadlines of registrations (an absent upstream's are dropped by a timer's ``expire``).
+``waiting_page`` in lease order), live jobs per tag by created time, then id
+(spec/workflows.md, "4. Tags": ``inspect tagged``, ``tagged_page``), and deadline
+heaps: the jobs' TTR and TTL, and the deadlines of registrations (an absent upstream's
+are dropped by a timer's ``expire``).
 They are pure derived data: rebuilt from the jobs table when a partition is assigned,
 updated by the processor after every applied command, and read by the gateway. No
 I/O and no clock here: ``now_ms`` is passed in.
@@ -13,14 +15,18 @@ Memory per job is the design constraint (docs/architecture.md, "Memory and resto
 most 400 bytes of RSS per queued job, at 1,000,000 jobs). A job costs no Python object
 per field here:
 
-- its entry is one ``bytes`` (the fixed fields packed by ``_ENTRY``, then its name),
+- its entry is one ``bytes`` (the fixed fields packed by ``_ENTRY``, then its name and,
+  for a job with tags, ``\n`` and its tags with ``,`` between them),
   keyed by the id's 128-bit integer;
 - its place in a queue is one integer whose order is the lease order
   (``lease_order_key`` packed most significant field first, the id in the low bits);
 - its deadline is one integer in a heap: the time, the kind, the id;
 - a registration with a deadline (eventq/core/workflow.py) is one integer in a heap of
   its own: the deadline and the upstream's id (its dependent is not needed: the timer
-  reads the upstream's registrations from the table when the deadline comes).
+  reads the upstream's registrations from the table when the deadline comes);
+- a job with tags is one integer (created time, id) in each of its tags' sorted lists
+  (its entry holds its tags, to find them again when it goes): a job without tags costs
+  nothing here.
 
 Payloads and results are never here: they stay in RocksDB.
 
@@ -98,6 +104,12 @@ def _deadline_item(deadline_ms: int, kind: str, id_int: int) -> int:
     return ((deadline_ms - MIN_TIME_MS) << _DEADLINE_SHIFT) | (_KIND_BITS[kind] << _KIND_SHIFT) | id_int
 
 
+def tagged_key(created_ms: int, id_int: int) -> int:
+    """A tagged job's place among its tag's jobs: created time, then id (spec/workflows.md,
+    "inspect tagged"); the same in every process, so pages merge by it."""
+    return ((created_ms - MIN_TIME_MS) << _ID_BITS) | id_int
+
+
 def _registration_item(deadline_ms: int, id_int: int) -> int:
     return ((min(deadline_ms, NEVER_MS) - MIN_TIME_MS) << _ID_BITS) | id_int
 
@@ -107,9 +119,12 @@ def _clamp(deadline_ms: int | None) -> int | None:
 
 
 # state, partition, priority, attempts, version, created, scheduled, expires, lease
-# deadline, and which of the last three are present; the queue name follows.
+# deadline, and which of the last three are present; the queue name follows, then for a
+# job with tags, _TAGS_AFTER and its tags joined by _TAG_SEPARATOR (neither byte is in a
+# name or a tag).
 _ENTRY = struct.Struct("<BHiIQqqqqB")
 _HAS_SCHEDULED, _HAS_EXPIRES, _HAS_LEASE = 1, 2, 4
+_TAGS_AFTER, _TAG_SEPARATOR = b"\n", ","
 _STATES = tuple(State)
 
 
@@ -126,6 +141,7 @@ class Entry(NamedTuple):
     attempts: int
     version: int
     partition: int
+    tags: tuple[str, ...] = ()  # spec/workflows.md, "4. Tags"
 
 
 def _deadlines_of(job: Slim | Entry) -> tuple[int | None, int | None]:
@@ -143,18 +159,24 @@ def _pack_entry(slim: Slim, partition: int) -> bytes:
     return _ENTRY.pack(
         slim.state, partition, slim.priority, slim.attempts, slim.version,
         slim.created_ms, scheduled or 0, expires or 0, lease or 0, flags,
-    ) + slim.name.encode()
+    ) + (slim.name.encode() if not slim.tags else
+         (slim.name + "\n" + _TAG_SEPARATOR.join(slim.tags)).encode())
 
 
 def _unpack_entry(packed: bytes) -> Entry:
     (state, partition, priority, attempts, version, created, scheduled, expires, lease,
      flags) = _ENTRY.unpack_from(packed)
+    text = packed[_ENTRY.size:].decode()
+    name, tags = text, ()
+    if "\n" in text:
+        name, joined = text.split("\n", 1)
+        tags = tuple(joined.split(_TAG_SEPARATOR))
     return Entry(
-        packed[_ENTRY.size:].decode(), _STATES[state], priority, created,
+        name, _STATES[state], priority, created,
         scheduled if flags & _HAS_SCHEDULED else None,
         expires if flags & _HAS_EXPIRES else None,
         lease if flags & _HAS_LEASE else None,
-        attempts, version, partition,
+        attempts, version, partition, tags,
     )
 
 
@@ -228,6 +250,8 @@ class JobIndex:
         # Live jobs per queue name and state, for the dashboard and the metrics
         # (docs/architecture.md, "Metrics and the dashboard").
         self._state_counts: dict[str, list[int]] = {}
+        # Live jobs per tag (spec/workflows.md, "4. Tags"), ``tagged_key`` order.
+        self._tagged: dict[str, SortedList] = {}
         self._rng = rng or random.Random()
 
     # --- updates (from the processor) ----------------------------------------------
@@ -292,6 +316,12 @@ class JobIndex:
     def put_slim(self, slim: Slim, partition: int, now_ms: int) -> None:
         old = self._unindex(slim.id)
         self._index(slim, partition, now_ms)
+        if (slim.tags or (old is not None and old.tags)) and (
+            old is None or old.tags != slim.tags or old.created_ms != slim.created_ms
+        ):  # a job's tags never change: only its first put (or another job's) gets here
+            if old is not None and old.tags:
+                self._untag(slim.id, old.created_ms, old.tags)
+            self._tag(slim.id, slim.created_ms, slim.tags)
         old_lease, old_expires = (None, None) if old is None else _deadlines_of(old)
         lease, expires = _deadlines_of(slim)
         if lease is not None and (lease != old_lease or lease <= now_ms + REPUSH_WITHIN_MS):
@@ -336,7 +366,35 @@ class JobIndex:
 
     def remove(self, job_id: uuid.UUID) -> Entry | None:
         """Forget a job (deleted, expired, or about to be re-put)."""
-        return self._unindex(job_id.int)
+        return self._forget(job_id.int)
+
+    def _forget(self, id_int: int) -> Entry | None:
+        entry = self._unindex(id_int)
+        if entry is not None and entry.tags:
+            self._untag(id_int, entry.created_ms, entry.tags)
+        return entry
+
+    def _tag(self, id_int: int, created_ms: int, tags: tuple[str, ...],
+             into: dict[str, list[int]] | None = None) -> None:
+        """Enter a job under each of its tags (or in ``into``, to be sorted in at once
+        by ``rebuild``)."""
+        key = tagged_key(created_ms, id_int)
+        for tag in tags:
+            if into is not None:
+                into.setdefault(tag, []).append(key)
+                continue
+            jobs = self._tagged.get(tag)
+            if jobs is None:
+                jobs = self._tagged[tag] = SortedList()
+            jobs.add(key)
+
+    def _untag(self, id_int: int, created_ms: int, tags: tuple[str, ...]) -> None:
+        key = tagged_key(created_ms, id_int)
+        for tag in tags:
+            jobs = self._tagged[tag]
+            jobs.discard(key)
+            if not jobs:
+                del self._tagged[tag]
 
     def _unindex(self, id_int: int) -> Entry | None:
         packed = self._entries.pop(id_int, None)
@@ -371,7 +429,7 @@ class JobIndex:
             return
         for id_int in [i for i, packed in self._entries.items()
                        if _ENTRY.unpack_from(packed)[1] == partition]:
-            self._unindex(id_int)
+            self._forget(id_int)
 
     def partitions(self) -> set[int]:
         """The partitions of which some job is indexed."""
@@ -394,10 +452,13 @@ class JobIndex:
         waiting: dict[str, list[int]] = {}
         deadlines = self._deadlines
         count = 0
+        tagged: dict[str, list[int]] = {}
         for slim in jobs:
             if slim.id in self._entries:  # never in one table; keep one entry per id
-                self._unindex(slim.id)
+                self._forget(slim.id)
             self._index(slim, partition, now_ms, ready, scheduled, waiting)
+            if slim.tags:
+                self._tag(slim.id, slim.created_ms, slim.tags, tagged)
             lease, expires = _deadlines_of(slim)
             if lease is not None:
                 deadlines.append(_deadline_item(lease, TTR, slim.id))
@@ -410,6 +471,12 @@ class JobIndex:
             self.queue(name).scheduled.update(keys)
         for name, keys in waiting.items():
             self.queue(name).waiting.update(keys)
+        for tag, keys in tagged.items():
+            jobs = self._tagged.get(tag)
+            if jobs is None:
+                self._tagged[tag] = SortedList(keys)
+            else:
+                jobs.update(keys)
         heapq.heapify(deadlines)
         # Those of live upstreams go with their ending or removal: no timer.
         self._registrations.extend(
@@ -535,6 +602,22 @@ class JobIndex:
             return []
         return [(key, _id_of(key)) for key in queue.waiting.islice(offset, offset + limit)]
 
+    def tagged_page_keys(self, tag: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
+        """A page of ``inspect tagged`` (spec/workflows.md, "4. Tags"): live jobs with
+        ``tag``, in any state, by created time, then id, each with its place as an
+        integer (``tagged_key``: the same in every process, so pages merge by it)."""
+        jobs = self._tagged.get(tag)
+        if jobs is None:
+            return []
+        return [(key, _id_of(key)) for key in jobs.islice(offset, offset + limit)]
+
+    def tagged_page(self, tag: str, offset: int, limit: int) -> list[uuid.UUID]:
+        return [job_id for _, job_id in self.tagged_page_keys(tag, offset, limit)]
+
+    def tag_counts(self) -> dict[str, int]:
+        """{tag: live jobs with it} of every tag some live job has (the dashboard)."""
+        return {tag: len(jobs) for tag, jobs in self._tagged.items()}
+
     def state_counts(self) -> dict[str, dict[State, int]]:
         """{queue name: {state: live jobs}} of the queues holding any job."""
         return {name: {state: counts[state] for state in _STATES}
@@ -545,11 +628,12 @@ class JobIndex:
         lists), oldest first. A scan of every entry (~0.1 s per million jobs): leased
         and final jobs have no per-queue order kept, and only a person paging asks."""
         tail, code = name.encode(), int(state)
-        size = _ENTRY.size
+        size, tagged = _ENTRY.size, tail + _TAGS_AFTER  # a tagged job's name ends at \n
         found = [
             (_ENTRY.unpack_from(packed)[5], id_int)
             for id_int, packed in self._entries.items()
-            if packed[0] == code and packed[size:] == tail
+            if packed[0] == code and (packed[size:] == tail
+                                      or packed[size:size + len(tagged)] == tagged)
         ]
         found.sort()
         return [uuid.UUID(int=id_int) for _, id_int in found[offset : offset + limit]]

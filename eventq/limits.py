@@ -58,7 +58,8 @@ MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES  # complete/fail carry a data block like ad
 # (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys,
 # and a dependent's links to up to 100 upstreams (spec/workflows.md: about 38 B each).
 # Measured at 568 B for the largest job without upstreams and 4,303 B for the largest
-# dependent (tests/test_limits.py keeps it true); 16 KiB leaves room for -tags.
+# dependent; with 16 tags of 64 bytes each (spec/workflows.md, "4. Tags") 1,503 B and
+# 5,365 B (tests/test_limits.py keeps it true, tags included).
 MAX_RECORD_FIELDS_BYTES = 16 * KIB
 # An import command carries a whole job: a payload and a result.
 MAX_COMMAND_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES

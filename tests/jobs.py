@@ -12,7 +12,7 @@ NOW = 1_800_000_000_000
 
 
 def job(name="q", priority=0, created=NOW, scheduled=None, state=State.NEW, attempts=0,
-        version=1, lease_deadline=None, ttl=60_000, job_id=None) -> Job:
+        version=1, lease_deadline=None, ttl=60_000, job_id=None, tags=()) -> Job:
     start = scheduled if scheduled is not None else created
     final = state in (State.COMPLETED, State.FAILED)
     return Job(
@@ -21,5 +21,5 @@ def job(name="q", priority=0, created=NOW, scheduled=None, state=State.NEW, atte
         state=state, created_ms=created, scheduled_ms=scheduled,
         expires_ms=start + ttl, lease_deadline_ms=lease_deadline,
         result=b"" if final else None, result_ok=(state is State.COMPLETED) if final else None,
-        version=version,
+        version=version, tags=tags,
     )

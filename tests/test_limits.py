@@ -36,6 +36,8 @@ from eventq.limits import (
     MAX_REQUEST_ID,
     MAX_RESULT_BYTES,
     MAX_STATE_RECORD_BYTES,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
@@ -49,10 +51,13 @@ NODE = "o" * MAX_NODE_BYTES
 PAYLOAD = b"p" * MAX_PAYLOAD_BYTES
 RESULT = b"r" * MAX_RESULT_BYTES
 T0 = 1_790_000_000_000
+# 16 tags of 64 bytes (spec/workflows.md, "4. Tags"): in the largest records too.
+TAGS = tuple(f"{n:02d}" + "t" * (MAX_TAG_BYTES - 2) for n in range(MAX_TAGS))
 
 
 def largest_finished_job(final_command):
-    add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT, 1)
+    add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT, 1,
+              tags=TAGS)
     _, job = apply(None, add, T0, 2**62)
     outcome, job = apply(job, final_command, T0 + 1, 2**62 + 1)
     return outcome.event, job
@@ -70,10 +75,11 @@ def test_the_largest_state_records_fit_and_hold_the_result_once():
 
 
 def largest_finished_dependent():
-    """A dependent of 100 upstreams, all completed, leased and completed itself."""
+    """A dependent of 100 upstreams and 16 tags, all completed, leased and completed
+    itself."""
     upstreams = tuple(uuid.UUID(int=2**127 + n) for n in range(MAX_AFTER_IDS))
     add = Add(JID, NAME, MAX_TTR_MS, MAX_TTL_MS, PAYLOAD, MIN_PRIORITY, MAX_ATTEMPTS_LIMIT,
-              MAX_FAILS_LIMIT, MAX_BACKOFF_MS, upstreams)
+              MAX_FAILS_LIMIT, MAX_BACKOFF_MS, upstreams, TAGS)
     at = 2**62
     _, job = apply(None, add, T0, at)
     for upstream in upstreams:

@@ -28,3 +28,19 @@ def test_each_kind_of_difference_is_named():
         f"{DEP}: the input from {OTHER} is missing from the state log (commands say {DONE!r})",
         f"{OTHER}: the input from {UP} is in the state log only ({DONE!r})",
     ]
+
+
+def test_a_jobs_tags_differing_are_named():
+    """``eventq replay --from-commands`` compares every field of a job, its tags too
+    (spec/workflows.md, "Determinism")."""
+    import dataclasses
+
+    from eventq.core import Add, apply
+    from eventq.replay import compare
+
+    _, folded = apply(None, Add(DEP, "q", 1, 60_000, b"", tags=("nightly", "etl")), 1, 1)
+    assert compare({DEP: folded}, {DEP: folded}) == []
+    logged = dataclasses.replace(folded, tags=("nightly",))
+    [difference] = compare({DEP: folded}, {DEP: logged})
+    assert difference.describe() == (
+        f"{DEP}: tags: commands say ('nightly', 'etl'), state log says ('nightly',)")

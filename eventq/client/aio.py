@@ -199,6 +199,7 @@ class AsyncClient:
     resume = _async(calls.resume)
     inspect_job = _async(calls.inspect_job)
     inspect_jobs = _async(calls.inspect_jobs)
+    inspect_tagged = _async(calls.inspect_tagged)
     inspect_queue = _async(calls.inspect_queue)
     inspect_queues = _async(calls.inspect_queues)
     inspect_server = _async(calls.inspect_server)

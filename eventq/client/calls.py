@@ -37,7 +37,7 @@ from eventq.protocol.reply_reader import (
     data_reply_fields,
     parse_blocks,
 )
-from eventq.protocol.values import parse_name, parse_time_ms
+from eventq.protocol.values import parse_name, parse_tag, parse_tags, parse_time_ms
 
 MS = 1000.0
 DEFAULT_TTR_MS = 60_000
@@ -93,6 +93,15 @@ def _ids(values: Iterable[uuid.UUID | str]) -> tuple[uuid.UUID, ...]:
     return tuple(map(_id, values))
 
 
+def _tags(values: Iterable[str] | str) -> tuple[str, ...]:
+    """-tags, in order, checked before sending (``Invalid Tags``): a space or a comma in
+    one would change the request line. A str is one tag, not its letters."""
+    tags = (values,) if isinstance(values, str) else tuple(map(str, values))
+    for tag in tags:
+        parse_tag(tag)
+    return parse_tags(",".join(tags)) if tags else ()  # 1-16, all distinct
+
+
 def _time_ms(when: dt.datetime | int | str) -> int:
     """A schedule time: an aware datetime, unix ms, or the protocol's UTC text."""
     if isinstance(when, dt.datetime):
@@ -132,6 +141,7 @@ def _job_info(block: Block) -> JobInfo:
         int(v[b"fails"]), int(v[b"priority"]), STATE_NAMES[int(v[b"state"])],
         v[b"created"].decode(), None if time is None else time.decode(),
         int(v.get(b"after", 0)), int(v.get(b"waiting", 0)),
+        tuple(v[b"tags"].decode().split(",")) if b"tags" in v else (),
     )  # fmt: skip
 
 
@@ -201,39 +211,42 @@ def _digest(reply: bytes) -> str:
 def add(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
         ttl_ms: int = DEFAULT_TTL_MS, id: uuid.UUID | str | None = None, priority: int = 0,
         max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0,
-        after: Iterable[uuid.UUID | str] = ()) -> Call:
+        after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call:
     """Enqueue a job; returns its id (generated when ``id`` is None).
 
     ``max_fails=N`` retries a failed job while it has failed fewer than N times;
     ``backoff_ms`` (eventq) makes each retry wait backoff x 2^(r-1); ``after`` (eventq,
-    1-100 ids) makes it wait until those jobs complete (``inputs`` gives their results)::
+    1-100 ids) makes it wait until those jobs complete (``inputs`` gives their results);
+    ``tags`` (eventq, 1-16 distinct tags of ``[A-Za-z0-9_.-]``) are kept for its life,
+    and ``inspect_tagged`` finds it by any of them::
 
         job_id = client.add("emails", b'{"to": "a@b.c"}', ttr_ms=30_000, max_fails=5,
-                            backoff_ms=1_000)
+                            backoff_ms=1_000, tags=["signup", "tenant-42"])
     """
     job_id = uuid.uuid4() if id is None else _id(id)
     request = rq.Add(job_id, _name(name), ttr_ms, ttl_ms, _bytes(payload), priority, max_attempts,
-                     max_fails, backoff_ms, _ids(after))
+                     max_fails, backoff_ms, _ids(after), _tags(tags))
     return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
 
 
 def add_job(job: NewJob) -> Call:
     return add(job.name, job.payload, ttr_ms=job.ttr_ms, ttl_ms=job.ttl_ms, id=job.id,
                priority=job.priority, max_attempts=job.max_attempts, max_fails=job.max_fails,
-               backoff_ms=job.backoff_ms, after=job.after)
+               backoff_ms=job.backoff_ms, after=job.after, tags=job.tags)
 
 
 def schedule(name: str, payload: bytes | str, when: dt.datetime | int | str, *,
              ttr_ms: int = DEFAULT_TTR_MS, ttl_ms: int = DEFAULT_TTL_MS,
              id: uuid.UUID | str | None = None, priority: int = 0, max_attempts: int = 0,
              max_fails: int = 0, backoff_ms: int = 0,
-             after: Iterable[uuid.UUID | str] = ()) -> Call:
+             after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call:
     """Enqueue a job that becomes ready at ``when`` (aware datetime, unix ms or
     ``YYYY-MM-DDTHH:MM:SSZ``), or when its ``after`` jobs complete if that is later; its
-    TTL counts from ``when``. Returns its id."""
+    TTL counts from ``when``; ``tags`` as for ``add``. Returns its id."""
     job_id = uuid.uuid4() if id is None else _id(id)
     request = rq.Schedule(job_id, _name(name), ttr_ms, ttl_ms, _time_ms(when), _bytes(payload),
-                          priority, max_attempts, max_fails, backoff_ms, _ids(after))
+                          priority, max_attempts, max_fails, backoff_ms, _ids(after),
+                          _tags(tags))
     return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
 
 
@@ -326,6 +339,13 @@ def inspect_jobs(name: str, offset: int = 0, limit: int = 100, *, scheduled: boo
     return Call(encode_request(kind(_name(name), offset, limit)), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
+def inspect_tagged(tag: str, offset: int = 0, limit: int = 100) -> Call:
+    """eventq: live jobs with ``tag``, in any state, by created time then id, each a
+    ``JobInfo`` (none: ``[]``; ``limit`` at most 100 per call)."""
+    request = rq.InspectTagged(parse_tag(str(tag)), offset, limit)
+    return Call(encode_request(request), Shape.BLOCKS, _jobs, retry_safe=True)
+
+
 def inspect_queue(name: str) -> Call:
     """A queue's ``QueueInfo`` (``NotFound`` if no command ever named it)."""
     return Call(encode_request(rq.InspectQueue(_name(name))), Shape.BLOCKS, _one_queue, retry_safe=True)
@@ -384,6 +404,6 @@ def recurrences(offset: int = 0, limit: int = 100) -> Call:
 # The operations both clients offer, each the function above under its own name.
 OPERATIONS: tuple[Callable[..., Call], ...] = (
     add, schedule, run, result, inputs, lease, complete, fail, delete, touch, pause, resume,
-    inspect_job, inspect_jobs, inspect_queue, inspect_queues, inspect_server, digest,
-    recur, unrecur, recurrences,
+    inspect_job, inspect_jobs, inspect_tagged, inspect_queue, inspect_queues, inspect_server,
+    digest, recur, unrecur, recurrences,
 )

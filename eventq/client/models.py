@@ -48,7 +48,8 @@ STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased",
 class JobInfo:
     """``inspect job``: a job in any state. ``time`` is its schedule (or backoff retry,
     or release) time as the server prints it, None when it has none. eventq: ``after``
-    is its number of upstreams (-after), ``waiting`` how many are not completed yet."""
+    is its number of upstreams (-after), ``waiting`` how many are not completed yet,
+    ``tags`` its tags in -tags order."""
 
     id: uuid.UUID
     name: str
@@ -65,6 +66,7 @@ class JobInfo:
     time: str | None = None
     after: int = 0
     waiting: int = 0
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +133,4 @@ class NewJob:
     max_fails: int = 0
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()  # eventq: the upstreams it waits for
+    tags: tuple[str, ...] = ()  # eventq: its tags (inspect_tagged finds it by them)

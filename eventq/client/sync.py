@@ -222,6 +222,7 @@ class Client:
     resume = _sync(calls.resume)
     inspect_job = _sync(calls.inspect_job)
     inspect_jobs = _sync(calls.inspect_jobs)
+    inspect_tagged = _sync(calls.inspect_tagged)
     inspect_queue = _sync(calls.inspect_queue)
     inspect_queues = _sync(calls.inspect_queues)
     inspect_server = _sync(calls.inspect_server)

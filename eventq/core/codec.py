@@ -252,16 +252,20 @@ def _write_links(links: tuple[Link, ...]) -> list[list[Any]]:
     return [[x.id.bytes, int(x.outcome), x.change, x.completed_ms] for x in links]
 
 
-def _read_tag_list(key: str, value: Any) -> tuple[str, ...]:
+_TAGS_RULE = f"an array of 1 to {MAX_TAGS} tags (str)"
+
+
+def _read_tags(key: str, value: Any) -> tuple[str, ...]:
+    """A job's tags (each checked by the job or command the map builds)."""
     if type(value) is not tuple or not 1 <= len(value) <= MAX_TAGS or any(
         type(tag) is not str for tag in value
     ):
-        raise CodecError(f"field {key!r} must be an array of 1 to {MAX_TAGS} str")
+        raise CodecError(f"field {key!r} must be {_TAGS_RULE}")
     return value
 
 
 UUID_BYTES = Kind("UUID: 16 bytes", _read_uuid, write=attrgetter("bytes"))
-TAG_LIST = Kind("array of str", _read_tag_list, write=list)
+TAGS = Kind("array of tags", _read_tags)
 UUIDS = Kind("array of UUIDs", _read_uuids, write=_write_uuids)
 NOTICE_OUTCOME = Kind("UpstreamOutcome: 1 to 5", _read_notice_outcome, write=int)
 LINKS = Kind("array of links", _read_links, write=_write_links)
@@ -345,6 +349,8 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("fp", "finished_at", INT, absent=None, note="a position"),
     Field("fm", "finished_ms", INT, absent=None),
     Field("g", "group", STR, absent=None),
+    # Tags', only when set (spec/workflows.md, "4. Tags"): likewise.
+    Field("tg", "tags", TAGS, absent=()),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
 # An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
@@ -364,6 +370,7 @@ _NEW_JOB_REST = (
     Field("f", "max_fails", INT),
     Field("b", "backoff_ms", INT, absent=0),  # absent when 0: workq's commands' bytes
     Field("af", "after", UUIDS, absent=()),  # absent when none, likewise
+    Field("tg", "tags", TAGS, absent=()),  # likewise
 )
 _DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
 _RECURRENCE_NAME = Field("rn", "name", STR)
@@ -379,7 +386,7 @@ _RECURRENCE_FIELDS = (
     Field("a", "max_attempts", INT),
     Field("f", "max_fails", INT),
     Field("b", "backoff_ms", INT, absent=0),
-    Field("tg", "tags", TAG_LIST, absent=()),
+    Field("tg", "tags", TAGS, absent=()),
 )
 
 COMMAND_FIELDS: dict[CommandType, Table] = {

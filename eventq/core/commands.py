@@ -20,7 +20,6 @@ the core accepts any UUID.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
@@ -28,7 +27,7 @@ from enum import IntEnum
 from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
-from eventq.core._check import check_bytes, check_int, check_name, check_uuid
+from eventq.core._check import check_bytes, check_int, check_name, check_tags, check_uuid
 from eventq.core.job import (
     JOB_FIELD_NAMES,
     NOTICE_OUTCOMES,
@@ -50,8 +49,6 @@ from eventq.limits import (
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
-    MAX_TAG_BYTES,
-    MAX_TAGS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
@@ -104,6 +101,9 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
     check_int("backoff_ms", c.backoff_ms, 0, MAX_BACKOFF_MS)
     _check_after(c.job_id, c.after)
+    tags = c.tags
+    if type(tags) is not tuple or tags:  # none (every workq add): one test
+        check_tags("tags", tags)
 
 
 def _check_after(job_id: uuid.UUID, after: object) -> None:
@@ -126,7 +126,8 @@ class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
     ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions).
     ``after`` (spec: workflows.md, -after): its upstreams; the job is then accepted
-    WAITING until they complete."""
+    WAITING until they complete. ``tags`` (spec: workflows.md, "4. Tags"): the job's,
+    kept for its life (at most 16 distinct; none is no -tags)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -139,6 +140,7 @@ class Add:
     max_fails: int = 0
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, 0)
@@ -160,6 +162,7 @@ class Schedule:
     max_fails: int = 0
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_job_fields(self, MIN_TTL_MS)
@@ -407,23 +410,9 @@ def check_recurrence_fields(c: object) -> None:
     check_int("max_attempts", getattr(c, "max_attempts"), 0, MAX_ATTEMPTS_LIMIT)
     check_int("max_fails", getattr(c, "max_fails"), 0, MAX_FAILS_LIMIT)
     check_int("backoff_ms", getattr(c, "backoff_ms"), 0, MAX_BACKOFF_MS)
-    check_tags(getattr(c, "tags"))
+    check_tags("tags", getattr(c, "tags"))
 
 
-def check_tags(tags: object) -> None:
-    """A tuple of at most ``MAX_TAGS`` distinct tags (empty: none), each 1..64 bytes of
-    ``[A-Za-z0-9_.-]`` (spec/workflows.md, "Values and checks")."""
-    if type(tags) is not tuple:
-        raise ValueError(f"tags must be a tuple of str, got {type(tags).__name__}")
-    if len(tags) > MAX_TAGS or len(set(tags)) != len(tags):
-        raise ValueError(f"tags must be at most {MAX_TAGS} distinct tags, got {tags!r:.200}")
-    for tag in tags:
-        if not isinstance(tag, str) or _TAG_RE.fullmatch(tag) is None:
-            raise ValueError(f"a tag must be 1..{MAX_TAG_BYTES} bytes of [A-Za-z0-9_.-], "
-                             f"got {tag!r:.80}")
-
-
-_TAG_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_TAG_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -559,6 +548,7 @@ class Import:
     backoff_ms: int = 0
     returns: int = 0
     retry_ms: int | None = None
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
@@ -582,7 +572,7 @@ class Import:
 
 # An import's snapshot: every Job field but its id (the command's ``job_id``), its
 # version (the applying offset) and the workflow's fields (an imported job has no
-# upstreams). Import must declare them all, in Job's order.
+# upstreams); its tags are in it. Import must declare them all, in Job's order.
 SNAPSHOT_FIELD_NAMES = tuple(
     name for name in JOB_FIELD_NAMES if name not in ("id", "version", *WORKFLOW_FIELD_NAMES)
 )

@@ -13,7 +13,8 @@ Workflows' inputs (spec/workflows.md, "Determinism": the digest covers "upstream
 their outcomes, inputs, tags and groups") are records of their own beside the jobs, each
 an upstream's result copied to a dependent: each adds its own hash to the sum (a
 different domain, so no input hashes as a job), and is not counted as a job. A state
-without inputs digests as it did before workflows.
+without inputs digests as it did before workflows, and a job without tags as it did
+before tags.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ DIGEST_VERSION = 1
 _MODULUS = 1 << 256
 _DOMAIN = b"eventq.state-digest.v%d" % DIGEST_VERSION
 _INPUT_TAG = "input"  # a job's array starts with its id's bytes, never with a str
+_TAGS_MARK = "tags"  # heads a job's tags in its array (spec/workflows.md, "4. Tags")
 
 InputEntry = tuple[uuid.UUID, uuid.UUID, Input]  # (dependent, upstream, what it hands on)
 
@@ -63,6 +65,9 @@ def job_digest_bytes(job: Job) -> bytes:
             # The workflow's fields only when set, likewise, as one array (so that no
             # job of one shape digests as a job of another).
             *((_workflow(job),) if has_workflow(job) else ()),
+            # Its tags only when set, likewise, as one array that starts with a str
+            # (a workflow's array starts with an array, the backoff's fields are ints).
+            *(((_TAGS_MARK, *job.tags),) if job.tags else ()),
         ),
         use_bin_type=True,
     )

@@ -28,6 +28,7 @@ from eventq.core._check import (
     check_bytes,
     check_int,
     check_name,
+    check_tags,
     check_uuid,
     is_valid_name,
 )
@@ -169,6 +170,8 @@ class Job:
       its version moves on with the notices it records); ``group``, the failure group
       of a FAILED job (only ``upstream-failed`` is produced yet; None: the default).
       WAITING: a dependent not released, never leased, neither ready nor scheduled.
+    - [eventq] ``tags`` (spec/workflows.md, "4. Tags"): its ``-tags`` in the order given,
+      kept for the job's life (no command changes them); () for a job without.
     """
 
     id: uuid.UUID
@@ -198,6 +201,7 @@ class Job:
     finished_at: int | None = None
     finished_ms: int | None = None
     group: str | None = None
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
@@ -292,6 +296,9 @@ class Job:
             or self.finished_ms is not None or self.group is not None
         ):  # fmt: skip
             self._check_workflow(final)
+        tags = self.tags
+        if type(tags) is not tuple or tags:
+            check_tags("tags", tags)
 
     def _check_workflow(self, final: bool) -> None:
         upstreams, state = self.upstreams, self.state
@@ -367,11 +374,12 @@ def job_with(job: Job, **changes: Any) -> Job:
 
 
 # The fields of workflows: all unset on a job without upstreams (its records and digest
-# are those of a job before workflows), never in an import's snapshot.
+# are those of a job before workflows), never in an import's snapshot. ``tags`` come
+# after them and are in a snapshot (an imported job may have tags).
 WORKFLOW_FIELD_NAMES = (
     "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group",
 )  # fmt: skip
-assert JOB_FIELD_NAMES[-len(WORKFLOW_FIELD_NAMES):] == WORKFLOW_FIELD_NAMES
+assert set(WORKFLOW_FIELD_NAMES) <= set(JOB_FIELD_NAMES)
 
 
 def has_workflow(job: Job) -> bool:

@@ -210,6 +210,7 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
             result_ok=None,
             version=offset,
             backoff_ms=c.backoff_ms,
+            tags=c.tags,
         )
         | workflow
     )

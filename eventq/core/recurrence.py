@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from eventq.core._check import check_int
 from eventq.core.commands import (
@@ -193,14 +193,9 @@ class Recurrence:
         """The add that firing ``slot`` writes into the job id's partition: the
         definition's job, as ``add`` would (its TTL counts from its acceptance)."""
         d = self.definition
-        extra: dict[str, Any] = {"tags": d.tags} if d.tags and _ADD_HAS_TAGS else {}
         return Add(slot_job_id(d.name, d.every_ms, slot), d.job_name, d.ttr_ms, d.ttl_ms,
-                   d.payload, d.priority, d.max_attempts, d.max_fails, d.backoff_ms, **extra)
-
-
-# An add's -tags (spec/workflows.md, "4. Tags") is another change's: until commands.Add
-# has them, a slot's job is added without its definition's tags.
-_ADD_HAS_TAGS = "tags" in Add.__dataclass_fields__
+                   d.payload, d.priority, d.max_attempts, d.max_fails, d.backoff_ms,
+                   tags=d.tags)
 
 
 # -------------------------------------------------------------------- transitions

@@ -33,7 +33,7 @@ SHAPES: dict[type, Shape] = {
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
     rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectWaitingJobs: Shape.BLOCKS,
-    rq.InspectJob: Shape.BLOCKS,
+    rq.InspectTagged: Shape.BLOCKS, rq.InspectJob: Shape.BLOCKS,
     rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
     rq.Edges: Shape.LINES, rq.InspectRecurring: Shape.BLOCKS,
 }

@@ -84,6 +84,7 @@ class ClusterAnswers:
             rq.InspectJobs: self.inspect_jobs,
             rq.InspectScheduledJobs: self.inspect_jobs,
             rq.InspectWaitingJobs: self.inspect_jobs,
+            rq.InspectTagged: self.inspect_tagged,
             rq.InspectDigest: self.inspect_digest,
             rq.InspectBulk: self.inspect_bulk,
             rq.Pause: self.pause_or_resume,
@@ -333,6 +334,18 @@ class ClusterAnswers:
         others = await self.cluster.pages_of_others(lambda o, n: rq.InspectRecurring(o, n), upto)
         parts = [local, *(blocks or [] for blocks in others)]
         return blocks_reply(merge_recurrences(parts, request.offset, request.limit))
+
+    async def inspect_tagged(self, request: rq.InspectTagged) -> bytes:
+        """[eventq] inspect tagged (spec/workflows.md, "4. Tags"): every process's first
+        offset+limit jobs with the tag in peer form, merged by (created time, id), the
+        same key everywhere. A tag no process has: ``+OK 0``."""
+        await self.engine.wait_ready()
+        upto = request.offset + request.limit
+        local = parse_blocks(self.local.ordered_jobs(request.tag, rq.InspectTagged, 0, upto))
+        others = await self.cluster.pages_of_others(
+            lambda o, n: rq.InspectTagged(request.tag, o, n), upto)
+        parts = [blocks for blocks in (local, *others) if blocks is not None]
+        return blocks_reply(merge_job_pages(parts, request.offset, request.limit))
 
     async def inspect_digest(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()

@@ -56,6 +56,7 @@ class Gateway:
             rq.InspectJobs: local.inspect_jobs,
             rq.InspectScheduledJobs: local.inspect_scheduled_jobs,
             rq.InspectWaitingJobs: local.inspect_waiting_jobs,
+            rq.InspectTagged: local.inspect_tagged,
             rq.InspectJob: local.inspect_job,
             rq.Inputs: local.inputs,
             rq.Edges: local.edges,
@@ -72,6 +73,7 @@ class Gateway:
             rq.InspectJobs: local.ordered_jobs_for_peer,
             rq.InspectScheduledJobs: local.ordered_jobs_for_peer,
             rq.InspectWaitingJobs: local.ordered_jobs_for_peer,
+            rq.InspectTagged: local.tagged_for_peer,
             rq.InspectDigest: local.digest_for_peer,
             rq.Confirm: local.confirm,
         }

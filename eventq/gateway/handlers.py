@@ -52,6 +52,7 @@ def view_of(job: Job) -> replies.JobView:
         scheduled_ms=ready_time_ms(job),
         after=len(job.upstreams),  # [eventq] -after: 0 for a job without upstreams
         waiting=waiting_count(job),
+        tags=job.tags,  # [eventq] -tags: () for a job without
     )
 
 
@@ -142,7 +143,7 @@ class LocalAnswers:
         command = core.Add(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.payload,
             request.priority, request.max_attempts, request.max_fails, request.backoff_ms,
-            after=request.after,
+            after=request.after, tags=request.tags,
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -150,7 +151,7 @@ class LocalAnswers:
         command = core.Schedule(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.time_ms,
             request.payload, request.priority, request.max_attempts, request.max_fails,
-            request.backoff_ms, after=request.after,
+            request.backoff_ms, after=request.after, tags=request.tags,
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -323,6 +324,13 @@ class LocalAnswers:
         self._known_queue(request.name)
         return self._jobs(self.index.waiting_page(request.name, request.offset, request.limit))
 
+    async def inspect_tagged(self, request: rq.InspectTagged) -> Iterator[bytes]:
+        """[eventq] Live jobs with the tag, in any state, by created time, then id
+        (spec/workflows.md, "4. Tags"); none: ``+OK 0`` (a tag exists only through its
+        jobs, never -NOT-FOUND)."""
+        await self.engine.wait_ready()
+        return self._jobs(self.index.tagged_page(request.tag, request.offset, request.limit))
+
     async def inputs(self, request: rq.Inputs) -> Iterator[bytes]:
         """[eventq] The results a job's finished upstreams handed it, in -after order
         (spec/workflows.md, "2. Inputs"), read with the job from one snapshot and
@@ -376,10 +384,13 @@ class LocalAnswers:
     # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
     def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
-        """A page of ``inspect jobs`` (or scheduled-jobs, [eventq] waiting-jobs) in peer
-        form: each block carries its place, for the asking gateway to merge pages by."""
+        """A page of ``inspect jobs`` (or scheduled-jobs, [eventq] waiting-jobs, and
+        tagged, ``name`` being the tag) in peer form: each block carries its place, for
+        the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
-        if kind is rq.InspectJobs:
+        if kind is rq.InspectTagged:
+            keyed = self.index.tagged_page_keys(name, offset, limit)
+        elif kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
         elif kind is rq.InspectWaitingJobs:
             keyed = self.index.waiting_page_keys(name, offset, limit)
@@ -396,6 +407,12 @@ class LocalAnswers:
         await self.engine.wait_ready()
         self._known_queue(request.name)
         return self.ordered_jobs(request.name, type(request), request.offset, request.limit)
+
+    async def tagged_for_peer(self, request: rq.InspectTagged) -> bytes:
+        """[eventq] A page of ``inspect tagged`` in peer form (``+OK 0`` for a tag no job
+        here has: the asker merges every process's)."""
+        await self.engine.wait_ready()
+        return self.ordered_jobs(request.tag, rq.InspectTagged, request.offset, request.limit)
 
     async def digest_for_peer(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()

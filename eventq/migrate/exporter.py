@@ -175,7 +175,8 @@ def write_export(jobs: Iterable[Job], options: ExportOptions, result: ExportResu
     """Write the live ``jobs`` read into ``result`` as a workq command log, and report
     in it what cannot round-trip."""
     chosen = []
-    # eventq's own flags (docs/protocol.md, "-backoff"; spec/workflows.md, 1: -after):
+    # eventq's own flags (docs/protocol.md, "-backoff"; spec/workflows.md, 1: -after,
+    # 4: -tags):
     # workq's log cannot hold them, and they are listed with the jobs that do not
     # replay exactly.
     replay_losses = []

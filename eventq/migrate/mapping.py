@@ -157,9 +157,11 @@ BACKOFF_LOST = ("-backoff: workq has no retry backoff; imports back without it (
 WAITING_LOST = ("WAITING (-after): workq has no dependencies; written as NEW, so it is ready "
                 "at once instead of waiting for its upstreams, and imports back without them")
 AFTER_LOST = "-after: workq has no dependencies; imports back without its upstreams"
+# spec/workflows.md, 4: -tags.
+TAGS_LOST = "-tags: workq has no tags; imports back without them"
 # What a job keeps in workq's log but loses on the way back: listed with the jobs that do
 # not replay exactly (eventq/migrate/exporter.py).
-REPLAY_LOSSES = (BACKOFF_LOST, WAITING_LOST, AFTER_LOST)
+REPLAY_LOSSES = (BACKOFF_LOST, WAITING_LOST, AFTER_LOST, TAGS_LOST)
 
 
 def exportable(job: Job) -> bool:
@@ -179,4 +181,6 @@ def export_notes(job: Job) -> list[str]:
         notes.append(BACKOFF_LOST)
     if exportable(job) and job.upstreams:
         notes.append(WAITING_LOST if job.state is State.WAITING else AFTER_LOST)
+    if exportable(job) and job.tags:
+        notes.append(TAGS_LOST)
     return notes

@@ -68,6 +68,7 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
         f"<title>{e(title)} · eventq</title><style>{STYLE}</style></head><body>"
         f'<header><b>eventq</b><a href="/">Queues</a><a href="/recurring">Recurring</a>'
+        f'<a href="/tags">Tags</a>'
         f'<a href="/cluster">Cluster</a>'
         f'<a href="/metrics">Metrics</a><span style="margin-left:auto">process '
         f"{e(frame.process)} · {mode}</span></header><main><h1>{e(title)}</h1>{flash}"
@@ -231,7 +232,53 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
         fields.append(("time", info.time))
     if info.after:  # spec/workflows.md, 1: after and waiting, for a job with upstreams
         fields.append(("upstreams", f"{info.after}, {info.waiting} not completed"))
+    if info.tags:  # spec/workflows.md, 4: in -tags order (links: tags_links)
+        fields.append(("tags", ", ".join(info.tags)))
     return fields
+
+
+def tag_link(tag: str) -> str:
+    return f'<a href="/tags/{q(tag)}">{e(tag)}</a>'
+
+
+def tags_links(tags: tuple[str, ...] | list[str]) -> str:
+    """A job's tags, each a link to the page of its tag's jobs."""
+    return " ".join(tag_link(tag) for tag in tags)
+
+
+def tagged_page(tag: str, jobs: list[JobInfo], offset: int, limit: int, more: bool,
+                frame: Frame) -> str:
+    """``inspect tagged``: the live jobs with ``tag``, in any state, by created time then
+    id (spec/workflows.md, "4. Tags"), every process's."""
+    rows = [[f'<a href="/jobs/{e(j.id)}"><code>{e(j.id)}</code></a>',
+             f'<a href="/queues/{q(j.name)}">{e(j.name)}</a>', e(j.state), str(j.priority),
+             f"{j.attempts}/{attempts_allowed(j.max_attempts)}", e(j.created),
+             e(j.time or ""), tags_links(j.tags)] for j in jobs]
+    body = (_tag_form(tag) + "<p>Live jobs with this tag, in any state, oldest first "
+            "(created time, then id).</p>"
+            + table(["id", "queue", "state", "priority", "attempts", "created", "time", "tags"],
+                    rows, left=3, id_="jobs")
+            + ("" if jobs else f"<p>No live job has the tag {e(tag)}.</p>")
+            + _pager(f"/tags/{q(tag)}", offset, limit, more, ""))
+    return layout(f"Tag {tag}", body, frame)
+
+
+def _tag_form(tag: str = "") -> str:
+    return ('<form method="get" action="/tags" id="tag-form">'
+            f'<input name="tag" value="{e(tag)}" placeholder="a tag" maxlength="64"> '
+            '<button type="submit">Show its jobs</button></form>')
+
+
+def tags_page(counts: list[tuple[str, int]], frame: Frame, note: str | None = None) -> str:
+    """The tags some live job of this process's partitions has, with their counts, and
+    a form to list any tag's jobs (the whole cluster's, through ``inspect tagged``)."""
+    body = (_tag_form() + (f'<p class="flash error" id="tag-error">{e(note)}</p>' if note else "")
+            + "<p>Tags of the live jobs of this process's partitions (any tag's page lists "
+            "the whole cluster's jobs).</p>"
+            + table(["tag", "live jobs here"], [[tag_link(tag), f"{n:,}"] for tag, n in counts],
+                    id_="tags")
+            + ("" if counts else "<p>No live job here has tags.</p>"))
+    return layout("Tags", body, frame)
 
 
 @dataclass(frozen=True)
@@ -308,13 +355,14 @@ def payload_preview(payload: bytes) -> str:
 
 def job_page(fields: list[tuple[str, str]], payload: bytes, result: str | None,
              history: list[HistoryRow], history_note: str, job_id: str, state: str,
-             frame: Frame, edges: Edges = Edges()) -> str:
+             frame: Frame, edges: Edges = Edges(), tags: tuple[str, ...] = ()) -> str:
     actions = button(f"/jobs/{job_id}/delete", "Delete", frame, "delete")
     if state == "failed":
         actions += " " + button(f"/jobs/{job_id}/retry", "Retry", frame, "retry")
     body = (
         f"<p>{actions}</p>"
         + table(["field", "value"], [[e(k), e(v)] for k, v in fields], left=2, id_="fields")
+        + (f'<p id="tags">Tags: {tags_links(tags)}</p>' if tags else "")
         + (f"<h2>Result</h2><pre id=\"result\">{e(result)}</pre>" if result is not None else "")
         + edges_section(edges)
         + "<h2>Payload</h2>" + payload_preview(payload)

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PAGE_JOBS = 25
 PAGE_QUEUES = 50  # (+1 to know of a next page: the protocol's limit is 100)
+TAGS_SHOWN = 500  # on the tags page: this process's, most jobs first
 DEPENDENTS_SHOWN = 50  # on a job page (+1 asked, to know of more: edges' limit is 100)
 STATE_OF_KIND = {"leased": State.LEASED, "failed": State.FAILED}
 DONE = {  # ?done= after an action: the message shown (never text from the URL)
@@ -230,7 +231,37 @@ class Dashboard:
                 result = None
         return _html(pages.job_page(pages.job_fields(info), info.payload, result,
                                     history.rows, history.note, str(job_id), info.state,
-                                    self.frame(request), edges))
+                                    self.frame(request), edges, info.tags))
+
+    async def tags_page(self, request: web.Request) -> web.Response:
+        """The tags of this process's live jobs; ``?tag=`` goes to a tag's page."""
+        wanted = request.query.get("tag")
+        note = None
+        if wanted is not None:
+            try:
+                calls.inspect_tagged(wanted)  # checked as the protocol checks a tag
+            except EventqError:
+                note = (f"{wanted!r} is no tag: 1-64 characters of A-Z, a-z, 0-9, "
+                        "'_', '.' and '-'.")
+            else:
+                raise web.HTTPSeeOther(f"/tags/{pages.q(wanted)}")
+        counts = self.sources.index.tag_counts()
+        shown = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:TAGS_SHOWN]
+        return _html(pages.tags_page(shown, self.frame(request), note))
+
+    async def tagged_page(self, request: web.Request) -> web.Response:
+        """A tag's live jobs, the whole cluster's (``inspect tagged``)."""
+        tag = request.match_info["tag"]
+        offset = _int(request.query.get("offset"), 0)
+        try:
+            call = calls.inspect_tagged(tag, offset, PAGE_JOBS + 1)
+        except EventqError:  # not a tag: no job can have it
+            return _html(pages.message_page("No such tag", f"{tag!r} is no tag: 1-64 "
+                         "characters of A-Z, a-z, 0-9, '_', '.' and '-'.",
+                         self.frame(request)), 404)
+        jobs = await self.call(call)
+        return _html(pages.tagged_page(tag, jobs[:PAGE_JOBS], offset, PAGE_JOBS,
+                                       len(jobs) > PAGE_JOBS, self.frame(request)))
 
     async def _edges(self, job_id: uuid.UUID) -> pages.Edges:
         """The job's upstreams and dependents (docs/architecture.md, "Workflows"), from
@@ -377,6 +408,8 @@ class Dashboard:
             web.get("/queues/{name}", self.queue_page),
             web.get("/recurring", self.recurring_page),
             web.get("/jobs/{id}", self.job_page),
+            web.get("/tags", self.tags_page),
+            web.get("/tags/{tag}", self.tagged_page),
             web.get("/cluster", self.cluster_page),
             web.get("/metrics", self.metrics),
             web.get("/api/stats", self.api_stats),

@@ -21,7 +21,7 @@ def _line(*words: object) -> bytes:
 
 def _flags(**values: int | str) -> str:
     """Non-default flags only (add and schedule take at most 3, plus one each for
-    -backoff and -after; run 1)."""
+    -backoff, -after and -tags; run 1)."""
     return " ".join(f"-{key.replace('_', '-')}={value}" for key, value in values.items() if value)
 
 
@@ -30,13 +30,18 @@ def _after(ids: tuple[uuid.UUID, ...]) -> str:
     return ",".join(map(canonical_id, ids))
 
 
+def _tags(tags: tuple[str, ...]) -> str:
+    """[eventq] -tags's value, in -tags order ("" when there are none)."""
+    return ",".join(tags)
+
+
 def _with_data(line: bytes, data: bytes) -> bytes:
     return line + data + _CRLF
 
 
 def _add(r: rq.Add) -> bytes:
     flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms, after=_after(r.after))
+                   backoff=r.backoff_ms, after=_after(r.after), tags=_tags(r.tags))
     return _with_data(
         _line("add", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms, len(r.payload), flags),
         r.payload,
@@ -45,7 +50,7 @@ def _add(r: rq.Add) -> bytes:
 
 def _schedule(r: rq.Schedule) -> bytes:
     flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms, after=_after(r.after))
+                   backoff=r.backoff_ms, after=_after(r.after), tags=_tags(r.tags))
     line = _line("schedule", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms,
                  format_time_ms(r.time_ms), len(r.payload), flags)
     return _with_data(line, r.payload)
@@ -86,6 +91,7 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.InspectJobs: lambda r: _line("inspect", "jobs", r.name, r.offset, r.limit),
     rq.InspectScheduledJobs: lambda r: _line("inspect", "scheduled-jobs", r.name, r.offset, r.limit),
     rq.InspectWaitingJobs: lambda r: _line("inspect", "waiting-jobs", r.name, r.offset, r.limit),
+    rq.InspectTagged: lambda r: _line("inspect", "tagged", r.tag, r.offset, r.limit),
     rq.InspectJob: lambda r: _line("inspect", "job", canonical_id(r.id)),
     rq.InspectDigest: lambda r: _line("inspect", "digest"),
     rq.InspectBulk: lambda r: _line("inspect", "bulk"),

@@ -36,6 +36,7 @@ from .values import (
     parse_max_fails,
     parse_name,
     parse_priority,
+    parse_tag,
     parse_tags,
     parse_time_ms,
     parse_ttl_ms,
@@ -176,16 +177,19 @@ ANY_FLAG_COUNT = 10_000
 _BACKOFF = Field("backoff_ms", Flag("backoff", 0), parse_backoff_ms)
 # [eventq] -after (spec/workflows.md, "1. Dependencies"): after backoff, before tags.
 _AFTER = Field("after", Flag("after", ()), parse_after, check=_after_excludes_own_id)
+# [eventq] -tags (spec/workflows.md, "4. Tags"): last in field order.
+_TAGS = Field("tags", Flag("tags", ()), parse_tags)
 # [eventq] add and schedule take at most MAX_ADD_FLAGS flags plus one for each of these
 # among them (spec/workflows.md, "Values and checks", flag counts), so a line without
-# them is judged as workq judges it. `-tags` joins them with tags (workflows.md, 4); until
-# then it is an unknown flag, counted like any other.
-_EVENTQ_JOB_FLAGS = frozenset({"backoff", "after"})
+# them is judged as workq judges it. run knows none of them but -backoff's absence:
+# -after and -tags are unknown to it (Invalid command flags, or Invalid command args when
+# they make more than one flag).
+_EVENTQ_JOB_FLAGS = frozenset({"backoff", "after", "tags"})
 
 # fmt: off
 GRAMMAR: Mapping[str, Command | Subcommands] = {
     # add <id> <name> <ttr> <ttl> <size> [flags]; id, name, ttr, ttl, max-attempts,
-    # max-fails, priority, [eventq] backoff, after.
+    # max-fails, priority, [eventq] backoff, after, tags.
     "add": Command(
         rq.Add, 5, 5,
         fields=(
@@ -193,14 +197,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("name", Arg(1), parse_name),
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER, _TAGS,
         ),
         max_flags=MAX_ADD_FLAGS,
         extra_flags=_EVENTQ_JOB_FLAGS,
         data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # schedule <id> <name> <ttr> <ttl> <time> <size> [flags]; id, name, ttr, ttl, time,
-    # max-attempts, max-fails, priority, [eventq] backoff, after.
+    # max-attempts, max-fails, priority, [eventq] backoff, after, tags.
     "schedule": Command(
         rq.Schedule, 6, 6,
         fields=(
@@ -209,14 +213,15 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             Field("ttr_ms", Arg(2), parse_ttr_ms),
             Field("ttl_ms", Arg(3), parse_ttl_ms),
             Field("time_ms", Arg(4), parse_time_ms, check=_time_plus_ttl_in_future),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER,
+            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER, _TAGS,
         ),
         max_flags=MAX_ADD_FLAGS,
         extra_flags=_EVENTQ_JOB_FLAGS,
         data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
-    # wait-timeout. [eventq] -after is unknown to run (spec/workflows.md, flag counts).
+    # wait-timeout. [eventq] -after and -tags are unknown to run (spec/workflows.md, flag
+    # counts).
     "run": Command(
         rq.Run, 5, 5,
         fields=(
@@ -351,6 +356,16 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             rq.InspectWaitingJobs, 3, 3,
             fields=(
                 Field("name", Arg(0), parse_name),
+                Field("offset", Arg(1), parse_cursor_offset),
+                Field("limit", Arg(2), parse_limit),
+            ),
+        ),
+        # eventq extension (spec/workflows.md, "4. Tags"): tag (Invalid Tags), offset,
+        # limit; flags are "Invalid command args" like every object's.
+        "tagged": Command(
+            rq.InspectTagged, 3, 3,
+            fields=(
+                Field("tag", Arg(0), parse_tag),
                 Field("offset", Arg(1), parse_cursor_offset),
                 Field("limit", Arg(2), parse_limit),
             ),

@@ -29,6 +29,8 @@ class JobView:
     [eventq] ``after`` is the job's number of upstreams (-after) and ``waiting`` how many
     of them are not COMPLETED (0 once it is released). A job without upstreams has
     ``after`` 0 and its block shows neither key, so every workq job's block is workq's.
+    [eventq] ``tags`` (spec/workflows.md, "4. Tags"): the job's, in -tags order; shown
+    only when it has some.
     """
 
     id: uuid.UUID
@@ -46,6 +48,7 @@ class JobView:
     scheduled_ms: int | None = None
     after: int = 0
     waiting: int = 0
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.waiting <= self.after:
@@ -177,10 +180,10 @@ def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
 
 def _job_block(job: JobView, order: int | None = None) -> bytes:
     """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled;
-    [eventq] then ``after`` and ``waiting`` only for a job with upstreams
-    (spec/workflows.md, "Job and queue blocks": after the workq keys and ``time``, before
-    ``tags`` and ``group``). ``order`` (peer form: docs/architecture.md, "Scaling out")
-    adds a last key, the job's place in its list."""
+    [eventq] then ``after`` and ``waiting`` only for a job with upstreams, then ``tags``
+    only for a job with tags (spec/workflows.md, "Job and queue blocks": after the workq
+    keys and ``time``, in this order, before ``group``). ``order`` (peer form:
+    docs/architecture.md, "Scaling out") adds a last key, the job's place in its list."""
     lines = [
         _line("name", job.name),
         _line("ttr", job.ttr_ms),
@@ -199,6 +202,8 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
         lines.append(_line("time", format_time(job.scheduled_ms)))
     if job.after:
         lines += (_line("after", job.after), _line("waiting", job.waiting))
+    if job.tags:
+        lines.append(_line("tags", ",".join(job.tags)))
     if order is not None:
         lines.append(_line("order", order))
     return _line(canonical_id(job.id), len(lines)) + b"".join(lines)

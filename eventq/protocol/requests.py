@@ -29,6 +29,9 @@ class Add:
     # [eventq] -after (spec/workflows.md, "1. Dependencies"): the upstreams, in -after
     # order; empty for a job without upstreams (every workq add).
     after: tuple[uuid.UUID, ...] = ()
+    # [eventq] -tags (spec/workflows.md, "4. Tags"): the job's tags, in -tags order;
+    # empty for a job without (every workq add).
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,7 @@ class Schedule:
     max_fails: int = 0
     backoff_ms: int = 0  # [eventq] -backoff
     after: tuple[uuid.UUID, ...] = ()  # [eventq] -after, as for Add
+    tags: tuple[str, ...] = ()  # [eventq] -tags, as for Add
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,16 @@ class InspectWaitingJobs:
 
 
 @dataclass(frozen=True, slots=True)
+class InspectTagged:
+    """``inspect tagged <tag> <offset> <limit>``: eventq extension (spec/workflows.md,
+    "4. Tags"), live jobs with the tag in any state, by created time, then id."""
+
+    tag: str
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class InspectJob:
     """``inspect job <id>`` (any valid UUID)."""
 
@@ -307,6 +321,7 @@ Request = Union[
     InspectJobs,
     InspectScheduledJobs,
     InspectWaitingJobs,
+    InspectTagged,
     InspectJob,
     InspectDigest,
     InspectBulk,

@@ -19,6 +19,13 @@ is a job without upstreams. A malformed list is a reject with its reason, like a
 other field (the gateway's ``Invalid After``). A dependent is accepted WAITING whatever
 order its upstreams are applied in, so the load needs no order of its own.
 
+A row's tags (spec/workflows.md, "4. Tags") come from ``tags_column``: text in -tags's
+spelling (``,`` between the tags, as a CSV cell holds them) or an array of strings; null
+or an empty array is a job without tags, and a malformed list (an empty element, more
+than 16, a repeat, a character outside ``[A-Za-z0-9_.-]``, more than 64 bytes) is a
+reject on ``tags`` saying which (the gateway's ``Invalid Tags``). ``tags`` gives every
+row the same tags instead.
+
 Job ids come from an id column (a version-4 UUID, as text or 16 bytes) or are derived
 from key columns (``eventq.spark.ids``): a re-run sends the same ids, which the
 processor refuses as duplicates, so running an enqueue twice never makes second jobs
@@ -202,6 +209,37 @@ def _upstream_keys(df, column: str, key_columns: Sequence[str], name_column: str
     )
 
 
+def _tag_values(df, column: str | None):
+    """The tags column as the UDF takes it: text as is, an array as array<string>."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if column is None:
+        return F.lit(None).cast("string")
+    kind = df.schema[column].dataType
+    if isinstance(kind, T.StringType) or (
+        isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)
+    ):
+        return _col(column)
+    raise ValueError(
+        f"tags column {column!r} is {kind.simpleString()}: give the tags as an array of "
+        "strings, or as text with ',' between them"
+    )
+
+
+def _constant_tags(tags) -> tuple[str, ...]:
+    """Every row's tags, given as text (``a,b``) or a sequence, checked as -tags."""
+    if tags is None:
+        return ()
+    text = tags if isinstance(tags, str) else ",".join(map(str, tags))
+    if not text and not isinstance(tags, str):
+        return ()
+    try:
+        return values.parse_tags(text)
+    except EventqError as error:
+        raise ValueError(f"tags: {error.text}, got {tags!r}") from None
+
+
 def _id(df, column: str):
     from pyspark.sql import types as T
 
@@ -235,6 +273,8 @@ def enqueue(
     time_column: str | None = None,
     after_column: str | None = None,
     after_keys_column: str | None = None,
+    tags: str | Sequence[str] | None = None,
+    tags_column: str | None = None,
     rejects: str | None = None,
     rejects_format: str = "parquet",
     now_ms: int | None = None,
@@ -249,8 +289,8 @@ def enqueue(
     (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
     Without ``payload_column`` the payload is the row as JSON. A row's upstreams come
     from ``after_column`` (their ids) or ``after_keys_column`` (their keys, with
-    ``key_columns``). ``ValueError`` for arguments that cannot work (before anything is
-    read or sent).
+    ``key_columns``); its tags from ``tags_column``, or ``tags`` for every row.
+    ``ValueError`` for arguments that cannot work (before anything is read or sent).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -278,6 +318,8 @@ def enqueue(
     if after_column is not None and after_keys_column is not None:
         raise ValueError("give the upstreams as after_column (ids) or after_keys_column "
                          "(keys), not both")
+    if tags is not None and tags_column is not None:
+        raise ValueError("give the tags as tags (every row's) or tags_column, not both")
     if after_keys_column is not None and not key_columns:
         raise ValueError("after_keys_column derives upstream ids as the rows' own are: "
                          "it needs key_columns")
@@ -288,7 +330,7 @@ def enqueue(
         raise ValueError(f"the input has columns named like the reject columns: {clash}")
     _check_columns(df, [name_column, id_column, *key_columns, payload_column, ttr_column,
                         ttl_column, priority_column, max_attempts_column, max_fails_column,
-                        time_column, after_column, after_keys_column])
+                        time_column, after_column, after_keys_column, tags_column])
     if name is not None:
         try:
             values.parse_name(name)
@@ -321,6 +363,8 @@ def enqueue(
         time_kind=time_kind,
         after_kind=after_kind,
         key_count=len(key_columns),
+        tags=_constant_tags(tags),
+        tags_from_column=tags_column is not None,
     )
     with warnings.catch_warnings():  # "prefer type hints": a partial has none to give
         warnings.simplefilter("ignore", UserWarning)
@@ -343,6 +387,7 @@ def enqueue(
         time_value,
         after_value,
         after_names,
+        _tag_values(df, tags_column),
     ]
     phase = on_phase or (lambda message: None)
     began = time.monotonic()

@@ -130,6 +130,8 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
             time_column=args.time_column,
             after_column=args.after_column,
             after_keys_column=args.after_keys_column,
+            tags=args.tags,
+            tags_column=args.tags_column,
             rejects=args.rejects,
             rejects_format=args.rejects_format,
             on_phase=_phase,
@@ -323,6 +325,12 @@ def register(
                        help="as --after-column, naming upstreams by their keys (with "
                        "--key-columns: an array of values, of structs with the key "
                        "columns, or text with ',' between them)")
+    tags = fields.add_mutually_exclusive_group()
+    tags.add_argument("--tags", default=None, metavar="T1,T2",
+                      help="tags of every job (1-16, as -tags; inspect tagged finds them)")
+    tags.add_argument("--tags-column", default=None, metavar="C",
+                      help="each job's tags from column C (an array, or text with ',' "
+                      "between the tags, as -tags; null or empty array: none)")
     _spark_arguments(enqueue)
     add_settings_arguments(enqueue)
     enqueue.set_defaults(handler=cmd_enqueue)

@@ -61,9 +61,9 @@ from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
 from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
 from eventq.core.workflow import input_ids
-from eventq.errors import INVALID_AFTER, EventqError
+from eventq.errors import INVALID_AFTER, INVALID_TAGS, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.limits import MAX_AFTER_IDS, MAX_TIME_MS, MIN_TIME_MS
+from eventq.limits import MAX_AFTER_IDS, MAX_TAG_BYTES, MAX_TAGS, MAX_TIME_MS, MIN_TIME_MS
 from eventq.protocol.values import (
     parse_after,
     parse_id,
@@ -71,6 +71,8 @@ from eventq.protocol.values import (
     parse_max_fails,
     parse_name,
     parse_priority,
+    parse_tag,
+    parse_tags,
     parse_time_ms,
     parse_ttl_ms,
     parse_ttr_ms,
@@ -90,6 +92,10 @@ TIME_AS_TEXT = "text"  # the protocol's YYYY-MM-DDTHH:MM:SS[.fff]Z, or epoch ms 
 AFTER_IDS = "ids"
 AFTER_KEYS = "keys"
 AFTER_SEPARATOR = ","  # the protocol's, between -after's ids (values.parse_after)
+# A row's tags (spec/workflows.md, "4. Tags"), from one column: text in the protocol's
+# spelling (``,`` between the tags, as -tags and a CSV cell give them) or an array of
+# strings; null or an empty array: no tags. Or the same tags for every row (a constant).
+TAGS_SEPARATOR = ","  # the protocol's, between -tags's tags (values.parse_tags)
 
 # The struct the pandas UDF returns, one per input row.
 ENCODED_DDL = (
@@ -123,6 +129,8 @@ class EnqueueSpec:
     max_fails_from_column: bool = False
     time_kind: str | None = None  # None: no time column (always add)
     after_kind: str | None = None  # AFTER_IDS, AFTER_KEYS; None: no upstreams column
+    tags: tuple[str, ...] = ()  # every row's tags (already validated), unless from a column
+    tags_from_column: bool = False
     key_count: int = 0  # key columns, for ID_FROM_KEYS (an upstream's key has as many)
 
 
@@ -304,6 +312,47 @@ def _after(spec: EnqueueSpec, raw: object, names: object, job_id: uuid.UUID,
     return ids
 
 
+def _tags_fault(elements: list) -> str:
+    """Which rule of -tags a list of tags breaks (spec/workflows.md, "Values and
+    checks"), said in the reject's reason; "" when it finds none. The verdict is the
+    protocol's own (``parse_tags``): this only explains it."""
+    if len(elements) > MAX_TAGS:
+        return f"{len(elements)} tags, at most {MAX_TAGS}"
+    seen: dict[str, int] = {}
+    for number, element in enumerate(elements, 1):
+        if element is None or element == "":
+            return f"tag {number} is empty"
+        try:
+            parse_tag(str(element))
+        except EventqError:
+            return f"tag {number} is not 1-{MAX_TAG_BYTES} bytes of [A-Za-z0-9_.-]"
+        if element in seen:
+            return f"tag {number} repeats tag {seen[element]}"
+        seen[element] = number
+    return ""
+
+
+def _tags(spec: EnqueueSpec, raw: object) -> tuple[str, ...]:
+    """A row's tags, checked as the gateway checks -tags (1-16 distinct tags of 1-64
+    bytes of ``[A-Za-z0-9_.-]``); null or an empty array: none."""
+    if not spec.tags_from_column:
+        return spec.tags
+    if raw is None:
+        return ()
+    elements = raw.split(TAGS_SEPARATOR) if isinstance(raw, str) else _as_list(raw)
+    if not isinstance(raw, str) and not elements:
+        return ()  # an empty array: a job without tags
+    # An element holding the separator would read as two: it is no tag.
+    if all(e is not None and TAGS_SEPARATOR not in str(e) for e in elements):
+        try:
+            return parse_tags(TAGS_SEPARATOR.join(map(str, elements)))
+        except EventqError:
+            pass
+    fault = _tags_fault(elements)
+    said = f" ({fault})" if fault else ""
+    raise Reject("tags", f"{INVALID_TAGS}{said}, got {_shown(_plain(raw))}")
+
+
 def encode_row(
     spec: EnqueueSpec,
     raw_id: object,
@@ -318,10 +367,11 @@ def encode_row(
     time: object,
     after: object = None,
     after_names: object = None,
+    tags: object = None,
 ) -> tuple[bytes, bytes, int, str]:
     """(Kafka key, command record, partition, job id) of one row, or raise Reject.
 
-    Checks run in the protocol's order (id, name, ttr, ttl, time, size, flags, after;
+    Checks run in the protocol's order (id, name, ttr, ttl, time, size, flags, after, tags;
     with key columns the name comes first, the id is derived from it); then the core's
     command validates the whole (its ValueError is a Reject too).
     """
@@ -345,15 +395,17 @@ def encode_row(
         fails = _flag("max-fails", parse_max_fails, spec.max_fails_from_column, max_fails,
                       spec.max_fails)
         upstreams = _after(spec, after, after_names, job_id, name)
+        job_tags = _tags(spec, tags)
         try:
             if time_ms is None:
                 command: Add | Schedule = Add(
-                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails, after=upstreams
+                    job_id, name, ttr_ms, ttl_ms, data, prio, attempts, fails, after=upstreams,
+                    tags=job_tags,
                 )
             else:
                 command = Schedule(
                     job_id, name, ttr_ms, ttl_ms, time_ms, data, prio, attempts, fails,
-                    after=upstreams,
+                    after=upstreams, tags=job_tags,
                 )
         except ValueError as error:  # the core's own validation (e.g. payload over 1 MiB)
             field = str(error).split(" ", 1)[0]
@@ -367,8 +419,8 @@ def encode_row(
 
 
 def encode_rows(spec: EnqueueSpec, *columns):
-    """The pandas UDF body: 12 Series (id, key, name, payload, ttr, ttl, priority,
-    max-attempts, max-fails, time, after, after's queues) -> a DataFrame of
+    """The pandas UDF body: 13 Series (id, key, name, payload, ttr, ttl, priority,
+    max-attempts, max-fails, time, after, after's queues, tags) -> a DataFrame of
     ``ENCODED_FIELDS``."""
     import pandas as pd
 
@@ -410,6 +462,8 @@ JOB_FIELD_KINDS: dict[str, str] = {
     # holds them (msgpack, eventq.core.codec.encode_links).
     "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
+    # A job's tags (spec/workflows.md, "4. Tags") in -tags order, null for a job without.
+    "tags": "array<string>",
 }  # fmt: skip
 # Columns written after a field's, derived from the job (never read back: job_of_row
 # takes the fields). A dependent's upstreams as the protocol shows them (spec/
@@ -457,6 +511,8 @@ def _arrow_schema(ddl: str):
 def _to_column(value: Any, kind: str) -> Any:
     if value is None:
         return None
+    if kind == "array<string>":  # a job's tags; none: null
+        return list(value) if value else None
     if isinstance(value, tuple):  # a dependent's links; none: null
         return encode_links(value) if value else None
     if isinstance(value, uuid.UUID):
@@ -488,6 +544,8 @@ def _of_column(name: str, value: Any) -> Any:
     if name == "upstreams":
         return decode_links(bytes(value))
     kind = JOB_FIELD_KINDS[name]
+    if kind == "array<string>":
+        return tuple(value)
     if kind == "binary":
         return bytes(value)
     if kind in ("int", "bigint", "decimal(20,0)"):

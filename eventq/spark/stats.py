@@ -1,6 +1,8 @@
 """Statistics per queue: jobs by state now, and wait/run time distributions from the log.
 
-- Jobs by state come from the state log (``statelog.read_jobs``): the current state.
+- Jobs by state come from the state log (``statelog.read_jobs``): the current state;
+  so do live jobs per tag and state (spec/workflows.md, "4. Tags"), a job counted once
+  under each of its tags.
 - The command log is decoded, grouped by job (a shuffle on the job id, sorted by offset:
   all commands of a job are in one Kafka partition) and folded with the core's state
   machine (``rows.fold_commands``), so only commands the processor accepted count, with
@@ -35,6 +37,7 @@ class Stats:
     histogram: list[dict] = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count
     # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms
     summary: list[dict] = field(default_factory=list)
+    tags: list[dict] = field(default_factory=list)  # tag, state, count (live jobs)
     commands: int = 0
     seconds: float = 0.0
 
@@ -45,10 +48,12 @@ class Stats:
         "label string, count bigint",
         "summary": "queue string, metric string, count bigint, mean_ms double, "
         "p50_ms bigint, p90_ms bigint, p99_ms bigint, max_ms bigint",
+        "tags": "tag string, state string, count bigint",
     }
 
     def dataframe(self, spark, which: str):
-        """One of ``states``, ``events``, ``histogram``, ``summary`` as a DataFrame."""
+        """One of ``states``, ``events``, ``histogram``, ``summary``, ``tags`` as a
+        DataFrame."""
         return spark.createDataFrame(
             [tuple(r.values()) for r in getattr(self, which)], self.SCHEMAS[which]
         )
@@ -122,6 +127,14 @@ def compute(
         .orderBy("queue", "state")
         .collect()
     ]
+    tags = [
+        r.asDict()
+        for r in jobs.select(F.explode("tags").alias("tag"), F.col("state_name").alias("state"))
+        .groupBy("tag", "state")
+        .count()
+        .orderBy("tag", "state")
+        .collect()
+    ]
 
     done = outcomes(spark, bootstrap, commands_topic)
     if queue is not None:
@@ -169,14 +182,15 @@ def compute(
         events=events,
         histogram=buckets,
         summary=summary,
+        tags=tags,
         commands=sum(r["count"] for r in events),
         seconds=time.monotonic() - began,
     )
 
 
 def write(stats: Stats, spark, output: str, output_format: str = "parquet") -> None:
-    """``output``/states, /events, /histogram and /summary."""
-    for which in ("states", "events", "histogram", "summary"):
+    """``output``/states, /events, /histogram, /summary and /tags."""
+    for which in ("states", "events", "histogram", "summary", "tags"):
         stats.dataframe(spark, which).coalesce(1).write.mode("overwrite").format(
             output_format
         ).save(f"{output.rstrip('/')}/{which}")
@@ -259,6 +273,12 @@ def format_table(stats: Stats, bar_width: int = 40) -> str:
         lines.append(f"({unknown:,} commands for jobs the log never created: not found/ignored)")
     if early:
         lines.append(f"({early:,} dependents registered with an upstream not added yet)")
+    by_tag: dict[str, dict[str, int]] = {}
+    for r in stats.tags:
+        by_tag.setdefault(r["tag"], {})[r["state"]] = r["count"]
+    for tag, counts in sorted(by_tag.items()):
+        lines.append(f"tag {tag}  " + "  ".join(
+            f"{s} {counts[s]:,}" for s in STATE_ORDER if s in counts))
     lines.append(
         f"{len(stats.queues())} queues, {stats.commands:,} commands folded in {stats.seconds:.1f}s"
     )

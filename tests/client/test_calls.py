@@ -77,8 +77,18 @@ def test_each_call_sends_the_request_the_server_reads():
          rq.Recur("r", "q", 60_000, 86_400_000, 1000, b"p", backoff_ms=3, tags=("a", "b"))),
         (calls.unrecur("r"), rq.Unrecur("r")),
         (calls.recurrences(2, 5), rq.InspectRecurring(2, 5)),
+        # eventq: tags (spec/workflows.md, 4)
+        (calls.add("q", b"", id=ID, tags=["nightly", "etl"]),
+         rq.Add(ID, "q", 60_000, 86_400_000, b"", tags=("nightly", "etl"))),
+        (calls.add("q", b"", id=ID, tags="one"), rq.Add(ID, "q", 60_000, 86_400_000, b"",
+                                                       tags=("one",))),
+        (calls.schedule("q", b"", NOW_MS, id=ID, after=(UP2,), tags=("a",)),
+         rq.Schedule(ID, "q", 60_000, 86_400_000, NOW_MS, b"", after=(UP2,), tags=("a",))),
+        (calls.add_job(NewJob("q", b"", id=ID, tags=("t",))),
+         rq.Add(ID, "q", 60_000, 86_400_000, b"", tags=("t",))),
+        (calls.inspect_tagged("nightly", 2, 5), rq.InspectTagged("nightly", 2, 5)),
     ]
-    assert len({type(expected) for _, expected in cases}) == 23  # every request kind
+    assert len({type(expected) for _, expected in cases}) == 24  # every request kind
     for call, expected in cases:
         assert parsed(call.data) == expected
 
@@ -88,7 +98,8 @@ def test_every_operation_is_in_the_table_and_covered():
     assert names == {"add", "schedule", "run", "result", "inputs", "lease", "complete", "fail",
                      "delete",
                      "touch", "pause", "resume", "inspect_job", "inspect_jobs",
-                     "inspect_queue", "inspect_queues", "inspect_server", "digest",
+                     "inspect_tagged", "inspect_queue", "inspect_queues", "inspect_server",
+                     "digest",
                      "recur", "unrecur", "recurrences"}
 
 
@@ -114,6 +125,14 @@ def test_bad_names_and_sizes_are_refused_before_sending():
         calls.fail(ID, b"x" * (1024 * 1024 + 1))
     with pytest.raises(ValueError, match="timezone-aware"):
         calls.schedule("q", b"", dt.datetime(2030, 1, 1))
+    for tags in (["a b"], ["a,b"], ["a", "a"], [""], ["t" * 65], [f"t{n}" for n in range(17)]):
+        with pytest.raises(ClientError, match="Invalid Tags"):
+            calls.add("q", b"", tags=tags)
+        with pytest.raises(ClientError, match="Invalid Tags"):
+            calls.schedule("q", b"", NOW_MS, tags=tags)
+    for tag in ("a b", "a,b", "", "t" * 65):
+        with pytest.raises(ClientError, match="Invalid Tags"):
+            calls.inspect_tagged(tag)
 
 
 def parse(call: calls.Call, reply: bytes):
@@ -163,6 +182,21 @@ def test_workflow_replies_become_typed_values():
     assert parse(calls.edges(ID), replies.edges_reply([], [])) == JobEdges((), ())
     with pytest.raises(ValueError, match="not both"):
         calls.inspect_jobs("q", scheduled=True, waiting=True)
+
+
+def test_tags_replies_become_typed_values():
+    """eventq (spec/workflows.md, 4): a job's tags in its ``JobInfo``, in -tags order;
+    ``inspect_tagged`` a list of them (none: [])."""
+    tagged = replies.JobView(ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, 5, NOW_MS, after=2, waiting=1,
+                             tags=("nightly", "a.b-c_D"))
+    plain = replies.JobView(UP1, "q", 1, 2, b"x", 0, 0, 0, 0, 0, 0, NOW_MS)
+    info = JobInfo(ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, "waiting", "2027-01-15T08:00:00Z", None,
+                   2, 1, ("nightly", "a.b-c_D"))
+    assert parse(calls.inspect_job(ID), replies.job_blocks([tagged])) == info
+    assert parse(calls.inspect_tagged("nightly"), replies.job_blocks([tagged, plain])) == [
+        info, JobInfo(UP1, "q", 1, 2, b"x", 0, 0, 0, 0, 0, "new", "2027-01-15T08:00:00Z")]
+    assert parse(calls.inspect_tagged("x"), b"+OK 0\r\n") == []
+    assert calls.inspect_tagged("x").retry_safe
 
 
 @pytest.mark.parametrize(("line", "error"), [

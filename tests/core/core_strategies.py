@@ -27,6 +27,8 @@ from eventq.limits import (
     MAX_BACKOFF_MS,
     MAX_FAILS_LIMIT,
     MAX_PRIORITY,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
@@ -50,6 +52,15 @@ max_fails = st.integers(0, MAX_FAILS_LIMIT)
 times = st.integers(0, 4_102_444_800_000)  # up to 2100
 any_times = st.integers(MIN_TIME_MS, MAX_TIME_MS)
 backoffs = st.one_of(st.just(0), st.integers(0, MAX_BACKOFF_MS))
+# A job's tags (spec/workflows.md, "4. Tags"): none, or 1 to 16 distinct tags of 1-64
+# bytes of the name alphabet.
+tag_texts = st.one_of(
+    st.sampled_from(["nightly", "a", "b.2-x_Y"]),
+    st.text(alphabet=NAME_ALPHABET, min_size=1, max_size=MAX_TAG_BYTES),
+)
+tag_tuples = st.one_of(
+    st.just(()), st.lists(tag_texts, min_size=1, max_size=MAX_TAGS, unique=True).map(tuple)
+)
 
 
 def adds(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[Add]:
@@ -64,6 +75,7 @@ def adds(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[Add]:
         max_attempts,
         max_fails,
         backoffs,
+        tags=tag_tuples,
     )
 
 
@@ -80,6 +92,7 @@ def schedules(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy[
         max_attempts,
         max_fails,
         backoffs,
+        tags=tag_tuples,
     )
 
 
@@ -131,6 +144,10 @@ _KINDS = {
 small_max_attempts = st.sampled_from([0, 1, 1, 2, 3])
 small_max_fails = st.sampled_from([0, 1, 2, 3, 3])
 small_backoffs = st.sampled_from([0, 0, 5, 20])
+# A small world's tags follow from the priority it drew (no draw of their own: the
+# histories' draws, and so the derandomized coverage of test_core_histories, are those
+# of the small world before tags).
+_SMALL_TAGS = {-2: ("x", "y"), -1: ("x",), 0: (), 1: (), 2: ("y",)}
 
 
 ALL_KINDS = tuple(_ALL_KINDS)
@@ -150,10 +167,11 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=No
             draw(st.integers(1, 30)),
             draw(st.sampled_from([0, 1, 50, 200])),
             draw(st.binary(max_size=3)),
-            draw(st.integers(-2, 2)),
+            priority := draw(st.integers(-2, 2)),
             draw(small_max_attempts),
             draw(small_max_fails),
             draw(small_backoffs),
+            tags=_SMALL_TAGS[priority],
         )
     if kind == "schedule":
         return Schedule(
@@ -163,10 +181,11 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=No
             draw(st.sampled_from([1, 50, 200])),
             at_ms + draw(st.integers(-100, 100)),
             draw(st.binary(max_size=3)),
-            draw(st.integers(-2, 2)),
+            priority := draw(st.integers(-2, 2)),
             draw(small_max_attempts),
             draw(small_max_fails),
             draw(small_backoffs),
+            tags=_SMALL_TAGS[priority],
         )
     if kind == "touch":
         return Touch(

@@ -118,6 +118,9 @@ ADD_AFTER = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, after=(UP1, UP2
 _OK = UpstreamOutcome.COMPLETED
 DONE1 = Upstream(JID, position(100), UP1, _OK, position(7, 1), T0 - 5, b"r1")
 DONE2 = Upstream(JID, position(100), UP2, _OK, BIG_POSITION, T0 - 3, b"")
+# Tags (spec/workflows.md, "4. Tags"): kept in their given order, for the job's life.
+ADD_TAGS = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, tags=("nightly", "b.2-x_Y"))
+TAGS_16 = tuple(f"t{n:02d}" + "x" * 61 for n in range(16))  # 16 tags of 64 bytes
 
 
 # Recurring jobs (spec/workflows.md, "5. Recurring jobs").
@@ -177,6 +180,10 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         "upstream-failed": last(ADD_AFTER, DONE1, Upstream(
             JID, position(100), UP2, UpstreamOutcome.EVICTED, position(8), T0, None)),
         "completed-dependent": last(ADD_AFTER, DONE1, DONE2, START, Complete(JID, b"done")),
+        "added-tags": last(ADD_TAGS),
+        "completed-tags": last(ADD_TAGS, START, Complete(JID, b"done")),
+        "added-waiting-tags": last(Add(JID, "q", 1000, 60_000, b"", after=(UP1,), tags=("a",))),
+        "imported-tags": last(Import.from_job(last(ADD_TAGS, START)[1])),
     }
 
 
@@ -196,6 +203,8 @@ def job_cases() -> dict[str, Job]:
         "released": states["released"][1],
         "upstream-failed": states["upstream-failed"][1],
         "completed-dependent": states["completed-dependent"][1],
+        "tagged": states["added-tags"][1],
+        "tagged-completed": states["completed-tags"][1],
     }
 
 
@@ -265,6 +274,13 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "unrecur": (Unrecur("nightly"), "n1", 10),
         "fire": (Fire("nightly", 19723), None, None),
         "fire-slot-0": (Fire("r", 0), None, None),
+        "add-tags": (ADD_TAGS, "n1", 9),
+        "add-tags-16": (Add(JID, "q", 1, 0, b"", tags=TAGS_16), None, None),
+        "schedule-backoff-after-tags": (
+            Schedule(JID, "q", 1000, 60_000, T0, b"s", 1, 2, 3, 250, (UP1, UP2), ("x",)),
+            None, None,
+        ),
+        "import-tags": (Import.from_job(jobs["tagged-completed"]), None, None),
     }
 
 
@@ -343,14 +359,14 @@ VALUES: dict[str, object] = {
 # are read by the same code in all of them).
 JOB_MAP_MUTATED = {
     "state/attempt-started-backoff", "state/completed", "state/imported", "job/completed",
-    "job/backoff-returned", "state/upstream-failed", "job/released",
+    "job/backoff-returned", "state/upstream-failed", "job/released", "job/tagged",
 }  # fmt: skip
 
 
 def nested_paths(name: str, m: dict[str, Any]) -> list[tuple[str, ...]]:
     if name.startswith("command/"):
-        return [()] + ([("j",)] if name in ("command/import-backoff", "command/import-failed")
-                       else [])  # fmt: skip
+        nested = ("command/import-backoff", "command/import-failed", "command/import-tags")
+        return [()] + ([("j",)] if name in nested else [])
     paths = [()]
     if type(m.get("e")) is dict:
         paths.append(("e",))

@@ -98,13 +98,25 @@ WORKFLOW_VARIANTS = {
 }
 WORKFLOW_BASES = {"finished_ms": UPSTREAM_FAILED, "group": UPSTREAM_FAILED,
                   "upstreams outcome": UPSTREAM_FAILED}  # fmt: skip
+
+# Tags (spec/workflows.md, "Determinism": the digest covers tags), on a plain job and on
+# a dependent: each change of them (set, order, one more, one other) is another digest.
+TAGGED = base(tags=("nightly", "etl"))
+TAG_VARIANTS = {
+    "tags": lambda: base(tags=("nightly",)),
+    "tags order": lambda: base(tags=("etl", "nightly")),
+    "tags one more": lambda: base(tags=("nightly", "etl", "x")),
+    "tags other": lambda: base(tags=("nightly", "etm")),
+    "tags none": lambda: LEASED,
+}
 # Positions, left out like ``version``: the same state in another log has others.
 POSITIONS = {"added_at", "finished_at"}
 
 
 def test_every_observable_field_has_a_variant():
     observable = {f.name for f in dataclasses.fields(Job)} - {"version", "expires_ms", *POSITIONS}
-    covered = {name.split(" ")[0].split("=")[0] for name in [*VARIANTS, *WORKFLOW_VARIANTS]}
+    covered = {name.split(" ")[0].split("=")[0]
+               for name in [*VARIANTS, *WORKFLOW_VARIANTS, *TAG_VARIANTS]}
     assert observable <= covered
 
 
@@ -112,6 +124,29 @@ def test_every_observable_field_has_a_variant():
 def test_changing_any_workflow_field_changes_the_digest(name):
     variant, original = WORKFLOW_VARIANTS[name](), WORKFLOW_BASES.get(name, DEPENDENT)
     assert job_digest_bytes(variant) != job_digest_bytes(original)
+
+
+@pytest.mark.parametrize("name", sorted(TAG_VARIANTS))
+def test_changing_a_jobs_tags_changes_the_digest(name):
+    assert job_digest_bytes(TAG_VARIANTS[name]()) != job_digest_bytes(TAGGED)
+    tagged_dependent = dataclasses.replace(UPSTREAM_FAILED, tags=TAGGED.tags)
+    assert job_digest_bytes(tagged_dependent) != job_digest_bytes(UPSTREAM_FAILED)
+    assert job_digest_bytes(tagged_dependent) != job_digest_bytes(
+        dataclasses.replace(UPSTREAM_FAILED, tags=TAG_VARIANTS[name]().tags))
+
+
+def test_jobs_without_tags_digest_as_before_tags():
+    """SHA-256 of the digest bytes of three jobs, as the code before tags made them: a
+    state of jobs without tags keeps its digest (a log folded by either agrees)."""
+    import hashlib
+
+    before = {
+        "d57624c1d12247f09dc4cb527c2fda4b0f41325a608c4905b8dc4e7e0dc58856": LEASED,
+        "ad85dfaf7293948424ff02d76ad7ef0e9794227a394b61fc4f0304a050b7c963": DEPENDENT,
+        "dde1ee2b8af0d253aee455ce07d887cd20dbf202a251b01caf14b6b14f3b6a4f": UPSTREAM_FAILED,
+    }
+    for digest, job in before.items():
+        assert hashlib.sha256(job_digest_bytes(job)).hexdigest() == digest
 
 
 def test_a_dependents_positions_do_not_change_the_digest():

@@ -72,7 +72,8 @@ def reference(job: Job | None, cmd, at: int, off: int):
                   payload=cmd.payload, priority=cmd.priority, max_attempts=cmd.max_attempts,
                   max_fails=cmd.max_fails, attempts=0, fails=0, state=State.NEW, created_ms=at,
                   scheduled_ms=sched, expires_ms=expires, lease_deadline_ms=None, result=None,
-                  result_ok=None, version=off, backoff_ms=cmd.backoff_ms)  # fmt: skip
+                  result_ok=None, version=off, backoff_ms=cmd.backoff_ms,
+                  tags=cmd.tags)  # fmt: skip
         return ("accepted", ("Added", {}), new)
     if job is None:
         if isinstance(cmd, (Complete, Fail, Delete, Touch)):
@@ -193,6 +194,9 @@ class History(RuleBasedStateMachine):
         kind, detail, expected = reference(before, command, at, off)
         assert summary(outcome) == (kind, detail)
         assert after == expected
+        # A job's tags are kept for its life (spec/workflows.md, "4. Tags").
+        if before is not None and after is not None:
+            assert after.tags == before.tags
 
         # Applying the same command (same offset) again equals applying it once.
         again, after_again = apply(after, command, at, off)

@@ -527,7 +527,7 @@ def test_structurally_mutated_import_snapshots(data, s, value):
     key = data.draw(st.sampled_from(sorted(m["j"])))
     if data.draw(st.booleans()):
         del m["j"][key]
-        if key in ("b", "rn", "rt"):  # optional backoff fields: absent is their default
+        if key in ("b", "rn", "rt", "tg"):  # optional: absent is their default
             try:
                 decode_command(packed(m))
             except CodecError:

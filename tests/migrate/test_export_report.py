@@ -1,6 +1,6 @@
 """What ``eventq export-cmdlog`` reports of eventq's own flags, exactly (text, JSON, exit
-status): -backoff and -after (spec/workflows.md, 1) cannot be held in workq's log, so a
-job with either is listed with the jobs that do not replay exactly, one line per flag,
+status): -backoff, -after and -tags (spec/workflows.md, 1 and 4) cannot be held in
+workq's log, so a job with any is listed with the jobs that do not replay exactly, one line per flag,
 and a WAITING job is written as NEW. Its jobs are real folds of core commands; only the
 read of the state log is handed them instead of Kafka's (tests/migrate/
 test_export_roundtrip.py reads a real one)."""
@@ -17,7 +17,13 @@ from eventq.cmdlog.replay import WorkqState
 from eventq.core import Accepted, Add, Job, State, Upstream, UpstreamOutcome, apply
 from eventq.kafka import logreader
 from eventq.migrate import kafka_io
-from eventq.migrate.mapping import AFTER_LOST, BACKOFF_LOST, WAITING_LOST, export_notes
+from eventq.migrate.mapping import (
+    AFTER_LOST,
+    BACKOFF_LOST,
+    TAGS_LOST,
+    WAITING_LOST,
+    export_notes,
+)
 from migrate.migrate_support import run_cli
 
 UP = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
@@ -26,6 +32,7 @@ BACKOFF = uuid.UUID("00000000-0000-4000-8000-000000000002")
 WAITING = uuid.UUID("00000000-0000-4000-8000-000000000003")
 RELEASED = uuid.UUID("00000000-0000-4000-8000-000000000004")
 BOTH = uuid.UUID("00000000-0000-4000-8000-000000000005")
+TAGGED = uuid.UUID("00000000-0000-4000-8000-000000000006")
 HOUR_MS = 3_600_000
 
 
@@ -43,6 +50,7 @@ def live_jobs() -> dict[uuid.UUID, Job]:
         added(Add(BACKOFF, "q", 1000, HOUR_MS, b"b", backoff_ms=500), now_ms + 1, 11),
         added(Add(WAITING, "q", 1000, HOUR_MS, b"w", after=(UP,)), now_ms + 2, 12),
         added(Add(BOTH, "q", 1000, HOUR_MS, b"x", backoff_ms=500, after=(UP,)), now_ms + 4, 14),
+        added(Add(TAGGED, "q", 1000, HOUR_MS, b"t", tags=("nightly", "etl")), now_ms + 5, 16),
     ]
     waiting = added(Add(RELEASED, "q", 1000, HOUR_MS, b"r", after=(UP,)), now_ms + 3, 13)
     notice = Upstream(RELEASED, 13, UP, UpstreamOutcome.COMPLETED, 9, now_ms, b"done")
@@ -58,6 +66,7 @@ def test_a_job_with_upstreams_is_noted_waiting_or_not() -> None:
     assert export_notes(jobs[RELEASED]) == [AFTER_LOST]
     assert export_notes(jobs[BOTH]) == [BACKOFF_LOST, WAITING_LOST]
     assert export_notes(jobs[PLAIN]) == []
+    assert export_notes(jobs[TAGGED]) == [TAGS_LOST]
 
 
 @pytest.fixture
@@ -76,16 +85,17 @@ def test_export_reports_backoff_and_after_as_not_replaying_exactly(state_log, tm
     r = run_cli(capsys, "export-cmdlog", target, "--no-progress", "--jobs-topic", "eventq.jobs")
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert lines[2].startswith("  wrote 5 records in 1 segment file(s) (read ")
+    assert lines[2].startswith("  wrote 6 records in 1 segment file(s) (read ")
     assert lines[:2] + lines[3:] == [
-        f"Exported 5 of 5 live jobs from eventq.jobs to {target}",
-        "  jobs by state: NEW 5",
-        "  jobs that do not replay exactly (workq's records cannot express it): 5",
+        f"Exported 6 of 6 live jobs from eventq.jobs to {target}",
+        "  jobs by state: NEW 6",
+        "  jobs that do not replay exactly (workq's records cannot express it): 6",
         f"    {BACKOFF}: {BACKOFF_LOST}",
         f"    {WAITING}: {WAITING_LOST}",
         f"    {RELEASED}: {AFTER_LOST}",
         f"    {BOTH}: {BACKOFF_LOST}",
         f"    {BOTH}: {WAITING_LOST}",
+        f"    {TAGGED}: {TAGS_LOST}",
     ]
     assert WAITING_LOST == ("WAITING (-after): workq has no dependencies; written as NEW, so "
                             "it is ready at once instead of waiting for its upstreams, and "

@@ -23,6 +23,7 @@ from eventq.migrate.mapping import (
     BACKOFF_LOST,
     LEASE_LOST,
     NO_TTL,
+    TAGS_LOST,
     Unimportable,
     export_notes,
     exportable,
@@ -147,13 +148,24 @@ def test_export_maps_times_and_states_exactly():
 
 
 def without_backoff(job):
-    """``job`` as workq can hold it: no -backoff (its retry time gone: ready at once)."""
-    return dataclasses.replace(job, backoff_ms=0, returns=0, retry_ms=None)
+    """``job`` as workq can hold it: no -backoff (its retry time gone: ready at once),
+    no -tags."""
+    return dataclasses.replace(job, backoff_ms=0, returns=0, retry_ms=None, tags=())
 
 
 def test_a_job_with_a_backoff_is_noted_as_losing_it():
     _, job = apply(None, import_command(wjob()), 1_480_586_401_000, 3)
     assert export_notes(dataclasses.replace(job, backoff_ms=100)) == [BACKOFF_LOST]
+
+
+def test_a_job_with_tags_is_noted_as_losing_them():
+    _, job = apply(None, import_command(wjob()), 1_480_586_401_000, 3)
+    tagged = dataclasses.replace(job, tags=("nightly", "etl"))
+    assert export_notes(tagged) == [TAGS_LOST]
+    assert export_notes(dataclasses.replace(tagged, backoff_ms=100)) == [BACKOFF_LOST, TAGS_LOST]
+    assert TAGS_LOST == "-tags: workq has no tags; imports back without them"
+    # workq's job carries none of them: it imports back as the job without tags
+    assert import_command(workq_job(tagged)) == import_command(workq_job(job))
 
 
 def test_export_notes():
@@ -170,7 +182,7 @@ def test_export_notes():
 @settings(max_examples=200, deadline=None)
 def test_any_eventq_job_round_trips_through_workq_fields(job):
     """Job -> WorkqJob -> Import -> Job is the identity (but for version), LEASED and
-    eventq's -backoff aside (export_notes reports both)."""
+    eventq's -backoff and -tags aside (export_notes reports them)."""
     job = without_backoff(job)
     if job.state is State.LEASED:
         expected = Import.from_job(dataclasses.replace(

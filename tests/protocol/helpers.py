@@ -23,6 +23,7 @@ from eventq.protocol import (
     InspectQueues,
     InspectScheduledJobs,
     InspectServer,
+    InspectTagged,
     InspectWaitingJobs,
     Lease,
     Parser,
@@ -127,13 +128,16 @@ Flags = dict[str, int | str]
 def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Flags, bytes | None]:
     """The words after the verb, the flags, and the data block of a request."""
     match request:
-        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails, backoff, after):
+        case Add(id, name, ttr, ttl, payload, priority, max_attempts, max_fails, backoff, after,
+                 tags):
             words = ["add", fmt_id(id), name, str(ttr), str(ttl), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id), payload
+            flags = _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id, tags)
+            return words, flags, payload
         case Schedule(id, name, ttr, ttl, time_ms, payload, priority, max_attempts, max_fails, backoff,
-                      after):
+                      after, tags):
             words = ["schedule", fmt_id(id), name, str(ttr), str(ttl), _time(time_ms), str(len(payload))]
-            return words, _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id), payload
+            flags = _job_flags(priority, max_attempts, max_fails, backoff, after, fmt_id, tags)
+            return words, flags, payload
         case Inputs(id):
             return ["inputs", fmt_id(id)], {}, None
         case Touch(id, ttr):
@@ -179,18 +183,23 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Fla
             return ["inspect", "scheduled-jobs", name, str(offset), str(limit)], {}, None
         case InspectWaitingJobs(name, offset, limit):
             return ["inspect", "waiting-jobs", name, str(offset), str(limit)], {}, None
+        case InspectTagged(tag, offset, limit):
+            return ["inspect", "tagged", tag, str(offset), str(limit)], {}, None
         case InspectJob(id):
             return ["inspect", "job", fmt_id(id)], {}, None
     raise TypeError(request)
 
 
 def _job_flags(priority: int, max_attempts: int, max_fails: int, backoff: int = 0,
-               after: tuple[uuid.UUID, ...] = (), fmt_id: IdFormat = canonical_id) -> Flags:
+               after: tuple[uuid.UUID, ...] = (), fmt_id: IdFormat = canonical_id,
+               tags: tuple[str, ...] = ()) -> Flags:
     flags: Flags = {"priority": priority, "max-attempts": max_attempts, "max-fails": max_fails}
     if backoff:  # [eventq] a fourth flag, only when given (workq clients never send it)
         flags["backoff"] = backoff
     if after:  # [eventq] one more, only when given; each id spelled by fmt_id
         flags["after"] = ",".join(map(fmt_id, after))
+    if tags:  # [eventq] one more, only when given, in -tags order
+        flags["tags"] = ",".join(tags)
     return flags
 
 

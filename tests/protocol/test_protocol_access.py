@@ -58,7 +58,7 @@ REQUESTS: dict[str, bytes] = {
 INSPECT_OBJECTS = {
     "server": b"", "queues": b" 0 10", "queue": b" q", "jobs": b" q 0 10",
     "scheduled-jobs": b" q 0 10", "waiting-jobs": b" q 0 10", "job": b" " + ID.encode(),
-    "digest": b"", "bulk": b"", "recurring": b" 0 10",
+    "digest": b"", "bulk": b"", "recurring": b" 0 10", "tagged": b" t 0 10",
 }
 
 

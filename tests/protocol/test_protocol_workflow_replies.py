@@ -60,8 +60,9 @@ WORKQ_KEYS = (
 
 def test_the_spec_example_job_block_without_its_tags_line() -> None:
     """spec/workflows.md, "1. Dependencies": a WAITING dependent with 2 upstreams, one
-    COMPLETED, tagged ``nightly``. Tags (section 4) are not encoded yet, so this is the
-    example without its ``tags nightly`` line, and its key count is 14, not 15."""
+    COMPLETED, tagged ``nightly``. Without its tags it is the example without its ``tags
+    nightly`` line, and its key count is 14, not 15 (the whole example, tags and all:
+    tests/protocol/test_protocol_tags.py)."""
     assert job_blocks([etl()]) == (
         b"+OK 1\r\n16fd2706-8baf-433b-82eb-8c7fada847da 14\r\n" + WORKQ_KEYS
         + b"state 5\r\ncreated 2024-01-01T00:00:00Z\r\nafter 2\r\nwaiting 1\r\n"

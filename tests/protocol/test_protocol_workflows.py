@@ -167,19 +167,22 @@ def test_101_ids_are_refused() -> None:
 
 
 def test_the_longest_schedule_line_fits() -> None:
-    """spec: 100 ids in their longest spelling and every other schedule field at its
-    longest make a line under the 10,000-byte limit (the spec's 6,099 bytes include 16
-    tags of 64 bytes, not part of this parser yet)."""
+    """spec: 100 ids in their longest spelling, 16 tags of 64 bytes and every other
+    schedule field at its longest make a line of 6,099 bytes, under the 10,000-byte
+    limit."""
     ids = tuple(v4(n) for n in range(MAX_AFTER_IDS))
+    tags = tuple(f"{n:02d}" + "t" * 62 for n in range(16))
     line = (
         f"schedule urn:uuid:{ID} {'n' * 255} 86400000 18446744073709551615 "
         f"9999-12-31T23:59:59.999Z 1048576 -priority=-2147483648 -max-attempts=255 "
-        f"-max-fails=255 -backoff=86400000 -after={','.join(map(urn, ids))}"
+        f"-max-fails=255 -backoff=86400000 -after={','.join(map(urn, ids))} "
+        f"-tags={','.join(tags)}"
     )
-    assert len(line) < MAX_LINE_BYTES
+    assert len(line) == 6_099 < MAX_LINE_BYTES
     payload = b"x" * 1_048_576
     [event], closed = events_whole(line.encode() + b"\r\n" + payload + b"\r\n")
-    assert isinstance(event, Schedule) and event.after == ids and not closed
+    assert isinstance(event, Schedule) and event.after == ids and event.tags == tags
+    assert not closed
 
 
 @pytest.mark.parametrize("spelling", range(len(spellings(U1))))
@@ -250,10 +253,9 @@ ERRORS = [
     # a line without eventq flags is judged as workq judges it: 4 flags are too many
     (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-attempts=1 -max-fails=1 -x=1"),
      C(INVALID_COMMAND_ARGS)),
-    # -tags is not known yet (spec section 4): an unknown flag, counted like any other
-    (block_request(f"add {ID} p 1 1 {SIZE} -after={U1} -tags=a"), C(INVALID_COMMAND_FLAGS)),
-    (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-attempts=1 -max-fails=1 -tags=a"),
-     C(INVALID_COMMAND_ARGS)),
+    # -tags (spec section 4, tests/protocol/test_protocol_tags.py) counts like -after
+    (block_request(f"add {ID} p 1 1 {SIZE} -priority=1 -max-attempts=1 -max-fails=1 "
+                   f"-after={U1} -tags=a -x=1"), C(INVALID_COMMAND_ARGS)),
     # run: -after is unknown (one flag: flags), and makes one flag too many with another
     (block_request(f"run {ID} p 1 1 {SIZE} -after={U1}"), C(INVALID_COMMAND_FLAGS)),
     (block_request(f"run {ID} p 1 1 {SIZE} -after=x"), C(INVALID_COMMAND_FLAGS)),
@@ -302,7 +304,6 @@ ERRORS = [
     (f"inputs\t{ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (b"inspect inputs x\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect failed 0 1\r\n", C(UNKNOWN_COMMAND)),
-    (b"inspect tagged a 0 1\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect failed-jobs g 0 1\r\n", C(UNKNOWN_COMMAND)),
 ]
 # fmt: on

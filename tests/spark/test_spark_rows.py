@@ -48,7 +48,7 @@ def spec(**changes) -> rows.EnqueueSpec:
 
 def row(s: rows.EnqueueSpec, **cells):
     fields = ("raw_id", "key", "name", "payload", "ttr", "ttl", "priority",
-              "max_attempts", "max_fails", "time", "after", "after_names")
+              "max_attempts", "max_fails", "time", "after", "after_names", "tags")
     return rows.encode_row(s, *(cells.get(f) for f in fields))
 
 
@@ -271,7 +271,7 @@ def test_encode_rows_returns_one_struct_row_per_input_row():
 
     good, bad = uuid.uuid4(), "nope"
     series = [pd.Series([str(good), bad])] + [pd.Series([None, None])] * 2 + [
-        pd.Series([b"a", b"b"])] + [pd.Series([None, None])] * 8
+        pd.Series([b"a", b"b"])] + [pd.Series([None, None])] * 9
     frame = rows.encode_rows(spec(), *series)
     assert list(frame.columns) == list(rows.ENCODED_FIELDS)
     assert frame["job_id"].tolist() == [str(good), None]
@@ -492,7 +492,9 @@ def test_the_state_log_columns_are_as_they_were():
         # workflows' (spec/workflows.md), after all the columns snapshots had before;
         # after and waiting are derived from upstreams, as state_name from state
         "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
-        "finished_ms", "group")
+        "finished_ms", "group",
+        # tags' (spec/workflows.md, 4), last
+        "tags")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
@@ -500,7 +502,8 @@ def test_the_state_log_columns_are_as_they_were():
         "lease_deadline_ms decimal(20,0), result binary, result_ok boolean, version bigint, "
         "backoff_ms int, returns int, retry_ms bigint, upstreams binary, "
         "after array<string>, waiting int, added_at bigint, "
-        "released_ms bigint, finished_at bigint, finished_ms bigint, group string")
+        "released_ms bigint, finished_at bigint, finished_ms bigint, group string, "
+        "tags array<string>")
 
 
 def test_every_job_field_has_a_column_type():
@@ -534,6 +537,91 @@ def test_a_dependents_row_round_trips_and_other_jobs_leave_its_columns_null():
     for column in ("upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group"):
         del row[column]  # a snapshot written before workflows
     assert rows.job_of_row(row) == plain
+
+
+def test_a_tagged_jobs_row_round_trips_and_other_jobs_leave_tags_null():
+    job = apply(None, Add(uuid.UUID(int=3), "q", 10, 1000, b"p", tags=("b", "a")), NOW_MS, 5)[1]
+    row = rows.job_row(job)
+    assert row["tags"] == ["b", "a"]  # -tags order
+    assert rows.job_of_row(row) == job
+    assert rows.job_of_row({**row, "tags": np.array(["b", "a"], dtype=object)}) == job  # Arrow
+    plain = _jobs(1)[0]
+    row = rows.job_row(plain)
+    assert row["tags"] is None and rows.job_of_row(row) == plain
+    del row["tags"]  # a snapshot written before tags
+    assert rows.job_of_row(row) == plain
+
+
+def tags_of(s: rows.EnqueueSpec, **cells) -> tuple[str, ...]:
+    _, value, _, _ = row(s, raw_id=str(uuid.uuid4()), payload=b"", **cells)
+    return decode_command(value).command.tags
+
+
+def test_tags_from_a_column_or_a_constant_are_the_adds_tags_in_their_order():
+    s = spec(tags_from_column=True)
+    assert tags_of(s, tags="nightly,etl") == ("nightly", "etl")
+    assert tags_of(s, tags=["b", "a.1", "Z-_"]) == ("b", "a.1", "Z-_")
+    assert tags_of(s, tags=np.array(["x"], dtype=object)) == ("x",)  # Arrow's array cell
+    assert tags_of(s, tags=None) == () and tags_of(s, tags=[]) == ()
+    sixteen = [f"{n:02d}" + "t" * 62 for n in range(16)]
+    assert tags_of(s, tags=sixteen) == tuple(sixteen)
+    assert tags_of(s, tags=",".join(sixteen)) == tuple(sixteen)
+    constant = spec(tags=("every", "row"))
+    assert tags_of(constant, tags="ignored") == ("every", "row")
+    assert tags_of(spec(), tags="not a column") == ()
+    # a schedule carries them too
+    _, value, _, _ = row(spec(time_kind=rows.TIME_AS_MS, tags_from_column=True),
+                         raw_id=str(uuid.uuid4()), payload=b"", time=NOW_MS + 5, tags="s")
+    assert decode_command(value).command == Schedule(
+        decode_command(value).command.job_id, "q", 1000, 60_000, NOW_MS + 5, b"", tags=("s",))
+
+
+@pytest.mark.parametrize(
+    "cells, reason",
+    [
+        ({"tags": ""}, "tag 1 is empty"),
+        ({"tags": "a,,b"}, "tag 2 is empty"),
+        ({"tags": "a,"}, "tag 2 is empty"),
+        ({"tags": ["a", None]}, "tag 2 is empty"),
+        ({"tags": ["a", ""]}, "tag 2 is empty"),
+        ({"tags": "a,b,a"}, "tag 3 repeats tag 1"),
+        ({"tags": ["x", "x"]}, "tag 2 repeats tag 1"),
+        ({"tags": ["a,b"]}, "tag 1 is not 1-64 bytes of [A-Za-z0-9_.-]"),
+        ({"tags": "a b"}, "tag 1 is not 1-64 bytes of [A-Za-z0-9_.-]"),
+        ({"tags": ["ok", "t" * 65]}, "tag 2 is not 1-64 bytes of [A-Za-z0-9_.-]"),
+        ({"tags": ["é"]}, "tag 1 is not 1-64 bytes of [A-Za-z0-9_.-]"),
+        ({"tags": [f"t{n}" for n in range(17)]}, "17 tags, at most 16"),
+    ],
+)
+def test_malformed_tags_are_rejects_saying_which_rule_they_break(cells, reason):
+    """spec/workflows.md, "Values and checks": 1-16 tags, no empty element, each 1-64
+    bytes of [A-Za-z0-9_.-], all distinct: ``Invalid Tags``, with the row and why."""
+    with pytest.raises(rows.Reject) as caught:
+        row(spec(tags_from_column=True), raw_id=SELF, payload=b"", **cells)
+    assert caught.value.field == "tags"
+    assert caught.value.reason.startswith(f"Invalid Tags ({reason}), got ")
+    assert caught.value.job_id == uuid.UUID(SELF)  # the reject names the row's job
+
+
+def test_tags_are_checked_after_every_other_field():
+    """The protocol's field order: -tags is last (a bad after is reported first)."""
+    s = spec(tags_from_column=True, after_kind=rows.AFTER_IDS)
+    assert reject_of(s, raw_id=SELF, payload=b"", after="x", tags="a,a")[0] == "after"
+    assert reject_of(s, raw_id="x", payload=b"", tags="a,a")[0] == "id"
+
+
+def test_a_tags_list_the_protocol_refuses_is_refused_here_too():
+    from eventq.errors import ClientError
+    from eventq.protocol.values import parse_tags
+
+    s = spec(tags_from_column=True)
+    for text in ("a", "a,b", " a", "a;b", "a:b", "-", ".", "a" * 64, "a" * 65, "a,A"):
+        try:
+            parse_tags(text)
+        except ClientError:
+            assert reject_of(s, raw_id=SELF, payload=b"", tags=text)[0] == "tags"
+        else:
+            assert tags_of(s, tags=text) == tuple(text.split(","))
 
 
 def test_a_dependents_row_shows_its_upstreams_and_how_many_it_still_waits_for():

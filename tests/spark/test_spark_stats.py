@@ -205,3 +205,15 @@ def test_the_table_counts_waiting_jobs_and_depends_as_registrations():
     assert "not applied upstream ignored 1" in table and "depend ignored" not in table
     assert "(1 commands for jobs the log never created" in table
     assert "(5 dependents registered with an upstream not added yet)" in table
+
+
+def test_the_table_counts_live_jobs_per_tag_and_state():
+    """spec/workflows.md, "4. Tags": a line per tag, its live jobs by state."""
+    from eventq.spark.stats import Stats
+
+    stats = Stats(tags=[{"tag": "nightly", "state": "completed", "count": 2},
+                        {"tag": "nightly", "state": "new", "count": 1_000},
+                        {"tag": "etl", "state": "waiting", "count": 3}])
+    lines = format_stats(stats).splitlines()
+    assert lines[:2] == ["tag etl  waiting 3", "tag nightly  new 1,000  completed 2"]
+    assert "tag" not in format_stats(Stats())

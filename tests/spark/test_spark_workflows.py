@@ -384,3 +384,69 @@ def test_the_readmes_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
              if r["name"] == name}
     ids = {step: str(step_id(name, step)) for step in range(1, 5)}
     assert edges == {(ids[1], ids[2]), (ids[1], ids[3]), (ids[2], ids[4]), (ids[3], ids[4])}
+
+
+def test_tags_from_a_column_are_found_by_inspect_tagged_and_read_by_snapshot_and_stats(
+    spark, server, tmp_path
+):
+    """spec/workflows.md, "4. Tags" through Spark: a tags column (an array here, text in
+    a CSV file) gives each job its tags in order, a malformed list is a reject saying
+    why and is never sent, ``inspect tagged`` finds the jobs, the snapshot has a
+    ``tags`` column and its digest is the server's, and stats count jobs per tag."""
+    name = new_name("tagged")
+    tag, other = new_name("night"), new_name("etl")
+    rows = [(1, [tag]), (2, [other, tag]), (3, None), (4, []), (5, [tag, tag]),
+            (6, [tag, "no space"])]
+    df = spark.createDataFrame(rows, "k int, labels array<string>")
+    report = enqueue(df, bootstrap=server.bootstrap, topic=commands_topic(server), name=name,
+                     key_columns=["k"], tags_column="labels", payload_column="k",
+                     ttr_ms=60_000, ttl_ms=TTL_MS, rejects=str(tmp_path / "rejects"),
+                     rejects_format="json")
+    assert (report.sent, report.rejected, report.rejected_by_field) == (4, 2, {"tags": 2})
+    reasons = {r["k"]: r["reject_reason"]
+               for r in spark.read.json(str(tmp_path / "rejects")).collect()}
+    assert reasons[5].startswith("Invalid Tags (tag 2 repeats tag 1), got ")
+    assert reasons[6].startswith("Invalid Tags (tag 2 is not 1-64 bytes of [A-Za-z0-9_.-])")
+    # text, as a CSV cell holds it; every row's tags as a constant
+    csv = tmp_path / "tags.csv"
+    csv.write_text(f'k,labels\n7,"{tag},{other}"\n8,\n9,"{tag},,x"\n')
+    text = spark.read.option("header", "true").csv(str(csv))
+    report = enqueue(text, bootstrap=server.bootstrap, topic=commands_topic(server), name=name,
+                     key_columns=["k"], tags_column="labels", payload_column="k",
+                     ttr_ms=60_000, ttl_ms=TTL_MS)
+    assert (report.sent, report.rejected) == (2, 1)
+    report = enqueue(spark.createDataFrame([(10,)], "k int"), bootstrap=server.bootstrap,
+                     topic=commands_topic(server), name=name, key_columns=["k"],
+                     tags=f"{other}", payload_column="k", ttr_ms=60_000, ttl_ms=TTL_MS)
+    assert report.sent == 1
+    ids = {k: derive_job_id(DEFAULT_NAMESPACE, name, [str(k)]) for k in range(1, 11)}
+
+    async def listed(tag_: str) -> list[uuid.UUID]:
+        async with await RawClient.connect(port=server.port) as c:
+            await wait_applied(c, server.partitions)
+            blocks = await c._inspect_many(["tagged", tag_, "0", "100"])
+        return [uuid.UUID(head.split(" ")[0]) for head, _ in blocks]
+
+    found = asyncio.run(listed(tag))
+    assert set(found) == {ids[1], ids[2], ids[7]} and found[-1] == ids[7]  # created order
+    assert set(asyncio.run(listed(other))) == {ids[2], ids[7], ids[10]}
+    with Client(port=server.port) as client:
+        assert client.inspect_job(ids[2]).tags == (other, tag)
+        assert client.inspect_job(ids[3]).tags == () and client.inspect_job(ids[4]).tags == ()
+        assert client.inspect_job(ids[8]).tags == ()
+        state_log_caught_up(server, client)
+        digest = client.digest()
+
+    report = snapshot(spark, bootstrap=server.bootstrap, topic=jobs_topic(server),
+                      output=str(tmp_path / "jobs"))
+    assert report.digest == digest
+    jobs = spark.read.parquet(str(tmp_path / "jobs")).where(f"name = '{name}'")
+    shown = {r["id"]: r["tags"] for r in jobs.collect()}
+    assert shown[str(ids[2])] == [other, tag] and shown[str(ids[7])] == [tag, other]
+    assert shown[str(ids[3])] is None and shown[str(ids[10])] == [other]
+    stats = compute_stats(spark, bootstrap=server.bootstrap,
+                          commands_topic=commands_topic(server), jobs_topic=jobs_topic(server),
+                          queue=name)
+    assert {(r["tag"], r["state"], r["count"]) for r in stats.tags} == {
+        (tag, "new", 3), (other, "new", 3)}
+    assert f"tag {tag}  new 3" in format_stats(stats)
