@@ -66,17 +66,21 @@ from eventq.core.events import (
     EventType,
     Failed,
     Imported,
+    Retried,
     Touched,
     UpstreamFailed,
+    UpstreamRetried,
 )
 from eventq.core.ids import uuid_of_bytes
 from eventq.core.job import (
+    FAILED_GROUP,
     NOTICE_OUTCOMES,
     UPSTREAM_FAILED_GROUP,
     Job,
     Link,
     State,
     UpstreamOutcome,
+    failure_group,
     link_of,
     link_outcome,
     make_job,
@@ -333,7 +337,10 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("rl", "released_ms", INT, absent=None),
     Field("fp", "finished_at", INT, absent=None, note="a position"),
     Field("fm", "finished_ms", INT, absent=None),
-    Field("g", "group", STR, absent=None),
+    Field("g", "group", STR, absent=None, note="None: failed or attempts-exhausted"),
+    # Retry's, only when set: a job never retried has the record it had before.
+    Field("dt", "delayed_ms", INT, absent=None, note="retry -delay's time"),
+    Field("er", "early", BOOL, absent=False, note="a retry made it ready before its time"),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
 # An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
@@ -355,12 +362,14 @@ _NEW_JOB_REST = (
     Field("af", "after", UUIDS, absent=()),  # absent when none, likewise
 )
 _DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
+_DELAY = Field("dl", "delay_ms", INT, absent=0)
 
 COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
     CommandType.SCHEDULE: _NEW_JOB + (Field("s", "time_ms", INT),) + _NEW_JOB_REST,
     CommandType.COMPLETE: (_JOB_ID, _RESULT),
-    CommandType.FAIL: (_JOB_ID, _RESULT),
+    # -group: absent when none, so workq's fails keep their bytes.
+    CommandType.FAIL: (_JOB_ID, _RESULT, Field("fd", "group", STR, absent=None)),
     CommandType.DELETE: (_JOB_ID,),
     CommandType.EXPIRE: (_JOB_ID,),
     CommandType.START_ATTEMPT: (_JOB_ID, _ATTEMPT),
@@ -396,6 +405,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         Field("a", "at_ms", INT),
         Field("x", "result", BIN, absent=None, note="completed, failed"),
     ),
+    CommandType.RETRY: (_JOB_ID, _DELAY),
 }
 # Last in every command record: its issuer, when known (absent or nil: unknown).
 CORRELATION_FIELDS: tuple[Field, ...] = (
@@ -429,7 +439,7 @@ _NOTICE = (
 EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.ADDED: (),
     EventType.COMPLETED: (_RESULT_IN_JOB,),
-    EventType.FAILED: (_RESULT_IN_JOB,),
+    EventType.FAILED: (_RESULT_IN_JOB, Field("g", "group", STR, absent=None)),
     EventType.FAIL_RETRIED: (),
     EventType.ATTEMPT_STARTED: (_ATTEMPT, _DEADLINE),
     EventType.ATTEMPTS_EXHAUSTED: (),
@@ -443,6 +453,8 @@ EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.UPSTREAM_NOTED: _NOTICE,
     EventType.RELEASED: _NOTICE,
     EventType.UPSTREAM_FAILED: _NOTICE,
+    EventType.RETRIED: (_DELAY,),
+    EventType.UPSTREAM_RETRIED: _NOTICE,
 }
 # Registrations and inputs (eventq/core/workflow.py), each a record of its own.
 REGISTRATION_FIELDS: tuple[Field, ...] = (
@@ -819,6 +831,8 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.UPSTREAM_NOTED: frozenset(State),  # recorded in any state
     EventType.RELEASED: frozenset({State.NEW}),
     EventType.UPSTREAM_FAILED: frozenset({State.FAILED}),
+    EventType.RETRIED: frozenset({State.NEW, State.WAITING}),
+    EventType.UPSTREAM_RETRIED: frozenset({State.WAITING, State.FAILED}),
 }
 assert set(_STATES_AFTER) == set(EventType) and set(EVENT_FIELDS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -855,6 +869,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         return "the job's attempts or state differ from AttemptReleased"
     if isinstance(event, (Completed, Failed)) and job.result != event.result:
         return "the job's result differs from the event's"
+    if isinstance(event, Failed) and failure_group(job) != (event.group or FAILED_GROUP):
+        return "the job's failure group differs from the fail's"
+    if isinstance(event, Retried) and (job.attempts or job.fails or job.returns):
+        return "a retried job has no attempts, fails nor returns"
     if isinstance(event, NOTICE_EVENTS):
         link = link_of(job, event.upstream)
         if link is None or link.change != event.change or link.outcome is not link_outcome(
@@ -866,6 +884,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
             or job.result != upstream_failure(event.upstream, event.outcome)
         ):
             return "the job's group or result differs from UpstreamFailed"
+        if isinstance(event, UpstreamRetried) and job.state is State.FAILED and (
+            job.group != UPSTREAM_FAILED_GROUP
+        ):
+            return "a dependent UpstreamRetried leaves FAILED is in upstream-failed"
     return None
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import msgpack
 
-from eventq.core.job import Job, has_workflow
+from eventq.core.job import Job, has_workflow, was_retried
 from eventq.core.workflow import Input
 
 DIGEST_VERSION = 1
@@ -63,12 +63,17 @@ def job_digest_bytes(job: Job) -> bytes:
             # The workflow's fields only when set, likewise, as one array (so that no
             # job of one shape digests as a job of another).
             *((_workflow(job),) if has_workflow(job) else ()),
+            # A retry's time, only once a retry set it (an array of two: no job of
+            # another shape digests as this one).
+            *(((job.delayed_ms, job.early),) if was_retried(job) else ()),
         ),
         use_bin_type=True,
     )
 
 
 def _workflow(job: Job) -> tuple[object, ...]:
+    """Upstreams and their outcomes, and the group: a FAILED job's group is ``group`` or
+    the one its fails give (job.failure_group), both digested."""
     links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
     return (links, job.released_ms, job.finished_ms, job.group)
 

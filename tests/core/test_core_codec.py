@@ -428,7 +428,8 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 # so that records of workq's commands keep their bytes).
 OPTIONAL_COMMAND_KEYS = {
     CommandType.ADD: {"b", "af"}, CommandType.SCHEDULE: {"b", "af"}, CommandType.TOUCH: {"r"},
-    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"},
+    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"}, CommandType.FAIL: {"fd"},
+    CommandType.RETRY: {"dl"},
 }
 
 
@@ -469,7 +470,7 @@ def test_structurally_mutated_command_maps(data, command, value):
 
 # Job fields a state record may leave out (present only when -backoff is set, or for a
 # job of a workflow, so that workq's jobs keep their record bytes).
-OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g"}
+OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g", "dt", "er"}
 
 
 @given(st.data(), state_records(), msgpack_values)

@@ -45,6 +45,7 @@ from eventq.core import (
     Job,
     Registration,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     State,
@@ -165,6 +166,23 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         "upstream-failed": last(ADD_AFTER, DONE1, Upstream(
             JID, position(100), UP2, UpstreamOutcome.EVICTED, position(8), T0, None)),
         "completed-dependent": last(ADD_AFTER, DONE1, DONE2, START, Complete(JID, b"done")),
+        # Failure groups and retry (spec/workflows.md, "3. Failure groups and retry").
+        "failed-group": last(Add(JID, "q", 1000, 60_000, b""), START, Fail(JID, b"x", "deploy-7")),
+        "failed-named-default": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"", "failed")),
+        "retried": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"x", "g"), Retry(JID)),
+        "retried-delay": last(ADD_BACKOFF, START, Fail(JID, b"", "kept-not"), StartAttempt(JID, 2),
+                              Fail(JID, b"no"), Fail(JID, b"end", "deploy"),
+                              Retry(JID, 86_400_000), step=300),
+        "retried-early": last(SCHEDULE, Fail(JID, b"x"), Retry(JID)),
+        "retried-waiting": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Retry(JID, 5)),
+        "upstream-retried": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Upstream(
+            JID, position(100), UP2, UpstreamOutcome.RETRIED, position(9), T0 + 1, None)),
+        "upstream-retried-stays-failed": last(ADD_AFTER, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Upstream(
+            JID, position(100), UP1, UpstreamOutcome.DELETED, position(3), T0, None), Upstream(
+            JID, position(100), UP2, UpstreamOutcome.RETRIED, position(9), T0 + 1, None)),
     }
 
 
@@ -184,6 +202,10 @@ def job_cases() -> dict[str, Job]:
         "released": states["released"][1],
         "upstream-failed": states["upstream-failed"][1],
         "completed-dependent": states["completed-dependent"][1],
+        "failed-group": states["failed-group"][1],
+        "retried-delay": states["retried-delay"][1],
+        "retried-early": states["retried-early"][1],
+        "retried-waiting": states["retried-waiting"][1],
     }
 
 
@@ -245,6 +267,9 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "upstream-retried": (
             Upstream(JID, 7, UP1, UpstreamOutcome.RETRIED, 8, T0, None), None, None
         ),
+        "fail-group": (Fail(JID, b"why", "bad-deploy.7"), "n1", 9),
+        "retry": (Retry(JID), "n1", 10),
+        "retry-delay": (Retry(JID, 86_400_000), None, None),
     }
 
 

@@ -42,6 +42,7 @@ def test_command_type_numbers_match_workq():
         "RELEASE_ATTEMPT": 65,  # and test_core_release
         "TOUCH": 66, "PAUSE": 67, "RESUME": 68,  # and test_core_extensions
         "DEPEND": 69, "UPSTREAM": 70,  # spec/workflows.md, and test_core_workflow
+        "RETRY": 71,  # spec/workflows.md, and test_core_retry
     }  # fmt: skip
     # A command names a job or (pause, resume) a queue.
     assert set(COMMAND_CLASSES) | set(QUEUE_COMMAND_CLASSES) == set(CommandType)
