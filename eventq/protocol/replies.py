@@ -275,6 +275,12 @@ def failed_reply(groups: Sequence[tuple[str, int]]) -> bytes:
                    len(groups))
 
 
+def keys_reply(keyed: Sequence[tuple[int, uuid.UUID]]) -> bytes:
+    """retry-group in peer form (internal): ``+OK <n>``, then ``<key> <id>`` per job, the
+    key its place in its failure group (failure time and id)."""
+    return _ok_count(len(keyed)) + b"".join(_line(key, canonical_id(id)) for key, id in keyed)
+
+
 def retried_reply(count: int) -> bytes:
     """[eventq] retry-group: ``+OK 1``, ``retried <n>``."""
     return _ok_count(1) + _line("retried", count)

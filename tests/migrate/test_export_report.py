@@ -99,3 +99,19 @@ def test_export_reports_backoff_and_after_as_not_replaying_exactly(state_log, tm
     assert r.code == 0 and r.report["ok"] is True
     assert r.report["inexact"][1:3] == [{"id": str(WAITING), "difference": WAITING_LOST},
                                         {"id": str(RELEASED), "difference": AFTER_LOST}]
+
+
+def test_a_named_group_and_a_retrys_time_are_noted() -> None:
+    """[eventq] spec/workflows.md, 3: a failure group workq's commands do not produce,
+    and the time a retry gave a job, cannot be held in workq's log."""
+    from eventq.core import Fail, Retry
+    from eventq.migrate.mapping import GROUP_LOST, RETRY_LOST
+
+    now_ms = time.time_ns() // 1_000_000
+    job = added(Add(PLAIN, "q", 1000, HOUR_MS, b"p"), now_ms, 10)
+    _, plain_failed = apply(job, Fail(PLAIN, b"x"), now_ms, 11)
+    _, named = apply(job, Fail(PLAIN, b"x", "deploy-7"), now_ms, 11)
+    _, retried = apply(named, Retry(PLAIN, 5000), now_ms, 12)
+    assert export_notes(plain_failed) == []
+    assert export_notes(named) == [GROUP_LOST]
+    assert export_notes(retried) == [RETRY_LOST]
