@@ -28,11 +28,11 @@ from eventq.client.errors import (
     TimedOut,
     Unavailable,
 )
-from eventq.client.models import Job, JobInfo, NewJob, QueueInfo, Result, ServerInfo
+from eventq.client.models import FailedGroup, Job, JobInfo, NewJob, QueueInfo, Result, ServerInfo
 from eventq.client.sync import AddManyError, Client
 
 __all__ = [
     "AddManyError", "AsyncClient", "Client", "ClientError", "ConnectionLost", "DuplicateJob",
-    "DuplicateResult", "EventqError", "Job", "JobInfo", "NewJob", "NotFound", "QueueInfo",
+    "DuplicateResult", "EventqError", "FailedGroup", "Job", "JobInfo", "NewJob", "NotFound", "QueueInfo",
     "Result", "ServerError", "ServerInfo", "TimedOut", "Unavailable",
 ]

@@ -185,6 +185,10 @@ class AsyncClient:
     inspect_queues = _async(calls.inspect_queues)
     inspect_server = _async(calls.inspect_server)
     digest = _async(calls.digest)
+    retry = _async(calls.retry)
+    retry_group = _async(calls.retry_group)
+    inspect_failed = _async(calls.inspect_failed)
+    inspect_failed_jobs = _async(calls.inspect_failed_jobs)
 
     async def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection; see ``Client.add_many``."""

@@ -204,6 +204,10 @@ class Client:
     inspect_queues = _sync(calls.inspect_queues)
     inspect_server = _sync(calls.inspect_server)
     digest = _sync(calls.digest)
+    retry = _sync(calls.retry)
+    retry_group = _sync(calls.retry_group)
+    inspect_failed = _sync(calls.inspect_failed)
+    inspect_failed_jobs = _sync(calls.inspect_failed_jobs)
 
     def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection (``PIPELINE_WINDOW`` in flight):
