@@ -89,3 +89,21 @@ def test_retry_with_a_delay_and_inspect_failed_groups_by_name(server):
         assert [j.id for j in client.inspect_jobs(q, 0, 10, scheduled=True)] == [a]
         client.retry(b)
         assert [j.id for j in client.inspect_jobs(q, 0, 10)] == [b]
+
+
+def test_the_log_folded_again_gives_the_live_state_groups_and_retries_included(server):
+    """spec/workflows.md, "Determinism": the digest (which covers groups and a retry's
+    time) of the live server equals the fold of the command log and the state log's,
+    after the retries above (this module's server, its topics)."""
+    from eventq.kafka.logreader import latest_state
+    from eventq.replay import derive_from_commands
+
+    with Client(port=server.port) as client:
+        live, previous, deadline = None, "", time.monotonic() + 60
+        while live != previous:  # the digest once two reads a poll apart agree
+            assert time.monotonic() < deadline, "the digest never settled"
+            previous, live = live, client.digest()
+            time.sleep(0.5)
+    derived = derive_from_commands(server.bootstrap, f"{server.prefix}.commands")
+    assert derived.digest() == live
+    assert latest_state(server.bootstrap, f"{server.prefix}.jobs").digest() == live
