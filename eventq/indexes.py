@@ -43,6 +43,7 @@ from __future__ import annotations
 import heapq
 import random
 import struct
+import sys
 import uuid
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -93,6 +94,11 @@ def order_key(priority: int, scheduled_ms: int | None, created_ms: int, id_int: 
     key = (key << _TIME_BITS) | ((scheduled_ms or 0) - MIN_TIME_MS)
     key = (key << _TIME_BITS) | (created_ms - MIN_TIME_MS)
     return (key << _ID_BITS) | id_int
+
+
+def _failed_key(failed_ms: int, id_int: int) -> int:
+    """(failure time, id): a failure group's FAILED jobs, oldest failure first."""
+    return ((failed_ms - MIN_TIME_MS) << _ID_BITS) | id_int
 
 
 def _scheduled_key(scheduled_ms: int, order: int) -> int:
@@ -252,6 +258,11 @@ class JobIndex:
         self._state_counts: dict[str, list[int]] = {}
         # Live jobs per tag (spec/workflows.md, "4. Tags"), ``tagged_key`` order.
         self._tagged: dict[str, SortedList] = {}
+        # [eventq] FAILED jobs per failure group (spec/workflows.md, "3. Failure groups
+        # and retry"), oldest failure first: ``_failed_key`` integers; and each FAILED
+        # job's (group, key), to take it out again.
+        self._failed: dict[str, SortedList] = {}
+        self._failed_of: dict[int, tuple[str, int]] = {}
         self._rng = rng or random.Random()
 
     # --- updates (from the processor) ----------------------------------------------
@@ -309,9 +320,10 @@ class JobIndex:
     def known(self, name: str) -> bool:
         return name in self.queues or name in self.empty_names
 
-    def put(self, job: Job, partition: int, now_ms: int) -> None:
-        """Index the job's current state (after any applied command)."""
-        self.put_slim(slim_of(job), partition, now_ms)
+    def put(self, job: Job, partition: int, now_ms: int, record_ms: int | None = None) -> None:
+        """Index the job's current state (after any applied command, at broker time
+        ``record_ms``: a FAILED job's failure time, job.failure_time_ms)."""
+        self.put_slim(slim_of(job, record_ms), partition, now_ms)
 
     def put_slim(self, slim: Slim, partition: int, now_ms: int) -> None:
         old = self._unindex(slim.id)
@@ -345,7 +357,8 @@ class JobIndex:
         counts[slim.state] += 1
         if slim.state in LEASABLE_STATES:
             order = order_key(slim.priority, slim.scheduled_ms, slim.created_ms, slim.id)
-            if slim.scheduled_ms is not None and slim.scheduled_ms > now_ms:
+            # [eventq] a retry without delay made it ready before its time (job.early)
+            if slim.scheduled_ms is not None and slim.scheduled_ms > now_ms and not slim.early:
                 key = _scheduled_key(slim.scheduled_ms, order)
                 if scheduled is None:
                     self.queue(slim.name).scheduled.add(key)
@@ -363,6 +376,14 @@ class JobIndex:
                 waiting.setdefault(slim.name, []).append(order)
         else:
             self.name_queue(slim.name)
+        if slim.group is not None:
+            group = sys.intern(slim.group)
+            key = _failed_key(now_ms if slim.failed_ms is None else slim.failed_ms, slim.id)
+            self._failed_of[slim.id] = (group, key)
+            members = self._failed.get(group)
+            if members is None:
+                members = self._failed[group] = SortedList()
+            members.add(key)
 
     def remove(self, job_id: uuid.UUID) -> Entry | None:
         """Forget a job (deleted, expired, or about to be re-put)."""
@@ -408,6 +429,13 @@ class JobIndex:
             del self._state_counts[entry.name]
         if not self._partition_sizes[entry.partition]:
             del self._partition_sizes[entry.partition]
+        failed = self._failed_of.pop(id_int, None)
+        if failed is not None:
+            group, key = failed
+            members = self._failed[group]
+            members.discard(key)
+            if not members:
+                del self._failed[group]
         queue = self.queues.get(entry.name)
         if queue is not None:
             order = order_key(entry.priority, entry.scheduled_ms, entry.created_ms, id_int)
@@ -637,6 +665,27 @@ class JobIndex:
         ]
         found.sort()
         return [uuid.UUID(int=id_int) for _, id_int in found[offset : offset + limit]]
+
+    def failed_groups(self) -> list[tuple[str, int]]:
+        """[eventq] (group, FAILED jobs) of every group that has some, by name bytewise
+        (spec/workflows.md, ``inspect failed``)."""
+        return [(group, len(self._failed[group]))
+                for group in sorted(self._failed, key=lambda group: group.encode())]
+
+    def failed_len(self, group: str) -> int:
+        members = self._failed.get(group)
+        return 0 if members is None else len(members)
+
+    def failed_page_keys(self, group: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
+        """[eventq] A page of a group's FAILED jobs, oldest failure first (failure time,
+        then id), each with its key: the same in every process, so pages merge by it."""
+        members = self._failed.get(group)
+        if members is None:
+            return []
+        return [(key, _id_of(key)) for key in members.islice(offset, offset + limit)]
+
+    def failed_page(self, group: str, offset: int, limit: int) -> list[uuid.UUID]:
+        return [job_id for _, job_id in self.failed_page_keys(group, offset, limit)]
 
     def queue_names(self) -> list[str]:
         """Known queue names, sorted bytewise (spec: inspect queues)."""

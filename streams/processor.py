@@ -732,7 +732,7 @@ class Processor:
         assert after is not None and result.record is not None
         batch.records[key] = result.record
         now_ms = self._clock_ms()
-        self._index.put(after, partition, now_ms)
+        self._index.put(after, partition, now_ms, event.at_ms)
         if is_final(after):
             self._waiters.on_final(job_id, after)
         elif is_ready(after, now_ms):

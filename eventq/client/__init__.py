@@ -32,6 +32,7 @@ from eventq.client.errors import (
     Unavailable,
 )
 from eventq.client.models import (
+    FailedGroup,
     Job,
     JobInfo,
     NewJob,
@@ -45,7 +46,7 @@ from eventq.client.tls import tls_context
 
 __all__ = [
     "AddManyError", "AsyncClient", "Client", "ClientError", "ConnectionLost", "DuplicateJob",
-    "DuplicateResult", "EventqError", "Forbidden", "Job", "JobInfo", "NewJob", "NotFound",
-    "QueueInfo", "RecurrenceInfo", "Result", "ServerError", "ServerInfo", "TimedOut",
-    "Unauthorized", "Unavailable", "tls_context",
+    "DuplicateResult", "EventqError", "FailedGroup", "Forbidden", "Job", "JobInfo", "NewJob",
+    "NotFound", "QueueInfo", "RecurrenceInfo", "Result", "ServerError", "ServerInfo",
+    "TimedOut", "Unauthorized", "Unavailable", "tls_context",
 ]

@@ -207,6 +207,10 @@ class AsyncClient:
     recur = _async(calls.recur)
     unrecur = _async(calls.unrecur)
     recurrences = _async(calls.recurrences)
+    retry = _async(calls.retry)
+    retry_group = _async(calls.retry_group)
+    inspect_failed = _async(calls.inspect_failed)
+    inspect_failed_jobs = _async(calls.inspect_failed_jobs)
 
     async def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection; see ``Client.add_many``."""

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 from eventq.client.errors import error_of
 from eventq.client.models import (
     STATE_NAMES,
+    FailedGroup,
     Job,
     JobEdges,
     JobInfo,
@@ -37,7 +38,15 @@ from eventq.protocol.reply_reader import (
     data_reply_fields,
     parse_blocks,
 )
-from eventq.protocol.values import parse_name, parse_tag, parse_tags, parse_time_ms
+from eventq.protocol.values import (
+    parse_count,
+    parse_delay_ms,
+    parse_group,
+    parse_name,
+    parse_tag,
+    parse_tags,
+    parse_time_ms,
+)
 
 MS = 1000.0
 DEFAULT_TTR_MS = 60_000
@@ -142,6 +151,7 @@ def _job_info(block: Block) -> JobInfo:
         v[b"created"].decode(), None if time is None else time.decode(),
         int(v.get(b"after", 0)), int(v.get(b"waiting", 0)),
         tuple(v[b"tags"].decode().split(",")) if b"tags" in v else (),
+        None if b"group" not in v else v[b"group"].decode(),
     )  # fmt: skip
 
 
@@ -153,6 +163,21 @@ def _queue_info(block: Block) -> QueueInfo:
 
 def _jobs(reply: bytes) -> list[JobInfo]:
     return [_job_info(block) for block in parse_blocks(check(reply))]
+
+
+def _failed_groups(reply: bytes) -> list[FailedGroup]:
+    return [FailedGroup(block.head.decode(), int(dict(block.lines)[b"failed-len"]))
+            for block in parse_blocks(check(reply))]
+
+
+def _retried(reply: bytes) -> int:
+    """``+OK 1`` / ``retried <n>``: n."""
+    return int(check(reply).split(b"\r\n")[1].split(b" ")[1])
+
+
+def _group(group: str) -> str:
+    """A failure group, checked before sending (like a name)."""
+    return parse_group(str(group))
 
 
 def _one_job(reply: bytes) -> JobInfo:
@@ -288,10 +313,40 @@ def complete(id: uuid.UUID | str, result: bytes | str = b"") -> Call:
     return Call(encode_request(request), Shape.STATUS, _ok)
 
 
-def fail(id: uuid.UUID | str, result: bytes | str = b"") -> Call:
-    """Fail a job (retried while it has max-fails left, after its backoff)."""
-    request = rq.Fail(_id(id), _bytes(result, INVALID_RESULT_SIZE))
+def fail(id: uuid.UUID | str, result: bytes | str = b"", *, group: str | None = None) -> Call:
+    """Fail a job (retried while it has max-fails left, after its backoff). eventq:
+    ``group``, the failure group it is in if this fail is final (default ``failed``)."""
+    request = rq.Fail(_id(id), _bytes(result, INVALID_RESULT_SIZE),
+                      None if group is None else _group(group))
     return Call(encode_request(request), Shape.STATUS, _ok)
+
+
+def retry(id: uuid.UUID | str, delay_ms: int = 0) -> Call:
+    """eventq: a FAILED job runs again under its id, ready at once or after
+    ``delay_ms``; its dependents failed because of it come back too (``NotFound`` if it
+    is not FAILED)."""
+    request = rq.Retry(_id(id), parse_delay_ms(str(delay_ms)))
+    return Call(encode_request(request), Shape.STATUS, _ok)
+
+
+def retry_group(group: str, count: int) -> Call:
+    """eventq: retry up to ``count`` (1-10,000) FAILED jobs of a failure group, oldest
+    failure first; how many were retried."""
+    request = rq.RetryGroup(_group(group), parse_count(str(count)))
+    return Call(encode_request(request), Shape.LINES, _retried)
+
+
+def inspect_failed(offset: int = 0, limit: int = 100) -> Call:
+    """eventq: the failure groups that have FAILED jobs, by name, each a
+    ``FailedGroup`` (its name and how many)."""
+    return Call(encode_request(rq.InspectFailed(offset, limit)), Shape.BLOCKS, _failed_groups,
+                retry_safe=True)
+
+
+def inspect_failed_jobs(group: str, offset: int = 0, limit: int = 100) -> Call:
+    """eventq: a failure group's FAILED jobs, oldest failure first (``JobInfo``s)."""
+    request = rq.InspectFailedJobs(_group(group), offset, limit)
+    return Call(encode_request(request), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
 def delete(id: uuid.UUID | str) -> Call:
@@ -406,4 +461,5 @@ OPERATIONS: tuple[Callable[..., Call], ...] = (
     add, schedule, run, result, inputs, lease, complete, fail, delete, touch, pause, resume,
     inspect_job, inspect_jobs, inspect_tagged, inspect_queue, inspect_queues, inspect_server,
     digest, recur, unrecur, recurrences,
+    retry, retry_group, inspect_failed, inspect_failed_jobs,
 )

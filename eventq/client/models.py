@@ -67,6 +67,17 @@ class JobInfo:
     after: int = 0
     waiting: int = 0
     tags: tuple[str, ...] = ()
+    # eventq: a FAILED job's failure group, when the block shows one (neither failed nor
+    # attempts-exhausted: spec/workflows.md, "3. Failure groups and retry")
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailedGroup:
+    """eventq, ``inspect failed``: a failure group and how many FAILED jobs it holds."""
+
+    name: str
+    failed: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -230,6 +230,10 @@ class Client:
     recur = _sync(calls.recur)
     unrecur = _sync(calls.unrecur)
     recurrences = _sync(calls.recurrences)
+    retry = _sync(calls.retry)
+    retry_group = _sync(calls.retry_group)
+    inspect_failed = _sync(calls.inspect_failed)
+    inspect_failed_jobs = _sync(calls.inspect_failed_jobs)
 
     def add_many(self, jobs: Iterable[NewJob]) -> list[uuid.UUID]:
         """Add many jobs pipelined on one connection (``PIPELINE_WINDOW`` in flight):

@@ -67,17 +67,21 @@ from eventq.core.events import (
     EventType,
     Failed,
     Imported,
+    Retried,
     Touched,
     UpstreamFailed,
+    UpstreamRetried,
 )
 from eventq.core.ids import uuid_of_bytes
 from eventq.core.job import (
+    FAILED_GROUP,
     NOTICE_OUTCOMES,
     UPSTREAM_FAILED_GROUP,
     Job,
     Link,
     State,
     UpstreamOutcome,
+    failure_group,
     link_of,
     link_outcome,
     make_job,
@@ -348,9 +352,12 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("rl", "released_ms", INT, absent=None),
     Field("fp", "finished_at", INT, absent=None, note="a position"),
     Field("fm", "finished_ms", INT, absent=None),
-    Field("g", "group", STR, absent=None),
+    Field("g", "group", STR, absent=None, note="None: failed or attempts-exhausted"),
     # Tags', only when set (spec/workflows.md, "4. Tags"): likewise.
     Field("tg", "tags", TAGS, absent=()),
+    # Retry's, only when set: a job never retried has the record it had before.
+    Field("dt", "delayed_ms", INT, absent=None, note="retry -delay's time"),
+    Field("er", "early", BOOL, absent=False, note="a retry made it ready before its time"),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
 # An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
@@ -388,12 +395,14 @@ _RECURRENCE_FIELDS = (
     Field("b", "backoff_ms", INT, absent=0),
     Field("tg", "tags", TAGS, absent=()),
 )
+_DELAY = Field("dl", "delay_ms", INT, absent=0)
 
 COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
     CommandType.SCHEDULE: _NEW_JOB + (Field("s", "time_ms", INT),) + _NEW_JOB_REST,
     CommandType.COMPLETE: (_JOB_ID, _RESULT),
-    CommandType.FAIL: (_JOB_ID, _RESULT),
+    # -group: absent when none, so workq's fails keep their bytes.
+    CommandType.FAIL: (_JOB_ID, _RESULT, Field("fd", "group", STR, absent=None)),
     CommandType.DELETE: (_JOB_ID,),
     CommandType.EXPIRE: (_JOB_ID,),
     CommandType.START_ATTEMPT: (_JOB_ID, _ATTEMPT),
@@ -434,6 +443,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.RECUR: _RECURRENCE_FIELDS,
     CommandType.UNRECUR: (_RECURRENCE_NAME,),
     CommandType.FIRE: (_RECURRENCE_NAME, Field("sl", "slot", INT)),
+    CommandType.RETRY: (_JOB_ID, _DELAY),
 }
 # Last in every command record: its issuer, when known (absent or nil: unknown).
 CORRELATION_FIELDS: tuple[Field, ...] = (
@@ -467,7 +477,7 @@ _NOTICE = (
 EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.ADDED: (),
     EventType.COMPLETED: (_RESULT_IN_JOB,),
-    EventType.FAILED: (_RESULT_IN_JOB,),
+    EventType.FAILED: (_RESULT_IN_JOB, Field("g", "group", STR, absent=None)),
     EventType.FAIL_RETRIED: (),
     EventType.ATTEMPT_STARTED: (_ATTEMPT, _DEADLINE),
     EventType.ATTEMPTS_EXHAUSTED: (),
@@ -481,6 +491,8 @@ EVENT_FIELDS: dict[EventType, tuple[Field, ...]] = {
     EventType.UPSTREAM_NOTED: _NOTICE,
     EventType.RELEASED: _NOTICE,
     EventType.UPSTREAM_FAILED: _NOTICE,
+    EventType.RETRIED: (_DELAY,),
+    EventType.UPSTREAM_RETRIED: _NOTICE,
 }
 # Registrations and inputs (eventq/core/workflow.py), each a record of its own.
 REGISTRATION_FIELDS: tuple[Field, ...] = (
@@ -870,6 +882,8 @@ _STATES_AFTER: dict[int, frozenset[State] | None] = {
     EventType.UPSTREAM_NOTED: frozenset(State),  # recorded in any state
     EventType.RELEASED: frozenset({State.NEW}),
     EventType.UPSTREAM_FAILED: frozenset({State.FAILED}),
+    EventType.RETRIED: frozenset({State.NEW, State.WAITING}),
+    EventType.UPSTREAM_RETRIED: frozenset({State.WAITING, State.FAILED}),
 }
 assert set(_STATES_AFTER) == set(EventType) and set(EVENT_FIELDS) == set(EventType)
 assert {t for t, s in _STATES_AFTER.items() if s is None} == REMOVING_EVENTS
@@ -906,6 +920,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
         return "the job's attempts or state differ from AttemptReleased"
     if isinstance(event, (Completed, Failed)) and job.result != event.result:
         return "the job's result differs from the event's"
+    if isinstance(event, Failed) and failure_group(job) != (event.group or FAILED_GROUP):
+        return "the job's failure group differs from the fail's"
+    if isinstance(event, Retried) and (job.attempts or job.fails or job.returns):
+        return "a retried job has no attempts, fails nor returns"
     if isinstance(event, NOTICE_EVENTS):
         link = link_of(job, event.upstream)
         if link is None or link.change != event.change or link.outcome is not link_outcome(
@@ -917,6 +935,10 @@ def _inconsistency(event: Event, job: Job | None) -> str | None:
             or job.result != upstream_failure(event.upstream, event.outcome)
         ):
             return "the job's group or result differs from UpstreamFailed"
+        if isinstance(event, UpstreamRetried) and job.state is State.FAILED and (
+            job.group != UPSTREAM_FAILED_GROUP
+        ):
+            return "a dependent UpstreamRetried leaves FAILED is in upstream-failed"
     return None
 
 

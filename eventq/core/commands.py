@@ -6,7 +6,8 @@ snapshot brought over from another system (``eventq import-cmdlog``); ``ReleaseA
 (65); ``Touch`` (66); the queue commands ``Pause`` and ``Resume`` (67, 68), which
 name a queue, not a job; and the workflow commands ``Depend`` (69) and ``Upstream`` (70)
 that processors write to each other (spec/workflows.md, "Command types"), each keyed
-by the job whose partition applies it (its ``job_id``).
+by the job whose partition applies it (its ``job_id``); ``Retry`` (71), a FAILED job
+made to run again under its own id (``retry``, ``retry-group``).
 
 A command is the intent written to ``eventq.commands`` (keyed by its ``job_id``). It
 carries no time: the broker stamps it (LogAppendTime) and that stamp is passed to
@@ -38,6 +39,7 @@ from eventq.core.job import (
     UpstreamOutcome,
     has_workflow,
     make_job,
+    was_retried,
 )
 from eventq.limits import (
     MAX_AFTER_IDS,
@@ -49,6 +51,7 @@ from eventq.limits import (
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_PRIORITY,
+    MAX_RETRY_DELAY_MS,
     MAX_TIME_MS,
     MAX_TTL_MS,
     MAX_TTR_MS,
@@ -79,6 +82,7 @@ class CommandType(IntEnum):
     RESUME = 68  # eventq: it does again (`resume`)
     DEPEND = 69  # eventq: a dependent registers with its upstream (keyed by the upstream)
     UPSTREAM = 70  # eventq: an upstream's outcome, told its dependent (keyed by it)
+    RETRY = 71  # eventq: a FAILED job runs again under its id (`retry`, `retry-group`)
     # eventq: recurring jobs (spec/workflows.md, "5. Recurring jobs"), keyed
     # ``recur:<name>``: not a job's commands (eventq/core/recurrence.py)
     RECUR = 72  # define or replace a recurrence (`recur`)
@@ -182,13 +186,35 @@ class Complete:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
+    """``fail``; ``group`` (spec/workflows.md, ``-group``): the failure group the job
+    is in if this fail is final (None: ``failed``); a fail that leaves fails keeps none."""
+
     type: ClassVar[CommandType] = CommandType.FAIL
     job_id: uuid.UUID
     result: bytes
+    group: str | None = None
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
         check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+        if self.group is not None:
+            check_name("group", self.group)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """``retry`` (spec/workflows.md, type 71): a FAILED job runs again under its id,
+    attempts and fails 0, ready at once (``delay_ms`` 0) or at the command's broker
+    time + ``delay_ms``, or WAITING again while an upstream is not COMPLETED. Any other
+    state (or an absent job) is ``-NOT-FOUND``: a retry never revives another job."""
+
+    type: ClassVar[CommandType] = CommandType.RETRY
+    job_id: uuid.UUID
+    delay_ms: int = 0
+
+    def __post_init__(self) -> None:
+        check_uuid("job_id", self.job_id)
+        check_int("delay_ms", self.delay_ms, 0, MAX_RETRY_DELAY_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,8 +591,9 @@ class Import:
     def from_job(cls, job: Job) -> Import:
         """The snapshot of ``job`` (every field but ``version``). A job of a workflow has
         no snapshot: its links and its creation's position are those of its own log."""
-        if has_workflow(job):
-            raise ValueError("a job with upstreams or a failure group cannot be imported")
+        if has_workflow(job) or was_retried(job):
+            raise ValueError("a job with upstreams, a failure group or a retry's time cannot "
+                             "be imported")
         return cls(job_id=job.id, **dict(zip(SNAPSHOT_FIELD_NAMES, _snapshot_values(job))))
 
 
@@ -582,14 +609,14 @@ assert tuple(f.name for f in dataclass_fields(Import)) == ("job_id", *SNAPSHOT_F
 
 Command: TypeAlias = (
     Add | Schedule | Complete | Fail | Delete | Expire | StartAttempt | TimeoutAttempt | Import
-    | ReleaseAttempt | Touch | Depend | Upstream
+    | ReleaseAttempt | Touch | Depend | Upstream | Retry
 )
 
 COMMAND_CLASSES: dict[CommandType, type] = {
     cls.type: cls
     for cls in (
         Add, Schedule, Complete, Fail, Delete, Expire, StartAttempt, TimeoutAttempt, Import,
-        ReleaseAttempt, Touch, Depend, Upstream,
+        ReleaseAttempt, Touch, Depend, Upstream, Retry,
     )
 }
 """The job commands (each names a job: ``job_id``); queue commands are apart."""

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import msgpack
 
-from eventq.core.job import Job, has_workflow
+from eventq.core.job import Job, has_workflow, was_retried
 from eventq.core.workflow import Input
 
 DIGEST_VERSION = 1
@@ -68,12 +68,17 @@ def job_digest_bytes(job: Job) -> bytes:
             # Its tags only when set, likewise, as one array that starts with a str
             # (a workflow's array starts with an array, the backoff's fields are ints).
             *(((_TAGS_MARK, *job.tags),) if job.tags else ()),
+            # A retry's time, only once a retry set it (an array of two: no job of
+            # another shape digests as this one).
+            *(((job.delayed_ms, job.early),) if was_retried(job) else ()),
         ),
         use_bin_type=True,
     )
 
 
 def _workflow(job: Job) -> tuple[object, ...]:
+    """Upstreams and their outcomes, and the group: a FAILED job's group is ``group`` or
+    the one its fails give (job.failure_group), both digested."""
     links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
     return (links, job.released_ms, job.finished_ms, job.group)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
-from eventq.core._check import check_bool, check_bytes, check_int, check_uuid
+from eventq.core._check import check_bool, check_bytes, check_int, check_name, check_uuid
 from eventq.core.job import (
     ENDED_UNCOMPLETED,
     NOTICE_OUTCOMES,
@@ -25,6 +25,7 @@ from eventq.limits import (
     MAX_DEADLINE_MS,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
+    MAX_RETRY_DELAY_MS,
     MAX_TIME_MS,
     MIN_TIME_MS,
 )
@@ -49,6 +50,8 @@ class EventType(IntEnum):
     UPSTREAM_NOTED = 14
     RELEASED = 15
     UPSTREAM_FAILED = 16
+    RETRIED = 17  # [eventq] retry (spec/workflows.md, "3. Failure groups and retry")
+    UPSTREAM_RETRIED = 18
 
 
 def _check_common(e: Event) -> None:
@@ -98,17 +101,21 @@ class Completed:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """fail with no retries left: FAILED with ``result``, fails + 1."""
+    """fail with no retries left: FAILED with ``result``, fails + 1, in the fail's
+    ``group`` (None: ``failed``)."""
 
     type: ClassVar[EventType] = EventType.FAILED
     job_id: uuid.UUID
     at_ms: int
     offset: int
     result: bytes
+    group: str | None = None
 
     def __post_init__(self) -> None:
         _check_common(self)
         check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+        if self.group is not None:
+            check_name("group", self.group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +275,9 @@ class FailCounted:
         _check_common(self)
 
 
-def _check_notice(e: UpstreamNoted | Released | UpstreamFailed, outcomes: frozenset) -> None:
+def _check_notice(
+    e: UpstreamNoted | Released | UpstreamFailed | UpstreamRetried, outcomes: frozenset
+) -> None:
     _check_common(e)
     check_uuid("upstream", e.upstream)
     if type(e.outcome) is bool or not isinstance(e.outcome, int) or e.outcome not in outcomes:
@@ -333,7 +342,44 @@ class UpstreamFailed:
         _check_notice(self, ENDED_UNCOMPLETED)
 
 
-NOTICE_EVENTS = (UpstreamNoted, Released, UpstreamFailed)  # an upstream notice applied
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """retry of a FAILED job: attempts, fails and returns 0, result and group gone;
+    NEW when every upstream is COMPLETED (ready at once, or at ``at_ms + delay_ms``),
+    else WAITING, asking again the upstreams it knew ended (machine.py)."""
+
+    type: ClassVar[EventType] = EventType.RETRIED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    delay_ms: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        check_int("delay_ms", self.delay_ms, 0, MAX_RETRY_DELAY_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRetried:
+    """The upstream that failed a dependent (FAILED in ``upstream-failed``, its result
+    naming it) was retried: the dependent is retried too (WAITING), or, when another
+    of its upstreams has ended too, stays FAILED, its result naming that one."""
+
+    type: ClassVar[EventType] = EventType.UPSTREAM_RETRIED
+    job_id: uuid.UUID
+    at_ms: int
+    offset: int
+    upstream: uuid.UUID
+    outcome: UpstreamOutcome
+    change: int
+    change_ms: int
+
+    def __post_init__(self) -> None:
+        _check_notice(self, frozenset({UpstreamOutcome.RETRIED}))
+
+
+# An upstream notice applied.
+NOTICE_EVENTS = (UpstreamNoted, Released, UpstreamFailed, UpstreamRetried)
 
 Event: TypeAlias = (
     Added
@@ -352,6 +398,8 @@ Event: TypeAlias = (
     | UpstreamNoted
     | Released
     | UpstreamFailed
+    | Retried
+    | UpstreamRetried
 )
 
 EVENT_CLASSES: dict[EventType, type] = {
@@ -373,6 +421,8 @@ EVENT_CLASSES: dict[EventType, type] = {
         UpstreamNoted,
         Released,
         UpstreamFailed,
+        Retried,
+        UpstreamRetried,
     )
 }
 

@@ -43,8 +43,16 @@ from typing import TypeAlias
 
 from eventq.core.codec import encode_input, encode_registration
 from eventq.core.commands import Add, Command, Depend, Expire, Upstream
-from eventq.core.events import NOTICE_EVENTS, Event, Expired
-from eventq.core.job import FINAL_STATES, WITH_RESULT, Job, State, UpstreamOutcome, link_of
+from eventq.core.events import NOTICE_EVENTS, Event, Expired, Retried, UpstreamRetried
+from eventq.core.job import (
+    ENDED_UNCOMPLETED,
+    FINAL_STATES,
+    WITH_RESULT,
+    Job,
+    State,
+    UpstreamOutcome,
+    link_of,
+)
 from eventq.core.machine import NO_SUCH_JOB, REGISTERED, REGISTERED_FINISHED, Ignored, Outcome
 from eventq.core.workflow import (
     Input,
@@ -183,6 +191,20 @@ def depends(job: Job) -> tuple[FollowUp, ...]:
     )
 
 
+def asked_again(before: Job, after: Job) -> Derived:
+    """A retried dependent asks again each upstream it knew ended (machine.asked_again):
+    a ``depend`` to each (a registration dropped by the upstream's removal is made
+    anew; a FAILED one answers at once), and the input a FAILED one handed it goes until
+    it answers again (spec: a retried upstream drops out of ``inputs``)."""
+    ended = [link for link in before.upstreams if link.outcome in ENDED_UNCOMPLETED]
+    follow_ups = tuple(
+        FollowUp(Depend(link.id, after.id, after.added_at, after.expires_ms))  # type: ignore[arg-type]  # added_at is set: a dependent's
+        for link in ended
+    )
+    side = tuple((input_key(after.id, link.id), None) for link in ended if link.outcome in WITH_RESULT)
+    return Derived(follow_ups, side)
+
+
 def finished_notice(upstream: Job, d: Depend, at_ms: int) -> Upstream:
     """What a finished upstream tells a dependent registering late: the outcome, with
     the position of the change that finished it (its ``finished_at``; for a job without
@@ -202,9 +224,14 @@ def finished_notice(upstream: Job, d: Depend, at_ms: int) -> Upstream:
 def ending(before: Job | None, event: Event, after: Job | None) -> Notify | None:
     """Whom an accepted event concerns beyond its job: its dependents, when it ends the
     job (COMPLETED or FAILED, from any other state), removes it (deleted or evicted
-    while not finished: those words; finished: nobody is told) or makes it unfinished
-    again (retried)."""
+    while not finished: those words; finished: nobody is told), makes it unfinished
+    again (retried), or changes the result of a FAILED one (a retried upstream's
+    dependent that stays FAILED naming another, machine._upstream_retried)."""
     was_final = before is not None and before.state in FINAL_STATES
+    if isinstance(event, UpstreamRetried) and after is not None and after.state is State.FAILED:
+        # Still FAILED, its result now naming another ended upstream: its dependents'
+        # copies of its result (their inputs) are told the new one.
+        return Notify(after.id, UpstreamOutcome.FAILED, event.offset, event.at_ms, after.result)
     if after is None:
         if before is None:
             return None
@@ -280,6 +307,9 @@ def derive(
     if isinstance(event, NOTICE_EVENTS):
         assert before is not None and isinstance(command, Upstream)
         side = inputs_of_notice(before, command)
+    if isinstance(event, Retried) and before is not None and after is not None:
+        again = asked_again(before, after)
+        follow_ups, side = again.follow_ups, again.side
     if after is None and before is not None:
         side = tuple((key, None) for key in inputs_of(before))
     return Derived(follow_ups, side, ending(before, event, after))

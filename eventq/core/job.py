@@ -28,6 +28,7 @@ from eventq.core._check import (
     check_bytes,
     check_int,
     check_name,
+    check_opt_int,
     check_tags,
     check_uuid,
     is_valid_name,
@@ -93,7 +94,13 @@ ENDED_UNCOMPLETED = frozenset(
 )
 # Outcomes whose notice carries a result, copied to the dependent as an input.
 WITH_RESULT = frozenset({UpstreamOutcome.COMPLETED, UpstreamOutcome.FAILED})
+# [eventq] Failure groups (spec/workflows.md, "3. Failure groups and retry"): every
+# FAILED job is in exactly one. ``failure_group`` gives a job's.
+FAILED_GROUP = "failed"  # a final fail without -group (workq's only way to fail)
+ATTEMPTS_EXHAUSTED_GROUP = "attempts-exhausted"  # its last attempt's TTR passed, or a lease found none left
 UPSTREAM_FAILED_GROUP = "upstream-failed"  # the failure group of a dependent an upstream ended
+# The groups workq's commands produce: the job block shows no ``group`` key for them.
+BUILT_IN_GROUPS = frozenset({FAILED_GROUP, ATTEMPTS_EXHAUSTED_GROUP})
 
 
 def upstream_failure(upstream: uuid.UUID, outcome: UpstreamOutcome) -> bytes:
@@ -168,10 +175,20 @@ class Job:
       ``finished_ms``, the position and broker time of the change that made it
       COMPLETED or FAILED (a notice to a dependent registered later carries them:
       its version moves on with the notices it records); ``group``, the failure group
-      of a FAILED job (only ``upstream-failed`` is produced yet; None: the default).
+      of a FAILED job when it is not the one its fields give (``failure_group``: None
+      is ``failed`` or ``attempts-exhausted``, so a workq job's record has no group).
       WAITING: a dependent not released, never leased, neither ready nor scheduled.
     - [eventq] ``tags`` (spec/workflows.md, "4. Tags"): its ``-tags`` in the order given,
       kept for the job's life (no command changes them); () for a job without.
+    - [eventq] retry (spec/workflows.md, ``retry``), unset until a job is retried:
+      ``delayed_ms``, the time a ``retry -delay`` set (now + delay), its ``time`` from
+      then on (under a backoff's wait; a dependent released later is released no
+      earlier); ``early``, a retry without delay found its time still ahead: it is
+      ready at once, and its ``time`` (and place in lease order) stays.
+
+    A FAILED job's failure time is the broker time of the command that made it FAILED:
+    ``finished_ms`` for a dependent; for a job without upstreams, which nothing changes
+    once FAILED, the time of the event its state record holds (``failure_time_ms``).
     """
 
     id: uuid.UUID
@@ -202,6 +219,8 @@ class Job:
     finished_ms: int | None = None
     group: str | None = None
     tags: tuple[str, ...] = ()
+    delayed_ms: int | None = None
+    early: bool = False
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
@@ -299,6 +318,9 @@ class Job:
         tags = self.tags
         if type(tags) is not tuple or tags:
             check_tags("tags", tags)
+        if self.delayed_ms is not None or self.early is not False:
+            check_opt_int("delayed_ms", self.delayed_ms, MIN_TIME_MS, MAX_TIME_MS)
+            check_bool("early", self.early)
 
     def _check_workflow(self, final: bool) -> None:
         upstreams, state = self.upstreams, self.state
@@ -319,6 +341,8 @@ class Job:
             check_name("group", self.group)
             if state is not State.FAILED:
                 raise ValueError(f"group is set only in FAILED, not {state.name}")
+            if self.group == default_group(self):  # one spelling of each job's group
+                raise ValueError(f"group {self.group!r} is the job's default: None")
         if not upstreams:
             if state is State.WAITING:
                 raise ValueError("a WAITING job has upstreams")
@@ -373,11 +397,14 @@ def job_with(job: Job, **changes: Any) -> Job:
     return Job(*values)
 
 
-# The fields of workflows: all unset on a job without upstreams (its records and digest
-# are those of a job before workflows), never in an import's snapshot. ``tags`` come
-# after them and are in a snapshot (an imported job may have tags).
+# The fields of workflows, failure groups and retry: all unset on a job without
+# upstreams that was never retried nor failed into a named group (its records and
+# digest are those of a job before workflows), never in an import's snapshot. ``tags``
+# come between ``group`` and the retry's fields and are in a snapshot (an imported job
+# may have tags).
 WORKFLOW_FIELD_NAMES = (
     "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group",
+    "delayed_ms", "early",
 )  # fmt: skip
 assert set(WORKFLOW_FIELD_NAMES) <= set(JOB_FIELD_NAMES)
 
@@ -385,6 +412,51 @@ assert set(WORKFLOW_FIELD_NAMES) <= set(JOB_FIELD_NAMES)
 def has_workflow(job: Job) -> bool:
     """Whether any workflow field is set (a dependent, or a job in a failure group)."""
     return bool(job.upstreams) or job.group is not None
+
+
+def was_retried(job: Job) -> bool:
+    """Whether a retry left a field of its own set (``delayed_ms``, ``early``)."""
+    return job.delayed_ms is not None or job.early
+
+
+def default_group(job: Job) -> str:
+    """The group a FAILED job is in when no other is named (``group`` None): a final
+    fail counted one fail more than its fails allowed (fails >= max(max-fails, 1)),
+    where running out of attempts counted none (fails below it): ``failed``, else
+    ``attempts-exhausted``. So a workq job needs no group in its record."""
+    return FAILED_GROUP if job.fails >= max(job.max_fails, 1) else ATTEMPTS_EXHAUSTED_GROUP
+
+
+def failure_group(job: Job) -> str | None:
+    """The failure group of a FAILED job (None for any other state)."""
+    if job.state is not State.FAILED:
+        return None
+    return job.group if job.group is not None else default_group(job)
+
+
+def stored_group(job: Job, group: str | None) -> str | None:
+    """What ``Job.group`` holds for ``group`` (a fail's -group) once ``job`` is FAILED:
+    None when it is the group the job's fields give anyway."""
+    if group is None or group == default_group(job):
+        return None
+    return group
+
+
+def shown_group(job: Job) -> str | None:
+    """The job block's ``group`` (spec: only for a FAILED job whose group is neither
+    ``failed`` nor ``attempts-exhausted``, so workq jobs keep their blocks)."""
+    group = failure_group(job)
+    return None if group is None or group in BUILT_IN_GROUPS else group
+
+
+def failure_time_ms(job: Job, record_ms: int) -> int | None:
+    """A FAILED job's failure time, given ``record_ms``, the broker time of the event
+    its state record holds (None for any other state): a dependent keeps it
+    (``finished_ms``: notices change its record later); nothing changes the record of a
+    FAILED job without upstreams, so the event that made it FAILED is its record's."""
+    if job.state is not State.FAILED:
+        return None
+    return record_ms if job.finished_ms is None else job.finished_ms
 
 
 def link_of(job: Job, upstream: uuid.UUID) -> Link | None:
@@ -415,21 +487,32 @@ def is_final(job: Job) -> bool:
 def ready_time_ms(job: Job) -> int | None:
     """The job's ``time``: when it is ready (None: at once). A retry's backoff wait
     (``retry_ms``) replaces the schedule time (spec: Extensions, -backoff), and so does a
-    dependent's release time (spec: workflows.md, never earlier than its schedule time)."""
+    dependent's release time (spec: workflows.md, never earlier than its schedule time)
+    and the time a ``retry -delay`` set (spec: workflows.md, retry)."""
     if job.retry_ms is not None:
         return job.retry_ms
-    return job.scheduled_ms if job.released_ms is None else job.released_ms
+    if job.released_ms is not None:
+        return job.released_ms
+    return job.scheduled_ms if job.delayed_ms is None else job.delayed_ms
+
+
+def wake_time_ms(job: Job) -> int | None:
+    """When the job may be leased (None: at once): its ``time``, but for a job a retry
+    without delay made ready at once (``early``, until a backoff's wait)."""
+    if job.early and job.retry_ms is None:
+        return None
+    return ready_time_ms(job)
 
 
 def is_ready(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and not due in the future: a lease may take it now."""
-    time_ms = ready_time_ms(job)
+    time_ms = wake_time_ms(job)
     return job.state in LEASABLE_STATES and (time_ms is None or time_ms <= now_ms)
 
 
 def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
     """NEW or PENDING and due in the future (listed by ``inspect scheduled-jobs``)."""
-    time_ms = ready_time_ms(job)
+    time_ms = wake_time_ms(job)
     return job.state in LEASABLE_STATES and time_ms is not None and time_ms > now_ms
 
 

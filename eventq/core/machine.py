@@ -36,6 +36,14 @@ whose last upstream completed (``Released``: NEW), or failing one whose upstream
 without completing (``UpstreamFailed``). Positions of an upstream's changes grow (one
 upstream's commands are all in one partition), so a repeated notice is ignored.
 
+Failure groups and retry (spec/workflows.md, "3. Failure groups and retry"). A final
+``fail`` puts the job in its ``-group`` (``Failed.group``; the job's ``group`` keeps it
+unless it is the one its fields give, job.failure_group). ``Retry`` (71) applies to a
+FAILED job only (``-NOT-FOUND`` otherwise): ``Retried`` makes it NEW, or WAITING while an
+upstream is not COMPLETED, asking again the upstreams it knew ended (``asked_again``).
+A notice that the upstream which failed a FAILED dependent was retried retries the
+dependent too (``UpstreamRetried``), and its own retry tells its dependents in turn.
+
 Import (``commands.Import``, eventq's extension type 64) installs a complete job
 snapshot: on an absent job it is accepted as ``Imported`` with the snapshot as given
 (``version`` = offset); on any existing job it is ``Duplicate job`` (so re-running an
@@ -49,6 +57,7 @@ of an absent one is decided the same way again.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -64,6 +73,7 @@ from eventq.core.commands import (
     Fail,
     Import,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -87,9 +97,11 @@ from eventq.core.events import (
     FailRetried,
     Imported,
     Released,
+    Retried,
     Touched,
     UpstreamFailed,
     UpstreamNoted,
+    UpstreamRetried,
 )
 from eventq.core.job import (
     ENDED_UNCOMPLETED,
@@ -107,7 +119,9 @@ from eventq.core.job import (
     link_of,
     link_outcome,
     make_job,
+    ready_time_ms,
     retry_wait_ms,
+    stored_group,
     upstream_failure,
 )
 from eventq.errors import (
@@ -309,9 +323,9 @@ def _complete(job: Job | None, c: Complete, at_ms: int, offset: int) -> Outcome:
 
 def _fail(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
     assert job is not None
-    if job.fails + 1 < job.max_fails:
+    if job.fails + 1 < job.max_fails:  # fails left: the fail's group is not kept
         return Accepted(FailRetried(c.job_id, at_ms, offset))
-    return Accepted(Failed(c.job_id, at_ms, offset, c.result))
+    return Accepted(Failed(c.job_id, at_ms, offset, c.result, c.group))
 
 
 def _fail_waiting(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
@@ -319,7 +333,12 @@ def _fail_waiting(job: Job | None, c: Fail, at_ms: int, offset: int) -> Outcome:
     assert job is not None
     if job.fails + 1 < job.max_fails:
         return Accepted(FailCounted(c.job_id, at_ms, offset))
-    return Accepted(Failed(c.job_id, at_ms, offset, c.result))
+    return Accepted(Failed(c.job_id, at_ms, offset, c.result, c.group))
+
+
+def _retry(job: Job | None, c: Retry, at_ms: int, offset: int) -> Outcome:
+    """retry of a FAILED job (any other state is ``-NOT-FOUND``: the grid)."""
+    return Accepted(Retried(c.job_id, at_ms, offset, c.delay_ms))
 
 
 def _stale_notice(job: Job, c: Upstream) -> bool:
@@ -336,6 +355,29 @@ def _upstream_noted(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Ou
         return Ignored(STALE_NOTICE)
     return Accepted(UpstreamNoted(c.dependent, at_ms, offset, c.upstream, c.outcome, c.change,
                                   c.at_ms))
+
+
+def _failed_by(job: Job, upstream: uuid.UUID) -> bool:
+    """The job is FAILED in ``upstream-failed`` because ``upstream`` failed (its result
+    names it): a retry of that upstream retries it too (spec/workflows.md, retry)."""
+    link = link_of(job, upstream)
+    return (
+        job.group == UPSTREAM_FAILED_GROUP and link is not None
+        and link.outcome is UpstreamOutcome.FAILED
+        and job.result == upstream_failure(upstream, link.outcome)
+    )  # fmt: skip
+
+
+def _upstream_final(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Outcome:
+    """A notice to a FAILED dependent: the upstream that failed it was retried (it is
+    retried too: ``UpstreamRetried``), or any other (recorded)."""
+    assert job is not None
+    if _stale_notice(job, c):
+        return Ignored(STALE_NOTICE)
+    fields = (c.dependent, at_ms, offset, c.upstream, c.outcome, c.change, c.at_ms)
+    if c.outcome is UpstreamOutcome.RETRIED and _failed_by(job, c.upstream):
+        return Accepted(UpstreamRetried(*fields))
+    return Accepted(UpstreamNoted(*fields))
 
 
 def _upstream_waiting(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Outcome:
@@ -397,7 +439,8 @@ _GRID: dict[CommandType, tuple[Handler, ...]] = {
     CommandType.RELEASE_ATTEMPT: (_no_job,    _stale,             _stale,             _release_attempt,   _stale,               _stale,               _stale),              # noqa: E501 (a row of the grid)
     CommandType.TOUCH:           (_not_found, _not_found,         _not_found,         _touch,             _not_found,           _not_found,           _not_found),          # noqa: E501 (a row of the grid)
     CommandType.DEPEND:          (_registered, _registered,       _registered,        _registered,        _registered_finished, _registered_finished, _registered),         # noqa: E501 (a row of the grid)
-    CommandType.UPSTREAM:        (_no_job,    _upstream_noted,    _upstream_noted,    _upstream_noted,    _upstream_noted,      _upstream_noted,      _upstream_waiting),   # noqa: E501 (a row of the grid)
+    CommandType.UPSTREAM:        (_no_job,    _upstream_noted,    _upstream_noted,    _upstream_noted,    _upstream_noted,      _upstream_final,      _upstream_waiting),   # noqa: E501 (a row of the grid)
+    CommandType.RETRY:           (_not_found, _not_found,         _not_found,         _not_found,         _not_found,           _retry,               _not_found),          # noqa: E501 (a row of the grid)
 }
 # fmt: on
 
@@ -484,7 +527,9 @@ def _completed(job: Job, e: Completed) -> Job:
 
 
 def _failed(job: Job, e: Failed) -> Job:
-    return _next(job, e, State.FAILED, job.attempts, job.fails + 1, None, e.result, False)
+    failed = _next(job, e, State.FAILED, job.attempts, job.fails + 1, None, e.result, False)
+    group = stored_group(failed, e.group)
+    return failed if group is None else job_with(failed, group=group)
 
 
 def _fail_retried(job: Job, e: FailRetried) -> Job:
@@ -531,7 +576,9 @@ def _fail_counted(job: Job, e: FailCounted) -> Job:
     return job_with(job, fails=job.fails + 1, version=e.offset)
 
 
-def _links_after(job: Job, e: UpstreamNoted | Released | UpstreamFailed) -> tuple[Link, ...]:
+def _links_after(
+    job: Job, e: UpstreamNoted | Released | UpstreamFailed | UpstreamRetried
+) -> tuple[Link, ...]:
     """The job's links with the notice of ``e`` recorded in its upstream's."""
     if link_of(job, e.upstream) is None:
         raise ValueError(f"{e.upstream} is not an upstream of job {job.id}")
@@ -552,6 +599,8 @@ def _released(job: Job, e: Released) -> Job:
         raise ValueError(f"job {job.id} is released with an upstream not COMPLETED")
     if job.scheduled_ms is not None:
         times.append(job.scheduled_ms)
+    if job.delayed_ms is not None:  # a retry -delay: released no earlier than its time
+        times.append(job.delayed_ms)
     return job_with(job, upstreams=links, state=State.NEW, released_ms=max(times),  # type: ignore[type-var]  # None is not in times: checked
                     version=e.offset)
 
@@ -564,10 +613,72 @@ def _upstream_failed(job: Job, e: UpstreamFailed) -> Job:
     )  # fmt: skip
 
 
+def _retry_fields(offset: int) -> dict[str, Any]:
+    """What every retry clears (spec: attempts, fails and backoff returns 0; result,
+    group and failure time cleared; the TTL deadline does not change)."""
+    return dict(
+        attempts=0, fails=0, returns=0, retry_ms=None, lease_deadline_ms=None, result=None,
+        result_ok=None, group=None, finished_at=None, finished_ms=None, version=offset,
+    )  # fmt: skip
+
+
+def asked_again(link: Link) -> Link:
+    """A retried dependent's link to an upstream it knew ended: unfinished again and
+    asked again (eventq/core/followups.py writes it a ``depend``). For a FAILED one, the
+    last change applied goes back to just before the one that failed it, so that the
+    upstream's answer, that change again while it is still FAILED, applies once more
+    (and fails the dependent again); any older notice stays stale. A deleted or
+    evicted one is waited for (an absent upstream): its next life's changes come later."""
+    if link.outcome is UpstreamOutcome.FAILED:
+        assert link.change is not None
+        return Link(link.id, UpstreamOutcome.UNFINISHED, link.change - 1 if link.change else None)
+    if link.outcome in ENDED_UNCOMPLETED:
+        return Link(link.id, UpstreamOutcome.UNFINISHED, link.change)
+    return link
+
+
+def _retried(job: Job, e: Retried) -> Job:
+    """A FAILED job retried (spec/workflows.md, retry): NEW when every upstream is
+    COMPLETED (or it has none), at its old place in lease order, or at now + delay;
+    else WAITING, its ended upstreams asked again (``asked_again``)."""
+    links = tuple(map(asked_again, job.upstreams))
+    delayed = min(e.at_ms + e.delay_ms, MAX_TIME_MS) if e.delay_ms else None
+    common = _retry_fields(e.offset)
+    if any(link.outcome is not UpstreamOutcome.COMPLETED for link in links):
+        return job_with(job, state=State.WAITING, upstreams=links, released_ms=None,
+                        delayed_ms=delayed, early=False, **common)
+    released = None
+    if links:  # released again at once: as a release would, no earlier than the delay
+        times = [link.completed_ms for link in links]
+        times += [t for t in (job.scheduled_ms, delayed) if t is not None]
+        released = max(times)  # type: ignore[type-var]  # every link is COMPLETED: no None
+    retried = job_with(job, state=State.NEW, released_ms=released, delayed_ms=delayed,
+                       early=False, **common)
+    time_ms = ready_time_ms(retried)
+    if delayed is None and time_ms is not None and time_ms > e.at_ms:
+        return job_with(retried, early=True)  # ready at once; its time stays (spec)
+    return retried
+
+
+def _upstream_retried(job: Job, e: UpstreamRetried) -> Job:
+    """The upstream that failed the job was retried: the job is retried too, as by
+    ``retry`` without delay (WAITING, for that upstream at least), unless another of
+    its upstreams has ended too: then it stays FAILED (same group and failure time), its
+    result naming that one (the first in -after order)."""
+    links = _links_after(job, e)
+    for link in links:
+        if link.outcome in ENDED_UNCOMPLETED:
+            return job_with(job, upstreams=links, result=upstream_failure(link.id, link.outcome),
+                            version=e.offset)
+    return job_with(job, state=State.WAITING, upstreams=links, released_ms=None,
+                    delayed_ms=None, early=False, **_retry_fields(e.offset))
+
+
 _LIVE = frozenset({State.NEW, State.PENDING, State.LEASED})
 _NOT_FINAL = _LIVE | {State.WAITING}
 _LEASABLE = frozenset({State.NEW, State.PENDING})
 _WAITING = frozenset({State.WAITING})
+_FAILED = frozenset({State.FAILED})
 _ANY = frozenset(State)
 
 EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
@@ -586,6 +697,8 @@ EVOLUTIONS: dict[EventType, tuple[frozenset[State], Evolution]] = {
     EventType.UPSTREAM_NOTED:         (_ANY,                 _noted),
     EventType.RELEASED:               (_WAITING,             _released),
     EventType.UPSTREAM_FAILED:        (_WAITING,             _upstream_failed),
+    EventType.RETRIED:                (_FAILED,              _retried),
+    EventType.UPSTREAM_RETRIED:       (_FAILED,              _upstream_retried),
 }  # fmt: skip
 """Event type → (the job states it may apply to, the function applying it).
 

@@ -6,7 +6,8 @@ their histograms agree:
 
     wait = lease time (attempt started) - when the job became ready to lease: its add
            (or its scheduled time, if later), or the fail / TTR timeout that requeued it,
-           or for a dependent its release time (spec/workflows.md)
+           or for a dependent its release time (spec/workflows.md), or the retry that
+           made it NEW again (or the end of its -delay)
     run  = complete / fail time - the start of that attempt (timed-out attempts and
            attempts given back before reaching a client have none)
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from eventq.core.events import EventType
-from eventq.core.job import Job, State, ready_time_ms
+from eventq.core.job import Job, State, ready_time_ms, wake_time_ms
 
 
 class Since(NamedTuple):
@@ -58,6 +59,14 @@ def advance(since: Since, event: Any, before: Job | None, after: Job | None, at_
     if kind is EventType.RELEASED:
         assert after is not None
         return Samples(Since(ready_time_ms(after), None))
+    if kind is EventType.RETRIED or kind is EventType.UPSTREAM_RETRIED:
+        # [eventq] retried (spec/workflows.md): ready from the retry (or its delay), or
+        # WAITING again until released; still FAILED (a cascade that names another).
+        assert after is not None
+        if after.state is not State.NEW:
+            return Samples(NOTHING)
+        wake = wake_time_ms(after)
+        return Samples(Since(at_ms if wake is None else max(at_ms, wake), None))
     if kind is EventType.ATTEMPT_STARTED:
         wait = None if since.ready_ms is None else at_ms - since.ready_ms
         return Samples(Since(since.ready_ms, at_ms), wait_ms=wait, attempt=event.attempt)

@@ -29,6 +29,8 @@ SHAPES: dict[type, Shape] = {
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
     rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
     rq.Confirm: Shape.STATUS, rq.Recur: Shape.STATUS, rq.Unrecur: Shape.STATUS,
+    rq.Retry: Shape.STATUS, rq.RetryGroup: Shape.LINES, rq.InspectFailed: Shape.BLOCKS,
+    rq.InspectFailedJobs: Shape.BLOCKS,
     rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA, rq.Inputs: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
@@ -40,7 +42,7 @@ SHAPES: dict[type, Shape] = {
 
 # Requests about one job: answered by the owner of the job's partition.
 KEYED = (rq.Add, rq.Schedule, rq.Run, rq.Result, rq.Complete, rq.Fail, rq.Delete,
-         rq.InspectJob, rq.Touch, rq.Inputs, rq.Edges)
+         rq.InspectJob, rq.Touch, rq.Inputs, rq.Edges, rq.Retry)
 
 MS = 1000.0
 PAGE_LIMIT = 100  # the protocol's largest limit: longer reads page

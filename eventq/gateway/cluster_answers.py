@@ -87,6 +87,9 @@ class ClusterAnswers:
             rq.InspectTagged: self.inspect_tagged,
             rq.InspectDigest: self.inspect_digest,
             rq.InspectBulk: self.inspect_bulk,
+            rq.InspectFailed: self.inspect_failed,
+            rq.InspectFailedJobs: self.inspect_failed_jobs,
+            rq.RetryGroup: self.retry_group,
             rq.Pause: self.pause_or_resume,
             rq.Resume: self.pause_or_resume,
             rq.InspectRecurring: self.inspect_recurring,
@@ -356,12 +359,75 @@ class ClusterAnswers:
         combined = StateDigest.combined((part.sum, part.count) for part in parts)
         return replies.digest_reply(combined.hexdigest())
 
+    async def inspect_failed(self, request: rq.InspectFailed) -> bytes:
+        """[eventq] Every process's failure groups (their first offset+limit, by name),
+        counts summed per group, by name bytewise."""
+        await self.engine.wait_ready()
+        upto = request.offset + request.limit
+        totals: dict[str, int] = dict(self.index.failed_groups()[:upto])
+        for blocks in await self.cluster.pages_of_others(lambda o, n: rq.InspectFailed(o, n), upto):
+            for block in blocks or []:
+                group = block.head.decode("latin-1")
+                totals[group] = totals.get(group, 0) + int(block.value(b"failed-len"))
+        groups = sorted(totals, key=lambda group: group.encode("latin-1"))
+        return replies.failed_reply([(g, totals[g]) for g in groups][request.offset:upto])
+
+    async def inspect_failed_jobs(self, request: rq.InspectFailedJobs) -> bytes:
+        """[eventq] A group's FAILED jobs of every process, merged by their key (failure
+        time, then id: the same everywhere)."""
+        await self.engine.wait_ready()
+        upto = request.offset + request.limit
+        local = parse_blocks(self.local.ordered_jobs(
+            request.group, rq.InspectFailedJobs, 0, upto))
+        others = await self.cluster.pages_of_others(
+            lambda o, n: rq.InspectFailedJobs(request.group, o, n), upto)
+        parts = [blocks for blocks in (local, *others) if blocks is not None]
+        return blocks_reply(merge_job_pages(parts, request.offset, request.limit))
+
+    async def retry_group(self, request: rq.RetryGroup) -> bytes:
+        """[eventq] retry-group over the cluster: the group's ``count`` oldest failures
+        as it stands (each process's oldest ``count``, merged by key), each retried where
+        its partition is, all in flight at once: this process's through its engine, the
+        others' forwarded to their owners (spec/workflows.md)."""
+        await self.engine.wait_ready()
+        found = [(key, job_id) for key, job_id in
+                 self.index.failed_page_keys(request.group, 0, request.count)]
+        for reply in await self.cluster.ask_others(request):
+            found += keys_of(raise_if_error(reply))
+        found.sort()
+        chosen = [job_id for _, job_id in found[:request.count]]
+        here = [job_id for job_id in chosen if self.cluster.remote_owner(job_id) is None]
+        there = [job_id for job_id in chosen if self.cluster.remote_owner(job_id) is not None]
+        retried, replies_ = await asyncio.gather(
+            self.local.retry_ids(here),
+            asyncio.gather(*(self._retry_at_owner(job_id) for job_id in there)),
+        )
+        return replies.retried_reply(retried + sum(replies_))
+
+    async def _retry_at_owner(self, job_id: uuid.UUID) -> int:
+        owner = self.cluster.remote_owner(job_id)
+        if owner is None:  # moved here meanwhile
+            return await self.local.retry_ids([job_id])
+        try:
+            reply = await self.cluster.ask(owner, rq.Retry(job_id))
+        except ServerError as error:
+            log.debug("retry at %s: %s", owner, error)
+            return 0
+        return 1 if reply.startswith(b"+OK") else 0
+
     async def inspect_bulk(self, request: rq.InspectBulk) -> bytes:
         blocks = parse_blocks(await self.local.inspect_bulk(request))
         for reply in await self.cluster.ask_others(request):
             blocks += parse_blocks(raise_if_error(reply))
         blocks.sort(key=lambda block: int(block.head))
         return blocks_reply(blocks)
+
+
+def keys_of(reply: bytes) -> list[tuple[int, uuid.UUID]]:
+    """A retry-group reply in peer form (replies.keys_reply) as [(key, id)]."""
+    lines = reply.split(b"\r\n")[1:-1]
+    return [(int(key), uuid.UUID(job_id.decode())) for key, job_id in
+            (line.split(b" ") for line in lines)]
 
 
 def heads_of(reply: bytes) -> dict[str, int]:

@@ -17,7 +17,7 @@ from typing import cast
 
 from eventq import core
 from eventq.core import Job, State
-from eventq.core.job import is_final, ready_time_ms, waiting_count
+from eventq.core.job import is_final, ready_time_ms, shown_group, waiting_count
 from eventq.core.machine import Accepted, Ignored, Rejected
 from eventq.core.recurrence import Recurrence
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
@@ -53,6 +53,7 @@ def view_of(job: Job) -> replies.JobView:
         after=len(job.upstreams),  # [eventq] -after: 0 for a job without upstreams
         waiting=waiting_count(job),
         tags=job.tags,  # [eventq] -tags: () for a job without
+        group=shown_group(job),  # [eventq] a FAILED job's group, unless a workq one
     )
 
 
@@ -159,7 +160,30 @@ class LocalAnswers:
         return ok_or_error(await self.engine.submit(core.Complete(request.id, request.result)))
 
     async def fail(self, request: rq.Fail) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Fail(request.id, request.result)))
+        command = core.Fail(request.id, request.result, request.group)
+        return ok_or_error(await self.engine.submit(command))
+
+    async def retry(self, request: rq.Retry) -> bytes:
+        """[eventq] A FAILED job runs again under its id (spec/workflows.md, retry): the
+        core refuses any other state, -NOT-FOUND."""
+        return ok_or_error(await self.engine.submit(core.Retry(request.id, request.delay_ms)))
+
+    async def retry_ids(self, ids: Sequence[uuid.UUID]) -> int:
+        """Retry each of ``ids`` (this process's), all in flight at once (the engine
+        batches what goes to one partition); how many were retried. A job that changed
+        meanwhile (no longer FAILED, or gone) is -NOT-FOUND and not counted."""
+        outcomes = await asyncio.gather(
+            *(self.engine.submit(core.Retry(job_id)) for job_id in ids), return_exceptions=True)
+        return sum(1 for applied in outcomes
+                   if isinstance(applied, Applied) and isinstance(applied.outcome, Accepted))
+
+    async def retry_group(self, request: rq.RetryGroup) -> bytes:
+        """[eventq] retry-group: up to ``count`` FAILED jobs of the group, oldest
+        failure first, as the group stands now (spec/workflows.md); an empty or unknown
+        group retries none."""
+        await self.engine.wait_ready()
+        ids = self.index.failed_page(request.group, 0, request.count)
+        return replies.retried_reply(await self.retry_ids(ids))
 
     async def delete(self, request: rq.Delete) -> bytes:
         if request.id.version != PROTOCOL_UUID_VERSION:
@@ -381,17 +405,32 @@ class LocalAnswers:
         await self.engine.wait_ready()
         return replies.digest_reply(await self.engine.digest())
 
+    async def inspect_failed(self, request: rq.InspectFailed) -> bytes:
+        """[eventq] The failure groups with FAILED jobs, by name bytewise, and how many
+        each holds (spec/workflows.md, "3. Failure groups and retry")."""
+        await self.engine.wait_ready()
+        groups = self.index.failed_groups()[request.offset : request.offset + request.limit]
+        return replies.failed_reply(groups)
+
+    async def inspect_failed_jobs(self, request: rq.InspectFailedJobs) -> Iterator[bytes]:
+        """[eventq] A group's FAILED jobs, oldest failure first (failure time, then
+        id); an empty or unknown group: ``+OK 0``."""
+        await self.engine.wait_ready()
+        return self._jobs(self.index.failed_page(request.group, request.offset, request.limit))
+
     # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
     def ordered_jobs(self, name: str, kind: type, offset: int, limit: int) -> bytes:
-        """A page of ``inspect jobs`` (or scheduled-jobs, [eventq] waiting-jobs, and
-        tagged, ``name`` being the tag) in peer form: each block carries its place, for
-        the asking gateway to merge pages by."""
+        """A page of ``inspect jobs`` (or scheduled-jobs, [eventq] waiting-jobs, tagged,
+        ``name`` being the tag, and failed-jobs, ``name`` being the group) in peer form:
+        each block carries its place, for the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
         if kind is rq.InspectTagged:
             keyed = self.index.tagged_page_keys(name, offset, limit)
         elif kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
+        elif kind is rq.InspectFailedJobs:  # name: the group
+            keyed = self.index.failed_page_keys(name, offset, limit)
         elif kind is rq.InspectWaitingJobs:
             keyed = self.index.waiting_page_keys(name, offset, limit)
         else:
@@ -413,6 +452,21 @@ class LocalAnswers:
         here has: the asker merges every process's)."""
         await self.engine.wait_ready()
         return self.ordered_jobs(request.tag, rq.InspectTagged, request.offset, request.limit)
+
+    async def failed_jobs_for_peer(self, request: rq.InspectFailedJobs) -> bytes:
+        """[eventq] A page of a group's FAILED jobs in peer form (their keys: failure
+        time and id, the same in every process), for the asking gateway to merge."""
+        await self.engine.wait_ready()
+        return self.ordered_jobs(request.group, rq.InspectFailedJobs, request.offset,
+                                 request.limit)
+
+    async def failed_keys_for_peer(self, request: rq.RetryGroup) -> bytes:
+        """[eventq] retry-group asked by another process: not a retry, the keys of this
+        process's ``count`` oldest failures of the group (``<key> <id>`` lines): the
+        asker picks the cluster's oldest and retries them where they are."""
+        await self.engine.wait_ready()
+        keyed = self.index.failed_page_keys(request.group, 0, request.count)
+        return replies.keys_reply(keyed)
 
     async def digest_for_peer(self, request: rq.InspectDigest) -> bytes:
         await self.engine.wait_ready()

@@ -32,7 +32,9 @@ replays as LEASED in workq, and comes back PENDING when imported into eventq); f
 of a job that is not FAILED, or above 1, are lost (workq's fail record finishes a job).
 eventq's own flags are lost too: -backoff, and -after (spec/workflows.md, 1: workq has
 no dependencies, so a job's upstreams are not written, and a WAITING job is written as
-NEW, its schedule time kept: ready when due rather than when its upstreams complete).
+NEW, its schedule time kept: ready when due rather than when its upstreams complete),
+a failure group other than the two workq's commands produce and a retry's time
+(spec/workflows.md, 3: workq has no groups and no retry).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import uuid
 
 from eventq.cmdlog import WorkqJob, WorkqState
 from eventq.core import Import, Job, State
-from eventq.core.job import deadline_after
+from eventq.core.job import deadline_after, was_retried
 from eventq.kafka.partitioner import job_key, partition_for_key
 
 NS_PER_MS = 1_000_000
@@ -159,9 +161,14 @@ WAITING_LOST = ("WAITING (-after): workq has no dependencies; written as NEW, so
 AFTER_LOST = "-after: workq has no dependencies; imports back without its upstreams"
 # spec/workflows.md, 4: -tags.
 TAGS_LOST = "-tags: workq has no tags; imports back without them"
+# spec/workflows.md, 3: failure groups and retry.
+GROUP_LOST = ("a failure group (fail -group=, upstream-failed): workq has none; imports back "
+              "in failed or attempts-exhausted")
+RETRY_LOST = ("retried with -delay, or ready before its schedule time by a retry: workq has "
+              "no retry; imports back at its schedule time")
 # What a job keeps in workq's log but loses on the way back: listed with the jobs that do
 # not replay exactly (eventq/migrate/exporter.py).
-REPLAY_LOSSES = (BACKOFF_LOST, WAITING_LOST, AFTER_LOST, TAGS_LOST)
+REPLAY_LOSSES = (BACKOFF_LOST, WAITING_LOST, AFTER_LOST, TAGS_LOST, GROUP_LOST, RETRY_LOST)
 
 
 def exportable(job: Job) -> bool:
@@ -183,4 +190,8 @@ def export_notes(job: Job) -> list[str]:
         notes.append(WAITING_LOST if job.state is State.WAITING else AFTER_LOST)
     if exportable(job) and job.tags:
         notes.append(TAGS_LOST)
+    if exportable(job) and job.group is not None:
+        notes.append(GROUP_LOST)
+    if exportable(job) and was_retried(job):
+        notes.append(RETRY_LOST)
     return notes

@@ -87,6 +87,13 @@ class EventqCollector:
             paused.add_metric([name], 1 if index.is_paused(name) else 0)
         yield jobs
         yield paused
+        failed = GaugeMetricFamily(
+            "eventq_failed_jobs", "FAILED jobs of this process's partitions by failure group "
+            "(spec/workflows.md: failed, attempts-exhausted, upstream-failed or a fail's "
+            "-group)", labels=["group"])
+        for group, count in index.failed_groups():
+            failed.add_metric([group], count)
+        yield failed
 
     def _processor(self):
         processor = self._s.processor

@@ -67,8 +67,8 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
         f"<title>{e(title)} · eventq</title><style>{STYLE}</style></head><body>"
-        f'<header><b>eventq</b><a href="/">Queues</a><a href="/recurring">Recurring</a>'
-        f'<a href="/tags">Tags</a>'
+        f'<header><b>eventq</b><a href="/">Queues</a><a href="/failed">Failed</a>'
+        f'<a href="/recurring">Recurring</a><a href="/tags">Tags</a>'
         f'<a href="/cluster">Cluster</a>'
         f'<a href="/metrics">Metrics</a><span style="margin-left:auto">process '
         f"{e(frame.process)} · {mode}</span></header><main><h1>{e(title)}</h1>{flash}"
@@ -234,6 +234,8 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
         fields.append(("upstreams", f"{info.after}, {info.waiting} not completed"))
     if info.tags:  # spec/workflows.md, 4: in -tags order (links: tags_links)
         fields.append(("tags", ", ".join(info.tags)))
+    if info.group is not None:  # spec/workflows.md, 3: a failure group workq has none of
+        fields.append(("failure group", info.group))
     return fields
 
 
@@ -411,6 +413,36 @@ def cluster_page(members: list[str], partitions: list[PartitionRow], serving: bo
             + table(["partition", "owner", "applied offset", "log end", "lag",
                      "left to re-apply"], part_rows, left=2, id_="partitions"))
     return layout("Cluster", body, frame)
+
+
+def failed_page(groups: list[tuple[str, int]], frame: Frame) -> str:
+    """[eventq] The failure groups with FAILED jobs (spec/workflows.md, ``inspect
+    failed``), each a link to its jobs."""
+    cells = [[f'<a href="/failed/{q(name)}">{e(name)}</a>', f"{count:,}"]
+             for name, count in groups]
+    body = table(["failure group", "failed jobs"], cells, id_="groups")
+    if not groups:
+        body += "<p>No failed jobs.</p>"
+    return layout("Failed jobs", body, frame)
+
+
+def failed_group_page(group: str, count: int, jobs: list[JobInfo], offset: int, limit: int,
+                      more: bool, frame: Frame, retry_count: int) -> str:
+    """[eventq] One failure group's jobs, oldest failure first, and "retry this group"
+    (``retry-group``: up to ``retry_count`` at a time, under their own ids)."""
+    retry = button(f"/failed/{q(group)}/retry", "Retry this group", frame, "retry-group")
+    jobs_table = table(
+        ["id", "queue", "attempts", "fails", "created"],
+        [[f'<a href="/jobs/{e(j.id)}"><code>{e(j.id)}</code></a>', e(j.name),
+          f"{j.attempts}/{attempts_allowed(j.max_attempts)}",
+          f"{j.fails}/{fails_allowed(j.max_fails)}", e(j.created)] for j in jobs],
+        left=2, id_="jobs")
+    note = (f"<p>{count:,} failed jobs, oldest failure first. {retry}</p>"
+            + (f"<p>Retry runs the oldest {retry_count:,} again, under their ids.</p>"
+               if count > retry_count else ""))
+    body = (note + jobs_table + ("" if jobs else "<p>No failed jobs in this group.</p>")
+            + _pager(f"/failed/{q(group)}", offset, limit, more, ""))
+    return layout(f"Failure group {group}", body, frame)
 
 
 def message_page(title: str, text: str, frame: Frame) -> str:

@@ -23,11 +23,12 @@ from typing import Callable
 from aiohttp import web
 
 from eventq.client import calls
-from eventq.client.errors import NotFound
+from eventq.client.errors import ClientError, NotFound
 from eventq.client.models import JobEdges
 from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.errors import EventqError
+from eventq.limits import MAX_RETRY_COUNT
 from eventq.observe import pages
 from eventq.observe.chart import line_chart
 from eventq.observe.history import SAMPLE_EVERY_S, History
@@ -47,7 +48,8 @@ DONE = {  # ?done= after an action: the message shown (never text from the URL)
     "paused": "Queue paused: it hands out no jobs until resumed.",
     "resumed": "Queue resumed.",
     "deleted": "Job deleted.",
-    "retried": "Job retried: this is its copy, and the failed job was deleted.",
+    "retried": "Job retried under its id: it runs again from its first attempt.",
+    "group-retried": "Failure group retried: its oldest jobs run again under their ids.",
 }
 RATE_EVENTS = {  # history.RATES -> the events they count
     "added": (EventType.ADDED, EventType.IMPORTED),
@@ -364,10 +366,8 @@ class Dashboard:
         return await self._act(request, calls.delete(job_id), "/?done=deleted")
 
     async def retry(self, request: web.Request) -> web.Response:
-        """A failed job again, as a copy under a new id (the protocol has no retry): add
-        the copy first, then delete the failed job, so a crash between the two leaves
-        both, never neither. The copy's -backoff is not known here (inspect does not
-        show it) and is not carried over."""
+        """A failed job again, under its own id (``retry``, spec/workflows.md): whoever
+        waits on its result and its dependents see it run again."""
         refused = self._refuse(request)
         if refused is not None:
             return refused
@@ -375,20 +375,41 @@ class Dashboard:
         if job_id is None:
             raise web.HTTPNotFound()
         try:
-            info = await self.call(calls.inspect_job(job_id))
-            if info.state != "failed":
-                return _html(pages.message_page(
-                    "Not retried", f"Only a failed job is retried; this one is {info.state}.",
-                    self.frame(request)), 409)
-            copy = await self.call(calls.add(
-                info.name, info.payload, ttr_ms=info.ttr_ms, ttl_ms=info.ttl_ms,
-                priority=info.priority, max_attempts=info.max_attempts,
-                max_fails=info.max_fails))
-            await self.call(calls.delete(job_id))
+            await self.call(calls.retry(job_id))
+        except NotFound:
+            return _html(pages.message_page(
+                "Not retried", "Only a failed job is retried; this one is not failed (any "
+                "more) or gone.", self.frame(request)), 409)
         except EventqError as error:
             return _html(pages.message_page("The retry failed", str(error) or
                                             type(error).__name__, self.frame(request)), 409)
-        raise web.HTTPSeeOther(f"/jobs/{copy}?done=retried")
+        raise web.HTTPSeeOther(f"/jobs/{job_id}?done=retried")
+
+    async def failed_page(self, request: web.Request) -> web.Response:
+        """[eventq] The failure groups (``inspect failed``, the cluster's)."""
+        groups = await self.call(calls.inspect_failed(0, 100))
+        return _html(pages.failed_page([(g.name, g.failed) for g in groups],
+                                       self.frame(request)))
+
+    async def failed_group_page(self, request: web.Request) -> web.Response:
+        """[eventq] One failure group's jobs, oldest failure first, to retry at once."""
+        group = request.match_info["group"]
+        offset = _int(request.query.get("offset"), 0)
+        try:
+            jobs = await self.call(calls.inspect_failed_jobs(group, offset, PAGE_JOBS + 1))
+            count = {g.name: g.failed for g in await self.call(
+                calls.inspect_failed(0, 100))}.get(group, 0)
+        except ClientError:  # not a group's name
+            raise web.HTTPNotFound() from None
+        return _html(pages.failed_group_page(group, count, jobs[:PAGE_JOBS], offset, PAGE_JOBS,
+                                             len(jobs) > PAGE_JOBS, self.frame(request),
+                                             MAX_RETRY_COUNT))
+
+    async def retry_group(self, request: web.Request) -> web.Response:
+        """[eventq] "Retry this group": ``retry-group <group> 10000``."""
+        group = request.match_info["group"]
+        return await self._act(request, calls.retry_group(group, MAX_RETRY_COUNT),
+                               f"/failed/{pages.q(group)}?done=group-retried")
 
     @web.middleware
     async def _errors(self, request: web.Request, handler):
@@ -417,6 +438,9 @@ class Dashboard:
             web.post("/queues/{name}/resume", self.resume),
             web.post("/jobs/{id}/delete", self.delete),
             web.post("/jobs/{id}/retry", self.retry),
+            web.get("/failed", self.failed_page),
+            web.get("/failed/{group}", self.failed_group_page),
+            web.post("/failed/{group}/retry", self.retry_group),
         ])
         return app
 

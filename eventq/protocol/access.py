@@ -52,7 +52,9 @@ _READS = frozenset({AUTH_VERB, "result", "inputs", "inspect"})
 ROLE_VERBS: Mapping[Role, frozenset[str]] = {
     Role.READER: _READS,
     Role.WORKER: _READS | {"lease", "complete", "fail", "touch"},
-    Role.PRODUCER: _READS | {"add", "schedule", "run", "delete", "recur", "unrecur"},
+    Role.PRODUCER: _READS | {
+        "add", "schedule", "run", "delete", "retry", "retry-group", "recur", "unrecur",
+    },
     Role.ADMIN: frozenset(GRAMMAR) | {AUTH_VERB},
 }
 

@@ -28,8 +28,11 @@ from .values import (
     parse_after,
     parse_backoff_ms,
     parse_claim,
+    parse_count,
     parse_cursor_offset,
+    parse_delay_ms,
     parse_every_ms,
+    parse_group,
     parse_id,
     parse_limit,
     parse_max_attempts,
@@ -256,9 +259,13 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         fields=(Field("id", Arg(0), _job_id),),
         data=DataBlock(1, INVALID_PAYLOAD_SIZE, "result"),
     ),
+    # [eventq] fail takes no flag, or one when it is -group (spec/workflows.md, "3.
+    # Failure groups and retry"; any other flag: Invalid command args, as before); id
+    # (v4), group.
     "fail": Command(
         rq.Fail, 2, 2,
-        fields=(Field("id", Arg(0), _job_id),),
+        fields=(Field("id", Arg(0), _job_id), Field("group", Flag("group", None), parse_group)),
+        extra_flags=frozenset({"group"}),
         data=DataBlock(1, INVALID_RESULT_SIZE, "result"),
     ),
     # delete <id>; [eventq] a valid non-v4 UUID is -NOT-FOUND, so any UUID parses.
@@ -308,6 +315,19 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     # unrecur <recurrence-name>; one positional, any flag "Invalid command flags".
     "unrecur": Command(
         rq.Unrecur, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
+    ),
+    # eventq extensions (spec/workflows.md, "3. Failure groups and retry"), flags judged
+    # by name with no count: retry <id> [-delay=]; id (v4), delay. retry-group <group>
+    # <count>; no flag; group, count.
+    "retry": Command(
+        rq.Retry, 1, 1,
+        fields=(Field("id", Arg(0), _job_id), Field("delay_ms", Flag("delay", 0), parse_delay_ms)),
+        max_flags=ANY_FLAG_COUNT,
+    ),
+    "retry-group": Command(
+        rq.RetryGroup, 2, 2,
+        fields=(Field("group", Arg(0), parse_group), Field("count", Arg(1), parse_count)),
+        max_flags=ANY_FLAG_COUNT,
     ),
     # eventq extension, internal: the connection is another eventq process's
     # (docs/architecture.md, "Scaling out").
@@ -366,6 +386,23 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
             rq.InspectTagged, 3, 3,
             fields=(
                 Field("tag", Arg(0), parse_tag),
+                Field("offset", Arg(1), parse_cursor_offset),
+                Field("limit", Arg(2), parse_limit),
+            ),
+        ),
+        # eventq extensions (spec/workflows.md, "3. Failure groups and retry"): failed as
+        # inspect queues; failed-jobs: group, offset, limit.
+        "failed": Command(
+            rq.InspectFailed, 2, 2,
+            fields=(
+                Field("offset", Arg(0), parse_cursor_offset),
+                Field("limit", Arg(1), parse_limit),
+            ),
+        ),
+        "failed-jobs": Command(
+            rq.InspectFailedJobs, 3, 3,
+            fields=(
+                Field("group", Arg(0), parse_group),
                 Field("offset", Arg(1), parse_cursor_offset),
                 Field("limit", Arg(2), parse_limit),
             ),

@@ -49,6 +49,9 @@ class JobView:
     after: int = 0
     waiting: int = 0
     tags: tuple[str, ...] = ()
+    # [eventq] a FAILED job's failure group, when it is neither ``failed`` nor
+    # ``attempts-exhausted`` (spec/workflows.md, "3. Failure groups and retry").
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.waiting <= self.after:
@@ -182,8 +185,9 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
     """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled;
     [eventq] then ``after`` and ``waiting`` only for a job with upstreams, then ``tags``
     only for a job with tags (spec/workflows.md, "Job and queue blocks": after the workq
-    keys and ``time``, in this order, before ``group``). ``order`` (peer form:
-    docs/architecture.md, "Scaling out") adds a last key, the job's place in its list."""
+    keys and ``time``, in this order, before ``group``), and ``group`` last, only for a
+    FAILED job in a group workq's commands do not produce. ``order`` (peer form: docs/architecture.md,
+    "Scaling out") adds a last key, the job's place in its list."""
     lines = [
         _line("name", job.name),
         _line("ttr", job.ttr_ms),
@@ -204,6 +208,8 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
         lines += (_line("after", job.after), _line("waiting", job.waiting))
     if job.tags:
         lines.append(_line("tags", ",".join(job.tags)))
+    if job.group is not None:  # the last key (spec/workflows.md, "Job and queue blocks")
+        lines.append(_line("group", job.group))
     if order is not None:
         lines.append(_line("order", order))
     return _line(canonical_id(job.id), len(lines)) + b"".join(lines)
@@ -325,6 +331,25 @@ def bulk_blocks(views: Sequence[BulkView]) -> bytes:
 def queue_blocks(queues: Sequence[QueueView]) -> bytes:
     """inspect queues (and inspect queue, with one queue): ``+OK <n>`` + blocks."""
     return _blocks(map(_queue_block, queues), len(queues))
+
+
+def failed_reply(groups: Sequence[tuple[str, int]]) -> bytes:
+    """[eventq] inspect failed (spec/workflows.md, "3. Failure groups and retry"):
+    ``+OK <n>``, then per group ``<group> 1``, ``failed-len <F>`` (the page, in the
+    order given: by name bytewise)."""
+    return _blocks((_line(group, 1) + _line("failed-len", count) for group, count in groups),
+                   len(groups))
+
+
+def keys_reply(keyed: Sequence[tuple[int, uuid.UUID]]) -> bytes:
+    """retry-group in peer form (internal): ``+OK <n>``, then ``<key> <id>`` per job, the
+    key its place in its failure group (failure time and id)."""
+    return _ok_count(len(keyed)) + b"".join(_line(key, canonical_id(id)) for key, id in keyed)
+
+
+def retried_reply(count: int) -> bytes:
+    """[eventq] retry-group: ``+OK 1``, ``retried <n>``."""
+    return _ok_count(1) + _line("retried", count)
 
 
 def server_reply(active_clients: int, evicted_jobs: int, started_ms: int) -> bytes:

@@ -90,10 +90,13 @@ class Complete:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
-    """``fail <id> <size>`` + result."""
+    """``fail <id> <size> [-group=<group>]`` + result. [eventq] ``group``
+    (spec/workflows.md, "3. Failure groups and retry"): the failure group the job is in
+    if the fail is final (None: ``failed``)."""
 
     id: uuid.UUID
     result: bytes
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,25 @@ class Auth:
     appear in no log."""
 
     token: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """``retry <id> [-delay=<ms>]``: eventq extension (spec/workflows.md, "3. Failure
+    groups and retry"), a FAILED job runs again under its id, ready at once or after
+    ``delay_ms``."""
+
+    id: uuid.UUID
+    delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryGroup:
+    """``retry-group <group> <count>``: eventq extension, retry up to ``count`` FAILED
+    jobs of a failure group, oldest failure first."""
+
+    group: str
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +220,25 @@ class InspectTagged:
     "4. Tags"), live jobs with the tag in any state, by created time, then id."""
 
     tag: str
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectFailed:
+    """``inspect failed <offset> <limit>``: eventq extension (spec/workflows.md, "3.
+    Failure groups and retry"), the failure groups with FAILED jobs, by name bytewise."""
+
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectFailedJobs:
+    """``inspect failed-jobs <group> <offset> <limit>``: eventq extension, a group's
+    FAILED jobs, oldest failure first (failure time, then id)."""
+
+    group: str
     offset: int
     limit: int
 
@@ -315,6 +356,10 @@ Request = Union[
     Resume,
     Inputs,
     Auth,
+    Retry,
+    RetryGroup,
+    InspectFailed,
+    InspectFailedJobs,
     InspectServer,
     InspectQueues,
     InspectQueue,

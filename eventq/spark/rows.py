@@ -59,7 +59,14 @@ from eventq.core.codec import decode_links, encode_links
 from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.digest import StateDigest
 from eventq.core.fold import JobFold
-from eventq.core.job import JOB_FIELD_NAMES, after_ids, make_job, waiting_count
+from eventq.core.job import (
+    JOB_FIELD_NAMES,
+    after_ids,
+    failure_group,
+    failure_time_ms,
+    make_job,
+    waiting_count,
+)
 from eventq.core.workflow import input_ids
 from eventq.errors import INVALID_AFTER, INVALID_TAGS, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
@@ -464,6 +471,8 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
     # A job's tags (spec/workflows.md, "4. Tags") in -tags order, null for a job without.
     "tags": "array<string>",
+    # A retry's (spec/workflows.md, "3. Failure groups and retry"), null/false until one.
+    "delayed_ms": "bigint", "early": "boolean",
 }  # fmt: skip
 # Columns written after a field's, derived from the job (never read back: job_of_row
 # takes the fields). A dependent's upstreams as the protocol shows them (spec/
@@ -472,6 +481,9 @@ JOB_FIELD_KINDS: dict[str, str] = {
 _DERIVED_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "state": (("state_name", "string"),),
     "upstreams": (("after", "array<string>"), ("waiting", "int")),
+    # A FAILED job's failure group and failure time (job.failure_group, failure_time_ms:
+    # the time of its record's event for a job without upstreams), null otherwise.
+    "group": (("failure_group", "string"), ("failed_ms", "bigint")),
 }
 
 
@@ -524,13 +536,17 @@ def _to_column(value: Any, kind: str) -> Any:
     return value
 
 
-def job_row(job: Job) -> dict[str, Any]:
-    """A job as a row of ``JOB_COLUMNS`` (ids as canonical text, ms as integers)."""
+def job_row(job: Job, record_ms: int | None = None) -> dict[str, Any]:
+    """A job as a row of ``JOB_COLUMNS`` (ids as canonical text, ms as integers);
+    ``record_ms``: the broker time of its state record's event (a FAILED job's failure
+    time when it has no upstreams)."""
     row = {name: _to_column(getattr(job, name), JOB_FIELD_KINDS[name])
            for name in JOB_FIELD_NAMES}
     row["state_name"] = job.state.name.lower()
     row["after"] = [str(upstream) for upstream in after_ids(job)] if job.upstreams else None
     row["waiting"] = waiting_count(job) if job.upstreams else None
+    row["failure_group"] = failure_group(job)
+    row["failed_ms"] = None if record_ms is None else failure_time_ms(job, record_ms)
     return row
 
 
@@ -612,12 +628,12 @@ def decode_states(batches: Iterator) -> Iterator:
         rows = []
         for value, partition, offset in zip(data["value"], data["partition"], data["offset"]):
             try:
-                _, job = decode_state(value)
+                event, job = decode_state(value)
             except ValueError as error:  # CodecError
                 rows.append({"undecodable": f"partition {partition} offset {offset}: {error}"})
                 continue
             if job is not None:  # a record without a job holds no live job
-                rows.append(job_row(job))
+                rows.append(job_row(job, event.at_ms))
         yield _batch(rows, schema)
 
 

@@ -1,7 +1,10 @@
 """An external program as a handler (the enq model: workers in any language).
 
 The job's payload goes to the program's stdin; exit status 0 completes the job with
-its stdout as the result; any other status fails it with the tail of its stderr. A
+its stdout as the result; any other status fails it with the tail of its stderr, in the
+failure group named by a last stderr line ``eventq-group: <group>`` if it writes one
+(eventq: spec/workflows.md, "3. Failure groups and retry"; the line is left out of the
+result). A
 program still running at its time limit is killed (its whole process group) and the job
 fails saying so. Output is read as it comes and never held beyond the result limit.
 
@@ -26,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -35,6 +39,7 @@ from typing import Iterator, Sequence
 
 from eventq.client.models import Job, Result
 from eventq.limits import MAX_AFTER_IDS, MAX_PAYLOAD_BYTES
+from eventq.protocol.values import parse_group
 from eventq.worker.job import WorkerJob
 
 log = logging.getLogger("eventq.worker")
@@ -50,10 +55,17 @@ FAILED_INPUT_SUFFIX = ".failed"
 
 
 class JobFailed(Exception):
-    """The handler's way to fail a job with exactly ``result`` as the failure result."""
+    """The handler's way to fail a job with exactly ``result`` as the failure result;
+    eventq: ``group``, the failure group it is in if this fail is final
+    (spec/workflows.md, "3. Failure groups and retry": ``retry-group`` retries a group
+    at once; None: ``failed``)::
 
-    def __init__(self, result: bytes | str) -> None:
+        raise JobFailed("the upstream API refused the key", group="bad-credentials")
+    """
+
+    def __init__(self, result: bytes | str, group: str | None = None) -> None:
         self.result = result.encode() if isinstance(result, str) else result
+        self.group = None if group is None else parse_group(group)
         super().__init__(self.result[:200].decode("utf-8", errors="replace"))
 
 
@@ -80,13 +92,29 @@ def result_of(finished: Finished, max_result_bytes: int = MAX_PAYLOAD_BYTES) -> 
     if finished.returncode != 0:
         status = (f"killed by signal {-finished.returncode}" if finished.returncode < 0
                   else f"exit status {finished.returncode}")
-        raise JobFailed(status.encode() + b": " + finished.stderr_tail)
+        tail, group = group_line(finished.stderr_tail)
+        raise JobFailed(status.encode() + b": " + tail, group)
     if finished.stdout_bytes > max_result_bytes:
         raise JobFailed(
             f"its output was {finished.stdout_bytes:,} bytes, over the result limit of "
             f"{max_result_bytes:,} bytes: write large output elsewhere and print where"
         )
     return finished.stdout
+
+
+# A failed program names its failure group by the last line of its stderr (spec/
+# workflows.md, "3. Failure groups and retry"): ``eventq-group: <group>``. A line, not
+# an exit status: any language writes one, a status has no room for a name, and a
+# program's own statuses keep their meaning. The line is not part of the result.
+GROUP_LINE = re.compile(rb"(?:\A|\n)eventq-group: ([A-Za-z0-9_.\-]{1,255})[ \t\r]*\n?\Z")
+
+
+def group_line(stderr_tail: bytes) -> tuple[bytes, str | None]:
+    """(the stderr tail without its group line, the group it names or None)."""
+    match = GROUP_LINE.search(stderr_tail)
+    if match is None:
+        return stderr_tail, None
+    return stderr_tail[: match.start()], match.group(1).decode("ascii")
 
 
 def program_problem(program: str) -> str | None:

@@ -386,6 +386,7 @@ class Worker:
             running.heartbeat = asyncio.create_task(self._heartbeat(running))
         self.tally.running += 1
         ok: bool | None  # None: the job ends unreported
+        group = None  # a failure's group (JobFailed's), None: the default
         try:
             try:
                 ok, result = True, as_result(await work)
@@ -396,11 +397,11 @@ class Worker:
             except Unreported:
                 ok, result = None, b""
             except Exception as error:  # the handler failed the job
-                ok, result = False, failure_of(error)
+                ok, result, group = False, failure_of(error), getattr(error, "group", None)
             finally:
                 if running.heartbeat is not None:
                     running.heartbeat.cancel()
-            outcome = "lost" if ok is None else await self._report(job, ok, result)
+            outcome = "lost" if ok is None else await self._report(job, ok, result, group)
         except BaseException:
             if attempt is not None:
                 attempt.cancel()
@@ -478,15 +479,20 @@ class Worker:
             except ServerError as error:  # ConnectionLost too
                 log.warning("job %s: heartbeat failed (%s); trying again", job.id, error)
 
-    async def _report(self, job: Job, ok: bool, result: bytes) -> str:
-        """Complete or fail the job; "lost" when its lease is gone. A report whose
-        connection broke is sent again (a Duplicate result then means it arrived)."""
-        send = self._client.complete if ok else self._client.fail
+    async def _report(self, job: Job, ok: bool, result: bytes, group: str | None = None) -> str:
+        """Complete or fail the job (in ``group``, when the failure names one); "lost"
+        when its lease is gone. A report whose connection broke is sent again (a
+        Duplicate result then means it arrived)."""
         for attempt, wait_s in enumerate((0.0, *RETRY_S)):
             if wait_s:
                 await asyncio.sleep(wait_s)
             try:
-                await send(job.id, result)
+                if ok:
+                    await self._client.complete(job.id, result)
+                elif group is None:  # as a workq server takes it
+                    await self._client.fail(job.id, result)
+                else:
+                    await self._client.fail(job.id, result, group=group)
                 return "completed" if ok else "failed"
             except NotFound:
                 return "lost"

@@ -100,7 +100,9 @@ def test_every_operation_is_in_the_table_and_covered():
                      "touch", "pause", "resume", "inspect_job", "inspect_jobs",
                      "inspect_tagged", "inspect_queue", "inspect_queues", "inspect_server",
                      "digest",
-                     "recur", "unrecur", "recurrences"}
+                     "recur", "unrecur", "recurrences",
+                     # eventq: spec/workflows.md, 3
+                     "retry", "retry_group", "inspect_failed", "inspect_failed_jobs"}
 
 
 def test_recurrences_read_their_blocks():
@@ -216,3 +218,29 @@ def test_error_replies_become_their_exception(line, error):
 @given(st.binary(max_size=200))
 def test_any_payload_survives_a_lease_reply(payload):
     assert parse(calls.lease("q"), replies.lease_reply(ID, "q", 1, payload)).payload == payload
+
+
+def test_failure_groups_and_retry_calls_send_and_read_what_the_server_does():
+    """eventq: spec/workflows.md, "3. Failure groups and retry"."""
+    from eventq.client.models import FailedGroup
+
+    cases = [
+        (calls.fail(ID, b"r", group="deploy-7"), rq.Fail(ID, b"r", "deploy-7")),
+        (calls.retry(ID), rq.Retry(ID)),
+        (calls.retry(str(ID), delay_ms=5_000), rq.Retry(ID, 5_000)),
+        (calls.retry_group("deploy-7", 10_000), rq.RetryGroup("deploy-7", 10_000)),
+        (calls.inspect_failed(1, 2), rq.InspectFailed(1, 2)),
+        (calls.inspect_failed_jobs("g", 3, 4), rq.InspectFailedJobs("g", 3, 4)),
+    ]
+    for call, expected in cases:
+        assert parsed(call.data) == expected
+    for build, error in ((lambda: calls.fail(ID, b"", group="a b"), "Invalid Group"),
+                         (lambda: calls.retry_group("g", 0), "Invalid Count"),
+                         (lambda: calls.retry(ID, delay_ms=86_400_001), "Invalid Delay")):
+        with pytest.raises(ClientError, match=error):
+            build()
+    assert parse(calls.retry_group("g", 1), replies.retried_reply(7)) == 7
+    assert parse(calls.inspect_failed(), replies.failed_reply([("a", 1), ("b", 2)])) == [
+        FailedGroup("a", 1), FailedGroup("b", 2)]
+    view = replies.JobView(ID, "q", 1, 2, b"", 3, 1, 4, 1, 0, 2, NOW_MS, group="g")
+    assert parse(calls.inspect_failed_jobs("g"), replies.job_blocks([view]))[0].group == "g"

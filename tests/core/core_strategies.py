@@ -15,6 +15,7 @@ from eventq.core import (
     Fail,
     Job,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     State,
@@ -27,6 +28,7 @@ from eventq.limits import (
     MAX_BACKOFF_MS,
     MAX_FAILS_LIMIT,
     MAX_PRIORITY,
+    MAX_RETRY_DELAY_MS,
     MAX_TAG_BYTES,
     MAX_TAGS,
     MAX_TIME_MS,
@@ -60,6 +62,11 @@ tag_texts = st.one_of(
 )
 tag_tuples = st.one_of(
     st.just(()), st.lists(tag_texts, min_size=1, max_size=MAX_TAGS, unique=True).map(tuple)
+)
+# Failure groups (spec/workflows.md): the built-in ones a client may name, and others.
+groups = st.one_of(
+    st.sampled_from(["failed", "attempts-exhausted", "upstream-failed", "bad-deploy", "g.1"]),
+    st.text(alphabet=NAME_ALPHABET, min_size=1, max_size=255),
 )
 
 
@@ -102,7 +109,8 @@ def commands(job_ids: st.SearchStrategy[uuid.UUID] = ids) -> st.SearchStrategy:
         adds(job_ids),
         schedules(job_ids),
         st.builds(Complete, job_ids, payloads),
-        st.builds(Fail, job_ids, payloads),
+        st.builds(Fail, job_ids, payloads, st.none() | groups),
+        st.builds(Retry, job_ids, st.integers(0, MAX_RETRY_DELAY_MS)),
         st.builds(Delete, job_ids),
         st.builds(Expire, job_ids),
         st.builds(StartAttempt, job_ids, st.integers(1, MAX_ATTEMPTS_LIMIT + 1)),
@@ -129,7 +137,7 @@ FEW_IDS = [uuid.UUID(int=n) for n in (1, 2, 3)]
 # kind stays possible in every state (so rejections and stale timers happen too).
 _ALL_KINDS = [
     "add", "schedule", "start", "timeout", "complete", "fail", "delete", "expire", "release",
-    "touch",
+    "touch", "retry",
 ]
 _KINDS = {
     None: ["add"] * 6 + ["schedule"] * 3 + _ALL_KINDS,
@@ -138,7 +146,7 @@ _KINDS = {
     State.LEASED: ["fail"] * 4 + ["timeout"] * 3 + ["complete"] * 2 + ["release"] * 2
     + ["touch"] * 2 + _ALL_KINDS,
     State.COMPLETED: _ALL_KINDS,
-    State.FAILED: _ALL_KINDS,
+    State.FAILED: ["retry"] * 3 + _ALL_KINDS,
 }
 
 small_max_attempts = st.sampled_from([0, 1, 1, 2, 3])
@@ -202,7 +210,10 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=No
     if kind == "complete":
         return Complete(job_id, draw(st.binary(max_size=3)))
     if kind == "fail":
-        return Fail(job_id, draw(st.binary(max_size=3)))
+        group = draw(st.sampled_from([None, None, "bad", "failed", "attempts-exhausted"]))
+        return Fail(job_id, draw(st.binary(max_size=3)), group)
+    if kind == "retry":
+        return Retry(job_id, draw(st.sampled_from([0, 0, 5, 50])))
     if kind == "delete":
         return Delete(job_id)
     return Expire(job_id)

@@ -429,8 +429,8 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 OPTIONAL_COMMAND_KEYS = {
     CommandType.ADD: {"b", "af", "tg"}, CommandType.SCHEDULE: {"b", "af", "tg"},
     CommandType.TOUCH: {"r"},
-    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"},
-    CommandType.RECUR: {"b", "tg"},
+    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"}, CommandType.FAIL: {"fd"},
+    CommandType.RETRY: {"dl"}, CommandType.RECUR: {"b", "tg"},
 }
 
 
@@ -471,7 +471,7 @@ def test_structurally_mutated_command_maps(data, command, value):
 
 # Job fields a state record may leave out (present only when -backoff is set, or for a
 # job of a workflow, so that workq's jobs keep their record bytes).
-OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g", "tg"}
+OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g", "tg", "dt", "er"}
 
 
 @given(st.data(), state_records(), msgpack_values)

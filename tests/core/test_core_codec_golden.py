@@ -45,6 +45,7 @@ from eventq.core import (
     Job,
     Registration,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     State,
@@ -184,6 +185,23 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         "completed-tags": last(ADD_TAGS, START, Complete(JID, b"done")),
         "added-waiting-tags": last(Add(JID, "q", 1000, 60_000, b"", after=(UP1,), tags=("a",))),
         "imported-tags": last(Import.from_job(last(ADD_TAGS, START)[1])),
+        # Failure groups and retry (spec/workflows.md, "3. Failure groups and retry").
+        "failed-group": last(Add(JID, "q", 1000, 60_000, b""), START, Fail(JID, b"x", "deploy-7")),
+        "failed-named-default": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"", "failed")),
+        "retried": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"x", "g"), Retry(JID)),
+        "retried-delay": last(ADD_BACKOFF, START, Fail(JID, b"", "kept-not"), StartAttempt(JID, 2),
+                              Fail(JID, b"no"), Fail(JID, b"end", "deploy"),
+                              Retry(JID, 86_400_000), step=300),
+        "retried-early": last(SCHEDULE, Fail(JID, b"x"), Retry(JID)),
+        "retried-waiting": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Retry(JID, 5)),
+        "upstream-retried": last(ADD_AFTER, DONE1, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Upstream(
+            JID, position(100), UP2, UpstreamOutcome.RETRIED, position(9), T0 + 1, None)),
+        "upstream-retried-stays-failed": last(ADD_AFTER, Upstream(
+            JID, position(100), UP2, UpstreamOutcome.FAILED, position(8), T0, b"f"), Upstream(
+            JID, position(100), UP1, UpstreamOutcome.DELETED, position(3), T0, None), Upstream(
+            JID, position(100), UP2, UpstreamOutcome.RETRIED, position(9), T0 + 1, None)),
     }
 
 
@@ -205,6 +223,10 @@ def job_cases() -> dict[str, Job]:
         "completed-dependent": states["completed-dependent"][1],
         "tagged": states["added-tags"][1],
         "tagged-completed": states["completed-tags"][1],
+        "failed-group": states["failed-group"][1],
+        "retried-delay": states["retried-delay"][1],
+        "retried-early": states["retried-early"][1],
+        "retried-waiting": states["retried-waiting"][1],
     }
 
 
@@ -281,6 +303,9 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
             None, None,
         ),
         "import-tags": (Import.from_job(jobs["tagged-completed"]), None, None),
+        "fail-group": (Fail(JID, b"why", "bad-deploy.7"), "n1", 9),
+        "retry": (Retry(JID), "n1", 10),
+        "retry-delay": (Retry(JID, 86_400_000), None, None),
     }
 
 

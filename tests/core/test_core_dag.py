@@ -5,7 +5,10 @@ A random DAG of jobs (fan-in, fan-out, diamonds; upstreams added late or never, 
 are never jobs), each job with a fate its worker or an operator gives it: completed,
 failed, deleted, evicted by its TTL, completed then deleted, never added, or (a job no
 other depends on) added, deleted and added again under the same id, then completed, so
-that notices and registrations of its first life meet its second. The jobs
+that notices and registrations of its first life meet its second; or (spec/workflows.md,
+retry) failed by its worker, then retried by an operator under its id and completed, so
+that its dependents failed in ``upstream-failed`` because of it come back, down the
+graph, and run. The jobs
 live in 2 to 4 simulated partitions by the Kafka hash of their key. Each partition is a
 log of commands, folded one command at a time as the processor does
 (eventq/core/step.py, then followups.register / notify with the records it reads; the
@@ -55,6 +58,7 @@ from eventq.core import (
     Input,
     Job,
     Rejected,
+    Retry,
     StartAttempt,
     State,
     UpstreamOutcome,
@@ -74,8 +78,9 @@ from eventq.kafka.partitioner import job_key, partition_for_key
 T0 = 1_700_000_000_000
 LONG_TTL = 10**12  # never passes in a run
 FATES = ["complete"] * 5 + ["fail", "delete", "evict", "absent", "complete-delete"] + [
-    "readd"] * 2
-WORKED = ("complete", "fail", "complete-delete", "readd")  # a worker leases and finishes it
+    "readd"] * 2 + ["fail-retry"] * 3
+# A worker leases and finishes it (a fail-retry job twice: it fails, is retried, completes).
+WORKED = ("complete", "fail", "complete-delete", "readd", "fail-retry")
 FINAL = (State.COMPLETED, State.FAILED)
 
 
@@ -138,6 +143,8 @@ COMPLETES, NEVER = Kind("completes"), Kind("never")
 
 def kinds(dag: Dag) -> dict[uuid.UUID, Kind]:
     kind: dict[uuid.UUID, Kind] = {i: NEVER for i, f in dag.fate.items() if f == "absent"}
+    # The results a job may have while FAILED for a while only (spec/workflows.md, retry).
+    transient: dict[uuid.UUID, frozenset[bytes]] = dict.fromkeys(kind, frozenset())
     for job_id in dag.ids:  # upstreams first
         fate = dag.fate[job_id]
         if fate == "absent":
@@ -152,6 +159,7 @@ def kinds(dag: Dag) -> dict[uuid.UUID, Kind]:
         elif all(k is COMPLETES for k in ups):
             kind[job_id] = {
                 "complete": COMPLETES, "complete-delete": COMPLETES, "readd": COMPLETES,
+                "fail-retry": COMPLETES,  # failed, retried by an operator, completed
                 "fail": Kind("ends", frozenset({"failed"}), frozenset({fail_result_of(job_id)})),
                 "delete": Kind("ends", frozenset({"deleted"})),
                 "evict": Kind("ends", frozenset({"evicted"})),
@@ -160,6 +168,16 @@ def kinds(dag: Dag) -> dict[uuid.UUID, Kind]:
             kind[job_id] = Kind("ends", frozenset({"evicted" if fate == "evict" else "deleted"}))
         else:
             kind[job_id] = NEVER
+        # FAILED for a while (its worker failed it before a retry, or an upstream did),
+        # a job an operator removes or its TTL evicts may be gone while FAILED: then its
+        # dependents never hear of the retry, and it ended for them as FAILED.
+        transient[job_id] = frozenset(
+            upstream_failure(u, UpstreamOutcome.FAILED) for u in dag.after[job_id] if transient[u]
+        ) | ({fail_result_of(job_id)} if fate == "fail-retry" and all(
+            k is COMPLETES for k in ups) else set())  # fmt: skip
+        if fate in ("delete", "evict") and transient[job_id]:
+            k = kind[job_id]
+            kind[job_id] = Kind("ends", k.reasons | {"failed"}, k.results | transient[job_id])
     return kind
 
 
@@ -356,9 +374,19 @@ class World:
             elif fate in WORKED and job.state is State.NEW and ("lease", job_id) not in self.done:
                 out.append(("lease", job_id, StartAttempt(job_id, 1)))
             elif fate in WORKED and job.state is State.LEASED and ("work", job_id) not in self.done:
-                finish = (Fail(job_id, fail_result_of(job_id)) if fate == "fail"
+                finish = (Fail(job_id, fail_result_of(job_id)) if fate in ("fail", "fail-retry")
                           else Complete(job_id, result_of(job_id)))  # fmt: skip
                 out.append(("work", job_id, finish))
+            elif fate == "fail-retry" and job.state is State.FAILED and job.group is None and (
+                "retry", job_id) not in self.done:  # failed by its worker: an operator retries
+                out.append(("retry", job_id, Retry(job_id)))
+            elif fate == "fail-retry" and ("retry", job_id) in self.done and (
+                job.state is State.NEW and ("lease2", job_id) not in self.done
+            ):
+                out.append(("lease2", job_id, StartAttempt(job_id, 1)))
+            elif fate == "fail-retry" and job.state is State.LEASED and (
+                "lease2", job_id) in self.done and ("work2", job_id) not in self.done:
+                out.append(("work2", job_id, Complete(job_id, result_of(job_id))))
             elif (fate == "delete" or (fate == "complete-delete" and job.state is State.COMPLETED)
                   ) and ("delete", job_id) not in self.done and self.removable(job_id):
                 out.append(("delete", job_id, Delete(job_id)))
@@ -505,3 +533,31 @@ def test_a_diamond_with_a_failing_side_and_crashes():
         assert inputs_of(world.part_of(d).table)[d, b] == Input(True, result_of(b))
         assert inputs_of(world.part_of(d).table)[d, c] == Input(False, fail_result_of(c))
         assert input_key(d, c) in world.part_of(d).table.side
+
+
+def test_a_chain_behind_a_retried_job_comes_back_and_runs():
+    """One fixed run, to read: a -> b -> c, a fails and is retried (spec/workflows.md,
+    retry): b and c, failed in ``upstream-failed`` because of it, come back WAITING (a
+    notice each, down the chain) and run once a completes; nothing ends FAILED."""
+    a, b, c = (uuid.UUID(int=n << 64 | 7) for n in range(1, 4))
+    dag = Dag(
+        (a, b, c), {a: (), b: (a,), c: (b,)}, {a: "fail-retry", b: "complete", c: "complete"},
+        dict.fromkeys((a, b, c), LONG_TTL), 2,
+    )  # fmt: skip
+    cascades = 0
+    for seed in range(30):
+        world = World(dag, random.Random(seed))
+        world.run()
+        check_against_the_reference(world)
+        check_the_fold_of_the_logs(world)
+        assert all(world.job(j).state is State.COMPLETED for j in (a, b, c))
+        assert world.job(a).result == result_of(a) and world.job(a).attempts == 1
+        for part in world.parts:  # the dependents a retry brought back from FAILED
+            table = Table()
+            for index, (command, at_ms) in enumerate(part.log):
+                result = step(table.jobs.get(command.job_id), command, at_ms, position(index))
+                apply_command(table, command, at_ms, position(index))
+                if isinstance(result.outcome, Accepted) and type(
+                    result.outcome.event).__name__ == "UpstreamRetried":
+                    cascades += 1
+    assert cascades >= 10  # b, and c behind it, failed and came back in most runs

@@ -95,6 +95,10 @@ WORKFLOW_VARIANTS = {
     "released_ms": lambda: dataclasses.replace(DEPENDENT, released_ms=T0 - 9),
     "finished_ms": lambda: dataclasses.replace(UPSTREAM_FAILED, finished_ms=T0 + 1),
     "group": lambda: dataclasses.replace(UPSTREAM_FAILED, group="other"),
+    # Retry's (spec/workflows.md, retry): a job a retry left with a time, or early.
+    "delayed_ms": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0),
+    "early": lambda: dataclasses.replace(DEPENDENT, early=True),
+    "delayed_ms again": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0 + 1, early=True),
 }
 WORKFLOW_BASES = {"finished_ms": UPSTREAM_FAILED, "group": UPSTREAM_FAILED,
                   "upstreams outcome": UPSTREAM_FAILED}  # fmt: skip

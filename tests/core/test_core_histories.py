@@ -30,6 +30,7 @@ from eventq.core import (
     Job,
     Rejected,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     State,
@@ -76,14 +77,24 @@ def reference(job: Job | None, cmd, at: int, off: int):
                   tags=cmd.tags)  # fmt: skip
         return ("accepted", ("Added", {}), new)
     if job is None:
-        if isinstance(cmd, (Complete, Fail, Delete, Touch)):
+        if isinstance(cmd, (Complete, Fail, Delete, Touch, Retry)):
             return ("rejected", NotFound(), None)
         return ("ignored", None, None)
+    if isinstance(cmd, Retry):  # spec/workflows.md, retry: only a FAILED job
+        if job.state != State.FAILED:
+            return ("rejected", NotFound(), job)
+        delayed = at + cmd.delay_ms if cmd.delay_ms else None
+        early = delayed is None and job.scheduled_ms is not None and job.scheduled_ms > at
+        return ("accepted", ("Retried", {"delay_ms": cmd.delay_ms}),
+                r(job, state=State.NEW, attempts=0, fails=0, returns=0, retry_ms=None,
+                  result=None, result_ok=None, group=None, delayed_ms=delayed, early=early,
+                  version=off))  # fmt: skip
     limit = job.max_attempts if job.max_attempts else 255
     if isinstance(cmd, StartAttempt):
         waiting = job.state in (State.NEW, State.PENDING)
-        time = job.scheduled_ms if job.retry_ms is None else job.retry_ms
-        due = time is None or time <= at
+        time = job.scheduled_ms if job.delayed_ms is None else job.delayed_ms
+        time = time if job.retry_ms is None else job.retry_ms
+        due = time is None or time <= at or (job.early and job.retry_ms is None)
         if not (waiting and due) or job.attempts + 1 != cmd.attempt:
             return same
         if cmd.attempt > limit:
@@ -132,9 +143,11 @@ def reference(job: Job | None, cmd, at: int, off: int):
             return ("accepted", ("FailRetried", {}),
                     r(job, state=State.PENDING, fails=fails, lease_deadline_ms=None,
                       version=off, **backed_off(job, at)))  # fmt: skip
-        return ("accepted", ("Failed", {"result": cmd.result}),
+        # The fail's group; "failed" (the default of a final fail) is kept as none.
+        group = None if cmd.group in (None, "failed") else cmd.group
+        return ("accepted", ("Failed", {"result": cmd.result, "group": cmd.group}),
                 r(job, state=State.FAILED, fails=fails, result=cmd.result, result_ok=False,
-                  lease_deadline_ms=None, version=off))  # fmt: skip
+                  lease_deadline_ms=None, group=group, version=off))  # fmt: skip
     if isinstance(cmd, Delete):
         return ("accepted", ("Deleted", {}), None)
     assert isinstance(cmd, Expire)
@@ -230,9 +243,16 @@ class History(RuleBasedStateMachine):
             # job.version never decreases, across lifetimes too (offsets only grow).
             assert after.version >= self.highest_version.get(job_id, -1)
             self.highest_version[job_id] = after.version
-        if before is not None and is_final(before) and after is not None:
-            # Final stays final (and unchanged) until deleted or expired.
+        if before is not None and is_final(before) and after is not None and not (
+            isinstance(command, Retry) and isinstance(outcome, Accepted)
+        ):
+            # Final stays final (and unchanged) until deleted, expired or retried.
             assert after == before
+        if isinstance(command, Retry) and isinstance(outcome, Accepted):
+            # A retry revives only a FAILED job, under its id, from scratch.
+            assert before is not None and before.state is State.FAILED
+            assert after is not None and (after.attempts, after.fails) == (0, 0)
+            self.started[job_id] = set()
 
         if after is None:
             self.state.pop(job_id, None)
@@ -366,5 +386,5 @@ def test_generator_covers_the_interesting_events():
     assert seen >= {
         "Added", "AttemptStarted", "Completed", "Failed", "FailRetried", "Deleted",
         "AttemptTimedOut+requeued", "AttemptTimedOut+failed", "Expired+evicted",
-        "Expired+final", "AttemptsExhausted", "Rejected", "Ignored",
+        "Expired+final", "AttemptsExhausted", "Rejected", "Ignored", "Retried",
     }  # fmt: skip

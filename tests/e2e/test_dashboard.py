@@ -169,13 +169,24 @@ def test_actions_change_the_state_and_the_page_shows_it(server, workload, browse
         browser.click("button[name=retry]")
         assert "retried" in browser.text("#flash")
         copy = browser.url().split("/jobs/")[1].split("?")[0]
-        assert copy != str(workload["failed"])
-        with pytest.raises(NotFound):
-            c.inspect_job(workload["failed"])
+        assert copy == str(workload["failed"])  # retry: the same job, under its id
         retried = c.inspect_job(copy)
-        assert (retried.name, retried.state, retried.payload) == (
-            "bills", "new", b"\x00\x01invoice")
+        assert (retried.name, retried.state, retried.payload, retried.fails) == (
+            "bills", "new", b"\x00\x01invoice", 0)
         shot(browser, "job-retried")
+
+        # A failure group, listed and retried from its page (spec/workflows.md, 3).
+        grouped = c.add("bills", b"g")
+        c.fail(grouped, b"x", group="dashboard-group")
+        browser.goto(base + "failed")
+        assert "dashboard-group" in browser.text("#groups")
+        browser.goto(base + "failed/dashboard-group")
+        assert str(grouped) in browser.text("#jobs")
+        browser.click("button[name=retry-group]")
+        assert "Failure group retried" in browser.text("#flash")
+        assert c.inspect_job(grouped).state == "new"
+        shot(browser, "group-retried")
+        browser.goto(base + f"jobs/{copy}")
 
         browser.click("button[name=delete]")
         assert "Job deleted" in browser.text("#flash")

@@ -82,7 +82,8 @@ def test_a_failed_upstream_is_an_input_with_0_and_fails_its_dependent() -> None:
         await finish(p, "extract", "fail", b"bad")  # U1 first: added first
         assert await p.handle(f"inputs {D}\r\n".encode()) == f"+OK 1\r\n{U1} 0 3\r\nbad\r\n".encode()
         block = await p.handle(f"inspect job {D}\r\n".encode())
-        assert b"state 2\r\n" in block and block.endswith(b"after 2\r\nwaiting 2\r\n")
+        assert b"state 2\r\n" in block and block.endswith(
+            b"after 2\r\nwaiting 2\r\ngroup upstream-failed\r\n")  # spec/workflows.md, 3
         assert await p.handle(b"inspect queue etl\r\n") == (
             b"+OK 1\r\netl 2\r\nready-len 0\r\nscheduled-len 0\r\n")
 

@@ -124,3 +124,19 @@ def test_export_reports_the_recurrences_it_leaves_behind(monkeypatch, tmp_path, 
     at = lines.index("  recurrences not exported (workq has no recurring jobs; the jobs they "
                      "added are exported): 2")
     assert lines[at + 1:at + 3] == ["    hourly", "    nightly"]
+
+
+def test_a_named_group_and_a_retrys_time_are_noted() -> None:
+    """[eventq] spec/workflows.md, 3: a failure group workq's commands do not produce,
+    and the time a retry gave a job, cannot be held in workq's log."""
+    from eventq.core import Fail, Retry
+    from eventq.migrate.mapping import GROUP_LOST, RETRY_LOST
+
+    now_ms = time.time_ns() // 1_000_000
+    job = added(Add(PLAIN, "q", 1000, HOUR_MS, b"p"), now_ms, 10)
+    _, plain_failed = apply(job, Fail(PLAIN, b"x"), now_ms, 11)
+    _, named = apply(job, Fail(PLAIN, b"x", "deploy-7"), now_ms, 11)
+    _, retried = apply(named, Retry(PLAIN, 5000), now_ms, 12)
+    assert export_notes(plain_failed) == []
+    assert export_notes(named) == [GROUP_LOST]
+    assert export_notes(retried) == [RETRY_LOST]

@@ -149,8 +149,10 @@ def test_export_maps_times_and_states_exactly():
 
 def without_backoff(job):
     """``job`` as workq can hold it: no -backoff (its retry time gone: ready at once),
-    no -tags."""
-    return dataclasses.replace(job, backoff_ms=0, returns=0, retry_ms=None, tags=())
+    no -tags, [eventq] no failure group of its own and no retry's time (export_notes
+    reports them)."""
+    return dataclasses.replace(job, backoff_ms=0, returns=0, retry_ms=None, tags=(),
+                               group=None, delayed_ms=None, early=False)
 
 
 def test_a_job_with_a_backoff_is_noted_as_losing_it():

@@ -57,3 +57,26 @@ def test_waiting_jobs_notices_and_registrations_are_counted() -> None:
         assert value(m, "eventq_queue_events_total", queue="etl", event="upstream_noted") == 1
 
     run(scenario())
+
+
+def test_failed_jobs_are_counted_per_group() -> None:
+    """[eventq] spec/workflows.md, "3. Failure groups and retry": one gauge per group."""
+    async def scenario() -> None:
+        p = Process()
+        await p.handle(add(U, "extract"))
+        await p.handle(add(D1, "etl", f" -after={U}"))
+        await p.handle(add(X, "etl"))
+        m = scrape(p)
+        assert not [key for key in m if key[0] == "eventq_failed_jobs"]
+        await p.handle(f"fail {U} 1 -group=deploy-7\r\nx\r\n".encode())
+        await p.handle(f"fail {X} 1\r\nx\r\n".encode())
+        m = scrape(p)
+        assert value(m, "eventq_failed_jobs", group="deploy-7") == 1
+        assert value(m, "eventq_failed_jobs", group="upstream-failed") == 1
+        assert value(m, "eventq_failed_jobs", group="failed") == 1
+        await p.handle(b"retry-group deploy-7 10\r\n")  # U and, in cascade, D1
+        m = scrape(p)
+        assert [key for key in m if key[0] == "eventq_failed_jobs"] == [
+            ("eventq_failed_jobs", (("group", "failed"),))]
+
+    run(scenario())

@@ -74,3 +74,20 @@ def test_edges_escape_what_they_show_and_a_job_without_any_has_no_section():
     assert "gone-note" not in html  # no gone row: no legend
     note = pages.edges_section(pages.Edges(note="could not be read (<b>)"))
     assert "<b>" not in note and "&lt;b&gt;" in note
+
+
+def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
+    """[eventq] spec/workflows.md, 3: the groups with their counts, a group's jobs, and
+    "Retry this group" only when the dashboard may act."""
+    listed = pages.failed_page([("deploy-7", 10_000), ("failed", 2)], frame())
+    assert 'href="/failed/deploy-7"' in listed and "10,000" in listed
+    assert "No failed jobs" in pages.failed_page([], frame())
+    job = job_info(group="deploy-7")
+    acting = pages.failed_group_page("deploy-7", 12_000, [job], 0, 25, False, frame(True),
+                                     10_000)
+    assert 'action="/failed/deploy-7/retry"' in acting and "oldest 10,000" in acting
+    assert str(job.id) in acting
+    read_only = pages.failed_group_page("deploy-7", 1, [job], 0, 25, False, frame(), 10_000)
+    assert "<form" not in read_only
+    assert dict(pages.job_fields(job))["failure group"] == "deploy-7"
+    assert "failure group" not in dict(pages.job_fields(job_info()))

@@ -17,6 +17,8 @@ from eventq.protocol import (
     Inputs,
     InspectBulk,
     InspectDigest,
+    InspectFailed,
+    InspectFailedJobs,
     InspectJob,
     InspectJobs,
     InspectQueue,
@@ -33,6 +35,8 @@ from eventq.protocol import (
     Request,
     Result,
     Resume,
+    Retry,
+    RetryGroup,
     Run,
     Schedule,
     Touch,
@@ -155,8 +159,17 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Fla
             return ["lease", *names, str(wait)], {}, None
         case Complete(id, result):
             return ["complete", fmt_id(id), str(len(result))], {}, result
-        case Fail(id, result):
-            return ["fail", fmt_id(id), str(len(result))], {}, result
+        case Fail(id, result, group):
+            return ["fail", fmt_id(id), str(len(result))], ({} if group is None else {
+                "group": group}), result
+        case Retry(id, delay):
+            return ["retry", fmt_id(id)], ({"delay": delay} if delay else {}), None
+        case RetryGroup(group, count):
+            return ["retry-group", group, str(count)], {}, None
+        case InspectFailed(offset, limit):
+            return ["inspect", "failed", str(offset), str(limit)], {}, None
+        case InspectFailedJobs(group, offset, limit):
+            return ["inspect", "failed-jobs", group, str(offset), str(limit)], {}, None
         case Delete(id):
             return ["delete", fmt_id(id)], {}, None
         case InspectServer():

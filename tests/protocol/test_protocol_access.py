@@ -54,11 +54,14 @@ REQUESTS: dict[str, bytes] = {
     "inspect": b"inspect server\r\n",
     "recur": b"recur nightly q 10 1000 60000 2\r\nhi\r\n",
     "unrecur": b"unrecur nightly\r\n",
+    "retry": b"retry %s\r\n" % ID.encode(),
+    "retry-group": b"retry-group g 10\r\n",
 }
 INSPECT_OBJECTS = {
     "server": b"", "queues": b" 0 10", "queue": b" q", "jobs": b" q 0 10",
     "scheduled-jobs": b" q 0 10", "waiting-jobs": b" q 0 10", "job": b" " + ID.encode(),
     "digest": b"", "bulk": b"", "recurring": b" 0 10", "tagged": b" t 0 10",
+    "failed": b" 0 10", "failed-jobs": b" g 0 10",
 }
 
 
@@ -143,7 +146,7 @@ def test_an_admin_may_use_every_verb_and_the_roles_are_the_specs() -> None:
     assert ROLE_VERBS[Role.READER] == {"auth", "result", "inputs", "inspect"}
     assert ROLE_VERBS[Role.WORKER] == ROLE_VERBS[Role.READER] | {"lease", "complete", "fail", "touch"}
     assert ROLE_VERBS[Role.PRODUCER] == ROLE_VERBS[Role.READER] | {
-        "add", "schedule", "run", "delete", "recur", "unrecur"}
+        "add", "schedule", "run", "delete", "retry", "retry-group", "recur", "unrecur"}
     assert all(verbs <= ROLE_VERBS[Role.ADMIN] for verbs in ROLE_VERBS.values())
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventq.errors import EventqError
-from eventq.limits import MAX_NAME_BYTES
+from eventq.limits import MAX_NAME_BYTES, MAX_RETRY_COUNT, MAX_RETRY_DELAY_MS, MIN_RETRY_COUNT
 from eventq.protocol import (
     Add,
     Close,
@@ -36,12 +36,16 @@ from eventq.protocol.requests import (
     Confirm,
     Edges,
     Inputs,
+    InspectFailed,
+    InspectFailedJobs,
     InspectWaitingJobs,
     Pause,
     Peek,
     Peer,
     Request,
     Resume,
+    Retry,
+    RetryGroup,
     Touch,
 )
 
@@ -157,6 +161,12 @@ requests_ = st.one_of(
     jobs_with_after(),
     st.builds(Inputs, v4_ids),
     st.builds(InspectWaitingJobs, names, offsets, limits),
+    # [eventq] spec/workflows.md section 3 (groups are names by their rule)
+    st.builds(Fail, v4_ids, payloads, names),
+    st.builds(Retry, v4_ids, st.integers(0, MAX_RETRY_DELAY_MS)),
+    st.builds(RetryGroup, names, st.integers(MIN_RETRY_COUNT, MAX_RETRY_COUNT)),
+    st.builds(InspectFailed, offsets, limits),
+    st.builds(InspectFailedJobs, names, offsets, limits),
 )
 
 

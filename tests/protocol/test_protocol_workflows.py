@@ -292,19 +292,13 @@ ERRORS = [
     (b"inspect waiting-jobs p 0 0\r\n", C(INVALID_LIMIT)),
     (b"inspect Waiting-jobs p 0 1\r\n", C(UNKNOWN_COMMAND)),
     (b"inspect waiting p 0 1\r\n", C(UNKNOWN_COMMAND)),
-    # only inputs joins the verb list now: the others are still unknown, verbs are
-    # case-sensitive, and a line that starts with a space has no verb
-    (f"retry {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
-    (f"retry {ID} -delay=1\r\n".encode(), C(UNKNOWN_COMMAND)),
-    (b"retry-group failed 10\r\n", C(UNKNOWN_COMMAND)),
+    # verbs are case-sensitive, and a line that starts with a space has no verb
     (f"Inputs {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f"INPUTS {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f" inputs {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f"input {ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (f"inputs\t{ID}\r\n".encode(), C(UNKNOWN_COMMAND)),
     (b"inspect inputs x\r\n", C(UNKNOWN_COMMAND)),
-    (b"inspect failed 0 1\r\n", C(UNKNOWN_COMMAND)),
-    (b"inspect failed-jobs g 0 1\r\n", C(UNKNOWN_COMMAND)),
 ]
 # fmt: on
 

@@ -493,8 +493,10 @@ def test_the_state_log_columns_are_as_they_were():
         # after and waiting are derived from upstreams, as state_name from state
         "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
         "finished_ms", "group",
-        # tags' (spec/workflows.md, 4), last
-        "tags")
+        # failure groups and retry (spec/workflows.md, 3): the group a FAILED job is in
+        # and its failure time, derived from group; then tags' (spec/workflows.md, 4);
+        # then a retry's fields
+        "failure_group", "failed_ms", "tags", "delayed_ms", "early")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
@@ -503,7 +505,8 @@ def test_the_state_log_columns_are_as_they_were():
         "backoff_ms int, returns int, retry_ms bigint, upstreams binary, "
         "after array<string>, waiting int, added_at bigint, "
         "released_ms bigint, finished_at bigint, finished_ms bigint, group string, "
-        "tags array<string>")
+        "failure_group string, failed_ms bigint, tags array<string>, delayed_ms bigint, "
+        "early boolean")
 
 
 def test_every_job_field_has_a_column_type():

@@ -183,3 +183,40 @@ def test_a_program_with_inputs_whose_worker_did_not_fetch_them_says_what_to_decl
         run(Program(SEES_INPUTS, inputs=True), WorkerJob.of(JOB, None))
     with pytest.raises(InputsNotDeclared, match="inputs=True"):
         run(Program(SEES_INPUTS, inputs=True), JOB)  # a plain Job: none either
+
+
+# --- eventq: failure groups (spec/workflows.md, "3. Failure groups and retry") ------
+
+
+@pytest.mark.parametrize(("stderr", "tail", "group"), [
+    (b"bad input\neventq-group: bad-input\n", b"bad input", "bad-input"),
+    (b"eventq-group: deploy-7", b"", "deploy-7"),
+    (b"x\neventq-group: a.B_c-9 \r\n", b"x", "a.B_c-9"),
+    (b"eventq-group: not one!\n", b"eventq-group: not one!\n", None),  # not a group
+    (b"eventq-group: g\nmore\n", b"eventq-group: g\nmore\n", None),  # not the last line
+    (b"said eventq-group: g\n", b"said eventq-group: g\n", None),  # not a line of its own
+    (b"plain\n", b"plain\n", None),
+])
+def test_a_failed_program_names_its_group_by_its_last_stderr_line(stderr, tail, group):
+    with pytest.raises(JobFailed) as caught:
+        result_of(Finished(3, b"", 0, stderr))
+    assert caught.value.result == b"exit status 3: " + tail
+    assert caught.value.group == group
+
+
+def test_a_handler_fails_into_a_group_with_job_failed():
+    failed = JobFailed("refused", group="bad-credentials")
+    assert (failed.result, failed.group, failure_of(failed)) == (
+        b"refused", "bad-credentials", b"refused")
+    assert JobFailed(b"x").group is None
+    with pytest.raises(Exception, match="Invalid Group"):
+        JobFailed("x", group="no spaces")
+
+
+def test_a_real_program_fails_into_its_group():
+    failing = Program((sys.executable, "-c", "import sys; sys.stderr.write("
+                       "'no such user\\neventq-group: unknown-user\\n'); sys.exit(4)"))
+    with pytest.raises(JobFailed) as caught:
+        run(failing)
+    assert caught.value.group == "unknown-user"
+    assert caught.value.result == b"exit status 4: no such user"

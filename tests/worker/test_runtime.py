@@ -160,3 +160,18 @@ def test_handlers_and_programs_declare_inputs_per_queue():
     assert worker.handlers["count"] == Handler(len, None, False)
     assert worker.handlers["report"] == Handler(Program(("cat",), None, True), None, True)
     assert worker.handlers["plain"] == Handler(Program(("cat",), 1.5), None, False)
+
+
+def test_a_failure_with_a_group_is_reported_with_it(monkeypatch):
+    """eventq: spec/workflows.md, 3. A JobFailed's group goes with the fail; a failure
+    without one is sent as workq's fail, with no flag."""
+    sent = []
+
+    class Reporter:
+        async def fail(self, job_id, result, **flags):
+            sent.append((job_id, result, flags))
+
+    worker = worker_with(Reporter(), monkeypatch)
+    assert asyncio.run(worker._report(JOB, False, b"r", "g")) == "failed"
+    assert asyncio.run(worker._report(JOB, False, b"r")) == "failed"
+    assert sent == [(JOB.id, b"r", {"group": "g"}), (JOB.id, b"r", {})]
