@@ -197,7 +197,7 @@ def test_lease_order_key_ignores_changing_fields(job):
     """The key depends only on fields fixed at creation: a requeued job keeps its place."""
     base = dataclasses.replace(
         job, state=State.NEW, attempts=0, fails=0, lease_deadline_ms=None, result=None,
-        result_ok=None, version=0,
+        result_ok=None, version=0, group=None,  # a final fail's -group: FAILED only
     )  # fmt: skip
     assert lease_order_key(base) == lease_order_key(job)
 
