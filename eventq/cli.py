@@ -177,12 +177,14 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
         EXIT_CANNOT_START,
+        files_problem,
         interrupt_on_sigterm,
         ports_problem,
         serve_processes,
     )
 
-    problem = ports_problem(settings)  # before anything starts, Kafka included
+    # Before anything starts, Kafka included.
+    problem = files_problem(settings) or ports_problem(settings)
     if problem:
         return fail(problem, EXIT_CANNOT_START)
     interrupt_on_sigterm()
@@ -243,12 +245,19 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 # The settings `eventq client` uses: the server's address (its --help used to list all
 # 25 server and Kafka flags).
 CLIENT_SETTINGS = ("listen_host", "listen_port")
+TOKEN_ENV = "EVENTQ_TOKEN"  # a client's token when --token is not given (kept out of `ps`)
 
 
 def cmd_client(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.linecli import run_line_client
+    from eventq.worker.cli import UsageError, tls_from_arguments
 
-    return run_line_client(settings.listen_host, settings.listen_port)
+    token = args.token or os.environ.get(TOKEN_ENV)
+    try:
+        tls = tls_from_arguments(args)
+    except UsageError as error:
+        return fail(str(error), 2)
+    return run_line_client(settings.listen_host, settings.listen_port, token or None, tls)
 
 
 # --- replay and digest ------------------------------------------------------------
@@ -432,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _subcommand(commands, "serve", cmd_serve, "serve the workq protocol (Kafka must be up)")
-    _subcommand(
+    client_parser = _subcommand(
         commands,
         "client",
         cmd_client,
@@ -440,6 +449,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the server is at --listen-host:--listen-port, as `eventq serve` was given them",
         CLIENT_SETTINGS,
     )
+    client_parser.add_argument(
+        "--token", default=None, metavar="TOKEN",
+        help=f"`auth` with this token first, for a server with tokens (default: ${TOKEN_ENV})")
+    from eventq.worker.cli import add_tls_arguments
+
+    add_tls_arguments(client_parser)
     replay_parser = _subcommand(
         commands,
         "replay",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import os
 import socket
+import ssl
 import sys
 import threading
 
@@ -24,9 +25,18 @@ RECV_BYTES = 65536
 JOIN_POLL_S = 0.2
 
 
-def run_line_client(host: str, port: int) -> int:
+def run_line_client(host: str, port: int, token: str | None = None,
+                    tls: ssl.SSLContext | None = None) -> int:
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host)
+        if token is not None and not _authenticated(sock, token):
+            sock.close()
+            print(f"eventq: {host}:{port} refused the token (-CLIENT-ERROR Unauthorized): "
+                  "check --token / EVENTQ_TOKEN against the server's tokens file",
+                  file=sys.stderr)
+            return 1
     except OSError as error:
         print(f"eventq: cannot connect to {host}:{port}: {error}. Is `eventq serve` "
               "(or `make run`) running?", file=sys.stderr)
@@ -49,6 +59,18 @@ def run_line_client(host: str, port: int) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _authenticated(sock: socket.socket, token: str) -> bool:
+    """Send ``auth <token>`` first (spec/security.md) and read its one-line reply."""
+    sock.sendall(b"auth " + token.encode("latin-1") + b"\r\n")
+    reply = b""
+    while not reply.endswith(b"\r\n"):
+        chunk = sock.recv(256)
+        if not chunk:
+            return False
+        reply += chunk
+    return reply == b"+OK\r\n"
 
 
 def _send_input(sock: socket.socket) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import socket
+import ssl
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import mode
@@ -27,23 +29,42 @@ from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
 from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
 from eventq.logformat import demote_routine_retries, logging_config
+from eventq.protocol.access import TokenStore
 from eventq.settings import Settings
+from eventq.tls import TlsUnusable, peer_context, server_context
+from eventq.tokens_file import TokensUnusable, load_tokens, reload_tokens
 from streams.command_writer import CommandWriter
 
 log = logging.getLogger("eventq")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The gateway's TLS and its links' (eventq/tls.py), built at start (None: plain)."""
+
+    server: ssl.SSLContext | None = None
+    peer: ssl.SSLContext | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Tls":
+        return cls(server_context(settings), peer_context(settings))
+
 
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
 
     def __init__(self, settings: Settings, streams, listeners: Listeners | None = None,
+                 tokens: TokenStore | None = None, tls: Tls | None = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
+        self._tokens = tokens
         http = settings.http_address
         self._stats = stats = GatewayStats(
             lambda: streams.processor.counters.evicted, timed=http is not None)
-        self.peers = Peers()
+        tls = tls or Tls()
+        self.peers = Peers(None if tokens is None else tokens.tokens.peer_token, tls.peer)
         cluster = Cluster(
             self_address=settings.advertised_address,
             partitions=settings.partitions,
@@ -64,13 +85,16 @@ class EventqService(mode.Service):
         listeners = listeners or Listeners()
         self.server = GatewayServer(
             self.gateway, stats, settings.listen_host, settings.listen_port, wall_clock_ms,
-            sock=listeners.gateway,
+            sock=listeners.gateway, tokens=tokens, tls=tls.server,
         )
         self.web = None if http is None else web_server(
             settings, streams, self.gateway, stats, listeners.web)
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
+        if self._tokens is not None:  # spec/security.md: the file is read again on SIGHUP
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGHUP, reload_tokens, self._tokens, self._settings.tokens_file)
         # Before the app starts (faust starts it after this service): the follow-ups of
         # the first records applied are written with it (docs/architecture.md, "Batches").
         if self._streams.own_command_producer is not None:
@@ -96,7 +120,8 @@ class EventqService(mode.Service):
                 "reach this one at %s; give it the address they can reach",
                 self._settings.listen_host, self._settings.advertised_address)
         print(
-            f"eventq serving the workq protocol on "
+            f"eventq serving the workq protocol"
+            f"{' over TLS' if self._settings.tls_cert else ''} on "
             f"{self._settings.listen_host}:{self.server.port} "
             f"(Kafka {self._settings.kafka_bootstrap})",
             flush=True,
@@ -422,6 +447,12 @@ def preflight(settings: Settings, adopt_partitions: bool) -> Settings | int:
 
 
 def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
+    try:  # first: a file with a typo is said at once, before Kafka is asked anything
+        tokens = load_tokens(settings.tokens_file)
+        tls = Tls.of(settings)
+    except (TokensUnusable, TlsUnusable) as error:
+        say_on_stderr(str(error))
+        return EXIT_CANNOT_START
     checked = preflight(settings, adopt_partitions)
     if isinstance(checked, int):
         return checked
@@ -454,7 +485,7 @@ def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
         say_on_stderr(str(error))
         return EXIT_CANNOT_START
     try:
-        code = run_faust(settings, listeners, loop)
+        code = run_faust(settings, listeners, loop, tokens, tls)
     finally:
         listeners.close()
     if code == 0:
@@ -462,7 +493,8 @@ def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
     return code
 
 
-def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
+def run_faust(settings: Settings, listeners: Listeners, loop,
+              tokens: TokenStore | None = None, tls: Tls | None = None) -> int:
     """The faust worker with eventq's service until it stops; its exit status."""
     import faust
 
@@ -470,7 +502,7 @@ def run_faust(settings: Settings, listeners: Listeners, loop) -> int:
 
     streams = build_streams(settings)
     demote_routine_retries(settings.jobs_topic)
-    service = EventqService(settings, streams, listeners, loop=loop)
+    service = EventqService(settings, streams, listeners, tokens, tls, loop=loop)
     worker = eventq_worker_class(faust.Worker)(
         streams.app,
         service,

@@ -70,6 +70,16 @@ class Settings:
     # whole fetches on the main loop, or faust's agent, a record at a time (the path
     # before; kept to compare and to fall back on).
     apply_path: str = APPLY_FETCH
+    # Tokens and roles (spec/security.md): a file of `<token> <role>[,<role>...]
+    # [<prefix>]` lines, read at start and on SIGHUP (empty: no tokens, every client
+    # may do everything, as workq).
+    tokens_file: str = ""
+    # TLS on the gateway and the links between processes (spec/security.md): the
+    # certificate and its key (both or neither); a client CA makes client certificates
+    # required (mTLS).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
 
     def __post_init__(self) -> None:
         if not self.bulk_topic:
@@ -111,6 +121,14 @@ class Settings:
         if self.command_producer not in COMMAND_PRODUCERS:
             raise ValueError(f"command_producer must be one of {', '.join(COMMAND_PRODUCERS)}, "
                              f"not {self.command_producer!r}")
+        # Files resolved once, like data_dir: `eventq up` starts its processes elsewhere.
+        for name in ("tokens_file", "tls_cert", "tls_key", "tls_client_ca"):
+            if getattr(self, name):
+                object.__setattr__(self, name, str(Path(getattr(self, name)).resolve()))
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both, or neither")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ValueError("tls_client_ca needs tls_cert and tls_key (the server's own)")
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -236,6 +254,17 @@ HELP = {
     "apply_path": (
         "how the processor reads the command log: 'fetch' (whole fetches, on the main "
         "event loop) or 'agent' (faust's agent, one event per record)"
+    ),
+    "tokens_file": (
+        "file of tokens and their roles, one `<token> <role>[,<role>...] [<prefix>]` per "
+        "line (roles: reader, worker, producer, admin); clients must `auth` first; read "
+        "again on SIGHUP (default: no tokens)"
+    ),
+    "tls_cert": "PEM certificate (chain) the gateway presents: it then speaks TLS",
+    "tls_key": "PEM private key of --tls-cert",
+    "tls_client_ca": (
+        "PEM CA that must have signed every client's certificate (mTLS); also what links "
+        "between eventq processes trust"
     ),
     "http_actions": (
         "let the dashboard pause/resume queues and delete or retry jobs (read-only "

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -67,6 +68,21 @@ def process_http_port(settings: Settings, index: int) -> str:
         return settings.http_port
     host, http_port = http
     return f"{host}:{http_port + index if http_port else 0}"
+
+
+def files_problem(settings: Settings) -> str | None:
+    """Why the tokens file or the TLS files cannot be used, or None: said once before
+    anything starts, not by each process as it fails at start."""
+    from eventq.tls import TlsUnusable, peer_context, server_context
+    from eventq.tokens_file import TokensUnusable, load_tokens
+
+    try:
+        load_tokens(settings.tokens_file)
+        server_context(settings)
+        peer_context(settings)
+    except (TokensUnusable, TlsUnusable) as error:
+        return str(error)
+    return None
 
 
 def ports_problem(settings: Settings) -> str | None:
@@ -142,6 +158,8 @@ def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] 
     nodes = [BrokerNode(config, list(cluster)) for config in brokers_started]
     could_not_start = False
     with stop_on_signals() as stop:  # from here on a signal stops the loop, never a stop
+        if settings.tokens_file:  # spec/security.md: each process reads it again on SIGHUP
+            signal.signal(signal.SIGHUP, partial(_pass_on, children))
         try:
             for child in children:
                 child.start()
@@ -157,6 +175,13 @@ def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] 
         finally:
             code = stop_all(children)
     return EXIT_FAILED if could_not_start else code
+
+
+def _pass_on(children: Sequence[ServeProcess], signum: int, frame: object) -> None:
+    """Send ``signum`` on to every running child (SIGHUP: read the tokens again)."""
+    for child in children:
+        if child.running():
+            child.process.send_signal(signum)
 
 
 def say_on_stderr(message: str) -> None:

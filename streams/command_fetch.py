@@ -53,6 +53,10 @@ MAX_RECORDS_PER_FETCH = 500
 # A getmany that found nothing returns after this long (records wake it at once).
 IDLE_POLL_MS = 1000
 FETCH_ERROR_BACKOFF_S = 0.5  # a failed fetch (a broker away) is tried again after this
+# A partition served this long without one fetch answered (its high-water mark still
+# unknown) is logged with what aiokafka's fetcher holds of it: a fetch of a served
+# partition normally answers within fetch_max_wait_ms, so this finds a stalled reader.
+UNFETCHED_WARNING_S = 5.0
 
 HandleBatch = Callable[[int, Sequence], Awaitable[None]]
 
@@ -115,12 +119,44 @@ class CommandFetcher:
     def serve(self, positions: dict[int, int]) -> None:
         """Read these partitions from these offsets (the processor expects each one's
         next record there)."""
+        loop = asyncio.get_running_loop()
         for partition, offset in positions.items():
             self._epochs[partition] += 1
             self._serving[partition] = offset
+            loop.call_later(UNFETCHED_WARNING_S, self._check_fetched, partition,
+                            self._epochs[partition])
         self._place()
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
+
+    def _check_fetched(self, partition: int, epoch: int) -> None:
+        """Log a partition still served as it was ``UNFETCHED_WARNING_S`` ago whose
+        fetches have never been answered, with what the fetcher holds of it (stop 40:
+        one restarted process fetched nothing for 5 s under load; this says why)."""
+        if self._epochs[partition] != epoch or partition not in self._serving:
+            return
+        if self.highwater(partition) is not None:
+            return
+        log.warning("%s[%d] served %.0f s ago and not fetched yet: %s", self._topic,
+                    partition, UNFETCHED_WARNING_S, self._fetch_state(partition))
+
+    def _fetch_state(self, partition: int) -> str:
+        """What aiokafka's consumer holds of ``partition`` (its internals, read for a
+        log line only; any of them missing says so instead)."""
+        consumer, tp = self._consumer, self._tps[partition]
+        if consumer is None:
+            return "the consumer has not started"
+        try:
+            fetcher = consumer._fetcher
+            assignment = consumer._subscription.subscription.assignment
+            state = assignment.state_value(tp)
+            leader = consumer._client.cluster.leader_for_partition(tp)
+            return (f"position {state._position}, paused {state.paused}, awaiting reset "
+                    f"{state.awaiting_reset}, leader {leader}, request in flight to it "
+                    f"{leader in fetcher._in_flight}, records held {tp in fetcher._records}, "
+                    f"fetcher failed {fetcher.error_future.done()}")
+        except Exception as error:  # the internals moved: say so, never fail the loop
+            return f"fetcher state unreadable ({error!r})"
 
     def drop(self, partitions) -> None:
         """Fetch nothing more of ``partitions`` (now: a record of theirs being applied
@@ -203,6 +239,15 @@ class CommandFetcher:
         # of its own) never sees one unpaused before it is served.
         consumer.assign(self._tps)
         consumer.pause(*self._tps)
+        # And each with a position, also in the same step: aiokafka looks up a position
+        # for every partition that has none, paused or not (a committed-offset lookup,
+        # then ListOffsets), and sends no fetch to a broker while any of its partitions
+        # awaits that reset (aiokafka 0.14.0 consumer/fetcher.py:617-651); a reset that
+        # keeps failing for a partition never served here would hold the served ones on
+        # the same broker. A served partition is sought to its own position first
+        # (``_place``); a paused one is never fetched.
+        for tp in self._tps:
+            consumer.seek(tp, 0)
         self._consumer = consumer
         self._place()
         log.info("reading %s in whole fetches on the main loop", self._topic)

@@ -96,6 +96,10 @@ class ServerProcess:
         self.process = None
         self.log_path = home / f"server-{os.getpid()}.log"
         self.starts = 0
+        # Sent before a readiness probe to a server with tokens (spec/security.md), and
+        # the TLS context of the probe of a server that speaks TLS.
+        self.ready_auth = b""
+        self.ready_tls = None
 
     @property
     def flags(self) -> list[str]:
@@ -166,10 +170,18 @@ class ServerProcess:
     def ready(self) -> bool:
         """True once the server answers a request that needs recovered state."""
         try:
-            reply = raw_exchange(self.port, b"inspect queues 0 1\r\n", timeout_s=2.0)
+            reply = self.probe(b"inspect queues 0 1\r\n", timeout_s=2.0)
         except OSError:
             return False
         return reply.startswith(b"+OK")
+
+    def probe(self, request: bytes, timeout_s: float = 5.0) -> bytes:
+        """``request``'s first reply line on a new connection, after ``ready_auth``."""
+        lines = 2 if self.ready_auth else 1
+        reply = raw_exchange(self.port, self.ready_auth + request, timeout_s=timeout_s,
+                             until=lambda data: data.count(b"\r\n") >= lines,
+                             tls=self.ready_tls)
+        return reply.split(b"\r\n", lines - 1)[-1] if self.ready_auth else reply
 
     def stop(self, timeout_s: float = 60.0) -> int | None:
         import signal
@@ -260,8 +272,7 @@ class EventqCluster:
             process.wait_ready(deadline)
         # The last join's rebalance may still be moving partitions: settled once every
         # partition is served (a digest counts each exactly once).
-        while not (reply := raw_exchange(self.processes[0].port, b"inspect digest\r\n",
-                                         timeout_s=5.0)).startswith(b"+OK"):
+        while not (reply := self.processes[0].probe(b"inspect digest\r\n")).startswith(b"+OK"):
             if time.monotonic() > deadline:
                 tails = "\n".join(f"--- process {i + 1}:\n{p.log_tail(40)}"
                                   for i, p in enumerate(self.processes))
@@ -278,16 +289,19 @@ class EventqCluster:
         return [process.stop() for process in self.processes]
 
 
-def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None) -> bytes:
+def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None,
+                 tls=None) -> bytes:
     """Send raw bytes and read until the reply looks complete (or the peer closes).
 
     ``until(data) -> bool`` says when enough has arrived; by default one reply line.
+    ``tls``: an ``ssl.SSLContext`` for a server that speaks TLS.
     """
     import socket
     import time
 
     done = until or (lambda data: data.endswith(b"\r\n"))
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+    plain = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    with plain if tls is None else tls.wrap_socket(plain, server_hostname="127.0.0.1") as sock:
         sock.sendall(request)
         data = b""
         deadline = time.monotonic() + timeout_s

@@ -109,12 +109,44 @@ def test_an_unknown_flag_of_serve_shows_serves_usage_and_the_flag_meant():
     assert "did you mean --listen-port" in last, last
 
 
-def test_client_help_lists_only_the_servers_address():
+def test_client_help_lists_only_the_servers_address_a_token_and_tls():
     _, done = run("client", "--help")
     assert done.returncode == 0
     flags = set(re.findall(r"^\s+-h, (--\w+)|^\s+(--[\w-]+) ", done.stdout, flags=re.M))
     flags = {flag for pair in flags for flag in pair if flag}
-    assert flags == {"--help", "--listen-host", "--listen-port"}, flags
+    assert flags == {"--help", "--listen-host", "--listen-port", "--token", "--tls-ca",
+                     "--tls-cert", "--tls-key"}, flags
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_tls_files_that_cannot_be_used_are_said_at_once(tmp_path, command):
+    key = tmp_path / "server.key"
+    key.write_text("not a key\n")
+    took_s, done = run(command, *serve_flags(tmp_path, **{
+        "tls-cert": str(tmp_path / "missing.pem"), "tls-key": str(key)}))
+    assert done.returncode == 2, done
+    assert took_s < FEEDBACK_S
+    assert f"{tmp_path / 'missing.pem'} is not a file" in done.stderr, done.stderr
+    assert_plain(done.stdout + done.stderr)
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+@pytest.mark.parametrize(("text", "said"), [
+    ("s3cret-Zq admin\ns3cret-Zq reader\n", "line 2: this token is on an earlier line too"),
+    ("# only a comment\n", "holds no token"),
+    (None, "cannot read the tokens file"),
+])
+def test_a_tokens_file_that_cannot_be_used_is_said_at_once_without_its_tokens(
+        tmp_path, command, text, said):
+    path = tmp_path / "tokens"
+    if text is not None:
+        path.write_text(text)
+    took_s, done = run(command, *serve_flags(tmp_path, **{"tokens-file": str(path)}))
+    assert done.returncode == 2, done
+    assert took_s < FEEDBACK_S
+    assert said in done.stderr and str(path) in done.stderr, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert_plain(done.stdout + done.stderr)
 
 
 # --- clients and workers pointed at the wrong port ------------------------------------

@@ -11,8 +11,9 @@ has (touch, pause, resume, -backoff and digest are eventq's)::
         client.complete(job.id, b"done")
 
 Errors are ``eventq.errors.EventqError`` subclasses, one per protocol error:
-``NotFound``, ``TimedOut``, ``DuplicateJob``, ``DuplicateResult``, ``ClientError``
-(any other refusal), ``ServerError``, and ``ConnectionLost`` / ``Unavailable``.
+``NotFound``, ``TimedOut``, ``DuplicateJob``, ``DuplicateResult``, ``Unauthorized`` and
+``Forbidden`` (a server with tokens: pass ``token=``), ``ClientError`` (any other
+refusal), ``ServerError``, and ``ConnectionLost`` / ``Unavailable``.
 Workers: ``eventq.worker``.
 """
 
@@ -23,9 +24,11 @@ from eventq.client.errors import (
     DuplicateJob,
     DuplicateResult,
     EventqError,
+    Forbidden,
     NotFound,
     ServerError,
     TimedOut,
+    Unauthorized,
     Unavailable,
 )
 from eventq.client.models import (
@@ -38,9 +41,11 @@ from eventq.client.models import (
     ServerInfo,
 )
 from eventq.client.sync import AddManyError, Client
+from eventq.client.tls import tls_context
 
 __all__ = [
     "AddManyError", "AsyncClient", "Client", "ClientError", "ConnectionLost", "DuplicateJob",
-    "DuplicateResult", "EventqError", "Job", "JobInfo", "NewJob", "NotFound", "QueueInfo", "RecurrenceInfo",
-    "Result", "ServerError", "ServerInfo", "TimedOut", "Unavailable",
+    "DuplicateResult", "EventqError", "Forbidden", "Job", "JobInfo", "NewJob", "NotFound",
+    "QueueInfo", "RecurrenceInfo", "Result", "ServerError", "ServerInfo", "TimedOut", "Unauthorized",
+    "Unavailable", "tls_context",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
+import ssl
 import uuid
 from typing import Callable, Iterable
 
@@ -77,8 +78,13 @@ class AsyncClient:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, pool_size: int = 8,
-                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0,
+                 token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        # A server speaking TLS (spec/security.md): eventq.client.tls_context(ca=...).
+        self._tls = tls
+        # Sent with `auth` first on every connection (spec/security.md); None: no auth.
+        self._auth = None if token is None else calls.auth(token)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[AsyncConnection] = []
@@ -96,7 +102,11 @@ class AsyncClient:
         while True:
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                    reader, writer = await asyncio.open_connection(
+                        self.host, self.port, ssl=self._tls,
+                        server_hostname=self.host if self._tls is not None else None)
+            except ssl.SSLError:
+                raise  # a certificate refused: trying again changes nothing
             except (OSError, TimeoutError) as error:
                 self._reporter.failed(error)
                 waited_s = loop.time() - started
@@ -110,7 +120,15 @@ class AsyncClient:
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return AsyncConnection(reader, writer)
+            connection = AsyncConnection(reader, writer)
+            if self._auth is not None:
+                try:
+                    connection.send(self._auth.data)
+                    self._auth.parse(await connection.read(self._auth.shape, self.timeout_s))
+                except BaseException:
+                    connection.close()
+                    raise
+            return connection
 
     async def _acquire(self) -> AsyncConnection:
         if self._closed:

@@ -292,6 +292,14 @@ def touch(id: uuid.UUID | str, ttr_ms: int | None = None) -> Call:
     return Call(encode_request(rq.Touch(_id(id), ttr_ms)), Shape.STATUS, _ok, retry_safe=True)
 
 
+def auth(token: str) -> Call:
+    """eventq (spec/security.md): this connection's token, sent first on each connection
+    of a client given one. ``Unauthorized`` if the server does not hold it."""
+    if not token or any(c.isspace() for c in token):
+        raise ClientError("a token is one word, without spaces")
+    return Call(encode_request(rq.Auth(token)), Shape.STATUS, _ok)
+
+
 def pause(name: str) -> Call:
     """eventq: the queue hands out no jobs until ``resume``; adds still work."""
     return Call(encode_request(rq.Pause(_name(name))), Shape.STATUS, _ok, retry_safe=True)

@@ -39,7 +39,17 @@ class Unavailable(ServerError):
     """No connection could be made within the client's ``connect_timeout_s``."""
 
 
-_CLIENT_ERRORS = {DUPLICATE_JOB: DuplicateJob, DUPLICATE_RESULT: DuplicateResult}
+class Unauthorized(ClientError):
+    """``-CLIENT-ERROR Unauthorized``: the server has tokens and this client gave none
+    that it holds (spec/security.md): pass ``token=`` (or ``--token``/``EVENTQ_TOKEN``)."""
+
+
+class Forbidden(ClientError):
+    """``-CLIENT-ERROR Forbidden``: the token's roles do not include this request."""
+
+
+_CLIENT_ERRORS = {DUPLICATE_JOB: DuplicateJob, DUPLICATE_RESULT: DuplicateResult,
+                  "Unauthorized": Unauthorized, "Forbidden": Forbidden}
 
 
 def error_of(line: bytes) -> EventqError:
@@ -57,5 +67,5 @@ def error_of(line: bytes) -> EventqError:
 
 __all__ = [
     "ClientError", "ConnectionLost", "DuplicateJob", "DuplicateResult", "EventqError",
-    "NotFound", "ServerError", "TimedOut", "Timeout", "Unavailable", "error_of",
+    "Forbidden", "NotFound", "Unauthorized", "ServerError", "TimedOut", "Timeout", "Unavailable", "error_of",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -70,6 +71,8 @@ def connect_with_backoff(connect: Callable[[], object], timeout_s: float,
     while True:
         try:
             connection = connect()
+        except ssl.SSLError:
+            raise  # a certificate refused: trying again changes nothing
         except OSError as error:
             reporter.failed(error)
             waited_s = time.monotonic() - started
@@ -110,8 +113,13 @@ class Client:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, pool_size: int = 8,
-                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, connect_timeout_s: float = 30.0,
+                 token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        # A server speaking TLS (spec/security.md): eventq.client.tls_context(ca=...).
+        self._tls = tls
+        # Sent with `auth` first on every connection (spec/security.md); None: no auth.
+        self._auth = None if token is None else calls.auth(token)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[Connection] = []
@@ -126,9 +134,23 @@ class Client:
         def attempt() -> Connection:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+                except BaseException:
+                    sock.close()
+                    raise
             return Connection(sock)
 
-        return connect_with_backoff(attempt, self.connect_timeout_s, self._reporter)
+        connection = connect_with_backoff(attempt, self.connect_timeout_s, self._reporter)
+        if self._auth is not None:
+            try:
+                connection.send(self._auth.data)
+                self._auth.parse(connection.read(self._auth.shape, self.timeout_s))
+            except BaseException:
+                connection.close()
+                raise
+        return connection
 
     def _acquire(self) -> Connection:
         if self._closed:

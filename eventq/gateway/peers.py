@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 
 from eventq.address import host_and_port
 from eventq.errors import ServerError
@@ -43,11 +44,24 @@ class PeerConnection:
         self.writer = writer
 
     @classmethod
-    async def open(cls, address: str) -> "PeerConnection":
+    async def open(cls, address: str, token: str | None = None,
+                   tls: ssl.SSLContext | None = None) -> "PeerConnection":
+        """A connection to the gateway at ``address`` that said yes to ``peer``, after
+        ``auth`` with ``token`` when the cluster has tokens (spec/security.md: processes
+        authenticate to each other as admin)."""
         host, port = host_and_port(address)
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=tls, server_hostname=host if tls is not None else None)
             connection = cls(reader, writer)
+            if token is not None:
+                reply = await connection.exchange(b"auth %s\r\n" % token.encode("latin-1"),
+                                                  Shape.STATUS)
+                if reply != b"+OK\r\n":
+                    connection.close()
+                    raise MalformedReply(
+                        f"{address} refused this process's admin token ({reply[:80]!r}): "
+                        "every process of a cluster needs the same tokens file")
             reply = await connection.exchange(PEER_HELLO, Shape.STATUS)
         if reply != b"+OK\r\n":
             connection.close()
@@ -82,8 +96,10 @@ class PeerConnection:
 class Peers:
     """Pooled connections to peers by address (``host:port``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._idle: dict[str, list[PeerConnection]] = {}
+        self._token = token  # the admin token presented to peers (None: no tokens)
+        self._tls = tls  # the links' TLS (eventq/tls.py peer_context; None: plain)
         self.forwarded = 0  # requests answered by peers (logged at stop)
 
     async def exchange(
@@ -123,7 +139,7 @@ class Peers:
             if connection.usable:
                 return connection
             connection.close()
-        return await PeerConnection.open(address)
+        return await PeerConnection.open(address, self._token, self._tls)
 
     def close(self) -> None:
         for idle in self._idle.values():

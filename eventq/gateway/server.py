@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from time import perf_counter
 from typing import Callable
 
-from eventq.errors import EventqError, ServerError
+from eventq.errors import ClientError, EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.leasing import Handover
 from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
-from eventq.protocol import Close, Parser, Peer
+from eventq.protocol import Auth, Close, Parser, Peer
+from eventq.protocol.access import UNAUTHORIZED, Access, TokenStore
 from eventq.protocol.grammar import VERB_OF
+from eventq.tls import TLS_HANDSHAKE_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +35,13 @@ STOP_CANCEL_WAIT_S = 0.5
 
 
 class _Connection:
-    __slots__ = ("peer",)
+    __slots__ = ("peer", "access")
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenStore | None) -> None:
         # Another eventq process's connection (docs/architecture.md, "Scaling out").
         self.peer = False
+        # Its standing with a server that has tokens (spec/security.md; None: no tokens).
+        self.access = None if tokens is None else Access(tokens)
 
 
 class GatewayStats:
@@ -69,8 +74,12 @@ class GatewayStats:
 
 class GatewayServer:
     def __init__(self, gateway, stats: GatewayStats, host: str, port: int, clock_ms,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None, tokens: TokenStore | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._gateway = gateway
+        # TLS (spec/security.md; eventq/tls.py server_context); None: plain TCP.
+        self._tls = tls
+        self._tokens = tokens  # None: no tokens, every request allowed (spec/security.md)
         # A socket bound and listening before faust started (eventq/listeners.py), or
         # None: bind host and port at start.
         self._sock = sock
@@ -87,12 +96,17 @@ class GatewayServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
+        # With TLS the loop makes each connection's handshake before ``_serve`` runs; a
+        # refusal is logged by the context (eventq/tls.py). (uvloop's start_tls on an
+        # accepted connection stalled 2 handshakes in 3 in a test: not used.)
+        tls = {} if self._tls is None else {
+            "ssl": self._tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
         if self._sock is not None:
-            self._server = await asyncio.start_server(self._serve, sock=self._sock)
+            self._server = await asyncio.start_server(self._serve, sock=self._sock, **tls)
             return
         self._server = await asyncio.start_server(
-            self._serve, self._host, self._port, backlog=LISTEN_BACKLOG, reuse_address=True
-        )
+            self._serve, self._host, self._port, backlog=LISTEN_BACKLOG, reuse_address=True,
+            **tls)
 
     async def stop(self) -> None:
         """Close the listener and end every connection, whatever it is waiting for.
@@ -120,7 +134,7 @@ class GatewayServer:
         task = asyncio.current_task()
         self._connections.add(task)
         self._stats.active_clients += 1
-        connection = _Connection()
+        connection = _Connection(self._tokens)
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         try:
             await self._converse(reader, writer, connection)
@@ -141,7 +155,7 @@ class GatewayServer:
     async def _converse(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection
     ) -> None:
-        parser = Parser(now_ms=self._clock_ms)
+        parser = Parser(now_ms=self._clock_ms, access=connection.access)
         while True:
             event = parser.next_event()
             if event is None:
@@ -162,6 +176,9 @@ class GatewayServer:
                 if event.closes_connection:
                     await writer.drain()
                     return
+                continue
+            if isinstance(event, Auth):
+                writer.write(self._authenticate(event, connection))
                 continue
             if isinstance(event, Peer) and not connection.peer:
                 # Another eventq process (eventq/gateway/peers.py): not a client.
@@ -191,6 +208,16 @@ class GatewayServer:
             # at most the high-water mark and one reply, however much it pipelined.
             if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
                 await writer.drain()
+
+    @staticmethod
+    def _authenticate(request: Auth, connection: _Connection) -> bytes:
+        """``auth`` (spec/security.md): ``+OK`` for a configured token (any token when
+        the server has none), else Unauthorized, and the connection is unauthenticated
+        from then on. Writes nothing to the log."""
+        access = connection.access
+        if access is None or access.authenticate(request.token):
+            return b"+OK\r\n"
+        return ClientError(UNAUTHORIZED).reply
 
     async def _hand_over(
         self, handover: Handover, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -25,6 +25,7 @@ from .replies import (
 )
 from .requests import (
     Add,
+    Auth,
     Close,
     Complete,
     Confirm,
@@ -81,6 +82,7 @@ __all__ = [
     "Event",
     "Fail",
     "Inputs",
+    "Auth",
     "InputView",
     "InspectBulk",
     "Peer",

@@ -299,6 +299,11 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "unrecur": Command(
         rq.Unrecur, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
     ),
+    # eventq extension (spec/security.md): auth <token>; one positional, then any flag
+    # is "Invalid command flags" (no flag count); the token is any word.
+    "auth": Command(
+        rq.Auth, 1, 1, fields=(Field("token", Arg(0), str),), max_flags=ANY_FLAG_COUNT
+    ),
     # eventq extension, internal: the connection is another eventq process's
     # (docs/architecture.md, "Scaling out").
     "peer": Command(rq.Peer, 0, 0),

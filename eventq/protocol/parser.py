@@ -31,6 +31,7 @@ from eventq.errors import (
 )
 from eventq.limits import MAX_LINE_BYTES
 
+from .access import Access
 from .buffer import ReceiveBuffer
 from .grammar import GRAMMAR, Clock, Command
 from .requests import Close, Request
@@ -68,8 +69,11 @@ class _AwaitingBlock:
 class Parser:
     """Turns the bytes of one connection into request events (see module docstring)."""
 
-    def __init__(self, now_ms: Clock) -> None:
+    def __init__(self, now_ms: Clock, access: Access | None = None) -> None:
         self._now_ms = now_ms  # read only for schedule's "time + ttl in the future"
+        # The connection's standing with a server that has tokens (None: no tokens):
+        # asked about each request's verb before any check (spec/security.md).
+        self._access = access
         self._buffer = ReceiveBuffer()
         self._awaiting: _AwaitingBlock | None = None
         self._closed = False
@@ -102,7 +106,7 @@ class Parser:
             line = self._next_line()
             if line is None or isinstance(line, Close):
                 return line
-            outcome = _interpret_line(line, self._now_ms)
+            outcome = _interpret_line(line, self._now_ms, self._access)
             if not isinstance(outcome, _AwaitingBlock):
                 return outcome
             self._awaiting = outcome
@@ -155,9 +159,13 @@ def _closes_connection(event: Event | None) -> bool:
 # --- interpreting a line with the grammar table ---------------------------------------
 
 
-def _interpret_line(line: str, now_ms: Clock) -> Request | _AwaitingBlock:
+def _interpret_line(line: str, now_ms: Clock, access: Access | None) -> Request | _AwaitingBlock:
     """Checks 1–4 (and the size of a data block) for one line; raises on failure."""
     tokens = split_line(line)
+    if access is not None:
+        denied = access.denial(tokens.verb)
+        if denied is not None:
+            return _deny(tokens, denied)
     command, words = _resolve_command(tokens)  # checks 1 and 2
     line_error = _line_error(command, words, tokens)  # checks 1, 3 and 4
     if command.data is not None:
@@ -165,6 +173,21 @@ def _interpret_line(line: str, now_ms: Clock) -> Request | _AwaitingBlock:
     if line_error is not None:
         raise ClientError(line_error)
     return _build_request(command, words, tokens.flags, b"", now_ms)
+
+
+def _deny(tokens: Tokens, denied: str) -> _AwaitingBlock:
+    """A request the connection may not make (spec/security.md, "Fail closed"): framed
+    as usual, so the stream stays in step, and answered ``denied`` before any other
+    check. Its data block is read when its verb carries one; where the block cannot be
+    located the stream is out of step and the error closes, with the same text (nothing
+    about the request's fields is revealed)."""
+    try:
+        command, words = _lookup_command(tokens.verb, tokens.words)
+    except ClientError:
+        raise ClientError(denied) from None
+    if command.data is None:
+        raise ClientError(denied)
+    return _await_block(command, words, tokens, denied)
 
 
 def _resolve_command(tokens: Tokens) -> tuple[Command, tuple[str, ...]]:

@@ -9,7 +9,7 @@ without a reply" (a line ending in a bare ``\\n``, spec: Framing).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 
@@ -129,6 +129,15 @@ class Inputs:
     server's lookup."""
 
     id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """``auth <token>``: eventq extension (spec/security.md). The token is one word;
+    whether it is configured is the server's to say. Never shown (``repr``): tokens
+    appear in no log."""
+
+    token: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +300,7 @@ Request = Union[
     Pause,
     Resume,
     Inputs,
+    Auth,
     InspectServer,
     InspectQueues,
     InspectQueue,

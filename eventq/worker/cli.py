@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from collections.abc import Mapping
 
 from eventq.address import host_and_port
+from eventq.client.tls import tls_context
 from eventq.worker.output import configure_command_line, terminal_or_none
 from eventq.worker.program import program_problem
 from eventq.worker.runtime import Worker
 
 EXIT_USAGE = 2  # as argparse: the command line cannot work as given
+TOKEN_ENV = "EVENTQ_TOKEN"  # the token, when --token is not given (not in `ps` output)
 
 
 class UsageError(Exception):
@@ -49,6 +53,10 @@ def register(commands) -> None:
     )
     parser.add_argument("--server", default="127.0.0.1:9922", metavar="HOST:PORT",
                         help="the eventq (or workq) server (default %(default)s)")
+    parser.add_argument("--token", default=None, metavar="TOKEN",
+                        help="the token to `auth` with, for a server with tokens "
+                             f"(spec/security.md; default: ${TOKEN_ENV})")
+    add_tls_arguments(parser)
     parser.add_argument("--queue", action="append", default=[], metavar="NAME",
                         help="a queue to run the program for (repeatable)")
     parser.add_argument("--app", metavar="MODULE:ATTR", help="a Python eventq.worker.Worker")
@@ -65,9 +73,41 @@ def register(commands) -> None:
     parser.set_defaults(handler=None, worker_main=main)
 
 
-def build_worker(args: argparse.Namespace) -> Worker:
+def build_worker(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Worker:
     """The worker the arguments describe (``UsageError`` saying why if they do not
     describe one that can run)."""
+    worker = _build_worker(args)
+    token = args.token or (os.environ if environ is None else environ).get(TOKEN_ENV)
+    if token:
+        worker.token = token
+    tls = tls_from_arguments(args)
+    if tls is not None:
+        worker.tls = tls
+    return worker
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """--tls-ca/--tls-cert/--tls-key: a server that speaks TLS (spec/security.md)."""
+    parser.add_argument("--tls-ca", default=None, metavar="PEM",
+                        help="speak TLS, checking the server's certificate against this CA")
+    parser.add_argument("--tls-cert", default=None, metavar="PEM",
+                        help="this client's certificate, for a server that requires one")
+    parser.add_argument("--tls-key", default=None, metavar="PEM",
+                        help="the private key of --tls-cert")
+
+
+def tls_from_arguments(args: argparse.Namespace):
+    """The TLS context the arguments ask for (None: plain TCP); ``UsageError`` if the
+    files cannot be used."""
+    if args.tls_ca is None and args.tls_cert is None:
+        return None
+    try:
+        return tls_context(args.tls_ca, args.tls_cert, args.tls_key)
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        raise UsageError(f"cannot use the TLS files: {error}") from None
+
+
+def _build_worker(args: argparse.Namespace) -> Worker:
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     try:
         host, port = host_and_port(args.server)

@@ -27,6 +27,7 @@ import inspect
 import json
 import logging
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -148,10 +149,13 @@ class Worker:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9922, *, concurrency: int = 8,
                  processes: bool = False, lease_wait_ms: int = LEASE_WAIT_MS,
-                 status: TextIO | None | str = STATUS_AUTO) -> None:
+                 status: TextIO | None | str = STATUS_AUTO, token: str | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.host, self.port = host, port
+        self.token = token  # presented with `auth` on each connection (spec/security.md)
+        self.tls = tls  # a server speaking TLS: eventq.client.tls_context(...)
         self.concurrency = concurrency
         self.processes = processes
         self.lease_wait_ms = lease_wait_ms
@@ -239,7 +243,8 @@ class Worker:
         signals = self._install_signals()
         # A slot holds one connection at a time, its heartbeat and its log's lookup one
         # each.
-        self._client = AsyncClient(self.host, self.port, pool_size=3 * self.concurrency + 2)
+        self._client = AsyncClient(self.host, self.port, pool_size=3 * self.concurrency + 2,
+                                   token=self.token, tls=self.tls)
         self._executor = self._make_executor()
         slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
         status = (asyncio.create_task(self._show_status())

@@ -172,3 +172,42 @@ def test_a_failed_apply_drops_the_partition_and_reports_it(kafka_bootstrap, topi
     applied = asyncio.run(scenario())
     assert [p for p, _ in applied.errors] == [0]  # once: the partition is not read on
     assert applied.offsets(1) == [0, 1]
+
+
+def test_a_partition_never_served_is_never_reset_so_it_cannot_hold_the_served_ones(
+        kafka_bootstrap, topic_prefix):
+    """aiokafka looks up a position for every assigned partition that has none, paused
+    or not, and sends no fetch to a broker while one awaits it; the fetcher gives each
+    a position when it assigns them, so an unserved partition is never reset. Partition
+    0's log starts at 3 here: a reset to earliest would have placed it there."""
+    from confluent_kafka import TopicPartition as ConfluentPartition
+    from confluent_kafka.admin import AdminClient
+
+    name = topic(kafka_bootstrap, topic_prefix)
+
+    async def scenario():
+        await produce(kafka_bootstrap, name, 0, 5)
+        await produce(kafka_bootstrap, name, 1, 2)
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_records([ConfluentPartition(name, 0, 3)]).values():
+            future.result(timeout=WAIT_S)
+        applied = Applied()
+        reader = fetcher(kafka_bootstrap, name, applied)
+        reader.serve({1: 0})
+        await applied.until(1, 2)
+        await asyncio.sleep(0.5)  # several passes of aiokafka's fetch loop
+        consumer = reader._consumer
+        tp0 = next(tp for tp in consumer.assignment() if tp.partition == 0)
+        state = consumer._subscription.subscription.assignment.state_value(tp0)
+        placed = (state._position, state.awaiting_reset)
+        # What a stalled partition's warning would say, read from the pinned aiokafka.
+        said = reader._fetch_state(0)
+        await reader.close()
+        return applied, placed, said
+
+    applied, (position, awaiting_reset), said = asyncio.run(scenario())
+    assert applied.offsets(1) == [0, 1]
+    assert applied.offsets(0) == []
+    assert (position, awaiting_reset) == (0, False)
+    assert said.startswith("position 0, paused True, awaiting reset False, leader "), said
+    assert said.endswith("fetcher failed False"), said
