@@ -52,11 +52,13 @@ REQUESTS: dict[str, bytes] = {
     "confirm": b"confirm %s 1\r\n" % ID.encode(),
     "edges": b"edges %s 10\r\n" % ID.encode(),
     "inspect": b"inspect server\r\n",
+    "recur": b"recur r q 10 1000 1000 2\r\nhi\r\n",  # spec/workflows.md, 5
+    "unrecur": b"unrecur r\r\n",
 }
 INSPECT_OBJECTS = {
     "server": b"", "queues": b" 0 10", "queue": b" q", "jobs": b" q 0 10",
     "scheduled-jobs": b" q 0 10", "waiting-jobs": b" q 0 10", "job": b" " + ID.encode(),
-    "digest": b"", "bulk": b"",
+    "digest": b"", "bulk": b"", "recurring": b" 0 10",
 }
 
 
