@@ -407,12 +407,13 @@ def check_recurrence_fields(c: object) -> None:
     check_int("max_attempts", getattr(c, "max_attempts"), 0, MAX_ATTEMPTS_LIMIT)
     check_int("max_fails", getattr(c, "max_fails"), 0, MAX_FAILS_LIMIT)
     check_int("backoff_ms", getattr(c, "backoff_ms"), 0, MAX_BACKOFF_MS)
-    check_tags(getattr(c, "tags"))
+    _check_recurrence_tags(getattr(c, "tags"))
 
 
-def check_tags(tags: object) -> None:
+def _check_recurrence_tags(tags: object) -> None:
     """A tuple of at most ``MAX_TAGS`` distinct tags (empty: none), each 1..64 bytes of
-    ``[A-Za-z0-9_.-]`` (spec/workflows.md, "Values and checks")."""
+    ``[A-Za-z0-9_.-]`` (spec/workflows.md, "Values and checks"). The tags change
+    (spec/workflows.md, 4) brings a job's own check: once it is in, this is that one."""
     if type(tags) is not tuple:
         raise ValueError(f"tags must be a tuple of str, got {type(tags).__name__}")
     if len(tags) > MAX_TAGS or len(set(tags)) != len(tags):
