@@ -262,24 +262,8 @@ class EventqCluster:
         return self.processes[0].settings
 
     def start(self, timeout_s: float = 120.0) -> "EventqCluster":
-        import time
-
         self.processes[0].create_topics(replication_factor=3)
-        for process in self.processes:
-            process.launch()
-        deadline = time.monotonic() + timeout_s
-        for process in self.processes:
-            process.wait_ready(deadline)
-        # The last join's rebalance may still be moving partitions: settled once every
-        # partition is served (a digest counts each exactly once).
-        while not (reply := self.processes[0].probe(b"inspect digest\r\n")).startswith(b"+OK"):
-            if time.monotonic() > deadline:
-                tails = "\n".join(f"--- process {i + 1}:\n{p.log_tail(40)}"
-                                  for i, p in enumerate(self.processes))
-                self.stop()  # a failed start leaves no process running
-                raise AssertionError(f"partitions not all served in {timeout_s}s "
-                                     f"(inspect digest: {reply[:200]!r})\n{tails}")
-            time.sleep(0.2)
+        start_together(self.processes, timeout_s)  # a failed start leaves none running
         return self
 
     def live(self) -> list[ServerProcess]:
@@ -287,6 +271,52 @@ class EventqCluster:
 
     def stop(self) -> list[int | None]:
         return [process.stop() for process in self.processes]
+
+
+def start_together(processes: list[ServerProcess], timeout_s: float = 120.0) -> None:
+    """Launch ``processes`` (of one app, their topics made) and return once each serves
+    and every partition is served by one of them: the last join's rebalance may still be
+    moving partitions until then (a digest counts each exactly once). A start that
+    fails stops them all."""
+    import time
+
+    try:
+        for process in processes:
+            process.launch()
+        deadline = time.monotonic() + timeout_s
+        for process in processes:
+            process.wait_ready(deadline)
+        while not (reply := processes[0].probe(b"inspect digest\r\n")).startswith(b"+OK"):
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- process {i + 1}:\n{p.log_tail(40)}"
+                                  for i, p in enumerate(processes))
+                raise AssertionError(f"partitions not all served in {timeout_s}s "
+                                     f"(inspect digest: {reply[:200]!r})\n{tails}")
+            time.sleep(0.2)
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
+
+
+def check_forwarding(processes: list[ServerProcess], client_of, label: str) -> None:
+    """Two started processes of one app forward to each other: 16 adds through the
+    first (``client_of(0)``), each job read through the second (``client_of(1)``), so
+    some went to the other's partitions; then both stop cleanly, and their stop lines
+    count requests forwarded."""
+    import re
+    import time
+
+    try:
+        q = f"{label}-{time.monotonic_ns()}"
+        with client_of(0) as first, client_of(1) as second:
+            ids = [first.add(q, b"%d" % n) for n in range(16)]
+            assert {second.inspect_job(i).id for i in ids} == set(ids)
+    finally:
+        codes = [process.stop() for process in processes]
+    assert codes == [0, 0], [p.log_tail() for p in processes]
+    logs = "".join(p.log_path.read_text(errors="replace") for p in processes)
+    assert sum(int(n) for n in re.findall(r"(\d+) requests forwarded", logs)) > 0, logs[-3000:]
 
 
 def raw_exchange(port: int, request: bytes, timeout_s: float = 10.0, until=None,

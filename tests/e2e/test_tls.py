@@ -126,6 +126,8 @@ def test_mtls_refuses_a_client_without_a_good_certificate(mtls_server, files, ce
 
 
 def test_two_processes_with_mtls_and_tokens_still_forward(kafka_bootstrap, tmp_path, files):
+    from support import check_forwarding, start_together
+
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{ADMIN} admin\n")
     prefix = f"m{os.getpid()}-tls2"
@@ -135,24 +137,9 @@ def test_two_processes_with_mtls_and_tokens_still_forward(kafka_bootstrap, tmp_p
     for process in processes:
         process.ready_auth = b"auth %s\r\n" % ADMIN.encode()
     processes[0].create_topics()
-    try:
-        for process in processes:
-            process.launch()
-        deadline = time.monotonic() + 120
-        for process in processes:
-            process.wait_ready(deadline)
-        while not processes[0].probe(b"inspect digest\r\n").startswith(b"+OK"):
-            assert time.monotonic() < deadline, processes[0].log_tail()
-            time.sleep(0.2)
-        tls = tls_context(files.pem("ca"), files.pem("client"), files.key("client"))
-        q = f"tls-two-{time.monotonic_ns()}"
-        with Client("127.0.0.1", processes[0].port, tls=tls, token=ADMIN) as first, \
-                Client("127.0.0.1", processes[1].port, tls=tls, token=ADMIN) as second:
-            ids = [first.add(q, b"%d" % n) for n in range(16)]
-            assert {second.inspect_job(i).id for i in ids} == set(ids)
-    finally:
-        codes = [process.stop() for process in processes]
-    assert codes == [0, 0], [p.log_tail() for p in processes]
+    start_together(processes)
+    tls = tls_context(files.pem("ca"), files.pem("client"), files.key("client"))
+    check_forwarding(processes, lambda i: Client("127.0.0.1", processes[i].port, tls=tls,
+                                                 token=ADMIN), "tls-two")
     logs = "".join(p.log_path.read_text(errors="replace") for p in processes)
-    assert sum(int(n) for n in re.findall(r"(\d+) requests forwarded", logs)) > 0
     assert "refused a TLS connection" not in logs

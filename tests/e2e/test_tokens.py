@@ -5,7 +5,6 @@ of one cluster that still forward to each other as admin."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import time
@@ -158,7 +157,7 @@ def test_two_processes_with_tokens_still_forward_to_each_other(
     """Peers authenticate as admin: a request for a job the other process owns is
     forwarded and answered (every add below lands in some partition of the other
     process for at least one of the ids)."""
-    from support import ServerProcess
+    from support import ServerProcess, check_forwarding, start_together
 
     prefix = f"m{os.getpid()}-tokens2"
     processes = [ServerProcess(kafka_bootstrap, prefix, tmp_path / f"p{i}",
@@ -166,23 +165,7 @@ def test_two_processes_with_tokens_still_forward_to_each_other(
     for process in processes:
         process.ready_auth = b"auth %s\r\n" % ADMIN.encode()
     processes[0].create_topics()
-    try:
-        for process in processes:
-            process.launch()
-        deadline = time.monotonic() + 120
-        for process in processes:
-            process.wait_ready(deadline)
-        while not processes[0].probe(b"inspect digest\r\n").startswith(b"+OK"):
-            assert time.monotonic() < deadline, processes[0].log_tail()
-            time.sleep(0.2)
-        q = f"tok-two-{time.monotonic_ns()}"
-        with Client("127.0.0.1", processes[0].port, token=PRODUCER) as producer, \
-                Client("127.0.0.1", processes[1].port, token=READER) as reader:
-            ids = [producer.add(q, b"%d" % n) for n in range(16)]
-            assert {reader.inspect_job(i).id for i in ids} == set(ids)
-    finally:
-        codes = [process.stop() for process in processes]
-    assert codes == [0, 0], [p.log_tail() for p in processes]
-    logs = "".join(p.log_path.read_text(errors="replace") for p in processes)
-    forwarded = [int(n) for n in re.findall(r"(\d+) requests forwarded", logs)]
-    assert sum(forwarded) > 0, logs[-3000:]  # the stop's count: peers did answer
+    start_together(processes)
+    tokens = {0: PRODUCER, 1: READER}
+    check_forwarding(processes, lambda i: Client("127.0.0.1", processes[i].port,
+                                                 token=tokens[i]), "tok-two")

@@ -10,7 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventq.errors import (
+    INVALID_COUNT,
     INVALID_CURSOR_OFFSET,
+    INVALID_DELAY,
+    INVALID_EVERY,
     INVALID_ID,
     INVALID_LIMIT,
     INVALID_MAX_ATTEMPTS,
@@ -153,6 +156,14 @@ INTEGER_CASES = [
     (values.parse_priority, INVALID_PRIORITY,
      {"0": 0, "-2147483648": -(2**31), "2147483647": 2**31 - 1, "+5": 5, "-0": 0, "-007": -7},
      ["2147483648", "-2147483649", "+2147483648"]),
+    # [eventq] spec/workflows.md, "Values and checks"
+    (values.parse_delay_ms, INVALID_DELAY,
+     {"0": 0, "86400000": 86_400_000, "007": 7}, ["86400001", "-0", "+0"]),
+    (values.parse_count, INVALID_COUNT,
+     {"1": 1, "10000": 10_000, "0010": 10}, ["0", "10001", "00", "+1", "-1"]),
+    (values.parse_every_ms, INVALID_EVERY,
+     {"1000": 1_000, "31536000000": 31_536_000_000, "086400000": 86_400_000},
+     ["999", "0", "31536000001", str(2**64), "+1000", "-1000"]),
 ]
 # fmt: on
 
