@@ -24,22 +24,22 @@ def read_tokens(path: Path) -> Tokens:
         raise TokensUnusable(
             f"cannot read the tokens file {path}: {error.strerror or error}") from None
     try:
-        return parse_tokens(text)
+        tokens = parse_tokens(text)
     except TokensFileError as error:
         raise TokensUnusable(f"{path}: {error}") from None
+    if not len(tokens):  # it would lock everyone out: say so rather than serve nobody
+        raise TokensUnusable(f"{path} holds no token: add `<token> <role>[,<role>...] "
+                             "[<prefix>]` lines, or start without --tokens-file")
+    return tokens
 
 
 def load_tokens(tokens_file: str) -> TokenStore | None:
     """The tokens of ``tokens_file`` (None: no file given, tokens off). Raises
-    ``TokensUnusable``; a file without tokens is refused too (it would lock everyone
-    out: say so rather than serve nobody)."""
+    ``TokensUnusable`` (a file without tokens too)."""
     if not tokens_file:
         return None
     path = Path(tokens_file)
     tokens = read_tokens(path)
-    if not len(tokens):
-        raise TokensUnusable(f"{path} holds no token: add `<token> <role>[,<role>...] "
-                             "[<prefix>]` lines, or start without --tokens-file")
     if tokens.peer_token is None:
         log.warning("%s has no admin token without a prefix: other eventq processes "
                     "cannot link to this one (they authenticate as admin)", path)
@@ -52,10 +52,6 @@ def reload_tokens(store: TokenStore, tokens_file: str) -> None:
         tokens = read_tokens(Path(tokens_file))
     except TokensUnusable as error:
         log.error("tokens not reloaded, the previous ones stay: %s", error)
-        return
-    if not len(tokens):
-        log.error("tokens not reloaded, the previous ones stay: %s holds no token",
-                  tokens_file)
         return
     store.replace(tokens)
     log.info("tokens reloaded from %s: %d tokens", tokens_file, len(tokens))
