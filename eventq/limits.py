@@ -35,6 +35,11 @@ MAX_GROUP_BYTES = 255  # a failure group: like a name
 MAX_RETRY_DELAY_MS = 86_400_000  # `retry -delay=`
 MIN_RETRY_COUNT = 1  # `retry-group`'s count
 MAX_RETRY_COUNT = 10_000
+# retry-group submits its jobs in waves of this many, each wave all in flight at once: each
+# command's write deadline (Settings.write_timeout_ms) then measures its own write, not the
+# queue of 10,000 before it (a loaded machine retried 6,500 of 10,000 in one wave: the rest
+# timed out waiting behind the others and went uncounted, though they were applied).
+RETRY_WAVE_JOBS = 1_000
 MIN_EVERY_MS = 1_000  # `recur`'s every-ms: 1 s ...
 MAX_EVERY_MS = 31_536_000_000  # ... to 365 days
 

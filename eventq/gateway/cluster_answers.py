@@ -36,6 +36,7 @@ from eventq.gateway.cluster import (
 )
 from eventq.gateway.handlers import LocalAnswers
 from eventq.gateway.leasing import Handover, Leasing
+from eventq.limits import RETRY_WAVE_JOBS
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
@@ -398,11 +399,18 @@ class ClusterAnswers:
         chosen = [job_id for _, job_id in found[:request.count]]
         here = [job_id for job_id in chosen if self.cluster.remote_owner(job_id) is None]
         there = [job_id for job_id in chosen if self.cluster.remote_owner(job_id) is not None]
-        retried, replies_ = await asyncio.gather(
-            self.local.retry_ids(here),
-            asyncio.gather(*(self._retry_at_owner(job_id) for job_id in there)),
-        )
-        return replies.retried_reply(retried + sum(replies_))
+        retried, elsewhere = await asyncio.gather(
+            self.local.retry_ids(here), self._retry_at_owners(there))
+        return replies.retried_reply(retried + elsewhere)
+
+    async def _retry_at_owners(self, ids: list[uuid.UUID]) -> int:
+        """Each of ``ids`` retried at its owner, a wave at a time (limits.RETRY_WAVE_JOBS:
+        each forward's deadline measures its own retry)."""
+        retried = 0
+        for start in range(0, len(ids), RETRY_WAVE_JOBS):
+            wave = ids[start:start + RETRY_WAVE_JOBS]
+            retried += sum(await asyncio.gather(*(self._retry_at_owner(job_id) for job_id in wave)))
+        return retried
 
     async def _retry_at_owner(self, job_id: uuid.UUID) -> int:
         owner = self.cluster.remote_owner(job_id)

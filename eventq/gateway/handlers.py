@@ -23,6 +23,7 @@ from eventq.core.recurrence import Recurrence
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotFound, ServerError, Timeout
 from eventq.gateway import ports
 from eventq.gateway.leasing import Handover, Leasing
+from eventq.limits import RETRY_WAVE_JOBS
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.waiters import Applied
@@ -169,13 +170,18 @@ class LocalAnswers:
         return ok_or_error(await self.engine.submit(core.Retry(request.id, request.delay_ms)))
 
     async def retry_ids(self, ids: Sequence[uuid.UUID]) -> int:
-        """Retry each of ``ids`` (this process's), all in flight at once (the engine
-        batches what goes to one partition); how many were retried. A job that changed
+        """Retry each of ``ids`` (this process's), a wave of them in flight at once (the
+        engine batches what goes to one partition); how many were retried. A job that changed
         meanwhile (no longer FAILED, or gone) is -NOT-FOUND and not counted."""
-        outcomes = await asyncio.gather(
-            *(self.engine.submit(core.Retry(job_id)) for job_id in ids), return_exceptions=True)
-        return sum(1 for applied in outcomes
-                   if isinstance(applied, Applied) and isinstance(applied.outcome, Accepted))
+        retried = 0
+        for start in range(0, len(ids), RETRY_WAVE_JOBS):  # limits.RETRY_WAVE_JOBS: why
+            outcomes = await asyncio.gather(
+                *(self.engine.submit(core.Retry(job_id))
+                  for job_id in ids[start:start + RETRY_WAVE_JOBS]),
+                return_exceptions=True)
+            retried += sum(1 for applied in outcomes
+                           if isinstance(applied, Applied) and isinstance(applied.outcome, Accepted))
+        return retried
 
     async def retry_group(self, request: rq.RetryGroup) -> bytes:
         """[eventq] retry-group: up to ``count`` FAILED jobs of the group, oldest
