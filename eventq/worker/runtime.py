@@ -13,7 +13,8 @@ handler, under the same heartbeat: the handler reads them as ``job.inputs``
 fetch the server could not answer is retried as a report is (``RETRY_S``); a job gone
 meanwhile is dropped, as one whose lease is lost.
 
-Stopping (SIGTERM or SIGINT, or ``stop()``): no new leases; running jobs may finish
+Stopping (SIGTERM or SIGINT, or ``stop()``): no new leases (one in flight is let end, at
+most ``lease_wait_ms``, and a job it brings runs as the others); running jobs may finish
 until their lease deadline (heartbeats stop, so that is at most one TTR); a second
 signal, or that deadline, ends them: each is failed with a result saying so (and an
 external program is killed).
@@ -251,8 +252,9 @@ class Worker:
                   if self._status_line_stream() is not None else None)
         try:
             await self._stop.first.wait()
-            for task in list(self._leasing):
-                task.cancel()
+            # A lease in flight is let finish (at most its wait, lease_wait_ms), and a job
+            # it brings runs as the running ones do: cancelling it could drop a reply the
+            # server already sent, and the job would wait out its TTR (CI, 2026-11-27).
             await self._drain(slots)
         finally:
             for task in slots:
@@ -282,13 +284,14 @@ class Worker:
         return concurrent.futures.ThreadPoolExecutor(self.concurrency, "eventq-handler")
 
     async def _drain(self, slots: list[asyncio.Task]) -> None:
-        """Let running jobs finish until their lease deadlines; end the rest."""
+        """Let running jobs, and leases in flight, finish until their lease deadlines;
+        end the rest."""
         for running in self._running.values():
             if running.heartbeat is not None:
                 running.heartbeat.cancel()  # "until their TTR": the lease is not extended
         second = asyncio.ensure_future(self._stop.second.wait())
         try:
-            while self._running:
+            while True:
                 now = time.monotonic()
                 overdue = [r for r in self._running.values()
                            if r.ended is None and r.deadline_s - DRAIN_MARGIN_S <= now]
@@ -303,6 +306,8 @@ class Worker:
                 done, _ = await asyncio.wait(
                     [second, *busy], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if second in done:
+                    for lease in list(self._leasing):  # given back by the server
+                        lease.cancel()
                     for running in list(self._running.values()):
                         self._end(running, "the worker was stopped (a second stop signal) "
                                            "before the job finished")
