@@ -176,7 +176,9 @@ def test_a_read_only_dashboard_with_tokens_still_refuses_actions() -> None:
 
 
 def cookie_header(response, name: str = webauth.COOKIE) -> str:
-    (found,) = [v for v in response.headers.getall("Set-Cookie") if v.startswith(name + "=")]
+    """The Set-Cookie of ``name`` (``response``: a response or its headers)."""
+    headers = getattr(response, "headers", response)
+    (found,) = [v for v in headers.getall("Set-Cookie") if v.startswith(name + "=")]
     return found
 
 
@@ -300,3 +302,111 @@ def test_a_cookie_that_is_no_base64_is_no_token() -> None:
     assert webauth.token_of_cookie("!!!") is None
     assert webauth.presented(None, "") == (None, False)
 
+
+
+# --- over TLS: the gateway's context (eventq/tls.py) on the dashboard's port -------------
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from tls_files import make_tls_files
+
+    return make_tls_files(tmp_path_factory.mktemp("web-tls"))
+
+
+def serve_tls(files, scenario: Callable[[int], Awaitable[None]], client_ca: str = "") -> None:
+    """The dashboard (with tokens) on a real port over TLS, as the server runs it."""
+    from eventq.observe.web import WebServer
+    from eventq.settings import Settings
+    from eventq.tls import server_context
+
+    settings = Settings(tls_cert=files.pem("server"), tls_key=files.key("server"),
+                        tls_client_ca=client_ca)
+
+    async def main() -> None:
+        p = await workload()
+        server = WebServer(dashboard_of(p, TokenStore(parse_tokens(TOKENS))), "127.0.0.1", 0,
+                           tls=server_context(settings))
+        await server.start()
+        try:
+            assert server.port is not None
+            await scenario(server.port)
+        finally:
+            await server.stop()
+
+    run(main())
+
+
+async def fetch(port: int, path: str, tls, headers: dict | None = None, data: dict | None = None,
+                scheme: str = "https"):
+    """(status, headers, text) of a request in a session of its own."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.request("POST" if data is not None else "GET",
+                                   f"{scheme}://127.0.0.1:{port}{path}", ssl=tls,
+                                   headers=headers or {}, data=data, allow_redirects=False,
+                                   timeout=aiohttp.ClientTimeout(total=10)) as response:
+            return response.status, response.headers, await response.text()
+
+
+def test_https_serves_a_client_that_trusts_the_ca_and_takes_tokens(files) -> None:
+    import ssl
+
+    import aiohttp
+
+    from eventq.client import tls_context
+
+    trusted = tls_context(files.pem("ca"))
+
+    async def scenario(port: int) -> None:
+        status, _, text = await fetch(port, "/metrics", trusted, bearer(READER))
+        assert status == 200 and "eventq_queue_jobs" in text
+        status, headers, _ = await fetch(port, "/metrics", trusted)
+        assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="eventq"'
+        status, _, _ = await fetch(port, "/queues/mail/pause", trusted, bearer(READER), data={})
+        assert status == 403
+        status, _, _ = await fetch(port, "/queues/mail/pause", trusted, bearer(ADMIN), data={})
+        assert status == 303
+        # signing in over TLS: the cookie is Secure and __Host- (the browser checks both)
+        status, headers, _ = await fetch(port, "/signin", trusted, data={"token": ADMIN})
+        assert status == 303
+        cookie = cookie_header(headers, webauth.SECURE_COOKIE)
+        assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert "Path=/" in cookie and "Domain" not in cookie
+        value = cookie.split(";")[0].split("=", 1)[1]
+        status, _, _ = await fetch(port, "/", trusted,
+                                   {"Cookie": f"{webauth.SECURE_COOKIE}={value}"})
+        assert status == 200
+        # the plain-HTTP cookie's name means nothing over TLS
+        status, _, _ = await fetch(port, "/", trusted, {"Cookie": f"{webauth.COOKIE}={value}"})
+        assert status == 401
+        # a client that trusts another CA refuses the server; a plain client gets nothing
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await fetch(port, "/metrics", tls_context(files.pem("other-ca")), bearer(READER))
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+            await fetch(port, "/metrics", None, bearer(READER), scheme="http")
+
+    serve_tls(files, scenario)
+
+
+def test_with_a_client_ca_the_dashboard_requires_client_certificates(files, caplog) -> None:
+    import aiohttp
+
+    from eventq.client import tls_context
+
+    async def scenario(port: int) -> None:
+        with_cert = tls_context(files.pem("ca"), files.pem("client"), files.key("client"))
+        status, _, _ = await fetch(port, "/metrics", with_cert, bearer(READER))
+        assert status == 200
+        for certificate in (None, "stranger"):
+            tls = tls_context(files.pem("ca"), *(() if certificate is None else
+                                                 (files.pem(certificate),
+                                                  files.key(certificate))))
+            with pytest.raises(aiohttp.ClientError):
+                await fetch(port, "/metrics", tls, bearer(READER))
+
+    serve_tls(files, scenario, client_ca=files.pem("ca"))
+    refusals = [r.getMessage() for r in caplog.records if "refused a TLS connection" in
+                r.getMessage()]
+    assert refusals, "the refused handshakes are said in the log"
