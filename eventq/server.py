@@ -88,7 +88,8 @@ class EventqService(mode.Service):
             sock=listeners.gateway, tokens=tokens, tls=tls.server,
         )
         self.web = None if http is None else web_server(
-            settings, streams, self.gateway, stats, listeners.web)
+            settings, streams, self.gateway, stats, listeners.web, tls=tls.server,
+            tokens=tokens)
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
@@ -128,8 +129,10 @@ class EventqService(mode.Service):
         )
         if self.web is not None:
             host, _ = self._settings.http_address
-            print(f"eventq dashboard on http://{host}:{self.web.port}/ and Prometheus "
-                  f"metrics on http://{host}:{self.web.port}/metrics", flush=True)
+            scheme = "https" if self._settings.tls_cert else "http"
+            print(f"eventq dashboard on {scheme}://{host}:{self.web.port}/ and Prometheus "
+                  f"metrics on {scheme}://{host}:{self.web.port}/metrics"
+                  f"{' (tokens required)' if self._tokens is not None else ''}", flush=True)
 
     @mode.Service.task
     async def _deadlines(self) -> None:
@@ -173,9 +176,12 @@ class EventqService(mode.Service):
 
 
 def web_server(settings: Settings, streams, gateway, stats,
-               listener: socket.socket | None = None):
+               listener: socket.socket | None = None, tls: ssl.SSLContext | None = None,
+               tokens: TokenStore | None = None):
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
-    ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users")."""
+    ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users");
+    over TLS with the gateway's context, and with the gateway's tokens (the same store,
+    so SIGHUP's reload applies to both; spec/security.md)."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 
@@ -188,9 +194,10 @@ def web_server(settings: Settings, streams, gateway, stats,
         actions=settings.http_actions, bootstrap=settings.kafka_bootstrap,
         commands_topic=settings.commands_topic, partitions=settings.partitions,
         owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
+        tokens=tokens,
     )
     host, port = settings.http_address
-    return WebServer(dashboard, host, port, sock=listener)
+    return WebServer(dashboard, host, port, sock=listener, tls=tls)
 
 
 STOP_TIMEOUT_S = 20.0

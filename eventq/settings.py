@@ -260,11 +260,13 @@ HELP = {
         "line (roles: reader, worker, producer, admin); clients must `auth` first; read "
         "again on SIGHUP (default: no tokens)"
     ),
-    "tls_cert": "PEM certificate (chain) the gateway presents: it then speaks TLS",
+    "tls_cert": (
+        "PEM certificate (chain) the gateway and the dashboard present: both then speak TLS"
+    ),
     "tls_key": "PEM private key of --tls-cert",
     "tls_client_ca": (
-        "PEM CA that must have signed every client's certificate (mTLS); also what links "
-        "between eventq processes trust"
+        "PEM CA that must have signed every client's certificate (mTLS, the dashboard's "
+        "and /metrics' clients too); also what links between eventq processes trust"
     ),
     "http_actions": (
         "let the dashboard pause/resume queues and delete or retry jobs (read-only "

@@ -33,13 +33,14 @@ def chromium_path() -> str | None:
 
 
 class Browser:
-    def __init__(self, executable: str) -> None:
+    def __init__(self, executable: str, *flags: str) -> None:
         self._profile = tempfile.mkdtemp(prefix="eventq-chromium-")
         self._process = subprocess.Popen(
             [executable, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-             f"--user-data-dir={self._profile}", "--window-size=1280,900", "about:blank"],
+             f"--user-data-dir={self._profile}", "--window-size=1280,900", *flags,
+             "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         self._loop = asyncio.new_event_loop()
@@ -58,11 +59,13 @@ class Browser:
         self._run(self._connect(f"ws://127.0.0.1:{port}{path}"))
 
     @classmethod
-    def open(cls) -> "Browser":
+    def open(cls, *flags: str) -> "Browser":
+        """``flags``: more of Chromium's command line (``--ignore-certificate-errors``
+        for a server whose certificate is the tests' own)."""
         executable = chromium_path()
         if executable is None:
             raise RuntimeError("chromium is not installed (make browser installs it)")
-        return cls(executable)
+        return cls(executable, *flags)
 
     def _stderr(self) -> str:
         try:

@@ -163,7 +163,7 @@ class ServerProcess:
 
         text = self.log_path.read_text(errors="replace")
         text = text[text.rfind(f"===== start {self.starts} ====="):]
-        found = re.search(r"eventq dashboard on (http://\S+/) ", text)
+        found = re.search(r"eventq dashboard on (https?://\S+/) ", text)
         assert found, f"no dashboard line in the log:\n{self.log_tail()}"
         return found.group(1)
 

@@ -56,6 +56,10 @@ class Frame:
     actions: bool  # --http-actions
     flash: str | None = None
     cluster_note: str | None = None  # set when counts are this process's partitions only
+    # With tokens (spec/security.md): the roles of the token shown, and whether it may
+    # act (admin); None: a server without tokens.
+    who: str | None = None
+    may_act: bool = True
 
 
 def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
@@ -63,7 +67,13 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
     flash = ""
     if frame.flash:
         flash += f'<div class="flash" id="flash">{e(frame.flash)}</div>'
-    mode = "actions enabled" if frame.actions else "read-only (start with --http-actions to act)"
+    if not frame.actions:
+        mode = "read-only (start with --http-actions to act)"
+    else:
+        mode = "actions enabled" if frame.may_act else "read-only for this token (acting needs admin)"
+    signed_in = "" if frame.who is None else (
+        f' · token: {e(frame.who)} <form class="inline" method="post" action="/signout">'
+        '<button type="submit" name="signout">Sign out</button></form>')
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
         f"<title>{e(title)} · eventq</title><style>{STYLE}</style></head><body>"
@@ -71,7 +81,7 @@ def layout(title: str, body: str, frame: Frame, refresh: bool = True) -> str:
         f'<a href="/recurring">Recurring</a><a href="/tags">Tags</a>'
         f'<a href="/cluster">Cluster</a>'
         f'<a href="/metrics">Metrics</a><span style="margin-left:auto">process '
-        f"{e(frame.process)} · {mode}</span></header><main><h1>{e(title)}</h1>{flash}"
+        f"{e(frame.process)} · {mode}{signed_in}</span></header><main><h1>{e(title)}</h1>{flash}"
         f"{f'<p><i>{e(frame.cluster_note)}</i></p>' if frame.cluster_note else ''}"
         f"{body}</main></body></html>"
     )
@@ -92,7 +102,7 @@ def table(headers: list[str], rows: list[list[str]], left: int = 1, id_: str = "
 
 
 def button(action: str, label: str, frame: Frame, name: str = "") -> str:
-    if not frame.actions:
+    if not (frame.actions and frame.may_act):
         return ""
     ident = f' name="{e(name)}"' if name else ""
     return (f'<form class="inline" method="post" action="{e(action)}">'
@@ -448,3 +458,22 @@ def failed_group_page(group: str, count: int, jobs: list[JobInfo], offset: int, 
 def message_page(title: str, text: str, frame: Frame) -> str:
     return layout(title, f"<p>{e(text)}</p><p><a href=\"/\">Back to the queues</a></p>",
                   frame, refresh=False)
+
+
+def signin_page(next_path: str, note: str) -> str:
+    """The sign-in form of a dashboard with tokens (spec/security.md): a browser cannot
+    send ``Authorization: Bearer``, so the token typed here is kept in a cookie
+    (HttpOnly, SameSite=Strict; Secure under TLS). It shows nothing of the server: it
+    is what a request without a good token gets (401)."""
+    body = (
+        f'<p id="signin-note">{e(note)}</p>'
+        '<form method="post" action="/signin" id="signin-form">'
+        f'<input type="hidden" name="next" value="{e(next_path)}">'
+        '<label>Token <input type="password" name="token" autocomplete="current-password" '
+        'required autofocus></label> <button type="submit" name="signin">Sign in</button>'
+        "</form><p>Any role sees the dashboard; acting (with --http-actions) needs an "
+        "admin token. Programs send <code>Authorization: Bearer &lt;token&gt;</code>.</p>"
+    )
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>Sign in · eventq</title><style>{STYLE}</style></head><body>"
+            f"<header><b>eventq</b></header><main><h1>Sign in</h1>{body}</main></body></html>")

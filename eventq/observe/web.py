@@ -9,6 +9,11 @@ pages and actions are the whole cluster's, and an action is the same command a c
 would send (pause, resume, delete; a retry is an add of a copy and a delete). What only
 the processor knows (leased and failed job lists, jobs by state, rates, wait and run
 times, offsets and lag) is this process's partitions.
+
+With tokens (``--tokens-file``, spec/security.md) every page and ``/metrics`` needs a
+token of any role without a prefix, and an action an admin token (eventq/observe/
+webauth.py decides; ``_auth`` below asks it first, before any page is read). With a
+certificate the whole of it is served over TLS, with the gateway's context (mTLS too).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import time
 import uuid
 from typing import Callable
@@ -29,16 +35,18 @@ from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.errors import EventqError
 from eventq.limits import MAX_RETRY_COUNT
-from eventq.observe import pages
+from eventq.observe import pages, webauth
 from eventq.observe.chart import line_chart
 from eventq.observe.history import SAMPLE_EVERY_S, History
 from eventq.observe.joblog import JobHistory, job_history
 from eventq.observe.livestats import QueueStats
 from eventq.observe.metrics import CONTENT_TYPE, exposition, records_behind, registry_of
 from eventq.protocol import Parser
+from eventq.protocol.access import Grant, TokenStore
 
 log = logging.getLogger(__name__)
 
+GRANT = web.RequestKey("grant", Grant)  # the request's token's grant, for the frame
 PAGE_JOBS = 25
 PAGE_QUEUES = 50  # (+1 to know of a next page: the protocol's limit is 100)
 TAGS_SHOWN = 500  # on the tags page: this process's, most jobs first
@@ -64,7 +72,8 @@ class Dashboard:
                  commands_topic: str, partitions: int,
                  owner_of: Callable[[int], str | None], members: Callable[[], list[str]],
                  clock_ms: Callable[[], int],
-                 read_history: Callable[[uuid.UUID], JobHistory] | None = None) -> None:
+                 read_history: Callable[[uuid.UUID], JobHistory] | None = None,
+                 tokens: TokenStore | None = None) -> None:
         self.gateway = gateway
         self.sources = sources
         self.process = process
@@ -79,6 +88,8 @@ class Dashboard:
         self.registry = registry_of(sources)
         # A job's commands, read from the command log (blocking: run in a thread).
         self.read_history = read_history or self._history_from_kafka
+        # The server's tokens (the same store SIGHUP replaces), or None: no tokens.
+        self.tokens = tokens
 
     def _history_from_kafka(self, job_id: uuid.UUID) -> JobHistory:
         return job_history(self.bootstrap, self.commands_topic, self.partitions, job_id)
@@ -125,12 +136,15 @@ class Dashboard:
     def frame(self, request: web.Request) -> pages.Frame:
         cluster = self.gateway.cluster
         alone = cluster is None or not cluster.others()
+        grant: Grant | None = request.get(GRANT)
         return pages.Frame(
             process=self.process, actions=self.actions,
             flash=DONE.get(request.query.get("done", "")),
             cluster_note=None if alone else (
                 "Ready, scheduled, waiting and paused are the whole cluster's; leased, "
                 "completed, failed, rates and times are this process's partitions."),
+            who=None if grant is None else ",".join(sorted(r.value for r in grant.roles)),
+            may_act=grant is None or grant.is_admin,
         )
 
     def _charts(self, name: str | None) -> list[str]:
@@ -331,8 +345,8 @@ class Dashboard:
                 "Read-only", "This dashboard is read-only: start eventq with "
                 "--http-actions to pause, resume, delete and retry from it.",
                 self.frame(request)), 403)
-        origin = request.headers.get("Origin")
-        if origin not in (None, "null") and origin != f"{request.scheme}://{request.host}":
+        origin = _foreign_origin(request)
+        if origin is not None:
             return _html(pages.message_page(
                 "Refused", f"An action from another site ({origin}) was refused.",
                 self.frame(request)), 403)
@@ -411,6 +425,98 @@ class Dashboard:
         return await self._act(request, calls.retry_group(group, MAX_RETRY_COUNT),
                                f"/failed/{pages.q(group)}?done=group-retried")
 
+    # --- tokens (spec/security.md; eventq/observe/webauth.py) ----------------------------
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler):
+        """Every request but signing in and out presents a token (``Authorization:
+        Bearer`` or the sign-in cookie) before anything is read; a POST (an action)
+        needs admin. Its grant is kept on the request for the page's frame."""
+        if request.path in (webauth.SIGN_IN, webauth.SIGN_OUT):
+            return await handler(request)
+        assert self.tokens is not None
+        token, from_cookie = webauth.presented(
+            request.headers.get("Authorization"),
+            request.cookies.get(webauth.cookie_name(request.secure)))
+        acting = request.method not in webauth.VIEW_METHODS
+        decided = webauth.decide(self.tokens, token, acting=acting)
+        if (acting and from_cookie and not isinstance(decided, webauth.Refusal)
+                and _foreign_origin(request, null_is_foreign=True) is not None):
+            # A browser's action: the cookie travels with a form of this site only.
+            return _html(pages.message_page(
+                "Refused", "An action from another site (or from a page without an "
+                "origin) was refused.", self.frame(request)), 403)
+        if isinstance(decided, webauth.Refusal):
+            if decided.status == 403 and token is not None:  # its page offers to sign out
+                request[GRANT] = self.tokens.tokens.grant_for(token)
+            return self._refusal(request, decided, clear_cookie=from_cookie
+                                 and decided is webauth.UNKNOWN_TOKEN)
+        request[GRANT] = decided
+        return await handler(request)
+
+    def _refusal(self, request: web.Request, refusal: webauth.Refusal,
+                 clear_cookie: bool = False) -> web.Response:
+        """401 (with ``WWW-Authenticate: Bearer``) or 403, saying what to do: plain
+        text to a program (``/metrics``), the sign-in form or a page to a browser."""
+        if request.path in webauth.MACHINE_PATHS:
+            response = web.Response(text=refusal.text + "\n", status=refusal.status)
+        elif refusal.status == 401:
+            back = request.raw_path if request.method in webauth.VIEW_METHODS else "/"
+            response = _html(pages.signin_page(webauth.safe_next(back), refusal.text), 401)
+        else:
+            response = _html(pages.message_page(refusal.title, refusal.text,
+                                                self.frame(request)), refusal.status)
+        if refusal.status == 401:
+            response.headers["WWW-Authenticate"] = (
+                webauth.REALM_INVALID if refusal.invalid_token else webauth.REALM)
+        if clear_cookie:  # removed from the file since: the browser forgets it
+            self._forget(request, response)
+        return response
+
+    async def sign_in_page(self, request: web.Request) -> web.Response:
+        return _html(pages.signin_page(webauth.safe_next(request.query.get("next")),
+                                       webauth.NEEDS_TOKEN.text))
+
+    async def sign_in(self, request: web.Request) -> web.Response:
+        """The form's token becomes the cookie (HttpOnly, SameSite=Strict, Secure and
+        ``__Host-`` under TLS) if it may see the dashboard; then back where the browser
+        was. From another site it is refused as an action is (no signing a browser in
+        with someone else's token)."""
+        assert self.tokens is not None
+        origin = _foreign_origin(request)
+        if origin is not None:
+            return _html(pages.message_page(
+                "Refused", f"A sign-in from another site ({origin}) was refused.",
+                self.frame(request)), 403)
+        form = await request.post()
+        raw_token, raw_next = form.get("token"), form.get("next")
+        token = raw_token.strip() if isinstance(raw_token, str) else ""
+        back = webauth.safe_next(raw_next if isinstance(raw_next, str) else None)
+        decided = webauth.decide(self.tokens, token or None, acting=False)
+        if isinstance(decided, webauth.Refusal):
+            if decided.status == 401:
+                response = _html(pages.signin_page(back, decided.text), 401)
+                response.headers["WWW-Authenticate"] = (
+                    webauth.REALM_INVALID if decided.invalid_token else webauth.REALM)
+                return response
+            return _html(pages.message_page(decided.title, decided.text,
+                                            self.frame(request)), decided.status)
+        response = web.Response(status=303, headers={"Location": back})
+        response.set_cookie(webauth.cookie_name(request.secure), webauth.cookie_value(token),
+                            path="/", httponly=True, samesite="Strict",
+                            secure=request.secure or None)
+        return response
+
+    async def sign_out(self, request: web.Request) -> web.Response:
+        response = web.Response(status=303, headers={"Location": webauth.SIGN_IN})
+        self._forget(request, response)
+        return response
+
+    @staticmethod
+    def _forget(request: web.Request, response: web.Response) -> None:
+        response.del_cookie(webauth.cookie_name(request.secure), path="/",
+                            httponly=True, samesite="Strict", secure=request.secure or None)
+
     @web.middleware
     async def _errors(self, request: web.Request, handler):
         """A request the gateway refuses (not serving yet, an owner unreachable) is a
@@ -423,7 +529,9 @@ class Dashboard:
                                             self.frame(request)), 503)
 
     def application(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors])
+        # Tokens first: nothing is read for a request that may not see it.
+        app = web.Application(middlewares=[self._errors] if self.tokens is None
+                              else [self._auth, self._errors])
         app.add_routes([
             web.get("/", self.queues_page),
             web.get("/queues/{name}", self.queue_page),
@@ -442,17 +550,26 @@ class Dashboard:
             web.get("/failed/{group}", self.failed_group_page),
             web.post("/failed/{group}/retry", self.retry_group),
         ])
+        if self.tokens is not None:
+            app.add_routes([
+                web.get(webauth.SIGN_IN, self.sign_in_page),
+                web.post(webauth.SIGN_IN, self.sign_in),
+                web.post(webauth.SIGN_OUT, self.sign_out),
+            ])
         return app
 
 
 class WebServer:
-    """Runs the dashboard's application on ``host:port`` (port 0: any free port)."""
+    """Runs the dashboard's application on ``host:port`` (port 0: any free port), over
+    TLS with ``tls`` (the gateway's context: its certificate, and client certificates
+    required when it requires them)."""
 
     def __init__(self, dashboard: Dashboard, host: str, port: int,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._dashboard = dashboard
         self._host, self._port = host, port
         self._sock = sock  # bound before faust started (eventq/listeners.py), or None
+        self._tls = tls
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task | None = None
         self.port: int | None = None
@@ -462,9 +579,10 @@ class WebServer:
                                      handle_signals=False)
         await self._runner.setup()
         if self._sock is not None:
-            site = web.SockSite(self._runner, self._sock)
+            site = web.SockSite(self._runner, self._sock, ssl_context=self._tls)
         else:
-            site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+            site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True,
+                               ssl_context=self._tls)
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._sampler = asyncio.ensure_future(self._dashboard.sample_forever())
@@ -474,6 +592,18 @@ class WebServer:
             self._sampler.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+def _foreign_origin(request: web.Request, null_is_foreign: bool = False) -> str | None:
+    """The ``Origin`` of a POST from another site, or None (this site's, or none: a
+    program or an old browser). Together with the SameSite=Strict cookie this keeps
+    actions CSRF-safe: a cross-site form is sent without the cookie, and one from a
+    sibling host of the same site (which would carry it) has a foreign Origin; with the
+    cookie, ``null`` (a sandboxed or redirected form) is foreign too."""
+    origin = request.headers.get("Origin")
+    if origin is None or (origin == "null" and not null_is_foreign):
+        return None
+    return None if origin == f"{request.scheme}://{request.host}" else origin
 
 
 def _html(text: str, status: int = 200) -> web.Response:

@@ -125,6 +125,23 @@ def test_mtls_refuses_a_client_without_a_good_certificate(mtls_server, files, ce
     assert said in until_refused(mtls_server, since)
 
 
+def test_the_dashboard_speaks_https_and_requires_client_certificates_too(mtls_server, files):
+    """With --tls-client-ca the dashboard's port asks for a client certificate as the
+    gateway does (one rule for everything the process serves)."""
+    import urllib.error
+    import urllib.request
+
+    url = mtls_server.http_url() + "metrics"
+    assert url.startswith("https://")
+    tls = tls_context(files.pem("ca"), files.pem("client"), files.key("client"))
+    with urllib.request.urlopen(url, context=tls, timeout=30) as response:
+        assert response.status == 200 and b"eventq_serving" in response.read()
+    since = log_size(mtls_server)
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        urllib.request.urlopen(url, context=tls_context(files.pem("ca")), timeout=30).read()
+    assert "certificate" in until_refused(mtls_server, since)
+
+
 def test_two_processes_with_mtls_and_tokens_still_forward(kafka_bootstrap, tmp_path, files):
     from support import check_forwarding, start_together
 
