@@ -12,7 +12,7 @@ import uuid
 from eventq.core import decode_command
 from eventq.core.batch import read_record
 from eventq.protocol.access import Caller
-from gateway.memory_processes import finish, job_id, run, two_processes
+from gateway.memory_processes import Process, finish, job_id, run, two_processes
 
 ACME = Caller("line-2", "acme.")
 ZED = Caller("line-3", "zed.")
@@ -128,5 +128,39 @@ def test_every_command_carries_its_issuers_name_however_far_it_was_forwarded():
         c, _ = two_processes()
         assert await c.handle(add(ids[0], "q")) == b"+OK\r\n"
         assert issuers(c) == [("Add", None)]
+
+    run(scenario())
+
+
+def test_one_process_alone_filters_its_listings_too():
+    async def scenario():
+        alone = Process()
+        for n, (name, caller) in enumerate(((b"acme.q", ACME), (b"zed.q", ZED)) * 2):
+            jid = job_id(n % 2, n // 2 + 1)
+            assert await alone.handle(add(jid, name.decode(), " -tags=t"), caller=caller) == (
+                b"+OK\r\n")
+        for name, caller in (("acme.q", ACME), ("zed.q", ZED)):
+            for _ in range(2):
+                leased = await alone.handle(f"lease {name} 0\r\n".encode(), caller=caller)
+                leased_id = leased.split(b"\r\n")[1].split(b" ")[0]
+                assert await alone.handle(b"fail %s 2\r\nno\r\n" % leased_id,
+                                          caller=caller) == b"+OK\r\n"
+        assert (await alone.handle(b"inspect queues 0 10\r\n", caller=ZED)).startswith(
+            b"+OK 1\r\nzed.q ")
+        assert await alone.handle(b"inspect failed 0 10\r\n", caller=ZED) == (
+            b"+OK 1\r\nfailed 1\r\nfailed-len 2\r\n")
+        assert (await alone.handle(b"inspect failed-jobs failed 1 10\r\n", caller=ZED)
+                ).startswith(b"+OK 1\r\n")
+        assert (await alone.handle(b"inspect tagged t 0 10\r\n", caller=ACME)
+                ).count(b"name acme.q") == 2
+        assert await alone.handle(b"retry-group failed 1\r\n", caller=ZED) == (
+            b"+OK 1\r\nretried 1\r\n")
+        assert await alone.handle(b"inspect failed 0 10\r\n", caller=None) == (
+            b"+OK 1\r\nfailed 1\r\nfailed-len 3\r\n")
+        assert await alone.handle(b"recur r acme.q 1000 60000 60000 1\r\nx\r\n",
+                                  caller=ACME) == b"+OK\r\n"
+        assert await alone.handle(b"inspect recurring 0 10\r\n", caller=ZED) == b"+OK 0\r\n"
+        assert (await alone.handle(b"inspect recurring 0 10\r\n", caller=ACME)).startswith(
+            b"+OK 1\r\nr ")
 
     run(scenario())
