@@ -128,3 +128,26 @@ def test_a_dependents_scope_is_its_adds_and_its_depends_carry_it():
     assert [f.command.scope for f in result.follow_ups] == ["acme."]
     plain = step(None, Add(DEP, "acme.q", 1000, 60_000, b"", scope="acme."), T0, position(1))
     assert plain.job.scope is None  # a job without upstreams keeps no scope
+
+
+def test_a_job_outside_the_scope_is_absent_to_every_command_about_it():
+    """complete, fail, delete, retry and touch with a scope: -NOT-FOUND for a job whose
+    queue is outside it, in any state (before Duplicate result), decided where it is."""
+    from eventq.core import Delete, Fail, Retry, StartAttempt, Touch
+    from eventq.core.machine import Accepted, Rejected
+    from eventq.errors import NotFound
+
+    leased = step(None, Add(UP, "zed.q", 1000, 60_000, b""), T0, position(1)).job
+    leased = step(leased, StartAttempt(UP, 1), T0, position(2)).job
+    done = step(leased, Complete(UP, b"r"), T0, position(3)).job
+    failed = step(leased, Fail(UP, b"x"), T0, position(3)).job
+    for job, command in ((leased, Complete(UP, b"r", "acme.")), (done, Complete(UP, b"r", "acme.")),
+                         (leased, Fail(UP, b"x", None, "acme.")), (done, Delete(UP, "acme.")),
+                         (failed, Retry(UP, 0, "acme.")), (leased, Touch(UP, 1, None, "acme."))):
+        outcome = step(job, command, T0 + 1, position(9)).outcome
+        assert outcome == Rejected(NotFound()), command
+        inside = step(job, dataclasses.replace(command, scope="zed."), T0 + 1, position(9))
+        assert inside.outcome != Rejected(NotFound()), command  # as without a scope
+        assert inside.outcome == step(job, dataclasses.replace(command, scope=None), T0 + 1,
+                                      position(9)).outcome
+        assert isinstance(inside.outcome, (Accepted, Rejected))
