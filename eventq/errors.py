@@ -107,6 +107,9 @@ INVALID_DELAY = "Invalid Delay"  # `retry -delay=`
 INVALID_COUNT = "Invalid Count"  # `retry-group`'s count
 INVALID_EVERY = "Invalid Every"  # `recur`'s every-ms
 INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
+# [eventq] spec/security.md: a verb none of the token's roles may use, or a queue name
+# outside its prefix (check 6a)
+FORBIDDEN = "Forbidden"
 DUPLICATE_JOB = "Duplicate job"
 DUPLICATE_RESULT = "Duplicate result"
 INVALID_CURSOR_OFFSET = "Invalid cursor offset"

@@ -252,6 +252,8 @@ class JobIndex:
         # name -> (partition, every ms, next slot), and a heap of (when to check, name)
         # for the timer, checked when popped (a changed record pushes its own).
         self._recurrences: dict[str, tuple[int, int, int]] = {}
+        # Each one's queue (its job name), for a token's prefix (spec/security.md).
+        self._recurrence_queues: dict[str, str] = {}
         self._recurrence_checks: list[tuple[int, str]] = []
         # Live jobs per queue name and state, for the dashboard and the metrics
         # (docs/architecture.md, "Metrics and the dashboard").
@@ -453,6 +455,7 @@ class JobIndex:
         self._paused.pop(partition, None)
         for name in [n for n, (p, _, _) in self._recurrences.items() if p == partition]:
             del self._recurrences[name]
+            self._recurrence_queues.pop(name, None)
         if partition not in self._partition_sizes:
             return
         for id_int in [i for i, packed in self._entries.items()
@@ -630,17 +633,49 @@ class JobIndex:
             return []
         return [(key, _id_of(key)) for key in queue.waiting.islice(offset, offset + limit)]
 
-    def tagged_page_keys(self, tag: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
+    def tagged_page_keys(self, tag: str, offset: int, limit: int,
+                         prefix: str | None = None) -> list[tuple[int, uuid.UUID]]:
         """A page of ``inspect tagged`` (spec/workflows.md, "4. Tags"): live jobs with
         ``tag``, in any state, by created time, then id, each with its place as an
-        integer (``tagged_key``: the same in every process, so pages merge by it)."""
+        integer (``tagged_key``: the same in every process, so pages merge by it).
+        ``prefix``: only jobs of queues inside it (spec/security.md)."""
         jobs = self._tagged.get(tag)
         if jobs is None:
             return []
-        return [(key, _id_of(key)) for key in jobs.islice(offset, offset + limit)]
+        return self._page(jobs, offset, limit, prefix)
 
-    def tagged_page(self, tag: str, offset: int, limit: int) -> list[uuid.UUID]:
-        return [job_id for _, job_id in self.tagged_page_keys(tag, offset, limit)]
+    def _page(self, keys: SortedList, offset: int, limit: int,
+              prefix: str | None) -> list[tuple[int, uuid.UUID]]:
+        """``keys[offset:offset + limit]`` (ids in their low bits) as (key, id), or with
+        ``prefix`` the same page of the keys of jobs whose queue name starts with it
+        (spec/security.md: a token's listings see only its queues). That one is a scan
+        from the first key (each a dict lookup and a bytes compare, ~0.2 s per million
+        keys passed over): no index is kept per prefix, which tokens may change."""
+        if prefix is None:
+            return [(key, _id_of(key)) for key in keys.islice(offset, offset + limit)]
+        wanted, size = prefix.encode(), _ENTRY.size
+        entries, found, skipped = self._entries, [], 0
+        for key in keys:
+            packed = entries.get(key & _ID_MASK)
+            if packed is None or not packed.startswith(wanted, size):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            found.append((key, _id_of(key)))
+            if len(found) >= limit:
+                break
+        return found
+
+    def sees(self, job_id: uuid.UUID, prefix: str | None) -> bool:
+        """Whether the live job ``job_id``'s queue is inside ``prefix`` (None: any)."""
+        packed = self._entries.get(job_id.int)
+        return packed is not None and (prefix is None
+                                       or packed.startswith(prefix.encode(), _ENTRY.size))
+
+    def tagged_page(self, tag: str, offset: int, limit: int,
+                    prefix: str | None = None) -> list[uuid.UUID]:
+        return [job_id for _, job_id in self.tagged_page_keys(tag, offset, limit, prefix)]
 
     def tag_counts(self) -> dict[str, int]:
         """{tag: live jobs with it} of every tag some live job has (the dashboard)."""
@@ -666,30 +701,43 @@ class JobIndex:
         found.sort()
         return [uuid.UUID(int=id_int) for _, id_int in found[offset : offset + limit]]
 
-    def failed_groups(self) -> list[tuple[str, int]]:
+    def failed_groups(self, prefix: str | None = None) -> list[tuple[str, int]]:
         """[eventq] (group, FAILED jobs) of every group that has some, by name bytewise
-        (spec/workflows.md, ``inspect failed``)."""
-        return [(group, len(self._failed[group]))
-                for group in sorted(self._failed, key=lambda group: group.encode())]
+        (spec/workflows.md, ``inspect failed``); with ``prefix``, only the jobs of
+        queues inside it (spec/security.md), counted by a scan of the FAILED jobs."""
+        groups = sorted(self._failed, key=lambda group: group.encode())
+        if prefix is None:
+            return [(group, len(self._failed[group])) for group in groups]
+        wanted, size, entries = prefix.encode(), _ENTRY.size, self._entries
+        counted = [(group, sum(1 for key in self._failed[group]
+                               if entries[key & _ID_MASK].startswith(wanted, size)))
+                   for group in groups]
+        return [(group, count) for group, count in counted if count]
 
     def failed_len(self, group: str) -> int:
         members = self._failed.get(group)
         return 0 if members is None else len(members)
 
-    def failed_page_keys(self, group: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
+    def failed_page_keys(self, group: str, offset: int, limit: int,
+                         prefix: str | None = None) -> list[tuple[int, uuid.UUID]]:
         """[eventq] A page of a group's FAILED jobs, oldest failure first (failure time,
-        then id), each with its key: the same in every process, so pages merge by it."""
+        then id), each with its key: the same in every process, so pages merge by it.
+        ``prefix``: only jobs of queues inside it (spec/security.md)."""
         members = self._failed.get(group)
         if members is None:
             return []
-        return [(key, _id_of(key)) for key in members.islice(offset, offset + limit)]
+        return self._page(members, offset, limit, prefix)
 
-    def failed_page(self, group: str, offset: int, limit: int) -> list[uuid.UUID]:
-        return [job_id for _, job_id in self.failed_page_keys(group, offset, limit)]
+    def failed_page(self, group: str, offset: int, limit: int,
+                    prefix: str | None = None) -> list[uuid.UUID]:
+        return [job_id for _, job_id in self.failed_page_keys(group, offset, limit, prefix)]
 
-    def queue_names(self) -> list[str]:
-        """Known queue names, sorted bytewise (spec: inspect queues)."""
+    def queue_names(self, prefix: str | None = None) -> list[str]:
+        """Known queue names, sorted bytewise (spec: inspect queues); ``prefix``: only
+        those that start with it (spec/security.md)."""
         names = self.queues.keys() | self.empty_names.keys()
+        if prefix is not None:
+            names = {name for name in names if name.startswith(prefix)}
         return sorted(names, key=lambda name: name.encode())
 
     # --- timers --------------------------------------------------------------------
@@ -755,6 +803,7 @@ class JobIndex:
     def put_recurrence(self, partition: int, record: Recurrence) -> None:
         """A recurrence's record as its partition's log left it (a recur, or a fire)."""
         self._recurrences[record.name] = (partition, record.every_ms, record.next_slot)
+        self._recurrence_queues[record.name] = record.definition.job_name
         heapq.heappush(self._recurrence_checks, (record.next_ms, record.name))
         if len(self._recurrence_checks) > HEAP_SLACK * len(self._recurrences) + 1000:
             self._recurrence_checks = sorted(
@@ -762,14 +811,19 @@ class JobIndex:
 
     def remove_recurrence(self, name: str) -> None:
         self._recurrences.pop(name, None)
+        self._recurrence_queues.pop(name, None)
 
     def _recurrence_next_ms(self, name: str) -> int:
         _, every_ms, next_slot = self._recurrences[name]
         return every_ms * next_slot
 
-    def recurrence_names(self) -> list[str]:
-        """The recurrences of the owned partitions, sorted bytewise (inspect recurring)."""
-        return sorted(self._recurrences, key=lambda name: name.encode())
+    def recurrence_names(self, prefix: str | None = None) -> list[str]:
+        """The recurrences of the owned partitions, sorted bytewise (inspect recurring);
+        ``prefix``: only those whose queue starts with it (spec/security.md)."""
+        names = self._recurrences.keys()
+        if prefix is not None:
+            names = {name for name in names if self._recurrence_queues[name].startswith(prefix)}
+        return sorted(names, key=lambda name: name.encode())
 
     def recurrence_next_ms(self, name: str) -> int | None:
         """When recurrence ``name``'s next slot is due (None: not one of this process)."""

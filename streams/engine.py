@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Awaitable, Callable
 
+from eventq import callers
 from eventq.coalesce import Coalesced
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, command_key
@@ -116,7 +117,7 @@ class Engine:
     async def send(self, command: Command) -> None:
         """Write a command nobody waits for (timers: one not written in time is taken
         back and produced again by the next timer pass)."""
-        partition, written = self._write(command, encode_command(command))
+        partition, written = self._write(command, encode_command(command))  # eventq's own
         try:
             # asyncio.timeout, not wait_for: no task per write, and a cancellation is
             # never lost (3.11's wait_for can drop one, gh-86296).
@@ -130,7 +131,8 @@ class Engine:
         else would ever produce it) in its partition's lane **now**, ahead of anything
         queued after this call; the result waits at most ``APPEND_DEADLINE_S`` for
         Kafka to take it."""
-        _, written = self._write(command, encode_command(command))
+        # A lease's give-back: its client's, when one is being served (audit).
+        _, written = self._write(command, encode_command(command, issuer=callers.issuer()))
 
         async def in_log() -> None:
             async with asyncio.timeout(APPEND_DEADLINE_S):
@@ -157,9 +159,9 @@ class Engine:
         submission: _Submission | None = None
         partition, written = -1, None
         try:
-            partition, written = self._write(
-                command, encode_command(command, node=self.node, request_id=request_id)
-            )
+            # [eventq] audit (spec/security.md): the name of the token it is issued for.
+            partition, written = self._write(command, encode_command(
+                command, node=self.node, request_id=request_id, issuer=callers.issuer()))
             # Before any await, so nothing can be applied yet; with its partition, which a
             # rebalance lets go of (``let_go``).
             submission = _Submission(self, self.waiters.expect(request_id, partition))
@@ -257,6 +259,7 @@ class Engine:
             raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
         key = b"queue:" + command.name.encode()
         owned = self.store.active
+        issuer = callers.issuer()  # audit (spec/security.md)
         expected: list[tuple[int, asyncio.Future]] = []
         written: list[asyncio.Future] = []
         try:
@@ -264,7 +267,8 @@ class Engine:
                 request_id = next(self._request_ids)
                 if partition in owned:
                     expected.append((request_id, self.waiters.expect(request_id)))
-                data = encode_command(command, node=self.node, request_id=request_id)
+                data = encode_command(command, node=self.node, request_id=request_id,
+                                      issuer=issuer)
                 written.append(self.writer.write(partition, key, data))
             async with asyncio.timeout(self.write_timeout_s):
                 await asyncio.gather(*written)

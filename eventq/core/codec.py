@@ -2,8 +2,10 @@
 
 Command record (``eventq.commands`` value): a msgpack map with short keys, ``v`` the
 schema version (1), ``t`` the command type (``CommandType``), then the command's fields,
-then the issuer's optional correlation fields ``o`` and ``q``. A job's command names
-the job by ``i``; a queue's (pause, resume) has the queue's name ``n`` and no ``i``.
+then the issuer's optional correlation fields ``o`` and ``q`` and [eventq] its audit
+field ``by``, the name of the token that issued it (spec/security.md; never the token).
+A job's command names the job by ``i``; a queue's (pause, resume) has the queue's name
+``n`` and no ``i``.
 
 State record (``eventq.jobs`` value): ``{"v": 2, "e": event, "j": job or nil}``. Its
 offsets (the event's ``o``, the job's ``ver``) are positions (eventq/core/batch.py);
@@ -89,7 +91,7 @@ from eventq.core.job import (
 )
 from eventq.core.recurrence import Definition, Recurrence
 from eventq.core.workflow import Input, Registration
-from eventq.limits import MAX_AFTER_IDS, MAX_NODE_BYTES, MAX_REQUEST_ID, MAX_TAGS
+from eventq.limits import MAX_AFTER_IDS, MAX_ISSUER_BYTES, MAX_NODE_BYTES, MAX_REQUEST_ID, MAX_TAGS
 
 SCHEMA_VERSION = 1  # of command records
 # State and job records: 2 counts versions in positions (eventq/core/batch.py); version
@@ -113,6 +115,10 @@ class DecodedCommand:
     command: Command | QueueCommand
     node: str | None = None
     request_id: int | None = None
+    # [eventq] audit (spec/security.md): the name of the token that issued it (Grant.name,
+    # e.g. ``line-3``, never the token); None: a server without tokens, or a command
+    # eventq wrote itself (timers, follow-ups) or written before audit existed.
+    issuer: str | None = None
 
 
 # -------------------------------------------------------------------- field kinds
@@ -197,6 +203,25 @@ def _write_node(node: Any) -> str:
     return node  # type: ignore[no-any-return]  # Any, checked a str just above
 
 
+_ISSUER_RULE = f"a str of 1 to {MAX_ISSUER_BYTES} bytes"
+
+
+def _is_issuer(value: Any) -> bool:
+    return type(value) is str and 0 < len(value.encode()) <= MAX_ISSUER_BYTES
+
+
+def _read_issuer(key: str, value: Any) -> str:
+    if not _is_issuer(value):
+        raise CodecError(f"field {key!r} (issuer) must be {_ISSUER_RULE}")
+    return value  # type: ignore[no-any-return]  # an unpacked value: Any, checked a str
+
+
+def _write_issuer(issuer: Any) -> str:
+    if not _is_issuer(issuer):
+        raise CodecError(f"issuer must be {_ISSUER_RULE}")
+    return issuer  # type: ignore[no-any-return]  # Any, checked a str just above
+
+
 def _is_request_id(value: Any) -> bool:
     return type(value) is int and 0 <= value <= MAX_REQUEST_ID
 
@@ -277,6 +302,7 @@ STATE = Kind("State", _read_state, write=int)
 WAITING_STATE = Kind("State: NEW or PENDING", _read_waiting_state, write=int)
 NODE = Kind(_NODE_RULE.removeprefix("a "), _read_node, write=_write_node)
 REQUEST_ID = Kind(_REQUEST_ID_RULE.removeprefix("an "), _read_request_id, write=_write_request_id)
+ISSUER = Kind(_ISSUER_RULE.removeprefix("a "), _read_issuer, write=_write_issuer)
 
 
 # ------------------------------------------------------------------------- fields
@@ -358,6 +384,8 @@ JOB_FIELDS: tuple[Field, ...] = (
     # Retry's, only when set: a job never retried has the record it had before.
     Field("dt", "delayed_ms", INT, absent=None, note="retry -delay's time"),
     Field("er", "early", BOOL, absent=False, note="a retry made it ready before its time"),
+    # A dependent's scope (spec/security.md), only when its add had one.
+    Field("sc", "scope", STR, absent=None, note="a dependent's token prefix"),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
 # An import's snapshot: the job map without ``i`` (the command's own) and ``ver`` (the
@@ -368,6 +396,9 @@ _JOB_ID = Field("i", "job_id", UUID_BYTES)
 _ATTEMPT = Field("k", "attempt", INT)
 _RESULT = Field("x", "result", BIN)
 _QUEUE_NAME = Field("n", "name", STR)
+# [eventq] The issuing token's prefix (spec/security.md), only when it has one: a
+# command of a token without a prefix keeps the bytes it had.
+_SCOPE = Field("sc", "scope", STR, absent=None, note="the token's prefix")
 # A new job's settings (add, schedule): schedule's time goes between these two parts.
 _NEW_JOB = (_JOB_ID, _QUEUE_NAME, Field("r", "ttr_ms", INT), Field("l", "ttl_ms", INT))
 _NEW_JOB_REST = (
@@ -378,6 +409,7 @@ _NEW_JOB_REST = (
     Field("b", "backoff_ms", INT, absent=0),  # absent when 0: workq's commands' bytes
     Field("af", "after", UUIDS, absent=()),  # absent when none, likewise
     Field("tg", "tags", TAGS, absent=()),  # likewise
+    _SCOPE,
 )
 _DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
 _RECURRENCE_NAME = Field("rn", "name", STR)
@@ -400,10 +432,10 @@ _DELAY = Field("dl", "delay_ms", INT, absent=0)
 COMMAND_FIELDS: dict[CommandType, Table] = {
     CommandType.ADD: _NEW_JOB + _NEW_JOB_REST,
     CommandType.SCHEDULE: _NEW_JOB + (Field("s", "time_ms", INT),) + _NEW_JOB_REST,
-    CommandType.COMPLETE: (_JOB_ID, _RESULT),
+    CommandType.COMPLETE: (_JOB_ID, _RESULT, _SCOPE),
     # -group: absent when none, so workq's fails keep their bytes.
-    CommandType.FAIL: (_JOB_ID, _RESULT, Field("fd", "group", STR, absent=None)),
-    CommandType.DELETE: (_JOB_ID,),
+    CommandType.FAIL: (_JOB_ID, _RESULT, Field("fd", "group", STR, absent=None), _SCOPE),
+    CommandType.DELETE: (_JOB_ID, _SCOPE),
     CommandType.EXPIRE: (_JOB_ID,),
     CommandType.START_ATTEMPT: (_JOB_ID, _ATTEMPT),
     CommandType.TIMEOUT_ATTEMPT: (_JOB_ID, _ATTEMPT),
@@ -419,6 +451,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         _JOB_ID,
         _ATTEMPT,
         Field("r", "ttr_ms", INT, absent=None, note="None: the job's TTR"),
+        _SCOPE,
     ),
     CommandType.PAUSE: (_QUEUE_NAME,),  # a queue's command: no job, no ``i``
     CommandType.RESUME: (_QUEUE_NAME,),
@@ -428,6 +461,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         Field("dp", "dependent", UUID_BYTES),
         _DEPENDENT_CREATED,
         Field("dl", "dependent_deadline_ms", INT, nil=True),
+        _SCOPE,
     ),
     CommandType.UPSTREAM: (
         Field("i", "dependent", UUID_BYTES),
@@ -440,15 +474,17 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
     ),
     # Recurring jobs' (spec/workflows.md, "5. Recurring jobs"): keyed ``recur:<name>``,
     # with the recurrence's name ``rn`` and no ``i``.
-    CommandType.RECUR: _RECURRENCE_FIELDS,
-    CommandType.UNRECUR: (_RECURRENCE_NAME,),
+    CommandType.RECUR: _RECURRENCE_FIELDS + (_SCOPE,),
+    CommandType.UNRECUR: (_RECURRENCE_NAME, _SCOPE),
     CommandType.FIRE: (_RECURRENCE_NAME, Field("sl", "slot", INT)),
-    CommandType.RETRY: (_JOB_ID, _DELAY),
+    CommandType.RETRY: (_JOB_ID, _DELAY, _SCOPE),
 }
 # Last in every command record: its issuer, when known (absent or nil: unknown).
 CORRELATION_FIELDS: tuple[Field, ...] = (
     Field("o", "node", NODE, absent=None, nil=True),
     Field("q", "request_id", REQUEST_ID, absent=None, nil=True),
+    # [eventq] audit (spec/security.md): who issued it, the token's name; absent: none.
+    Field("by", "issuer", ISSUER, absent=None, nil=True, note="the token's name"),
 )
 
 # First in every event map, after ``t``.
@@ -499,6 +535,7 @@ REGISTRATION_FIELDS: tuple[Field, ...] = (
     Field("dp", "dependent", UUID_BYTES),
     _DEPENDENT_CREATED,
     Field("dl", "deadline_ms", INT, nil=True),
+    Field("sc", "scope", STR, absent=None, note="the dependent's"),
 )
 INPUT_FIELDS: tuple[Field, ...] = (Field("ok", "completed", BOOL), Field("x", "result", BIN))
 WORKFLOW_RECORD_VERSION = 1
@@ -818,16 +855,18 @@ def _guarded(what: str, fn: Callable[[Any], Any], data: object) -> Any:
 
 
 def encode_command(
-    command: Command | QueueCommand, *, node: str | None = None, request_id: int | None = None
+    command: Command | QueueCommand, *, node: str | None = None, request_id: int | None = None,
+    issuer: str | None = None,
 ) -> bytes:
-    """The command record of ``command``, with the issuer's optional correlation fields."""
+    """The command record of ``command``, with the issuer's optional correlation fields
+    and [eventq] audit name (``issuer``: the token's name, spec/security.md)."""
     codec = _COMMAND_CODEC_OF.get(type(command))
     if codec is None:
         raise CodecError(f"not a command: {command!r:.100}")
     m: dict[str, Any] = {"v": SCHEMA_VERSION, "t": int(command.type)}
     codec.write(command, None, m)
-    if node is not None or request_id is not None:
-        _CORRELATION.write(DecodedCommand(command, node, request_id), None, m)
+    if node is not None or request_id is not None or issuer is not None:
+        _CORRELATION.write(DecodedCommand(command, node, request_id, issuer), None, m)
     return _pack(m)
 
 

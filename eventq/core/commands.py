@@ -94,6 +94,24 @@ FIRST_EXTENSION_TYPE = 64  # command types eventq adds beyond workq's take numbe
 assert min(t for t in CommandType if t > CommandType.TIMEOUT_ATTEMPT) == FIRST_EXTENSION_TYPE
 
 
+def check_scope(scope: object, name: str | None = None) -> None:
+    """[eventq] A command's ``scope`` (spec/security.md, step 6a): None (a server
+    without tokens, or a token without a prefix), or the token's queue-name prefix,
+    made of a name's characters; when the command names its queue (``name``), that
+    name is inside it."""
+    if scope is None:
+        return
+    check_name("scope", scope)
+    if name is not None and not name.startswith(scope):  # type: ignore[arg-type]  # checked a str
+        raise ValueError(f"queue {name!r} is outside the scope {scope!r}")
+
+
+def in_scope(scope: str | None, name: str) -> bool:
+    """Whether a queue ``name`` is inside ``scope`` (None: every queue): its bytes start
+    with the prefix's (spec/security.md)."""
+    return scope is None or name.startswith(scope)
+
+
 def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     check_uuid("job_id", c.job_id)
     check_name("name", c.name)
@@ -108,6 +126,8 @@ def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
     tags = c.tags
     if type(tags) is not tuple or tags:  # none (every workq add): one test
         check_tags("tags", tags)
+    if c.scope is not None:
+        check_scope(c.scope, c.name)
 
 
 def _check_after(job_id: uuid.UUID, after: object) -> None:
@@ -131,7 +151,9 @@ class Add:
     ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions).
     ``after`` (spec: workflows.md, -after): its upstreams; the job is then accepted
     WAITING until they complete. ``tags`` (spec: workflows.md, "4. Tags"): the job's,
-    kept for its life (at most 16 distinct; none is no -tags)."""
+    kept for its life (at most 16 distinct; none is no -tags). ``scope`` (spec/
+    security.md): the prefix of the token that issued it (None: none), recorded so that
+    its upstreams outside it are absent to it (its ``depend``s carry it)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -145,6 +167,7 @@ class Add:
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
     tags: tuple[str, ...] = ()
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         _check_job_fields(self, 0)
@@ -167,6 +190,7 @@ class Schedule:
     backoff_ms: int = 0
     after: tuple[uuid.UUID, ...] = ()
     tags: tuple[str, ...] = ()
+    scope: str | None = None  # as Add's
 
     def __post_init__(self) -> None:
         _check_job_fields(self, MIN_TTL_MS)
@@ -175,13 +199,19 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Complete:
+    """``complete``; ``scope`` (spec/security.md): the issuing token's prefix, a job
+    outside it being absent to it (``-NOT-FOUND``, decided where the job is: machine.py).
+    The same ``scope`` on fail, delete, retry and touch."""
+
     type: ClassVar[CommandType] = CommandType.COMPLETE
     job_id: uuid.UUID
     result: bytes
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
         check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
+        check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,12 +223,14 @@ class Fail:
     job_id: uuid.UUID
     result: bytes
     group: str | None = None
+    scope: str | None = None  # as Complete's
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
         check_bytes("result", self.result, MAX_PAYLOAD_BYTES)
         if self.group is not None:
             check_name("group", self.group)
+        check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,19 +243,23 @@ class Retry:
     type: ClassVar[CommandType] = CommandType.RETRY
     job_id: uuid.UUID
     delay_ms: int = 0
+    scope: str | None = None  # as Complete's
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
         check_int("delay_ms", self.delay_ms, 0, MAX_RETRY_DELAY_MS)
+        check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
 class Delete:
     type: ClassVar[CommandType] = CommandType.DELETE
     job_id: uuid.UUID
+    scope: str | None = None  # as Complete's
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
+        check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,12 +347,14 @@ class Touch:
     job_id: uuid.UUID
     attempt: int
     ttr_ms: int | None = None
+    scope: str | None = None  # as Complete's
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
         check_int("attempt", self.attempt, 1, MAX_ATTEMPTS_LIMIT)
         if self.ttr_ms is not None:
             check_int("ttr_ms", self.ttr_ms, MIN_TTR_MS, MAX_TTR_MS)
+        check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,13 +389,18 @@ class Depend:
     into the *upstream's* partition: ``job_id`` is ``upstream``. ``dependent_created`` is
     the position of the dependent's add (the notices for it name it) and
     ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which the
-    registration is told nothing and may be dropped."""
+    registration is told nothing and may be dropped. ``scope`` (spec/security.md,
+    workflows.md "Command types"): the dependent's (its add's token prefix; None:
+    none): an upstream whose queue is outside it is absent to the dependent, which is
+    never told of it (decided by the upstream's processor, machine.py and
+    followups.py)."""
 
     type: ClassVar[CommandType] = CommandType.DEPEND
     upstream: uuid.UUID
     dependent: uuid.UUID
     dependent_created: int
     dependent_deadline_ms: int | None
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         check_uuid("upstream", self.upstream)
@@ -368,6 +411,7 @@ class Depend:
         if self.dependent_deadline_ms is not None:
             check_int("dependent_deadline_ms", self.dependent_deadline_ms, MIN_TIME_MS,
                       MAX_DEADLINE_MS)
+        check_scope(self.scope)
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -460,9 +504,13 @@ class Recur:
     max_fails: int = 0
     backoff_ms: int = 0
     tags: tuple[str, ...] = ()
+    # [eventq] spec/security.md: the issuing token's prefix (its job_name is inside it);
+    # a recurrence of that name whose queue is outside it is not replaced (Forbidden).
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         check_recurrence_fields(self)
+        check_scope(self.scope, self.job_name)
 
     @property
     def key(self) -> bytes:
@@ -475,9 +523,12 @@ class Unrecur:
 
     type: ClassVar[CommandType] = CommandType.UNRECUR
     name: str
+    # [eventq] spec/security.md: a recurrence whose queue is outside it is absent to it.
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         check_name("name", self.name)
+        check_scope(self.scope)
 
     @property
     def key(self) -> bytes:

@@ -78,9 +78,12 @@ def job_digest_bytes(job: Job) -> bytes:
 
 def _workflow(job: Job) -> tuple[object, ...]:
     """Upstreams and their outcomes, and the group: a FAILED job's group is ``group`` or
-    the one its fails give (job.failure_group), both digested."""
+    the one its fails give (job.failure_group), both digested; [eventq] a dependent's
+    scope (spec/security.md) only when set, so a dependent without one digests as it
+    did before scopes."""
     links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
-    return (links, job.released_ms, job.finished_ms, job.group)
+    scope = () if job.scope is None else (job.scope,)
+    return (links, job.released_ms, job.finished_ms, job.group, *scope)
 
 
 def input_digest_bytes(dependent: uuid.UUID, upstream: uuid.UUID, entry: Input) -> bytes:

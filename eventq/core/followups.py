@@ -118,9 +118,11 @@ class Notify:
     """Job ``upstream`` ended, went or was retried at position ``change`` (broker time
     ``at_ms``): read its registrations (every record under ``prefix``) and call
     ``notify``. Each registration whose dependent's deadline has not passed at ``at_ms``
-    is told ``outcome`` (None: nobody is told, e.g. a COMPLETED upstream deleted);
-    the others are dropped, and all of them when the job is ``removed``. ``absent``: a
-    timer's ``expire`` of an absent job, which only drops what expired."""
+    is told ``outcome`` (None: nobody is told, e.g. a COMPLETED upstream deleted),
+    unless the upstream's queue ``name`` is outside the dependent's scope (spec/
+    security.md: absent to it); the others are dropped, and all of them when the job is
+    ``removed``. ``absent``: a timer's ``expire`` of an absent job, which only drops
+    what expired."""
 
     upstream: uuid.UUID
     outcome: UpstreamOutcome | None
@@ -129,6 +131,7 @@ class Notify:
     result: bytes | None = None
     removed: bool = False
     absent: bool = False
+    name: str | None = None
 
     @property
     def prefix(self) -> bytes:
@@ -150,7 +153,7 @@ def register(pending: Register, existing: Registration | None) -> Effects:
     d = pending.depend
     if existing is not None and existing.dependent_created > d.dependent_created:
         return NOTHING  # an older job of the dependent's id registers late
-    wanted = Registration(d.dependent, d.dependent_created, d.dependent_deadline_ms)
+    wanted = Registration(d.dependent, d.dependent_created, d.dependent_deadline_ms, d.scope)
     if wanted.expired(pending.at_ms):
         return NOTHING
     side = () if existing == wanted else ((pending.key, encode_registration(wanted)),)
@@ -168,7 +171,7 @@ def notify(pending: Notify, registrations: Iterable[Registration]) -> Effects:
         if r.expired(pending.at_ms):
             side.append((key, None))
             continue
-        if pending.outcome is not None and not pending.absent:
+        if pending.outcome is not None and not pending.absent and r.sees(pending.name):
             notice = Upstream(
                 r.dependent, r.dependent_created, pending.upstream, pending.outcome,
                 pending.change, pending.at_ms, pending.result,
@@ -186,7 +189,7 @@ def depends(job: Job) -> tuple[FollowUp, ...]:
     """The ``depend`` of a just added dependent to each of its upstreams, in -after order."""
     assert job.added_at is not None or not job.upstreams
     return tuple(
-        FollowUp(Depend(link.id, job.id, job.added_at, job.expires_ms))  # type: ignore[arg-type]  # added_at is set: a dependent's
+        FollowUp(Depend(link.id, job.id, job.added_at, job.expires_ms, job.scope))  # type: ignore[arg-type]  # added_at is set: a dependent's
         for link in job.upstreams
     )
 
@@ -198,7 +201,7 @@ def asked_again(before: Job, after: Job) -> Derived:
     it answers again (spec: a retried upstream drops out of ``inputs``)."""
     ended = [link for link in before.upstreams if link.outcome in ENDED_UNCOMPLETED]
     follow_ups = tuple(
-        FollowUp(Depend(link.id, after.id, after.added_at, after.expires_ms))  # type: ignore[arg-type]  # added_at is set: a dependent's
+        FollowUp(Depend(link.id, after.id, after.added_at, after.expires_ms, after.scope))  # type: ignore[arg-type]  # added_at is set: a dependent's
         for link in ended
     )
     side = tuple((input_key(after.id, link.id), None) for link in ended if link.outcome in WITH_RESULT)
@@ -231,7 +234,8 @@ def ending(before: Job | None, event: Event, after: Job | None) -> Notify | None
     if isinstance(event, UpstreamRetried) and after is not None and after.state is State.FAILED:
         # Still FAILED, its result now naming another ended upstream: its dependents'
         # copies of its result (their inputs) are told the new one.
-        return Notify(after.id, UpstreamOutcome.FAILED, event.offset, event.at_ms, after.result)
+        return Notify(after.id, UpstreamOutcome.FAILED, event.offset, event.at_ms, after.result,
+                      name=after.name)
     if after is None:
         if before is None:
             return None
@@ -241,14 +245,17 @@ def ending(before: Job | None, event: Event, after: Job | None) -> Notify | None
             outcome = UpstreamOutcome.EVICTED
         else:
             outcome = UpstreamOutcome.DELETED
-        return Notify(before.id, outcome, event.offset, event.at_ms, removed=True)
+        return Notify(before.id, outcome, event.offset, event.at_ms, removed=True,
+                      name=before.name)
     if after.state in FINAL_STATES and not was_final:
         outcome = (
             UpstreamOutcome.COMPLETED if after.state is State.COMPLETED else UpstreamOutcome.FAILED
         )
-        return Notify(after.id, outcome, event.offset, event.at_ms, after.result)
+        return Notify(after.id, outcome, event.offset, event.at_ms, after.result,
+                      name=after.name)
     if was_final and after.state not in FINAL_STATES:
-        return Notify(after.id, UpstreamOutcome.RETRIED, event.offset, event.at_ms)
+        return Notify(after.id, UpstreamOutcome.RETRIED, event.offset, event.at_ms,
+                      name=after.name)
     return None
 
 

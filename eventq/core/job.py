@@ -185,6 +185,9 @@ class Job:
       then on (under a backoff's wait; a dependent released later is released no
       earlier); ``early``, a retry without delay found its time still ahead: it is
       ready at once, and its ``time`` (and place in lease order) stays.
+    - [eventq] ``scope`` (spec/security.md): a dependent's add's token prefix (None:
+      none, and always for a job without upstreams): its ``depend``s carry it, the
+      first ones and those a retry sends, so an upstream outside it never tells it.
 
     A FAILED job's failure time is the broker time of the command that made it FAILED:
     ``finished_ms`` for a dependent; for a job without upstreams, which nothing changes
@@ -221,6 +224,7 @@ class Job:
     tags: tuple[str, ...] = ()
     delayed_ms: int | None = None
     early: bool = False
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
@@ -313,6 +317,7 @@ class Job:
             self.upstreams or state is State.WAITING or self.added_at is not None
             or self.released_ms is not None or self.finished_at is not None
             or self.finished_ms is not None or self.group is not None
+            or self.scope is not None
         ):  # fmt: skip
             self._check_workflow(final)
         tags = self.tags
@@ -343,6 +348,12 @@ class Job:
                 raise ValueError(f"group is set only in FAILED, not {state.name}")
             if self.group == default_group(self):  # one spelling of each job's group
                 raise ValueError(f"group {self.group!r} is the job's default: None")
+        if self.scope is not None:
+            check_name("scope", self.scope)
+            if not upstreams:
+                raise ValueError("scope is set only for a job with upstreams")
+            if not self.name.startswith(self.scope):
+                raise ValueError(f"queue {self.name!r} is outside the scope {self.scope!r}")
         if not upstreams:
             if state is State.WAITING:
                 raise ValueError("a WAITING job has upstreams")
@@ -404,7 +415,7 @@ def job_with(job: Job, **changes: Any) -> Job:
 # may have tags).
 WORKFLOW_FIELD_NAMES = (
     "upstreams", "added_at", "released_ms", "finished_at", "finished_ms", "group",
-    "delayed_ms", "early",
+    "delayed_ms", "early", "scope",
 )  # fmt: skip
 assert set(WORKFLOW_FIELD_NAMES) <= set(JOB_FIELD_NAMES)
 

@@ -69,6 +69,8 @@ from eventq.core.commands import (
     Command,
     CommandType,
     Complete,
+    Delete,
+    Depend,
     Expire,
     Fail,
     Import,
@@ -202,7 +204,8 @@ def _new_job(c: Add | Schedule, scheduled_ms: int | None, at_ms: int, offset: in
         expires_ms = deadline_after(start, c.ttl_ms)
     workflow: dict[str, Any] = {}
     if c.after:  # a dependent: WAITING, one link per upstream, in -after order
-        workflow = dict(state=State.WAITING, upstreams=tuple(map(Link, c.after)), added_at=offset)
+        workflow = dict(state=State.WAITING, upstreams=tuple(map(Link, c.after)), added_at=offset,
+                        scope=c.scope)
     return make_job(
         dict(
             id=c.job_id,
@@ -420,7 +423,19 @@ COLUMNS: tuple[State | None, ...] = (
 
 _no_job = _ignore(NO_SUCH_JOB)
 _registered = _ignore(REGISTERED)
-_registered_finished = _ignore(REGISTERED_FINISHED)
+_REGISTERED, _REGISTERED_FINISHED = Ignored(REGISTERED), Ignored(REGISTERED_FINISHED)
+
+
+def _registered_finished(job: Job | None, c: Depend, at_ms: int, offset: int) -> Outcome:
+    """A depend on a finished upstream, told at once of its end, unless the upstream's
+    queue is outside the dependent's scope (spec/security.md: such an upstream is
+    absent to it, so it is registered as if unfinished and never told: the dependent
+    waits, deterministically, as every replay decides here)."""
+    assert job is not None
+    if c.scope is not None and not job.name.startswith(c.scope):
+        return _REGISTERED
+    return _REGISTERED_FINISHED
+
 _refused = _ignore(CLAIM_REFUSED)
 _stale = _ignore(STALE_ATTEMPT)
 
@@ -457,6 +472,11 @@ def _check_position(at_ms: int, offset: int) -> None:
     check_int("offset", offset, 0, MAX_OFFSET)
 
 
+# [eventq] Commands a client issues about an existing job: with a ``scope`` (the issuing
+# token's prefix, spec/security.md), a job whose queue is outside it is absent to them.
+_SCOPED = frozenset({Complete, Fail, Delete, Retry, Touch})
+
+
 def decide(job: Job | None, command: Command, at_ms: int, offset: int) -> Outcome:
     """Decide what ``command``, stamped ``at_ms`` at log ``offset``, does to ``job``.
 
@@ -472,6 +492,10 @@ def decide(job: Job | None, command: Command, at_ms: int, offset: int) -> Outcom
             raise ValueError(f"command for {command.job_id} applied to job {job.id}")
         if offset <= job.version:
             return Ignored(ALREADY_APPLIED)
+        if type(command) in _SCOPED:
+            scope = command.scope  # type: ignore[union-attr]  # every _SCOPED type has one
+            if scope is not None and not job.name.startswith(scope):
+                return Rejected(NotFound())  # outside the token's prefix: absent to it
     return TRANSITIONS[command.type, None if job is None else job.state](
         job, command, at_ms, offset
     )

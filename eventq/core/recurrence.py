@@ -52,7 +52,7 @@ from eventq.core.commands import (
 )
 from eventq.core.machine import ALREADY_APPLIED, Ignored, Rejected
 from eventq.core.workflow import META_PREFIX
-from eventq.errors import NotFound
+from eventq.errors import FORBIDDEN, ClientError, NotFound
 from eventq.limits import MAX_OFFSET, MAX_TIME_MS, MIN_EVERY_MS, MIN_TIME_MS
 
 # The table key of a recurrence's record: under the meta prefix every reader of jobs
@@ -222,13 +222,20 @@ def decide(record: Recurrence | None, command: RecurrenceCommand, at_ms: int,
     check_int("position", position, 0, MAX_OFFSET)
     if record is not None and position <= record.version:
         return Ignored(ALREADY_APPLIED)
-    if isinstance(command, Recur):
-        return Changed(_recur(record, command, at_ms, position))
-    if isinstance(command, Unrecur):
-        return Rejected(NotFound()) if record is None else Changed(None)
     if isinstance(command, Fire):
         return _fire(record, command, at_ms, position)
-    raise ValueError(f"not a recurrence's command: {command!r:.100}")
+    if not isinstance(command, (Recur, Unrecur)):
+        raise ValueError(f"not a recurrence's command: {command!r:.100}")
+    # [eventq] spec/security.md: a recurrence whose queue is outside the issuing token's
+    # prefix is absent to it (unrecur: -NOT-FOUND), and not replaced by its recur of the
+    # same name (Forbidden: names are global, as ids are).
+    outside = (record is not None and command.scope is not None
+               and not record.definition.job_name.startswith(command.scope))
+    if isinstance(command, Recur):
+        if outside:
+            return Rejected(ClientError(FORBIDDEN))
+        return Changed(_recur(record, command, at_ms, position))
+    return Rejected(NotFound()) if record is None or outside else Changed(None)
 
 
 def _recur(record: Recurrence | None, c: Recur, at_ms: int, position: int) -> Recurrence:

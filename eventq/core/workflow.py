@@ -35,7 +35,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from eventq.core._check import check_bool, check_bytes, check_int, check_uuid
+from eventq.core._check import check_bool, check_bytes, check_int, check_name, check_uuid
 from eventq.limits import MAX_DEADLINE_MS, MAX_OFFSET, MAX_RESULT_BYTES, MIN_TIME_MS
 
 META_PREFIX = b"\x00"  # eventq.kafka.logreader.META_KEY_PREFIX (tests hold them equal)
@@ -47,17 +47,26 @@ _UUID_CHARS = 36
 @dataclass(frozen=True, slots=True)
 class Registration:
     """A dependent registered with an upstream (the upstream is the key's): the position
-    of the dependent's add (``dependent_created``) and its TTL deadline (None: none)."""
+    of the dependent's add (``dependent_created``), its TTL deadline (None: none) and
+    its ``scope`` (spec/security.md: its token's prefix, None: none; an upstream whose
+    queue is outside it never tells it anything)."""
 
     dependent: uuid.UUID
     dependent_created: int
     deadline_ms: int | None
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         check_uuid("dependent", self.dependent)
         check_int("dependent_created", self.dependent_created, 0, MAX_OFFSET)
         if self.deadline_ms is not None:
             check_int("deadline_ms", self.deadline_ms, MIN_TIME_MS, MAX_DEADLINE_MS)
+        if self.scope is not None:
+            check_name("scope", self.scope)
+
+    def sees(self, name: str | None) -> bool:
+        """Whether an upstream in queue ``name`` is inside its dependent's scope."""
+        return self.scope is None or (name is not None and name.startswith(self.scope))
 
     def expired(self, at_ms: int) -> bool:
         """Its dependent's TTL has passed at broker time ``at_ms``: it is told nothing."""

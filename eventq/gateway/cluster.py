@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eventq import callers
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.peers import Peers
 from eventq.kafka.partitioner import job_key, partition_for_key
@@ -37,7 +38,7 @@ SHAPES: dict[type, Shape] = {
     rq.InspectScheduledJobs: Shape.BLOCKS, rq.InspectWaitingJobs: Shape.BLOCKS,
     rq.InspectTagged: Shape.BLOCKS, rq.InspectJob: Shape.BLOCKS,
     rq.InspectBulk: Shape.BLOCKS, rq.InspectDigest: Shape.LINES, rq.Peek: Shape.LINES,
-    rq.Edges: Shape.LINES, rq.InspectRecurring: Shape.BLOCKS,
+    rq.Edges: Shape.LINES, rq.InspectRecurring: Shape.BLOCKS, rq.As: Shape.STATUS,
 }
 
 # Requests about one job: answered by the owner of the job's partition.
@@ -111,10 +112,13 @@ class Cluster:
         return None if owner is None or owner == self.self_address else owner
 
     async def ask(self, address: str, request: object) -> bytes:
-        """The complete reply of ``address`` to ``request`` (errors included)."""
+        """The complete reply of ``address`` to ``request`` (errors included), served
+        there for the client this process serves it for (eventq/callers.py: its scope,
+        and its name on the commands written; spec/security.md)."""
         timeout_s = self.request_timeout_s + wait_s(request)
         return await self.peers.exchange(
-            address, encode_request(request), SHAPES[type(request)], timeout_s
+            address, encode_request(request), SHAPES[type(request)], timeout_s,
+            callers.current(),
         )
 
     async def ask_others(self, request: object) -> list[bytes]:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any, cast
 
-from eventq import core
+from eventq import callers, core
 from eventq.core import State
 from eventq.core.digest import StateDigest
 from eventq.errors import EventqError, NotFound, ServerError
@@ -295,7 +295,7 @@ class ClusterAnswers:
         upto = request.offset + request.limit
         now_ms = self.clock_ms()
         local = [self.local.queue_view(name, now_ms)
-                 for name in self.index.queue_names()[:upto]]
+                 for name in self.index.queue_names(callers.prefix())[:upto]]
         others = await self.cluster.pages_of_others(lambda o, n: rq.InspectQueues(o, n), upto)
         parts = [local, *(queue_views(blocks or []) for blocks in others)]
         return replies.queue_blocks(merge_queues(parts)[request.offset:upto])
@@ -365,7 +365,7 @@ class ClusterAnswers:
         counts summed per group, by name bytewise."""
         await self.engine.wait_ready()
         upto = request.offset + request.limit
-        totals: dict[str, int] = dict(self.index.failed_groups()[:upto])
+        totals: dict[str, int] = dict(self.index.failed_groups(callers.prefix())[:upto])
         for blocks in await self.cluster.pages_of_others(lambda o, n: rq.InspectFailed(o, n), upto):
             for block in blocks or []:
                 group = block.head.decode("latin-1")
@@ -392,7 +392,7 @@ class ClusterAnswers:
         others' forwarded to their owners (spec/workflows.md)."""
         await self.engine.wait_ready()
         found = [(key, job_id) for key, job_id in
-                 self.index.failed_page_keys(request.group, 0, request.count)]
+                 self.index.failed_page_keys(request.group, 0, request.count, callers.prefix())]
         for reply in await self.cluster.ask_others(request):
             found += keys_of(raise_if_error(reply))
         found.sort()

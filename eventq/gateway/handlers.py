@@ -5,6 +5,12 @@ State changes become commands through ``engine.submit`` (written to the log, app
 the processor, then answered); reads come from the indexes and the table of the
 partitions this process owns. Every failure is an ``EventqError`` whose ``reply`` is
 the answer.
+
+[eventq] A token with a prefix (spec/security.md): each answer is for the request's
+caller (eventq/callers.py). Commands it issues carry its prefix (``scope``), so a job
+or recurrence outside it is ``-NOT-FOUND`` where the command is applied (the core
+decides); reads of a job outside it are ``-NOT-FOUND`` here; listings see only its
+queues. Queue names it names are checked before (6a, the parser).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import cast
 
-from eventq import core
+from eventq import callers, core
 from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms, shown_group, waiting_count
 from eventq.core.machine import Accepted, Ignored, Rejected
@@ -61,6 +67,12 @@ def view_of(job: Job) -> replies.JobView:
 def pinned_view(pinned: ports.PinnedJobs, job_id: uuid.UUID) -> replies.JobView:
     """The view of a job ``pinned`` has (``pinned.has``)."""
     return view_of(cast(Job, pinned.get(job_id)))
+
+
+def _seen(job: Job | None) -> Job | None:
+    """``job``, or None when its queue is outside the caller's prefix: absent to it
+    (spec/security.md, ``-NOT-FOUND``)."""
+    return job if job is None or callers.sees(job.name) else None
 
 
 def result_of(job: Job) -> bytes:
@@ -145,7 +157,7 @@ class LocalAnswers:
         command = core.Add(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.payload,
             request.priority, request.max_attempts, request.max_fails, request.backoff_ms,
-            after=request.after, tags=request.tags,
+            after=request.after, tags=request.tags, scope=callers.prefix(),
         )
         return ok_or_error(await self.engine.submit(command))
 
@@ -153,30 +165,32 @@ class LocalAnswers:
         command = core.Schedule(
             request.id, request.name, request.ttr_ms, request.ttl_ms, request.time_ms,
             request.payload, request.priority, request.max_attempts, request.max_fails,
-            request.backoff_ms, after=request.after, tags=request.tags,
+            request.backoff_ms, after=request.after, tags=request.tags, scope=callers.prefix(),
         )
         return ok_or_error(await self.engine.submit(command))
 
     async def complete(self, request: rq.Complete) -> bytes:
-        return ok_or_error(await self.engine.submit(core.Complete(request.id, request.result)))
+        command = core.Complete(request.id, request.result, callers.prefix())
+        return ok_or_error(await self.engine.submit(command))
 
     async def fail(self, request: rq.Fail) -> bytes:
-        command = core.Fail(request.id, request.result, request.group)
+        command = core.Fail(request.id, request.result, request.group, callers.prefix())
         return ok_or_error(await self.engine.submit(command))
 
     async def retry(self, request: rq.Retry) -> bytes:
         """[eventq] A FAILED job runs again under its id (spec/workflows.md, retry): the
         core refuses any other state, -NOT-FOUND."""
-        return ok_or_error(await self.engine.submit(core.Retry(request.id, request.delay_ms)))
+        command = core.Retry(request.id, request.delay_ms, callers.prefix())
+        return ok_or_error(await self.engine.submit(command))
 
     async def retry_ids(self, ids: Sequence[uuid.UUID]) -> int:
         """Retry each of ``ids`` (this process's), a wave of them in flight at once (the
         engine batches what goes to one partition); how many were retried. A job that changed
         meanwhile (no longer FAILED, or gone) is -NOT-FOUND and not counted."""
-        retried = 0
+        retried, scope = 0, callers.prefix()
         for start in range(0, len(ids), RETRY_WAVE_JOBS):  # limits.RETRY_WAVE_JOBS: why
             outcomes = await asyncio.gather(
-                *(self.engine.submit(core.Retry(job_id))
+                *(self.engine.submit(core.Retry(job_id, 0, scope))
                   for job_id in ids[start:start + RETRY_WAVE_JOBS]),
                 return_exceptions=True)
             retried += sum(1 for applied in outcomes
@@ -188,13 +202,13 @@ class LocalAnswers:
         failure first, as the group stands now (spec/workflows.md); an empty or unknown
         group retries none."""
         await self.engine.wait_ready()
-        ids = self.index.failed_page(request.group, 0, request.count)
+        ids = self.index.failed_page(request.group, 0, request.count, callers.prefix())
         return replies.retried_reply(await self.retry_ids(ids))
 
     async def delete(self, request: rq.Delete) -> bytes:
         if request.id.version != PROTOCOL_UUID_VERSION:
             raise NotFound()  # [eventq] no such job can exist; nothing to log
-        return ok_or_error(await self.engine.submit(core.Delete(request.id)))
+        return ok_or_error(await self.engine.submit(core.Delete(request.id, callers.prefix())))
 
     async def touch(self, request: rq.Touch) -> bytes:
         """A worker's heartbeat (spec: Extensions). The command names the attempt that
@@ -204,9 +218,8 @@ class LocalAnswers:
         entry = self.index.entry(request.id)
         if entry is None or entry.state is not State.LEASED:
             raise NotFound()
-        return ok_or_error(
-            await self.engine.submit(core.Touch(request.id, entry.attempts, request.ttr_ms))
-        )
+        command = core.Touch(request.id, entry.attempts, request.ttr_ms, callers.prefix())
+        return ok_or_error(await self.engine.submit(command))
 
     async def pause_or_resume(self, request: rq.Pause | rq.Resume) -> bytes:
         """Written to every partition; applying it names the queue (JobIndex.set_paused)."""
@@ -221,17 +234,18 @@ class LocalAnswers:
         command = core.Recur(
             request.name, request.job_name, request.ttr_ms, request.ttl_ms, request.every_ms,
             request.payload, request.priority, request.max_attempts, request.max_fails,
-            request.backoff_ms, request.tags,
+            request.backoff_ms, request.tags, callers.prefix(),
         )
         return recurrence_reply(await self.engine.submit(command))
 
     async def unrecur(self, request: rq.Unrecur) -> bytes:
         """[eventq] The recurrence is gone (``-NOT-FOUND`` if there was none)."""
-        return recurrence_reply(await self.engine.submit(core.Unrecur(request.name)))
+        command = core.Unrecur(request.name, callers.prefix())
+        return recurrence_reply(await self.engine.submit(command))
 
     def recurrence_views(self, offset: int, limit: int) -> list[replies.RecurrenceView]:
         """This process's recurrences, by name bytewise, ``offset`` to ``offset + limit``."""
-        names = self.index.recurrence_names()[offset:offset + limit]
+        names = self.index.recurrence_names(callers.prefix())[offset:offset + limit]
         records = (self.engine.recurrence(name) for name in names)
         return [recurrence_view(record) for record in records if record is not None]
 
@@ -243,14 +257,14 @@ class LocalAnswers:
     # --- blocking ----------------------------------------------------------------
 
     def _final_now(self, job_id: uuid.UUID) -> tuple[bool, Job | None]:
-        job = self.engine.job(job_id)
+        job = _seen(self.engine.job(job_id))
         return (job is None or is_final(job)), job
 
     async def _wait_final(self, job_id: uuid.UUID, timeout_s: float) -> tuple[bool, Job | None]:
         return await self.waiters.wait_final(job_id, timeout_s, lambda: self._final_now(job_id))
 
     async def result(self, request: rq.Result) -> bytes:
-        job = self.engine.job(request.id)
+        job = _seen(self.engine.job(request.id))
         if job is None:
             raise NotFound()
         if not is_final(job):
@@ -264,7 +278,8 @@ class LocalAnswers:
     async def run(self, request: rq.Run) -> bytes:
         """Enqueue, wait for a worker's result, and always delete the job at the end."""
         command = core.Add(
-            request.id, request.name, request.ttr_ms, 0, request.payload, request.priority)
+            request.id, request.name, request.ttr_ms, 0, request.payload, request.priority,
+            scope=callers.prefix())
         # A run's job has no TTL and lives only as long as the run (spec: it is deleted
         # when run returns, whatever the outcome): an add that may still take effect
         # after the run gave up is followed by its delete, or the job would stay for good.
@@ -314,7 +329,8 @@ class LocalAnswers:
     async def inspect_queues(self, request: rq.InspectQueues) -> bytes:
         await self.engine.wait_ready()
         now_ms = self.clock_ms()
-        names = self.index.queue_names()[request.offset : request.offset + request.limit]
+        names = self.index.queue_names(callers.prefix())
+        names = names[request.offset : request.offset + request.limit]
         return replies.queue_blocks([self.queue_view(name, now_ms) for name in names])
 
     def _known_queue(self, name: str) -> None:
@@ -359,7 +375,8 @@ class LocalAnswers:
         (spec/workflows.md, "4. Tags"); none: ``+OK 0`` (a tag exists only through its
         jobs, never -NOT-FOUND)."""
         await self.engine.wait_ready()
-        return self._jobs(self.index.tagged_page(request.tag, request.offset, request.limit))
+        return self._jobs(self.index.tagged_page(request.tag, request.offset, request.limit,
+                                                 callers.prefix()))
 
     async def inputs(self, request: rq.Inputs) -> Iterator[bytes]:
         """[eventq] The results a job's finished upstreams handed it, in -after order
@@ -367,7 +384,7 @@ class LocalAnswers:
         written one upstream at a time (up to 100 results of 1 MiB)."""
         await self.engine.wait_ready()
         pinned = self.engine.pinned([request.id])
-        job = pinned.get(request.id)
+        job = _seen(pinned.get(request.id))
         if job is None:
             raise NotFound()
         count, found = pinned.inputs(job) if job.upstreams else (0, iter(()))
@@ -378,6 +395,7 @@ class LocalAnswers:
     async def inspect_job(self, request: rq.InspectJob) -> bytes:
         await self.engine.wait_ready()
         job = self.engine.job(request.id) if request.id.version == PROTOCOL_UUID_VERSION else None
+        job = _seen(job)
         if job is None:
             raise NotFound()
         return replies.job_blocks([view_of(job)])
@@ -415,14 +433,16 @@ class LocalAnswers:
         """[eventq] The failure groups with FAILED jobs, by name bytewise, and how many
         each holds (spec/workflows.md, "3. Failure groups and retry")."""
         await self.engine.wait_ready()
-        groups = self.index.failed_groups()[request.offset : request.offset + request.limit]
+        groups = self.index.failed_groups(callers.prefix())
+        groups = groups[request.offset : request.offset + request.limit]
         return replies.failed_reply(groups)
 
     async def inspect_failed_jobs(self, request: rq.InspectFailedJobs) -> Iterator[bytes]:
         """[eventq] A group's FAILED jobs, oldest failure first (failure time, then
         id); an empty or unknown group: ``+OK 0``."""
         await self.engine.wait_ready()
-        return self._jobs(self.index.failed_page(request.group, request.offset, request.limit))
+        return self._jobs(self.index.failed_page(request.group, request.offset, request.limit,
+                                                 callers.prefix()))
 
     # --- peer forms (docs/architecture.md, "Scaling out") --------------------------
 
@@ -431,12 +451,12 @@ class LocalAnswers:
         ``name`` being the tag, and failed-jobs, ``name`` being the group) in peer form:
         each block carries its place, for the asking gateway to merge pages by."""
         now_ms = self.clock_ms()
-        if kind is rq.InspectTagged:
-            keyed = self.index.tagged_page_keys(name, offset, limit)
+        if kind is rq.InspectTagged:  # listings: only the caller's queues (security.md)
+            keyed = self.index.tagged_page_keys(name, offset, limit, callers.prefix())
         elif kind is rq.InspectJobs:
             keyed = self.index.ready_page_keys(name, now_ms, offset, limit)
         elif kind is rq.InspectFailedJobs:  # name: the group
-            keyed = self.index.failed_page_keys(name, offset, limit)
+            keyed = self.index.failed_page_keys(name, offset, limit, callers.prefix())
         elif kind is rq.InspectWaitingJobs:
             keyed = self.index.waiting_page_keys(name, offset, limit)
         else:
@@ -471,7 +491,7 @@ class LocalAnswers:
         process's ``count`` oldest failures of the group (``<key> <id>`` lines): the
         asker picks the cluster's oldest and retries them where they are."""
         await self.engine.wait_ready()
-        keyed = self.index.failed_page_keys(request.group, 0, request.count)
+        keyed = self.index.failed_page_keys(request.group, 0, request.count, callers.prefix())
         return replies.keys_reply(keyed)
 
     async def digest_for_peer(self, request: rq.InspectDigest) -> bytes:

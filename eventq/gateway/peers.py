@@ -7,6 +7,14 @@ process's gateway over the workq protocol itself, on a connection that began wit
 relays the reply. Connections are pooled per peer, one request at a time each (a
 blocking lease holds its connection, as for any client).
 
+With tokens (spec/security.md) a connection authenticates as admin, then says for
+whom it serves: ``as <name> [-prefix=<prefix>]``, the client whose requests it forwards
+(eventq/callers.py), so the owner applies that client's scope and writes that client's
+name with the commands (audit), never the peer's. Connections are pooled per (peer,
+client): each says ``as`` once, when it opens, and a request forwarded is the client's
+own bytes (a workq request keeps them). Requests eventq makes on its own (no client)
+go on connections that say no ``as``: the admin's.
+
 Why forwarding and not routing through Kafka: a forwarded request costs one loopback
 or LAN round trip (~0.1-0.3 ms) on top of the owner's own work, and the owner answers
 as it answers its own clients; routing through the log would add a second produce and
@@ -23,6 +31,9 @@ import ssl
 
 from eventq.address import host_and_port
 from eventq.errors import ServerError
+from eventq.protocol import As
+from eventq.protocol.access import Caller
+from eventq.protocol.encode import encode_request
 from eventq.protocol.reply_reader import MalformedReply, Shape, reply_end
 
 log = logging.getLogger(__name__)
@@ -45,10 +56,12 @@ class PeerConnection:
 
     @classmethod
     async def open(cls, address: str, token: str | None = None,
-                   tls: ssl.SSLContext | None = None) -> "PeerConnection":
+                   tls: ssl.SSLContext | None = None,
+                   caller: Caller | None = None) -> "PeerConnection":
         """A connection to the gateway at ``address`` that said yes to ``peer``, after
         ``auth`` with ``token`` when the cluster has tokens (spec/security.md: processes
-        authenticate to each other as admin)."""
+        authenticate to each other as admin), then to ``as`` for ``caller`` (the client
+        its requests are forwarded for) when there is one."""
         host, port = host_and_port(address)
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
             reader, writer = await asyncio.open_connection(
@@ -63,9 +76,18 @@ class PeerConnection:
                         f"{address} refused this process's admin token ({reply[:80]!r}): "
                         "every process of a cluster needs the same tokens file")
             reply = await connection.exchange(PEER_HELLO, Shape.STATUS)
-        if reply != b"+OK\r\n":
-            connection.close()
-            raise MalformedReply(f"{address} is not an eventq gateway ({reply[:80]!r})")
+            if reply != b"+OK\r\n":
+                connection.close()
+                raise MalformedReply(f"{address} is not an eventq gateway ({reply[:80]!r})")
+            if caller is not None and token is not None:
+                request = encode_request(As(caller.name, caller.prefix))
+                reply = await connection.exchange(request, Shape.STATUS)
+                if reply != b"+OK\r\n":  # never served for nobody: refused whole
+                    connection.close()
+                    raise MalformedReply(
+                        f"{address} refused to serve this process's forwarded requests for "
+                        f"their client ({reply[:80]!r}): every process of a cluster needs "
+                        "the same tokens file")
         return connection
 
     @property
@@ -97,15 +119,18 @@ class Peers:
     """Pooled connections to peers by address (``host:port``)."""
 
     def __init__(self, token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
-        self._idle: dict[str, list[PeerConnection]] = {}
+        # Idle connections by (peer, the client they serve: None, eventq's own).
+        self._idle: dict[tuple[str, Caller | None], list[PeerConnection]] = {}
         self._token = token  # the admin token presented to peers (None: no tokens)
         self._tls = tls  # the links' TLS (eventq/tls.py peer_context; None: plain)
         self.forwarded = 0  # requests answered by peers (logged at stop)
 
     async def exchange(
-        self, address: str, request: bytes, shape: Shape, timeout_s: float
+        self, address: str, request: bytes, shape: Shape, timeout_s: float,
+        caller: Caller | None = None,
     ) -> bytes:
-        """Send one request to ``address`` and return its complete reply. A peer that
+        """Send one request to ``address``, served there for ``caller`` (the client it
+        is forwarded for; None: eventq's own), and return its complete reply. A peer that
         cannot be reached or does not answer in ``timeout_s`` is ``PeerUnavailable``;
         a cancelled exchange closes its connection (the peer then gives back a lease it
         had not sent yet, as for any client that leaves)."""
@@ -113,7 +138,7 @@ class Peers:
         reusable = False
         try:
             async with asyncio.timeout(timeout_s):
-                connection = await self._connection(address)
+                connection = await self._connection(address, caller)
                 reply = await connection.exchange(request, shape)
             reusable = True
             self.forwarded += 1
@@ -126,20 +151,20 @@ class Peers:
             ) from None
         finally:
             if connection is not None:
-                idle = self._idle.setdefault(address, [])
+                idle = self._idle.setdefault((address, caller), [])
                 if reusable and len(idle) < IDLE_CONNECTIONS_PER_PEER:
                     idle.append(connection)
                 else:
                     connection.close()
 
-    async def _connection(self, address: str) -> PeerConnection:
-        idle = self._idle.get(address, [])
+    async def _connection(self, address: str, caller: Caller | None) -> PeerConnection:
+        idle = self._idle.get((address, caller), [])
         while idle:
             connection = idle.pop()
             if connection.usable:
                 return connection
             connection.close()
-        return await PeerConnection.open(address, self._token, self._tls)
+        return await PeerConnection.open(address, self._token, self._tls, caller)
 
     def close(self) -> None:
         for idle in self._idle.values():

@@ -16,13 +16,14 @@ import ssl
 from time import perf_counter
 from typing import Callable
 
-from eventq.errors import ClientError, EventqError, ServerError
+from eventq import callers
+from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.leasing import Handover
 from eventq.listeners import LISTEN_BACKLOG
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
-from eventq.protocol import Auth, Close, Parser, Peer
-from eventq.protocol.access import UNAUTHORIZED, Access, TokenStore
+from eventq.protocol import As, Auth, Close, Parser, Peer
+from eventq.protocol.access import UNAUTHORIZED, Access, Caller, TokenStore
 from eventq.protocol.grammar import VERB_OF
 from eventq.tls import TLS_HANDSHAKE_TIMEOUT_S
 
@@ -42,6 +43,12 @@ class _Connection:
         self.peer = False
         # Its standing with a server that has tokens (spec/security.md; None: no tokens).
         self.access = None if tokens is None else Access(tokens)
+
+    @property
+    def caller(self) -> Caller | None:
+        """Whom its requests are served for (eventq/callers.py): its token's name and
+        prefix, or the client a peer forwards for (``as``); None without tokens."""
+        return None if self.access is None else self.access.caller
 
 
 class GatewayStats:
@@ -180,6 +187,9 @@ class GatewayServer:
             if isinstance(event, Auth):
                 writer.write(self._authenticate(event, connection))
                 continue
+            if isinstance(event, As):
+                writer.write(self._act_as(event, connection))
+                continue
             if isinstance(event, Peer) and not connection.peer:
                 # Another eventq process (eventq/gateway/peers.py): not a client.
                 connection.peer = True
@@ -187,6 +197,9 @@ class GatewayServer:
                 self._stats.peer_connections += 1
             timings = self._stats.timings
             started = perf_counter() if timings is not None else 0.0
+            # Whom this request is served for, everywhere its answer goes (its scope,
+            # a forward's ``as``, the name each command it writes carries).
+            callers.serve_as(connection.caller)
             try:
                 reply = await self._gateway.handle(event, connection.peer)
             except Exception as error:  # a bug must not look like success
@@ -216,6 +229,19 @@ class GatewayServer:
         from then on. Writes nothing to the log."""
         access = connection.access
         if access is None or access.authenticate(request.token):
+            return b"+OK\r\n"
+        return ClientError(UNAUTHORIZED).reply
+
+    @staticmethod
+    def _act_as(request: As, connection: _Connection) -> bytes:
+        """``as`` (internal, spec/security.md): on a peer connection of an admin token
+        without a prefix, the next requests are served for the client named. To a client
+        the verb does not exist (as ``confirm``). A server without tokens serves every
+        request alike: ``+OK``, and nothing changes. Writes nothing to the log."""
+        if not connection.peer:
+            return ClientError(UNKNOWN_COMMAND).reply
+        access = connection.access
+        if access is None or access.act_as(request.name, request.prefix):
             return b"+OK\r\n"
         return ClientError(UNAUTHORIZED).reply
 

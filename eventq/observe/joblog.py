@@ -4,7 +4,9 @@ Every command of a job is in one partition of the command log, the one its key h
 to (eventq/kafka/partitioner.py ``job_key``), so its history is one partition read:
 the last ``MAX_HISTORY_RECORDS`` records of it at most (a person waits for this page),
 folded with the core exactly as ``eventq spark stats`` folds it (eventq/core/fold.py),
-so each command shows whether it was accepted and what it did.
+so each command shows whether it was accepted and what it did, and [eventq] who issued
+it: the name of its token (spec/security.md, audit; none without tokens, nor for what
+eventq wrote itself: timers, follow-ups).
 """
 
 from __future__ import annotations
@@ -67,16 +69,17 @@ def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
                 continue
             for index, item in enumerate(items):
                 try:
-                    command = decode_command(item).command
+                    decoded = decode_command(item)
                 except CodecError:
                     continue
+                command = decoded.command
                 if isinstance(command, NO_JOB_COMMANDS) or str(command.job_id) != wanted:
                     continue
                 row = fold.step(command, at_ms, position(offset, index))
                 rows.append(HistoryRow(
                     f"{partition}/{offset}" + (f"#{index}" if len(items) > 1 else ""),
                     format_ms(at_ms), row.get("command") or "?", row.get("outcome") or "?",
-                    _detail(row)))
+                    _detail(row), decoded.issuer))
     note = (f"Commands for this job in partition {partition} of {topic}, offsets "
             f"{start:,} to {high - 1:,}")
     if start > low:

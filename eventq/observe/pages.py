@@ -350,6 +350,16 @@ class HistoryRow:
     command: str
     outcome: str
     detail: str
+    # [eventq] audit (spec/security.md): the name of the token that issued the command
+    # (None: no tokens, or eventq's own command).
+    issuer: str | None = None
+
+    @property
+    def shown_detail(self) -> str:
+        """The detail, and who issued it ("by line-3")."""
+        if self.issuer is None:
+            return self.detail
+        return f"{self.detail}, by {self.issuer}" if self.detail else f"by {self.issuer}"
 
 
 def payload_preview(payload: bytes) -> str:
@@ -380,7 +390,7 @@ def job_page(fields: list[tuple[str, str]], payload: bytes, result: str | None,
         + "<h2>Payload</h2>" + payload_preview(payload)
         + f"<h2>History</h2><p>{e(history_note)}</p>"
         + table(["offset", "time", "command", "outcome", "detail"],
-                [[e(h.offset), e(h.at), e(h.command), e(h.outcome), e(h.detail)]
+                [[e(h.offset), e(h.at), e(h.command), e(h.outcome), e(h.shown_detail)]
                  for h in history], left=5, id_="history")
     )
     return layout(f"Job {job_id}", body, frame, refresh=False)

@@ -27,6 +27,7 @@ from .replies import (
 )
 from .requests import (
     Add,
+    As,
     Auth,
     Close,
     Complete,
@@ -92,6 +93,7 @@ __all__ = [
     "Fail",
     "Inputs",
     "Auth",
+    "As",
     "InputView",
     "InspectBulk",
     "InspectFailed",

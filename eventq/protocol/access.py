@@ -10,6 +10,12 @@ tokens configured and the token it presented with ``auth``.
   ``verb`` gets right after framing, before any other check (spec: "Fail closed"):
   ``Unauthorized`` until an ``auth`` succeeded, ``Forbidden`` for a verb none of its
   roles may use, None otherwise. A server without tokens has no ``Access`` at all.
+- ``Caller``: whom a request is served for, the token's ``name`` (audit) and ``prefix``
+  (scope): the connection's own grant's, or, on a peer connection after ``as``, the
+  client's another eventq process forwards it for. ``scope_denial`` is check 6a
+  (spec/security.md; workflows.md "Values and checks"): ``Forbidden`` for a request
+  naming a queue outside the prefix, and for ``inspect server``, ``digest`` and
+  ``bulk``; jobs, recurrences and listings outside it are the server's to hide (7).
 
 The role table (``ROLE_VERBS``) is the spec's, as data; ``admin`` may use every verb of
 the grammar, the internal ones between eventq processes included (they authenticate to
@@ -25,14 +31,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from eventq.errors import EventqError
+from eventq.errors import FORBIDDEN, EventqError
 from eventq.limits import MAX_NAME_BYTES
 
+from . import requests as rq
 from .grammar import GRAMMAR
 
 AUTH_VERB = "auth"
 UNAUTHORIZED = "Unauthorized"
-FORBIDDEN = "Forbidden"
 COMMENT = "#"
 ROLE_SEPARATOR = ","
 # A token is one word of the protocol line (no space); a prefix is the start of a queue
@@ -57,6 +63,12 @@ ROLE_VERBS: Mapping[Role, frozenset[str]] = {
     },
     Role.ADMIN: frozenset(GRAMMAR) | {AUTH_VERB},
 }
+
+
+# Verbs between eventq processes (docs/architecture.md, "Scaling out"): never a client's.
+# A token with a prefix may not use them, whatever its roles (``as`` would leave the
+# prefix, and their replies are not filtered by one): Forbidden right after framing.
+INTERNAL_VERBS = frozenset({"peer", "peek", "confirm", "edges", "as"})
 
 
 class TokensFileError(EventqError):
@@ -88,6 +100,58 @@ class Grant:
     @property
     def is_admin(self) -> bool:
         return Role.ADMIN in self.roles
+
+    @property
+    def may_act_for_others(self) -> bool:
+        """Another eventq process: an admin without a prefix (``Tokens.peer_token``'s
+        kind) may serve the requests it forwards for their client (``as``)."""
+        return self.is_admin and self.prefix is None
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whom a request is served for (see the module docstring): the token's ``name``,
+    written with every command it issues (audit; never the token), and its queue-name
+    ``prefix`` (None: every queue)."""
+
+    name: str
+    prefix: str | None = None
+
+    def sees(self, name: str) -> bool:
+        """A queue ``name`` inside the prefix: its bytes start with the prefix's."""
+        return self.prefix is None or name.startswith(self.prefix)
+
+
+# Check 6a (spec/security.md): the queue names each request names, by request type.
+_NAMED_QUEUES = {
+    rq.Add: lambda r: (r.name,),
+    rq.Schedule: lambda r: (r.name,),
+    rq.Run: lambda r: (r.name,),
+    rq.Lease: lambda r: r.names,
+    rq.Pause: lambda r: (r.name,),
+    rq.Resume: lambda r: (r.name,),
+    rq.Recur: lambda r: (r.job_name,),
+    rq.InspectQueue: lambda r: (r.name,),
+    rq.InspectJobs: lambda r: (r.name,),
+    rq.InspectScheduledJobs: lambda r: (r.name,),
+    rq.InspectWaitingJobs: lambda r: (r.name,),
+    rq.Peek: lambda r: r.names,  # internal: a peer's, for a client's lease
+}
+# Figures of every queue, which a prefix cannot narrow (spec: Forbidden).
+_UNSCOPED = (rq.InspectServer, rq.InspectDigest, rq.InspectBulk)
+
+
+def scope_denial(request: object, caller: Caller | None) -> str | None:
+    """Check 6a of ``request`` for ``caller`` (None: a server without tokens): the
+    error text, or None when the request may go on to the state's checks."""
+    if caller is None or caller.prefix is None:
+        return None
+    if isinstance(request, _UNSCOPED):
+        return FORBIDDEN
+    named = _NAMED_QUEUES.get(type(request))
+    if named is not None and not all(caller.sees(name) for name in named(request)):
+        return FORBIDDEN
+    return None
 
 
 def _digest(token: str) -> bytes:
@@ -182,21 +246,46 @@ class Access:
     docstring). Its grant is resolved again after the store's tokens are replaced, so
     a token removed from the file (then SIGHUP) stops working on its next request."""
 
-    __slots__ = ("_store", "_token", "_grant", "_generation")
+    __slots__ = ("_store", "_token", "_grant", "_generation", "_acting")
 
     def __init__(self, store: TokenStore) -> None:
         self._store = store
         self._token: str | None = None  # the token of the last successful auth
         self._grant: Grant | None = None
         self._generation = store.generation
+        self._acting: Caller | None = None  # ``as``: the client a peer forwards for
 
     def authenticate(self, token: str) -> bool:
         """``auth <token>``: True (``+OK``) if it is configured; otherwise the
-        connection is unauthenticated from now on (an earlier auth no longer holds)."""
+        connection is unauthenticated from now on (an earlier auth no longer holds).
+        Either way an earlier ``as`` no longer holds."""
         self._generation = self._store.generation
         self._grant = self._store.tokens.grant_for(token)
         self._token = token if self._grant is not None else None
+        self._acting = None
         return self._grant is not None
+
+    def act_as(self, name: str, prefix: str | None) -> bool:
+        """``as``: serve the next requests for the client ``name`` (prefix ``prefix``)
+        a peer forwards them for. Only an admin without a prefix may (False: refused,
+        and nothing changes)."""
+        grant = self.grant
+        if grant is None or not grant.may_act_for_others:
+            return False
+        self._acting = Caller(name, prefix)
+        return True
+
+    @property
+    def caller(self) -> Caller | None:
+        """Whom this connection's requests are served for (None: unauthenticated): the
+        client named by ``as`` while the grant may act for others (a tokens file read
+        again may have made it another), else the grant's own name and prefix."""
+        grant = self.grant
+        if grant is None:
+            return None
+        if self._acting is not None and grant.may_act_for_others:
+            return self._acting
+        return Caller(grant.name, grant.prefix)
 
     @property
     def grant(self) -> Grant | None:
@@ -215,7 +304,13 @@ class Access:
             return UNAUTHORIZED
         if verb in GRAMMAR and verb not in grant.verbs:
             return FORBIDDEN
+        if grant.prefix is not None and verb in INTERNAL_VERBS:
+            return FORBIDDEN
         return None  # allowed, or no verb at all (answered "Unknown command")
+
+    def scope_denial(self, request: object) -> str | None:
+        """Check 6a (``scope_denial``) for whom this connection serves now."""
+        return scope_denial(request, self.caller)
 
 
 def verbs_of(roles: Iterable[Role]) -> frozenset[str]:

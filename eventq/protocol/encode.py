@@ -90,6 +90,7 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.Resume: lambda r: _line("resume", r.name),
     rq.Inputs: lambda r: _line("inputs", canonical_id(r.id)),
     rq.Auth: lambda r: _line("auth", r.token),
+    rq.As: lambda r: _line("as", r.name, "" if r.prefix is None else f"-prefix={r.prefix}"),
     rq.InspectServer: lambda r: _line("inspect", "server"),
     rq.InspectQueues: lambda r: _line("inspect", "queues", r.offset, r.limit),
     rq.InspectQueue: lambda r: _line("inspect", "queue", r.name),

@@ -293,6 +293,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "auth": Command(
         rq.Auth, 1, 1, fields=(Field("token", Arg(0), str),), max_flags=ANY_FLAG_COUNT
     ),
+    # eventq extension, internal (spec/security.md; eventq/gateway/peers.py): as <name>
+    # [-prefix=<prefix>], the client a peer forwards the next requests for; one
+    # positional, each flag judged by its name; name and prefix are names' characters.
+    "as": Command(
+        rq.As, 1, 1,
+        fields=(Field("name", Arg(0), parse_name), Field("prefix", Flag("prefix", None), parse_name)),
+        max_flags=ANY_FLAG_COUNT,
+    ),
     # eventq extension (spec/workflows.md, "5. Recurring jobs"): recur <recurrence-name>
     # <job-name> <ttr> <ttl> <every-ms> <size> [flags] + payload; exactly 6 positional
     # (a wrong count closes, as add's), each flag judged by its name (no flag count),

@@ -12,7 +12,9 @@ consumed before its error is returned.
 
 Checks run in the spec's order: 1 flag syntax, 2 verb, 3 number of positional words
 and of flags, 4 flag names, 5 framing of the data block, 6 the fields in the order
-listed for each command. (7, state, belongs to the core.)
+listed for each command, [eventq] 6a the scope of the connection's token (spec/
+security.md: a queue name outside its prefix is Forbidden). (7, state, belongs to the
+core.)
 """
 
 from __future__ import annotations
@@ -149,7 +151,9 @@ class Parser:
         self._awaiting = None
         if awaiting.line_error is not None:
             return ClientError(awaiting.line_error)
-        return _build_request(awaiting.command, awaiting.words, awaiting.flags, block, self._now_ms)
+        request = _build_request(
+            awaiting.command, awaiting.words, awaiting.flags, block, self._now_ms)
+        return _scoped(request, self._access)
 
 
 def _closes_connection(event: Event | None) -> bool:
@@ -172,7 +176,17 @@ def _interpret_line(line: str, now_ms: Clock, access: Access | None) -> Request 
         return _await_block(command, words, tokens, line_error)
     if line_error is not None:
         raise ClientError(line_error)
-    return _build_request(command, words, tokens.flags, b"", now_ms)
+    return _scoped(_build_request(command, words, tokens.flags, b"", now_ms), access)
+
+
+def _scoped(request: Request, access: Access | None) -> Request:
+    """Check 6a (spec/security.md), once the fields are valid: a request naming a queue
+    outside the token's prefix is Forbidden. A server without tokens skips it."""
+    if access is not None:
+        denied = access.scope_denial(request)
+        if denied is not None:
+            raise ClientError(denied)
+    return request
 
 
 def _deny(tokens: Tokens, denied: str) -> _AwaitingBlock:

@@ -148,6 +148,19 @@ class Auth:
 
 
 @dataclass(frozen=True, slots=True)
+class As:
+    """``as <name> [-prefix=<prefix>]``: eventq extension, internal, on a ``peer``
+    connection of an admin token without a prefix (spec/security.md): the requests that
+    follow on this connection are served for the client a peer forwards them for, the
+    token named ``name`` (its audit name, never the token) with queue-name ``prefix``
+    (None: none), until another ``as``. So the process owning a job applies the client's
+    scope and writes its name, and a plain workq request keeps its bytes."""
+
+    name: str
+    prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Retry:
     """``retry <id> [-delay=<ms>]``: eventq extension (spec/workflows.md, "3. Failure
     groups and retry"), a FAILED job runs again under its id, ready at once or after
@@ -356,6 +369,7 @@ Request = Union[
     Resume,
     Inputs,
     Auth,
+    As,
     Retry,
     RetryGroup,
     InspectFailed,

@@ -473,6 +473,8 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "tags": "array<string>",
     # A retry's (spec/workflows.md, "3. Failure groups and retry"), null/false until one.
     "delayed_ms": "bigint", "early": "boolean",
+    # A dependent's scope (spec/security.md: its token's prefix), null for other jobs.
+    "scope": "string",
 }  # fmt: skip
 # Columns written after a field's, derived from the job (never read back: job_of_row
 # takes the fields). A dependent's upstreams as the protocol shows them (spec/

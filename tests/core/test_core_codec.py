@@ -427,10 +427,12 @@ def test_mutated_state_records_decode_validly_or_raise_codec_error(data, record)
 # Fields a command record may leave out (eventq's extensions: absent means the default,
 # so that records of workq's commands keep their bytes).
 OPTIONAL_COMMAND_KEYS = {
-    CommandType.ADD: {"b", "af", "tg"}, CommandType.SCHEDULE: {"b", "af", "tg"},
-    CommandType.TOUCH: {"r"},
-    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"}, CommandType.FAIL: {"fd"},
-    CommandType.RETRY: {"dl"}, CommandType.RECUR: {"b", "tg"},
+    CommandType.ADD: {"b", "af", "tg", "sc"}, CommandType.SCHEDULE: {"b", "af", "tg", "sc"},
+    CommandType.TOUCH: {"r", "sc"}, CommandType.COMPLETE: {"sc"}, CommandType.DELETE: {"sc"},
+    CommandType.RELEASE_ATTEMPT: {"c"}, CommandType.UPSTREAM: {"x"},
+    CommandType.FAIL: {"fd", "sc"}, CommandType.DEPEND: {"sc"},
+    CommandType.RETRY: {"dl", "sc"}, CommandType.RECUR: {"b", "tg", "sc"},
+    CommandType.UNRECUR: {"sc"},
 }
 
 
@@ -471,7 +473,7 @@ def test_structurally_mutated_command_maps(data, command, value):
 
 # Job fields a state record may leave out (present only when -backoff is set, or for a
 # job of a workflow, so that workq's jobs keep their record bytes).
-OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g", "tg", "dt", "er"}
+OPTIONAL_JOB_KEYS = {"b", "rn", "rt", "up", "ca", "rl", "fp", "fm", "g", "tg", "dt", "er", "sc"}
 
 
 @given(st.data(), state_records(), msgpack_values)

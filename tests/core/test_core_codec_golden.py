@@ -184,6 +184,8 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         "added-tags": last(ADD_TAGS),
         "completed-tags": last(ADD_TAGS, START, Complete(JID, b"done")),
         "added-waiting-tags": last(Add(JID, "q", 1000, 60_000, b"", after=(UP1,), tags=("a",))),
+        "added-waiting-scope": last(
+            Add(JID, "acme.q", 1000, 60_000, b"", after=(UP1,), scope="acme.")),
         "imported-tags": last(Import.from_job(last(ADD_TAGS, START)[1])),
         # Failure groups and retry (spec/workflows.md, "3. Failure groups and retry").
         "failed-group": last(Add(JID, "q", 1000, 60_000, b""), START, Fail(JID, b"x", "deploy-7")),
@@ -227,6 +229,7 @@ def job_cases() -> dict[str, Job]:
         "retried-delay": states["retried-delay"][1],
         "retried-early": states["retried-early"][1],
         "retried-waiting": states["retried-waiting"][1],
+        "waiting-scope": states["added-waiting-scope"][1],
     }
 
 
@@ -306,7 +309,28 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "fail-group": (Fail(JID, b"why", "bad-deploy.7"), "n1", 9),
         "retry": (Retry(JID), "n1", 10),
         "retry-delay": (Retry(JID, 86_400_000), None, None),
+        # [eventq] spec/security.md: a token's prefix (scope) on the commands it issues.
+        "add-after-scope": (
+            Add(JID, "acme.q", 1000, 60_000, b"p", after=(UP1,), scope="acme."), "n1", 11
+        ),
+        "schedule-scope": (Schedule(JID, "acme.q", 1000, 60_000, T0, b"s", scope="a"), None, None),
+        "complete-scope": (Complete(JID, b"done", "acme."), None, None),
+        "fail-scope": (Fail(JID, b"why", "g", "acme."), None, None),
+        "delete-scope": (Delete(JID, "acme."), None, None),
+        "touch-scope": (Touch(JID, 1, None, "acme."), None, None),
+        "retry-scope": (Retry(JID, 0, "acme."), None, None),
+        "depend-scope": (Depend(UP1, JID, position(100), T0 + 60_000, "acme."), "n1", 12),
+        "recur-scope": (Recur("r", "acme.q", 1, 1, MAX_EVERY_MS, b"", scope="acme."), None, None),
+        "unrecur-scope": (Unrecur("nightly", "acme."), None, None),
     }
+
+
+# [eventq] audit (spec/security.md): commands with the name of the token that issued them.
+ISSUED = {
+    "add-by": (ADD_AFTER, "n1", 3, "line-3"),
+    "pause-by": (Pause("q"), None, None, "line-1"),
+    "start-attempt-by": (START, "n2", 2**64 - 1, "x" * 255),
+}
 
 
 def side_cases() -> dict[str, tuple[str, Any, bytes]]:
@@ -314,6 +338,8 @@ def side_cases() -> dict[str, tuple[str, Any, bytes]]:
     cases: list[tuple[str, str, Any]] = [
         ("registration", "registration", Registration(JID, position(100), T0 + 60_000)),
         ("registration-no-deadline", "registration", Registration(JID, BIG_POSITION, None)),
+        ("registration-scope", "registration",
+         Registration(JID, position(100), T0 + 60_000, "acme.")),
         ("input-completed", "input", Input(True, b"r1")),
         ("input-failed", "input", Input(False, b"")),
         ("recurrence-new", "recurrence", Recurrence(DEFINITION, 19674, None, position(100))),
@@ -353,6 +379,10 @@ def golden_records() -> dict[str, tuple[str, Any, bytes]]:
     for name, (command, node, request_id) in command_cases().items():
         data = encode_command(command, node=node, request_id=request_id)
         records[f"command/{name}"] = ("command", DecodedCommand(command, node, request_id), data)
+    for name, (command, node, request_id, issuer) in ISSUED.items():
+        data = encode_command(command, node=node, request_id=request_id, issuer=issuer)
+        records[f"command/{name}"] = (
+            "command", DecodedCommand(command, node, request_id, issuer), data)
     for name, (event, job) in state_cases().items():
         records[f"state/{name}"] = ("state", (event, job), encode_state(event, job))
     for name, job in job_cases().items():
@@ -434,7 +464,8 @@ def outcome(decoder: str, data: bytes) -> str:
     except CodecError as error:
         return str(error)
     if decoder == "command":
-        again = encode_command(value.command, node=value.node, request_id=value.request_id)
+        again = encode_command(value.command, node=value.node, request_id=value.request_id,
+                               issuer=value.issuer)
     elif decoder == "state":
         again = encode_state(*value)
     elif decoder == "registration":

@@ -131,7 +131,7 @@ def ends(result) -> Notify:
 def test_a_complete_tells_the_registrations_completed_with_its_result():
     p = plain()
     result = p(Complete(JID, b"done"), T0 + 5)
-    assert ends(result) == Notify(JID, OK, p.offset, T0 + 5, b"done")
+    assert ends(result) == Notify(JID, OK, p.offset, T0 + 5, b"done", name="q")
     assert ends(result).prefix == b"\x00eventq.reg:" + job_key(JID) + b":"
 
 
@@ -139,14 +139,14 @@ def test_a_final_fail_tells_failed_and_a_fail_with_fails_left_nothing():
     p = plain(max_fails=2)
     assert p(Fail(JID, b"again")).then is None
     result = p(Fail(JID, b"bad"), T0 + 1)
-    assert ends(result) == Notify(JID, FAILED, p.offset, T0 + 1, b"bad")
+    assert ends(result) == Notify(JID, FAILED, p.offset, T0 + 1, b"bad", name="q")
 
 
 def test_attempts_used_up_tell_failed_with_an_empty_result():
     p = plain(max_attempts=1)
     p(StartAttempt(JID, 1))
     result = p(TimeoutAttempt(JID, 1), T0 + 5_000)
-    assert ends(result) == Notify(JID, FAILED, p.offset, T0 + 5_000, b"")
+    assert ends(result) == Notify(JID, FAILED, p.offset, T0 + 5_000, b"", name="q")
 
 
 @pytest.mark.parametrize("finish", [None, Complete(JID, b"r"), Fail(JID, b"f")])
@@ -156,7 +156,7 @@ def test_a_delete_tells_deleted_only_an_unfinished_job_and_drops_every_registrat
         p(finish)
     result = p(Delete(JID), T0 + 2)
     outcome = DELETED if finish is None else None
-    assert ends(result) == Notify(JID, outcome, p.offset, T0 + 2, removed=True)
+    assert ends(result) == Notify(JID, outcome, p.offset, T0 + 2, removed=True, name="q")
     assert result.removes
 
 
@@ -167,7 +167,7 @@ def test_a_ttl_tells_evicted_only_an_unfinished_job(finish):
         p(finish)
     result = p(Expire(JID), T0 + TTL)
     outcome = EVICTED if finish is None else None
-    assert ends(result) == Notify(JID, outcome, p.offset, T0 + TTL, removed=True)
+    assert ends(result) == Notify(JID, outcome, p.offset, T0 + TTL, removed=True, name="q")
 
 
 def test_a_dependent_failed_by_its_upstream_tells_its_own_dependents_failed():
@@ -175,7 +175,8 @@ def test_a_dependent_failed_by_its_upstream_tells_its_own_dependents_failed():
     result = p(Upstream(JID, 101, U2, EVICTED, 9, T0 - 1), T0 + 3)
     assert result.job.state is State.FAILED
     assert ends(result) == Notify(
-        JID, FAILED, p.offset, T0 + 3, b"upstream c9bf9e57-1685-4c89-bafb-ff5af830be8a evicted"
+        JID, FAILED, p.offset, T0 + 3, b"upstream c9bf9e57-1685-4c89-bafb-ff5af830be8a evicted",
+        name="q",
     )  # fmt: skip
 
 
@@ -189,7 +190,7 @@ def test_an_imported_finished_job_tells_its_waiting_registrations():
     done = apply(None, Add(JID, "q", 1000, TTL, b""), T0, 1)[1]
     done = apply(done, Complete(JID, b"r"), T0, 2)[1]
     result = Partition()(Import.from_job(done), T0 + 1)
-    assert ends(result) == Notify(JID, OK, 101, T0 + 1, b"r")
+    assert ends(result) == Notify(JID, OK, 101, T0 + 1, b"r", name="q")
 
 
 def test_an_ignored_or_rejected_command_asks_nothing():

@@ -214,7 +214,7 @@ def test_a_retry_without_delay_of_a_job_scheduled_ahead_is_ready_and_keeps_its_t
 def test_a_retried_job_tells_its_dependents_it_is_unfinished_again():
     failed = run(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"x"))
     result = step(failed, Retry(JID), T0 + 100, position(200))
-    assert result.then == Notify(JID, UpstreamOutcome.RETRIED, position(200), T0 + 100)
+    assert result.then == Notify(JID, UpstreamOutcome.RETRIED, position(200), T0 + 100, name="q")
 
 
 # ------------------------------------------------------------- dependents retried
@@ -272,7 +272,7 @@ def test_the_upstream_that_failed_a_dependent_retried_brings_it_back_waiting():
     assert result.job.state is State.WAITING and result.job.attempts == 0
     assert result.side == ((input_key(JID, UP2), None),)  # unfinished again: no input
     # ... and it tells its own dependents in turn (the cascade, down the graph).
-    assert result.then == Notify(JID, UpstreamOutcome.RETRIED, position(200), T0 + 500)
+    assert result.then == Notify(JID, UpstreamOutcome.RETRIED, position(200), T0 + 500, name="q")
 
 
 def test_a_dependent_with_another_ended_upstream_stays_failed_naming_it():
@@ -287,7 +287,7 @@ def test_a_dependent_with_another_ended_upstream_stays_failed_naming_it():
     assert after.result == upstream_failure(UP1, UpstreamOutcome.EVICTED)
     assert after.finished_ms == job.finished_ms  # same failure time
     # Still FAILED: its dependents are told its new result (their inputs copy it).
-    assert result.then == Notify(JID, FAILED, position(200), T0 + 500, after.result)
+    assert result.then == Notify(JID, FAILED, position(200), T0 + 500, after.result, name="q")
 
 
 def test_a_dependent_failed_by_its_own_fail_is_not_retried_by_its_upstream():

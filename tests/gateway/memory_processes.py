@@ -10,9 +10,11 @@ peer form, checked to end where the reply's shape says
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import uuid
 from collections.abc import Callable, Iterator
 
+from eventq import callers
 from eventq.core import encode_command
 from eventq.core.commands import command_key
 from eventq.gateway.cluster import Cluster
@@ -74,7 +76,8 @@ class MemoryEngine:
     async def submit(self, command, on_abandoned=None):
         self._request_ids += 1
         applied = self.waiters.expect(self._request_ids)
-        record = encode_command(command, node=self.driver.node, request_id=self._request_ids)
+        record = encode_command(command, node=self.driver.node, request_id=self._request_ids,
+                                issuer=callers.issuer())
         self.log.append_commands(self.log.partition_of_key(command_key(command)), [record])
         await self.driver.drain()
         return await applied
@@ -127,12 +130,17 @@ class Process:
                                      leasing=leasing, local=local, clock_ms=clock_ms)
         self.gateway = Gateway(local, leasing, answers)
 
-    async def handle(self, data: bytes, peer: bool = False) -> bytes:
+    async def handle(self, data: bytes, peer: bool = False, caller=None) -> bytes:
+        """The reply to ``data``, served for ``caller`` (eventq/callers.py: a token's
+        name and prefix; None: a server without tokens), as a connection's task would."""
         parser = Parser(lambda: self.engine.log.now_ms)
         parser.feed(data)
         request = parser.next_event()
         assert request is not None and not isinstance(request, Exception), (data, request)
-        return joined(await self.gateway.handle(request, peer=peer))
+        context = contextvars.copy_context()
+        context.run(callers.serve_as, caller)
+        return joined(await asyncio.create_task(self.gateway.handle(request, peer=peer),
+                                                context=context))
 
 
 class Peers:
@@ -142,8 +150,10 @@ class Peers:
     def __init__(self, processes: dict[str, Process]) -> None:
         self.processes = processes
 
-    async def exchange(self, address: str, request: bytes, shape, timeout_s: float) -> bytes:
-        reply = await self.processes[address].handle(request, peer=True)
+    async def exchange(self, address: str, request: bytes, shape, timeout_s: float,
+                       caller=None) -> bytes:
+        """Served there for ``caller``, as a peer connection after ``as`` is."""
+        reply = await self.processes[address].handle(request, peer=True, caller=caller)
         assert reply_end(reply, shape) == len(reply), (request, reply)
         return reply
 

@@ -91,3 +91,17 @@ def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
     assert "<form" not in read_only
     assert dict(pages.job_fields(job))["failure group"] == "deploy-7"
     assert "failure group" not in dict(pages.job_fields(job_info()))
+
+
+def test_a_jobs_history_shows_who_issued_each_command_escaped():
+    """Audit (spec/security.md): each command's token name ("by line-3"); none for a
+    server without tokens or a command eventq wrote itself."""
+    rows = [pages.HistoryRow("0/1", "t", "add", "accepted", "", "line-3"),
+            pages.HistoryRow("0/2", "t", "start-attempt", "accepted", "attempt 1", "line-4"),
+            pages.HistoryRow("0/3", "t", "expire", "accepted", "", None),
+            pages.HistoryRow("0/4", "t", "fail", "accepted", "", "<b>x</b>")]
+    html = pages.job_page([("name", "bills")], b"x", None, rows, "note", str(uuid.uuid4()),
+                          "new", frame())
+    assert ">by line-3<" in html and ">attempt 1, by line-4<" in html
+    assert html.count(", by ") == 1 and html.count(">by ") == 2
+    assert "<b>x</b>" not in html and "by &lt;b&gt;x&lt;/b&gt;" in html

@@ -10,16 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventq.errors import ClientError, FramingError
-from eventq.protocol import Auth, InspectServer, Parser
+from eventq.protocol import Auth, InspectQueues, InspectServer, Parser
 from eventq.protocol.access import (
     FORBIDDEN,
     ROLE_VERBS,
     UNAUTHORIZED,
     Access,
+    Caller,
     Role,
     TokensFileError,
     TokenStore,
     parse_tokens,
+    scope_denial,
 )
 from eventq.protocol.grammar import GRAMMAR
 
@@ -56,6 +58,7 @@ REQUESTS: dict[str, bytes] = {
     "unrecur": b"unrecur nightly\r\n",
     "retry": b"retry %s\r\n" % ID.encode(),
     "retry-group": b"retry-group g 10\r\n",
+    "as": b"as line-3 -prefix=acme.\r\n",
 }
 INSPECT_OBJECTS = {
     "server": b"", "queues": b" 0 10", "queue": b" q", "jobs": b" q 0 10",
@@ -97,7 +100,7 @@ def ways(data: bytes):
 
 def answers(tokens_line: bytes | None, request: bytes, split: str) -> list[object]:
     session = Session()
-    data = (tokens_line or b"") + request + b"inspect server\r\n"
+    data = (tokens_line or b"") + request + b"inspect queues 0 10\r\n"  # any token's
     return session.run(ways(data)[split])
 
 
@@ -193,15 +196,19 @@ def test_before_auth_a_block_that_cannot_be_framed_closes_saying_unauthorized(
 def test_a_verb_outside_the_roles_is_forbidden_before_any_check(
         verb: str, token: str, role: Role, split: str) -> None:
     events = answers(b"auth %s\r\n" % token.encode(), REQUESTS[verb], split)
-    allowed = verb in parse_tokens(TOKENS).grant_for(token).verbs
+    grant = parse_tokens(TOKENS).grant_for(token)
+    allowed = verb in grant.verbs
     assert events[0] == "+OK"
-    if allowed:  # the request itself, checked and built as without tokens
+    unscoped = answers(b"auth adm1n\r\n", REQUESTS[verb], split)[1]
+    if allowed and scope_denial(unscoped, Caller(grant.name, grant.prefix)):
+        assert events[1] == ClientError(FORBIDDEN)  # 6a: a queue outside its prefix
+    elif allowed:  # the request itself, checked and built as without tokens
         assert type(events[1]).__name__ == type(answers(b"auth adm1n\r\n", REQUESTS[verb],
                                                         split)[1]).__name__
         assert not isinstance(events[1], (ClientError, FramingError)), events[1]
     else:
         assert events[1] == ClientError(FORBIDDEN)
-    assert events[2] == InspectServer()  # every role reads
+    assert events[2] == InspectQueues(0, 10)  # every role reads
 
 
 @pytest.mark.parametrize("split", ["whole", "bytewise"])

@@ -495,8 +495,8 @@ def test_the_state_log_columns_are_as_they_were():
         "finished_ms", "group",
         # failure groups and retry (spec/workflows.md, 3): the group a FAILED job is in
         # and its failure time, derived from group; then tags' (spec/workflows.md, 4);
-        # then a retry's fields
-        "failure_group", "failed_ms", "tags", "delayed_ms", "early")
+        # then a retry's fields; then a dependent's scope (spec/security.md)
+        "failure_group", "failed_ms", "tags", "delayed_ms", "early", "scope")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
         "priority int, max_attempts int, max_fails int, attempts int, fails int, state int, "
@@ -506,7 +506,7 @@ def test_the_state_log_columns_are_as_they_were():
         "after array<string>, waiting int, added_at bigint, "
         "released_ms bigint, finished_at bigint, finished_ms bigint, group string, "
         "failure_group string, failed_ms bigint, tags array<string>, delayed_ms bigint, "
-        "early boolean")
+        "early boolean, scope string")
 
 
 def test_every_job_field_has_a_column_type():
