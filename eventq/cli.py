@@ -35,6 +35,12 @@ def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     nodes = settings.broker_nodes
     if args.sasl_ssl:
         nodes = [replace(config, sasl_ssl=True) for config in nodes]
+        plain = [config for config in nodes if broker.running_pid(config) is not None
+                 and not config.security_file("password").exists()]
+        if plain:
+            return fail(f"Kafka already runs on {plain[0].bootstrap} without SASL_SSL: stop "
+                        "it first (eventq kafka stop), and give another --data-dir (its "
+                        "storage was formatted without the SCRAM user)")
     if any(broker.running_pid(config) is None for config in nodes):
         # A running supervisor may be restarting a node that is down right now: two
         # starts of one node would fight over its ports and pid file.

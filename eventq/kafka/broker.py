@@ -363,6 +363,7 @@ def _write_config(config: BrokerConfig) -> None:
     config.home.mkdir(parents=True, exist_ok=True)
     lines = [f"{key}={value}" for key, value in sorted(server_properties(config).items())]
     config.properties_file.write_text("\n".join(lines) + "\n")
+    config.properties_file.chmod(0o600)  # a secured node's holds its SCRAM password
     config.log4j_file.write_text(LOG4J_PROPERTIES.format(log_file=config.log_file))
 
 
