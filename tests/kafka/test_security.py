@@ -281,3 +281,41 @@ def test_the_settings_reach_clients_as_settings_kafka_not_a_bare_bootstrap():
                     continue
                 found.append(f"{path}:{child.lineno}: {ast.unparse(node)[:100]}")
     assert not found, found
+
+
+# --- the secured local broker's configuration (no JVM) ------------------------------------
+
+
+def test_a_secured_local_broker_has_one_sasl_ssl_listener_and_its_clients_settings(tmp_path):
+    from dataclasses import replace
+
+    from eventq.kafka import broker
+
+    config = broker.BrokerConfig(home=tmp_path / "kafka", port=19092, controller_port=19093,
+                                 sasl_ssl=True)
+    broker.prepare_security(config)
+    props = broker.server_properties(config)
+    assert props["listeners"] == "SASL_SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["advertised.listeners"] == "SASL_SSL://127.0.0.1:19092"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    security = broker.local_security(config)
+    assert (security.protocol, security.sasl_username) == ("SASL_SSL", "eventq")
+    assert len(security.sasl_password) >= 32
+    assert f'password="{security.sasl_password}"' in props[
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    assert (config.security_dir / "password").stat().st_mode & 0o077 == 0
+    # Later starts (the supervisor's, `eventq up`'s) know it without being told, and
+    # the nodes of a cluster share one CA and user.
+    later = replace(config, sasl_ssl=False)
+    assert broker.secured(later) and broker.local_security(later) == security
+    nodes = broker.cluster_configs(later, 3)
+    assert {node.security_dir for node in nodes} == {config.security_dir}
+    assert all(broker.secured(node) for node in nodes)
+    # A plain broker's storage has no SCRAM user: it cannot be secured in place.
+    plain = broker.BrokerConfig(home=tmp_path / "plain", sasl_ssl=True)
+    plain.data_dir.mkdir(parents=True)
+    (plain.data_dir / "meta.properties").write_text("cluster.id=x\n")
+    with pytest.raises(broker.BrokerError, match="formatted without SASL"):
+        broker.prepare_security(plain)
+    assert "listeners" in broker.server_properties(broker.BrokerConfig(home=tmp_path / "p"))
+    assert not broker.secured(broker.BrokerConfig(home=tmp_path / "p"))
