@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from eventq.kafka.security import confluent_config
 from eventq.progress import Progress
 
 POLL_S = 0.25
@@ -56,7 +57,7 @@ def admitted_offsets(bootstrap: str, group: str, topic: str, partitions) -> dict
         return {}
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(confluent_config(bootstrap, {"log_level": 0}))
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
     result = admin.list_consumer_group_offsets([request], request_timeout=ADMIN_TIMEOUT_S)
     found = result[group].result(timeout=ADMIN_TIMEOUT_S)

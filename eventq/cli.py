@@ -6,6 +6,7 @@ import argparse
 import difflib
 import os
 import sys
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from eventq.kafka import broker
@@ -32,6 +33,14 @@ def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.kafka.supervise import stop_supervisor
 
     nodes = settings.broker_nodes
+    if args.sasl_ssl:
+        nodes = [replace(config, sasl_ssl=True) for config in nodes]
+        plain = [config for config in nodes if broker.running_pid(config) is not None
+                 and not config.security_file("password").exists()]
+        if plain:
+            return fail(f"Kafka already runs on {plain[0].bootstrap} without SASL_SSL: stop "
+                        "it first (eventq kafka stop), and give another --data-dir (its "
+                        "storage was formatted without the SCRAM user)")
     if any(broker.running_pid(config) is None for config in nodes):
         # A running supervisor may be restarting a node that is down right now: two
         # starts of one node would fight over its ports and pid file.
@@ -57,7 +66,28 @@ def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     if len(nodes) > 1:
         say(f"bootstrap servers: {settings.kafka_bootstrap} (pass them to other eventq "
             f"commands with --brokers {len(nodes)} or --bootstrap)")
+    if broker.secured(nodes[0]):
+        say_client_settings(nodes[0])
     return start_kafka_supervisor(settings)
+
+
+def say_client_settings(config: broker.BrokerConfig) -> None:
+    """What eventq's clients of a secured local Kafka must be given (spec/security.md),
+    as shell lines; the password as the file that holds it, never itself."""
+    from eventq.kafka.security import settings_env
+
+    client_env = config.security_file("client.env")
+    variables = settings_env(broker.local_security(config))
+    password_file = config.security_file("password")
+    lines = [f"export {name}={value}" if name != "EVENTQ_KAFKA_SASL_PASSWORD"
+             else f'export {name}="$(cat {password_file})"'
+             for name, value in variables.items()]
+    client_env.write_text("".join(f"{name}={value}\n" for name, value in variables.items()))
+    client_env.chmod(0o600)
+    say(f"Kafka speaks {broker.local_security(config).describe()}; eventq's clients "
+        f"need these settings (or: set -a; . {client_env}; set +a):")
+    for line in lines:
+        say(f"  {line}")
 
 
 def start_kafka_supervisor(settings: Settings) -> int:
@@ -124,7 +154,7 @@ def cmd_kafka_supervise(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def create_topics(settings: Settings) -> bool:
-    reports = ensure_topics(settings.kafka_bootstrap, settings.topics)
+    reports = ensure_topics(settings.kafka, settings.topics)
     for report in reports:
         say(report.describe())
     return all(report.ok for report in reports)
@@ -135,10 +165,14 @@ def kafka_silence(settings: Settings) -> str | None:
     said at once instead of after a 30 s timeout (docs/architecture.md, "Feedback to
     users")."""
     from eventq.kafka.broker import broker_answers
+    from eventq.kafka.security import KafkaRefused
     from eventq.server import KAFKA_PROBE_S, kafka_silent
 
-    if broker_answers(settings.kafka_bootstrap, timeout_s=KAFKA_PROBE_S):
-        return None
+    try:
+        if broker_answers(settings.kafka, timeout_s=KAFKA_PROBE_S):
+            return None
+    except KafkaRefused as error:
+        return str(error)
     return kafka_silent(settings)
 
 
@@ -173,6 +207,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     eventq process, or ``--processes N`` of them on consecutive ports
     (docs/architecture.md, "Scaling out"), each a supervised child restarted if it dies,
     as is a Kafka node this command started."""
+    from eventq.kafka.security import KafkaRefused
     from eventq.server import say_on_stderr, wait_for_kafka, with_existing_partitions
     from eventq.supervisor import stop_on_signals
     from eventq.up import (
@@ -201,7 +236,10 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
             say(f"Kafka {'started' if started else 'already running'} on "
                 f"{settings.kafka_bootstrap}")
         else:
-            wait_for_kafka(settings, say_on_stderr)  # --bootstrap: said within seconds
+            try:
+                wait_for_kafka(settings, say_on_stderr)  # --bootstrap: said within seconds
+            except KafkaRefused as error:
+                return fail(str(error), EXIT_CANNOT_START)
         if not was_given("partitions", args, os.environ):
             settings = with_existing_partitions(settings, say)  # a var/ from before
         try:
@@ -278,7 +316,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
         if not args.from_commands:
             bar = reporter(progress, f"reading {settings.jobs_topic}")
             report = replay.rebuild_from_state_log(
-                settings.kafka_bootstrap, settings.jobs_topic, settings.state_dir, bar
+                settings.kafka, settings.jobs_topic, settings.state_dir, bar
             )
             elapsed = bar.finish()
             say(
@@ -292,12 +330,12 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
             return EXIT_OK
         bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
         derived = replay.derive_from_commands(
-            settings.kafka_bootstrap, settings.commands_topic, bar,
+            settings.kafka, settings.commands_topic, bar,
             settings.max_state_record_bytes,
         )
         bar.finish()
         bar = reporter(progress, f"reading {settings.jobs_topic}")
-        state = latest_state(settings.kafka_bootstrap, settings.jobs_topic, bar)
+        state = latest_state(settings.kafka, settings.jobs_topic, bar)
         logged, bad = state.jobs, state.undecodable
         bar.finish()
     except (replay.ReplayError, StateDirInUse, LookupError) as error:
@@ -335,12 +373,12 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
         if args.from_commands:
             bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
             state: Derived | LoggedState = derive_from_commands(
-                settings.kafka_bootstrap, settings.commands_topic, bar,
+                settings.kafka, settings.commands_topic, bar,
                 settings.max_state_record_bytes,
             )
         else:
             bar = reporter(progress, f"reading {settings.jobs_topic}")
-            state = latest_state(settings.kafka_bootstrap, settings.jobs_topic, bar)
+            state = latest_state(settings.kafka, settings.jobs_topic, bar)
         bar.finish()
     except (ReplayError, LookupError) as error:
         return fail(str(error))
@@ -419,8 +457,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    _subcommand(kafka_commands, "start", cmd_kafka_start,
-                "start the broker and a supervisor that restarts it if it dies (idempotent)")
+    start_parser = _subcommand(
+        kafka_commands, "start", cmd_kafka_start,
+        "start the broker and a supervisor that restarts it if it dies (idempotent)")
+    start_parser.add_argument(
+        "--sasl-ssl", action="store_true",
+        help="a secured broker: one SASL_SSL listener (TLS, SCRAM-SHA-512 user eventq), "
+        "certificates and password made in <data-dir>/kafka/security; it stays secured at "
+        "later starts. Prints the settings eventq's clients then need")
     _subcommand(kafka_commands, "stop", cmd_kafka_stop,
                 "stop the supervisor, then the broker (idempotent)")
     _subcommand(kafka_commands, "status", cmd_kafka_status,

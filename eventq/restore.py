@@ -179,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     the restore's buffers (fetched batches, write batches, memtables) are never part
     of the server's resident memory, which then holds only what serving needs."""
     import argparse
+    import os
     import sys
+
+    from eventq.kafka.security import KafkaAccess
+    from eventq.settings import kafka_security_from_env
 
     parser = argparse.ArgumentParser(prog="python -m eventq.restore", description=__doc__)
     parser.add_argument("--bootstrap", required=True)
@@ -197,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eventq: {line}", flush=True)
 
     try:
-        report = restore_tables(args.bootstrap, args.jobs_topic, args.state_dir,
+        kafka = KafkaAccess(args.bootstrap, kafka_security_from_env(os.environ))
+        report = restore_tables(kafka, args.jobs_topic, args.state_dir,
                                 args.partitions, ProgressLine(what, say))
     except Exception as error:  # KafkaException, LookupError: say what, fail
         print(f"eventq: could not restore state from {args.jobs_topic}: {error}",

@@ -27,6 +27,7 @@ from eventq.gateway.leasing import Leasing
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.kafka.aiokafka_uvloop import patch_closed_connection_writes
+from eventq.kafka.security import KafkaRefused
 from eventq.listeners import EXIT_CANNOT_START, Listeners, PortUnusable, check_ports
 from eventq.logformat import demote_routine_retries, logging_config
 from eventq.protocol.access import TokenStore
@@ -191,7 +192,7 @@ def web_server(settings: Settings, streams, gateway, stats,
     )
     dashboard = Dashboard(
         gateway=gateway, sources=sources, process=settings.advertised_address,
-        actions=settings.http_actions, bootstrap=settings.kafka_bootstrap,
+        actions=settings.http_actions, bootstrap=settings.kafka,
         commands_topic=settings.commands_topic, partitions=settings.partitions,
         owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
         tokens=tokens,
@@ -294,7 +295,9 @@ KAFKA_PROBE_S = 2.5  # a metadata request unanswered this long: say so (within 5
 def kafka_hint(settings: Settings) -> str:
     if settings.uses_local_broker:
         return "is it running? Start it with `eventq kafka start` (or run `make run`)."
-    return "is --bootstrap right, and is Kafka running there?"
+    # A secured listener drops a client of another protocol without a word.
+    return ("is --bootstrap right, is Kafka running there, and does it take "
+            f"--kafka-security-protocol {settings.kafka_security_protocol}?")
 
 
 def kafka_silent(settings: Settings, probe_s: float = KAFKA_PROBE_S) -> str:
@@ -309,7 +312,7 @@ def wait_for_kafka(settings: Settings, say, probe_s: float = KAFKA_PROBE_S) -> N
     from eventq.client.connecting import Reminder
     from eventq.kafka.broker import broker_answers
 
-    bootstrap = settings.kafka_bootstrap
+    bootstrap = settings.kafka
     reminder = Reminder(report_after_s=0.0)
     while not broker_answers(bootstrap, timeout_s=probe_s):
         now = time.monotonic()
@@ -335,7 +338,7 @@ def topics_problem(settings: Settings) -> str | None:
     from eventq.kafka.topics import TopicsUnfit, check_topics
 
     try:
-        check_topics(settings.kafka_bootstrap, settings.topics)
+        check_topics(settings.kafka, settings.topics)
     except TopicsUnfit as error:
         return str(error)
     except Exception as error:  # KafkaException: no broker answers
@@ -388,6 +391,7 @@ def restore_missing_tables(settings: Settings) -> bool:
     import time
 
     from eventq.restore import partitions_to_restore
+    from eventq.settings import kafka_security_env
 
     give_up_at = time.monotonic() + RESTORE_RETRY_S
     delay_s = RESTORE_RETRY_FIRST_S
@@ -402,7 +406,8 @@ def restore_missing_tables(settings: Settings) -> bool:
             "--jobs-topic", settings.jobs_topic, "--state-dir", str(settings.state_dir),
             "--parent-pid", str(os.getpid()), *map(str, missing),
         ]
-        if subprocess.run(command, stdin=subprocess.DEVNULL).returncode == 0:
+        env = kafka_security_env(settings.kafka_security, os.environ)
+        if subprocess.run(command, stdin=subprocess.DEVNULL, env=env).returncode == 0:
             return True
         if time.monotonic() + delay_s > give_up_at:
             return False
@@ -422,7 +427,7 @@ def with_existing_partitions(settings: Settings, say: Callable[[str], None]) -> 
     from eventq.kafka.topics import existing_partitions
 
     try:
-        found = existing_partitions(settings.kafka_bootstrap, settings.commands_topic)
+        found = existing_partitions(settings.kafka, settings.commands_topic)
     except Exception:  # KafkaException: the topic check reports it
         return settings
     if found is None or found == settings.partitions:
@@ -439,7 +444,7 @@ def preflight(settings: Settings, adopt_partitions: bool) -> Settings | int:
     try:
         check_ports(settings)
         wait_for_kafka(settings, say_on_stderr)
-    except PortUnusable as error:
+    except (PortUnusable, KafkaRefused) as error:
         say_on_stderr(str(error))
         return EXIT_CANNOT_START
     except KeyboardInterrupt:  # Ctrl-C while waiting for Kafka: nothing was started

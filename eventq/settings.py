@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from eventq.address import host_and_port
 from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
+from eventq.kafka.security import SETTINGS as KAFKA_SECURITY_SETTINGS
+from eventq.kafka.security import KafkaAccess, KafkaSecurity, settings_env
 from eventq.kafka.topics import (
     ONE_WEEK_MS,
     TopicNames,
@@ -39,6 +41,15 @@ class Settings:
     controller_port: int = 9093
     kafka_heap_mb: int = 768
     brokers: int = 1  # nodes of the local Kafka cluster (`eventq kafka start --brokers 3`)
+    # How every Kafka client of eventq authenticates and encrypts (spec/security.md;
+    # eventq/kafka/security.py maps them to each client library's options).
+    kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"  # or SCRAM-SHA-256, PLAIN
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = field(default="", repr=False)  # never logged nor shown
+    kafka_ssl_cafile: str = ""  # empty: the system's CAs
+    kafka_ssl_certfile: str = ""  # this client's certificate (mTLS) and its key
+    kafka_ssl_keyfile: str = ""
     listen_host: str = "127.0.0.1"
     listen_port: int = 9922
     # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
@@ -122,13 +133,17 @@ class Settings:
             raise ValueError(f"command_producer must be one of {', '.join(COMMAND_PRODUCERS)}, "
                              f"not {self.command_producer!r}")
         # Files resolved once, like data_dir: `eventq up` starts its processes elsewhere.
-        for name in ("tokens_file", "tls_cert", "tls_key", "tls_client_ca"):
+        for name in ("tokens_file", "tls_cert", "tls_key", "tls_client_ca",
+                     "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile"):
             if getattr(self, name):
                 object.__setattr__(self, name, str(Path(getattr(self, name)).resolve()))
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key go together: give both, or neither")
         if self.tls_client_ca and not self.tls_cert:
             raise ValueError("tls_client_ca needs tls_cert and tls_key (the server's own)")
+        security = self.kafka_security  # validates the group: an error says what to set
+        object.__setattr__(self, "kafka_security_protocol", security.protocol)
+        object.__setattr__(self, "kafka_sasl_mechanism", security.sasl_mechanism)
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -140,6 +155,16 @@ class Settings:
     @property
     def kafka_bootstrap(self) -> str:
         return self.bootstrap or cluster_bootstrap(self.broker_nodes)
+
+    @property
+    def kafka_security(self) -> KafkaSecurity:
+        return KafkaSecurity(**{attribute: getattr(self, name)
+                                for name, attribute in KAFKA_SECURITY_SETTINGS.items()})
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        """What every Kafka client is made from: the servers and their security."""
+        return KafkaAccess(self.kafka_bootstrap, self.kafka_security)
 
     @property
     def broker_nodes(self) -> list[BrokerConfig]:
@@ -206,6 +231,21 @@ HELP = {
         "nodes of the local Kafka (`eventq kafka start`): 3 runs a cluster on "
         "consecutive port pairs from --kafka-port/--controller-port"
     ),
+    "kafka_security_protocol": (
+        "how eventq's Kafka clients talk to the brokers: PLAINTEXT, SSL (TLS), "
+        "SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"
+    ),
+    "kafka_sasl_mechanism": "SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN",
+    "kafka_sasl_username": "SASL user (with a SASL_* protocol)",
+    "kafka_sasl_password": (
+        "SASL password; prefer the variable to the flag, which `ps` shows (never logged)"
+    ),
+    "kafka_ssl_cafile": (
+        "PEM CA file the brokers' certificates are checked against (default: the "
+        "system's CAs)"
+    ),
+    "kafka_ssl_certfile": "PEM client certificate, for brokers that require one (mTLS)",
+    "kafka_ssl_keyfile": "PEM private key of --kafka-ssl-certfile",
     "listen_host": "address eventq serves the workq protocol on",
     "listen_port": "port eventq serves the workq protocol on",
     "partitions": "partitions of eventq's topics (fixed at creation)",
@@ -331,6 +371,23 @@ def build_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Sett
     changes.setdefault("bulk_topic", "")  # derived from the (maybe changed) commands topic
     changes.setdefault("replication_factor", 0)  # derived from brokers and bootstrap
     return replace(defaults, **changes)
+
+
+def kafka_security_env(security: KafkaSecurity, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with the Kafka security group's EVENTQ_* variables replaced by
+    ``security``'s: how a child process (`eventq up`'s, the restore) is handed them,
+    the password never on its command line, where `ps` would show it."""
+    group = {env_name(name) for name in KAFKA_SECURITY_SETTINGS}
+    return {**{key: value for key, value in environ.items() if key not in group},
+            **settings_env(security)}
+
+
+def kafka_security_from_env(environ: Mapping[str, str]) -> KafkaSecurity:
+    """The Kafka security group alone from EVENTQ_* variables (a child process handed
+    them with ``kafka_security_env``)."""
+    return build_settings(argparse.Namespace(), {
+        key: value for key, value in environ.items()
+        if key in {env_name(name) for name in KAFKA_SECURITY_SETTINGS}}).kafka_security
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:

@@ -28,7 +28,7 @@ from eventq.kafka.supervise import BrokerNode
 # `eventq serve` exits with EXIT_CANNOT_START when it cannot start with its
 # configuration (a port in use, eventq's topics missing: eventq/server.py preflight).
 from eventq.listeners import EXIT_CANNOT_START
-from eventq.settings import Settings
+from eventq.settings import KAFKA_SECURITY_SETTINGS, Settings, kafka_security_env
 from eventq.supervisor import (
     StartFailed,
     describe_exit_status,
@@ -38,6 +38,9 @@ from eventq.supervisor import (
 
 STOP_TIMEOUT_S = 40.0
 PER_PROCESS = ("listen_port", "data_dir", "advertise", "processes", "http_port")
+# Handed to the children in their environment (kafka_security_env), not as flags: the
+# SASL password must not be on a command line.
+BY_ENVIRONMENT = tuple(KAFKA_SECURITY_SETTINGS)
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -46,7 +49,7 @@ def process_settings(settings: Settings, index: int) -> list[str]:
     """The flags of process ``index``: the shared settings, its own port and dir."""
     flags = []
     for item in fields(Settings):
-        if item.name in PER_PROCESS:
+        if item.name in PER_PROCESS or item.name in BY_ENVIRONMENT:
             continue
         value = getattr(settings, item.name)
         if value != item.default:
@@ -122,6 +125,7 @@ class ServeProcess:
         self.port = settings.listen_port + index
         self.command = [sys.executable, "-m", "eventq.cli", "serve",
                         *process_settings(settings, index)]
+        self.env = kafka_security_env(settings.kafka_security, os.environ)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -132,7 +136,7 @@ class ServeProcess:
     def start(self) -> None:
         try:  # its output goes where ours does; it ends with us even after a kill -9
             self.process = subprocess.Popen(die_with_parent.command(os.getpid(), self.command),
-                                            stdin=subprocess.DEVNULL)
+                                            stdin=subprocess.DEVNULL, env=self.env)
         except OSError as error:  # no memory or processes left to fork
             raise StartFailed(str(error)) from None
 

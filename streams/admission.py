@@ -39,6 +39,7 @@ from eventq.core.batch import (
     position,
     read_record,
 )
+from eventq.kafka.security import aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ class BulkAdmitter:
         if not self._partitions:
             return
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **aiokafka_options(self._bootstrap),
             group_id=self._group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # the admitted offset fell out of retention

@@ -26,6 +26,7 @@ from eventq.bulklane import bulk_group_id
 from eventq.indexes import JobIndex
 from eventq.jobs_table import ROCKSDB_OPTIONS
 from eventq.kafka.command_producer import CommandProducer
+from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
 from eventq.settings import APPLY_FETCH, Settings
@@ -49,11 +50,6 @@ from streams.transactions import Changelogs, commit_loop
 log = logging.getLogger(__name__)
 
 CATCH_UP_REPORT_S = 30.0
-
-def faust_broker_url(bootstrap: str) -> str:
-    """faust takes several brokers as kafka://a:9092;b:9092."""
-    return "kafka://" + ";".join(part.strip() for part in bootstrap.split(",") if part.strip())
-
 
 def instance_id(settings: Settings) -> str:
     """A stable consumer group instance id per data dir (one server per data dir)."""
@@ -103,7 +99,7 @@ def command_producer_of(settings: Settings, app: faust.App,
     they then share with the bulk lane's admitted slices."""
     if settings.command_producer == "faust":
         return (lambda: app.producer._producer), None
-    own = CommandProducer(settings.kafka_bootstrap, client_id=f"{settings.app_id}-commands")
+    own = CommandProducer(settings.kafka, client_id=f"{settings.app_id}-commands")
     return (lambda: own if own.running else None), own
 
 
@@ -123,7 +119,7 @@ def build_streams(settings: Settings) -> Streams:
         settings.commands_topic)} if fetching else {})
     app = faust.App(
         settings.app_id,
-        broker=faust_broker_url(settings.kafka_bootstrap),
+        **faust_options(settings.kafka),
         store="rocksdb://",
         datadir=str(settings.state_dir),
         topic_partitions=settings.partitions,
@@ -226,7 +222,7 @@ def build_streams(settings: Settings) -> Streams:
                           unconfirmed=engine.offers.withdraw_attempt,
                           registrations=store.earliest_registration_ms)
     changelogs = Changelogs(
-        bootstrap=settings.kafka_bootstrap, app_id=settings.app_id,
+        bootstrap=settings.kafka, app_id=settings.app_id,
         topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,
         on_lost=steward.changelog_lost,
     )
@@ -245,7 +241,7 @@ def build_streams(settings: Settings) -> Streams:
     )
 
     admitter = BulkAdmitter(
-        bootstrap=settings.kafka_bootstrap,
+        bootstrap=settings.kafka,
         bulk_topic=settings.bulk_topic,
         commands_topic=settings.commands_topic,
         group_id=bulk_group_id(settings.app_id),
@@ -255,7 +251,7 @@ def build_streams(settings: Settings) -> Streams:
     )
 
     fetcher = CommandFetcher(
-        bootstrap=settings.kafka_bootstrap, topic=settings.commands_topic,
+        bootstrap=settings.kafka, topic=settings.commands_topic,
         partitions=settings.partitions, client_id=f"{settings.app_id}-commands",
         handle_batch=processor.handle_batch,
         on_error=lambda partition, error: steward.take_again(

@@ -41,6 +41,7 @@ from typing import Awaitable, Callable, Sequence
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 from aiokafka.structs import TopicPartition
 
+from eventq.kafka.security import aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from streams.fetch_wait import FETCH_MAX_WAIT_MS
 
@@ -98,7 +99,7 @@ class CommandFetcher:
         from aiokafka import AIOKafkaConsumer
 
         return AIOKafkaConsumer(
-            bootstrap_servers=[s.strip() for s in self._bootstrap.split(",") if s.strip()],
+            **aiokafka_options(self._bootstrap),
             client_id=self._client_id,
             group_id=None,  # manual assignment: faust's group decides (see the docstring)
             enable_auto_commit=False,

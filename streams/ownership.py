@@ -186,7 +186,7 @@ class Steward:
     async def log_start(self, partition: int) -> int | None:
         """The command log's first offset in ``partition`` (retention deletes before it)."""
         ends = await asyncio.to_thread(
-            end_offsets, self._settings.kafka_bootstrap, self._settings.commands_topic)
+            end_offsets, self._settings.kafka, self._settings.commands_topic)
         return ends.get(partition, (None, None))[0]
 
     async def read_again(self, partition: int, offset: int) -> None:
@@ -252,11 +252,11 @@ class Steward:
             # names). A stale answer is an older position with its older end: its
             # commands are applied again, which their positions make harmless.
             committed = await committed_positions(
-                self._settings.kafka_bootstrap, self._settings.app_id,
+                self._settings.kafka, self._settings.app_id,
                 self._settings.commands_topic, started)
             committed = self._unless_behind_too_long(committed)
             recovered = await asyncio.to_thread(
-                recover_tables, self._settings.kafka_bootstrap, self._settings.jobs_topic, dbs,
+                recover_tables, self._settings.kafka, self._settings.jobs_topic, dbs,
                 {p: c.changelog_end for p, c in committed.items()
                  if c.changelog_end is not None},
                 given_up=lambda: generation != self._generation or self._letting_go is not None)
@@ -322,7 +322,7 @@ class Steward:
         self._timer.consider(now_ms)
         recovered_at = {p: self._recovered_at[p] for p in partitions if p in self._recovered_at}
         catch_up = await asyncio.to_thread(
-            catch_up_targets, self._settings.kafka_bootstrap, self._settings.app_id,
+            catch_up_targets, self._settings.kafka, self._settings.app_id,
             self._settings.commands_topic, partitions, recovered_at)
         try:
             # aiokafka's seek_to_committed leaves a never-committed partition wherever

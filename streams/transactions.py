@@ -45,6 +45,7 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from eventq.jobs_table import FAUST_OFFSET_KEY, persisted_offset, persisted_offset_records
 from eventq.kafka.commit_metadata import commit_metadata
+from eventq.kafka.security import aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from streams.store import JobStore, write_records
 
@@ -485,7 +486,7 @@ class Changelogs:
         from aiokafka import AIOKafkaProducer
 
         return AIOKafkaProducer(
-            bootstrap_servers=[s.strip() for s in self._bootstrap.split(",") if s.strip()],
+            **aiokafka_options(self._bootstrap),
             client_id=txn_id,
             transactional_id=txn_id,
             transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,

@@ -100,6 +100,7 @@ class ServerProcess:
         # the TLS context of the probe of a server that speaks TLS.
         self.ready_auth = b""
         self.ready_tls = None
+        self.env: dict[str, str] = {}  # EVENTQ_* variables of its own (a secured Kafka's)
 
     @property
     def flags(self) -> list[str]:
@@ -145,7 +146,7 @@ class ServerProcess:
         log.flush()
         import os
 
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         if self.source is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(self.source), *filter(None, [env.get("PYTHONPATH")])]

@@ -11,7 +11,9 @@ in one directory: its config, its data (``log.dirs``), its log file and its pid 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -20,6 +22,16 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eventq.kafka.security import (
+    NO_SECURITY,
+    REFUSAL_CODES,
+    SASL_SSL,
+    KafkaAccess,
+    KafkaRefused,
+    KafkaSecurity,
+    confluent_config,
+    refusal,
+)
 from eventq.kafka.topics import min_insync_replicas
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -28,6 +40,11 @@ DEFAULT_JARS_DIR = PROJECT_ROOT / "kafka" / "lib" / "broker"
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 40
+# A secured local broker (`eventq kafka start --sasl-ssl`): one SASL_SSL listener, its
+# SCRAM user made when the storage is formatted, certificates from a CA of its own.
+LOCAL_USER = "eventq"
+LOCAL_MECHANISM = "SCRAM-SHA-512"
+CERTIFICATE_DAYS = 3650
 
 
 class BrokerError(RuntimeError):
@@ -50,10 +67,17 @@ class BrokerConfig:
     # The controller quorum as "id@host:port,...": empty means this node alone. Every
     # node of a cluster is a voter (KRaft combined mode): losing one keeps a majority.
     quorum_voters: str = ""
+    # Start it with a SASL_SSL listener (``secured``). Its CA, certificate and SCRAM
+    # password are kept in ``security_dir`` (default home/security; one for all nodes of
+    # a cluster), and a broker whose dir holds them stays secured at every later start.
+    sasl_ssl: bool = False
+    security_dir: Path | None = None
 
     def __post_init__(self) -> None:
         # The JVM runs in `home`: every path handed to it must be absolute.
         object.__setattr__(self, "home", Path(self.home).resolve())
+        object.__setattr__(self, "security_dir",
+                           Path(self.security_dir or self.home / "security").resolve())
 
     @property
     def bootstrap(self) -> str:
@@ -78,6 +102,106 @@ class BrokerConfig:
     @property
     def pid_file(self) -> Path:
         return self.home / "broker.pid"
+
+    def security_file(self, name: str) -> Path:
+        assert self.security_dir is not None  # set by __post_init__
+        return self.security_dir / name
+
+
+# --- a secured local broker -----------------------------------------------------------
+
+
+def secured(config: BrokerConfig) -> bool:
+    """Whether the node speaks SASL_SSL: asked to, or made so by an earlier start (its
+    storage holds the SCRAM user then)."""
+    return config.sasl_ssl or config.security_file("password").exists()
+
+
+def local_security(config: BrokerConfig) -> KafkaSecurity:
+    """The settings a client of this local broker needs (none for a plain one)."""
+    if not secured(config):
+        return NO_SECURITY
+    return KafkaSecurity(
+        protocol=SASL_SSL, sasl_mechanism=LOCAL_MECHANISM, sasl_username=LOCAL_USER,
+        sasl_password=config.security_file("password").read_text().strip(),
+        ssl_cafile=str(config.security_file("ca.pem")))
+
+
+def local_access(config: BrokerConfig) -> KafkaAccess:
+    return KafkaAccess(config.bootstrap, local_security(config))
+
+
+def _openssl(config: BrokerConfig, *args: str) -> None:
+    done = subprocess.run(["openssl", *args], cwd=config.security_dir, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise BrokerError(f"making the broker's certificates failed (openssl {args[0]}): "
+                          f"{done.stderr.strip()[-1000:]}; is the openssl command installed?")
+
+
+def _names(host: str) -> str:
+    """The broker certificate's subjectAltName: its host, and the loopback names."""
+    try:
+        ipaddress.ip_address(host)
+        own = f"IP:{host}"
+    except ValueError:
+        own = f"DNS:{host}"
+    return ",".join(dict.fromkeys([own, "IP:127.0.0.1", "DNS:localhost"]))
+
+
+def prepare_security(config: BrokerConfig) -> None:
+    """Make what a secured node needs, once: a CA, the brokers' certificate signed by it
+    (key and chain in one PEM file: Kafka's PEM keystore), and the SCRAM user's
+    password. The storage of a node formatted without the user cannot be secured."""
+    if config.security_file("password").exists():
+        return
+    if (config.data_dir / "meta.properties").exists():
+        raise BrokerError(
+            f"the Kafka in {config.home} was formatted without SASL (its SCRAM user is made "
+            "at format time): stop it and remove that directory, or give another "
+            "--data-dir, to start a secured one")
+    directory = config.security_dir
+    assert directory is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    days = str(CERTIFICATE_DAYS)
+    _openssl(config, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+             "-out", "ca.pem", "-days", days, "-subj", "/CN=eventq local Kafka CA")
+    _openssl(config, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
+             "-out", "broker.csr", "-subj", f"/CN={config.host}")
+    (directory / "broker.ext").write_text(f"subjectAltName={_names(config.host)}\n")
+    _openssl(config, "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", days, "-out", "broker.pem", "-extfile", "broker.ext")
+    keystore = directory / "broker-keystore.pem"
+    keystore.write_text((directory / "broker.key").read_text()
+                        + (directory / "broker.pem").read_text())
+    keystore.chmod(0o600)
+    password = directory / "password.new"
+    password.write_text(secrets.token_urlsafe(24) + "\n")
+    password.chmod(0o600)
+    password.rename(directory / "password")  # last: its presence says all is there
+
+
+def _security_properties(config: BrokerConfig) -> dict[str, str]:
+    security = local_security(config)
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{security.sasl_username}" password="{security.sasl_password}";')
+    return {
+        "listeners": (f"SASL_SSL://{config.host}:{config.port},"
+                      f"CONTROLLER://{config.host}:{config.controller_port}"),
+        "advertised.listeners": f"SASL_SSL://{config.host}:{config.port}",
+        # The nodes talk to each other as the SCRAM user too; the controllers' quorum
+        # stays on loopback PLAINTEXT.
+        "inter.broker.listener.name": "SASL_SSL",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": LOCAL_MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": LOCAL_MECHANISM,
+        f"listener.name.sasl_ssl.{LOCAL_MECHANISM.lower()}.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(config.security_file("broker-keystore.pem")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(config.security_file("ca.pem")),
+        "ssl.client.auth": "none",
+    }
 
 
 @dataclass(frozen=True)
@@ -140,6 +264,8 @@ def server_properties(config: BrokerConfig) -> dict[str, str]:
         "socket.request.max.bytes": str(100 * 1024 * 1024),
         "message.max.bytes": str(KAFKA_MESSAGE_BYTES),  # eventq/limits.py
     }
+    if secured(config):
+        props.update(_security_properties(config))
     if nodes > 1:
         # A dead node's partitions get new leaders once the controller fences it:
         # after 9 s without heartbeats by default (writes to them wait meanwhile;
@@ -237,6 +363,7 @@ def _write_config(config: BrokerConfig) -> None:
     config.home.mkdir(parents=True, exist_ok=True)
     lines = [f"{key}={value}" for key, value in sorted(server_properties(config).items())]
     config.properties_file.write_text("\n".join(lines) + "\n")
+    config.properties_file.chmod(0o600)  # a secured node's holds its SCRAM password
     config.log4j_file.write_text(LOG4J_PROPERTIES.format(log_file=config.log_file))
 
 
@@ -245,6 +372,9 @@ def _format_storage(config: BrokerConfig, cluster_id: str | None = None) -> bool
     id). StorageTool ends by calling exit: own JVM."""
     if (config.data_dir / "meta.properties").exists():
         return False
+    security = local_security(config)
+    scram = ["--add-scram", f"{LOCAL_MECHANISM}=[name={security.sasl_username},"
+                            f"password={security.sasl_password}]"] if security.sasl else []
     command = _java_command(
         config,
         "kafka.tools.StorageTool",
@@ -254,6 +384,7 @@ def _format_storage(config: BrokerConfig, cluster_id: str | None = None) -> bool
         "-c",
         str(config.properties_file),
         "--ignore-formatted",
+        *scram,
     )
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
@@ -300,16 +431,27 @@ def port_answers(host: str, port: int, timeout_s: float = 0.5) -> bool:
         return False
 
 
-def broker_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
-    """True once the broker answers a metadata request (not just accepts TCP)."""
+def broker_answers(bootstrap: KafkaAccess | str, timeout_s: float = 2.0) -> bool:
+    """True once the broker answers a metadata request (not just accepts TCP). Raises
+    KafkaRefused if it refuses the client's credentials or TLS (waiting would not help)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    refusals: list = []
+
+    def note(error) -> None:  # librdkafka's error_cb
+        if error.code() in REFUSAL_CODES:
+            refusals.append(error)
+
+    admin = AdminClient(confluent_config(bootstrap, {"log_level": 0, "error_cb": note}))
     try:
         metadata = admin.list_topics(timeout=timeout_s)
         return bool(metadata.brokers)
     except Exception:  # KafkaException while it is still starting
-        return False
+        pass
+    admin.poll(0)  # the errors reported meanwhile
+    if refusals:
+        raise refusal(bootstrap, refusals[0].code(), refusals[0].str())
+    return False
 
 
 def _lines(path: Path) -> list[str]:
@@ -371,7 +513,7 @@ def start_cluster(
                     f"Kafka exited with status {process.returncode} while starting. "
                     f"From {config.log_file}:\n{log_tail(config)}"
                 )
-            if port_answers(config.host, config.port, 0.2) and broker_answers(config.bootstrap):
+            if port_answers(config.host, config.port, 0.2) and _answers(config):
                 results[index] = StartResult(
                     process.pid, False, formatted[index], seconds=time.monotonic() - began
                 )
@@ -387,6 +529,15 @@ def start_cluster(
             f"From {config.log_file}:\n{log_tail(config)}"
         )
     return results  # type: ignore[return-value]  # every slot filled: none is waiting
+
+
+def _answers(config: BrokerConfig) -> bool:
+    """Whether a starting node answers its own client; a refusal while it starts is a
+    not yet (until the deadline, where its log says more)."""
+    try:
+        return broker_answers(local_access(config))
+    except KafkaRefused:
+        return False
 
 
 def launch(config: BrokerConfig, cluster: list[BrokerConfig]) -> subprocess.Popen:
@@ -426,6 +577,8 @@ def _launch(config: BrokerConfig, cluster_id: str) -> tuple[subprocess.Popen, bo
                 f"port {config.host}:{port} is already in use by another process; "
                 "choose other ports (--kafka-port/--controller-port)"
             )
+    if config.sasl_ssl:
+        prepare_security(config)
     _write_config(config)
     formatted = _format_storage(config, cluster_id)
     with open(config.home / "broker.out", "ab") as out:
@@ -513,5 +666,5 @@ def _wait_ports_closed(config: BrokerConfig, timeout_s: float) -> None:
 
 def status(config: BrokerConfig) -> BrokerStatus:
     pid = running_pid(config)
-    answering = pid is not None and broker_answers(config.bootstrap, 1.0)
+    answering = pid is not None and broker_answers(local_access(config), 1.0)
     return BrokerStatus(pid is not None, pid, config.bootstrap, answering)

@@ -38,6 +38,7 @@ from functools import partial
 from typing import Any, Mapping, NamedTuple
 
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
+from eventq.kafka.security import confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def producer_config(bootstrap: str, client_id: str,
                     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS) -> dict[str, Any]:
     """librdkafka's settings for command records (the module's docstring says why each)."""
     return {
-        "bootstrap.servers": bootstrap,
+        **confluent_config(bootstrap),
         "client.id": client_id,
         "enable.idempotence": True,  # no duplicate from a retry: a second `fail` counts twice
         "acks": "all",

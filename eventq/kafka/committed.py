@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import dataclass
 
 from eventq.kafka.commit_metadata import changelog_end
+from eventq.kafka.security import aiokafka_options
 
 COMMITTED_TIMEOUT_S = 30.0
 
@@ -66,8 +67,7 @@ async def committed_positions(bootstrap: str, group: str, topic: str, partitions
     from aiokafka.protocol.commit import OffsetFetchRequest
 
     partitions = sorted(partitions)
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=[s.strip() for s in bootstrap.split(",") if s.strip()])
+    admin = AIOKafkaAdminClient(**aiokafka_options(bootstrap))
     try:
         async with asyncio.timeout(timeout_s):
             await admin.start()

@@ -18,6 +18,7 @@ from eventq.core import CodecError, Input, Job, decode_input, decode_state, stat
 from eventq.core.digest import input_entries
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, recurrence_name_of
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
+from eventq.kafka.security import confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def reader_consumer(bootstrap: str, purpose: str = "reader"):
 
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **confluent_config(bootstrap),
             "group.id": f"eventq-{purpose}-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -339,7 +340,7 @@ def catch_up_targets(
     known = committed or {}
     unknown = [p for p in partitions if p not in known]
     if unknown:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient(confluent_config(bootstrap))
         known = {**known, **committed_offsets(admin, group, topic, unknown, timeout_s=30)}
     committed = known
     targets, uncommitted, positions = {}, {}, {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from eventq.kafka.security import confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES, MIN_TOPIC_MESSAGE_BYTES
 
 ONE_WEEK_MS = 7 * 24 * 3600 * 1000
@@ -139,7 +140,7 @@ class TopicReport:
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
 
 
 def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:

@@ -148,14 +148,14 @@ def run_export(settings, options: ExportOptions, progress: Progress) -> ExportRe
 
     check_target(options.directory)
     try:
-        topic_partitions(settings.kafka_bootstrap, [settings.jobs_topic])
+        topic_partitions(settings.kafka, [settings.jobs_topic])
     except KafkaUnavailable as error:
         raise MigrateError(str(error)) from None
     result = ExportResult(options.directory, settings.jobs_topic)
     progress.start("reading", None, "records")
     began = time.monotonic()
     state = latest_state(
-        settings.kafka_bootstrap,
+        settings.kafka,
         settings.jobs_topic,
         lambda done, total: progress.update(done, total=total),
     )

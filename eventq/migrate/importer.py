@@ -351,7 +351,7 @@ def publish_imports(
     from eventq.migrate.kafka_io import Publisher
 
     # The bulk lane (docs/architecture.md, "Lanes"): a large import never stalls workers.
-    publisher = Publisher(settings.kafka_bootstrap, settings.bulk_topic)
+    publisher = Publisher(settings.kafka, settings.bulk_topic)
     total = len(imports)
 
     def records():
@@ -434,7 +434,7 @@ def wait_applied(
     progress.start("applying", total, "jobs")
     admitted: dict[int, int] = {}
     while total:
-        admitted = admitted_offsets(settings.kafka_bootstrap, group, settings.bulk_topic, queue)
+        admitted = admitted_offsets(settings.kafka, group, settings.bulk_topic, queue)
         count = sum(bisect.bisect_left(offsets, admitted.get(p, 0)) for p, offsets in queue.items())
         now = time.monotonic()
         if count > admitted_count:
@@ -444,10 +444,10 @@ def wait_applied(
             break
         time.sleep(0.2)
     # What was applied is in the state log once its changelog transaction commits.
-    wait_state_logged(settings.kafka_bootstrap, settings.app_id, settings.commands_topic,
+    wait_state_logged(settings.kafka, settings.app_id, settings.commands_topic,
                       timeout_s)
     latest: dict[bytes, bytes | None] = {}
-    tail = StateLogTail(settings.kafka_bootstrap, settings.jobs_topic, partitions)
+    tail = StateLogTail(settings.kafka, settings.jobs_topic, partitions)
     try:
         tail.read_to_end(by_key, lambda key, value: latest.__setitem__(key, value), 120.0)
     finally:
@@ -515,7 +515,7 @@ def run_import(settings, options: ImportOptions, progress: Progress) -> ImportRe
             [settings.jobs_topic] if options.wait else []
         )
         try:
-            partitions = topic_partitions(settings.kafka_bootstrap, topics)[
+            partitions = topic_partitions(settings.kafka, topics)[
                 settings.commands_topic
             ]
         except KafkaUnavailable as error:
@@ -542,7 +542,7 @@ def _read_publish_wait(settings, options, report, progress, partitions) -> Impor
         return report
     keys = [job_key(command.job_id) for command in imports]
     commands_before = (
-        end_offsets(settings.kafka_bootstrap, settings.commands_topic) if options.wait else {}
+        end_offsets(settings.kafka, settings.commands_topic) if options.wait else {}
     )
     result = publish_imports(settings, imports, keys, report, progress, partitions)
     if options.wait and result.published:

@@ -22,6 +22,7 @@ from eventq.kafka.logreader import (
     reader_consumer,
     watermarks,
 )
+from eventq.kafka.security import confluent_config
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -38,7 +39,7 @@ class KafkaUnavailable(RuntimeError):
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
 
 
 def topic_partitions(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
@@ -94,7 +95,7 @@ class Publisher:
         self.result = PublishResult()
         self.producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **confluent_config(bootstrap),
                 "partitioner": "murmur2_random",  # Java's murmur2, as every eventq producer
                 "acks": "all",
                 "enable.idempotence": True,

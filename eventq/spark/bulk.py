@@ -301,7 +301,7 @@ def enqueue(
         from eventq.settings import Settings
 
         settings = Settings()
-    bootstrap = bootstrap or settings.kafka_bootstrap
+    bootstrap = bootstrap or settings.kafka
     topic = topic or settings.bulk_topic
     _one_of("name", name, name_column, required=True)
     _one_of("ttr", ttr_ms, ttr_column, required=True)

@@ -155,15 +155,15 @@ def _wait_applied(settings, args: argparse.Namespace, rows: int) -> int:
     )
     from eventq.progress import Progress
 
-    targets = end_offsets(settings.kafka_bootstrap, settings.bulk_topic)
+    targets = end_offsets(settings.kafka, settings.bulk_topic)
     try:
         admission = wait_admitted(
-            settings.kafka_bootstrap, settings.bulk_topic, bulk_group_id(settings.app_id),
+            settings.kafka, settings.bulk_topic, bulk_group_id(settings.app_id),
             targets, Progress(), stall_timeout_s=args.wait_timeout, rows=rows,
         )
     except BulkWaitError as error:
         return fail(str(error))
-    if not wait_state_logged(settings.kafka_bootstrap, settings.app_id,
+    if not wait_state_logged(settings.kafka, settings.app_id,
                              settings.commands_topic, args.wait_timeout):
         say(f"applied, but {settings.jobs_topic} did not show it all within "
             f"{args.wait_timeout:g}s (its changelog is committed about once a second)")

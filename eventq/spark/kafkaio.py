@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+from eventq.kafka.security import confluent_config, spark_options
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -19,7 +20,7 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
     """The partition count of an existing topic (the gateway partitions by it too)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(confluent_config(bootstrap))
     try:
         metadata = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
     except Exception as error:  # KafkaException: broker unreachable
@@ -61,7 +62,7 @@ def read_topic(spark, bootstrap: str, topic: str, fail_on_data_loss: bool = True
     with _connector_needed():
         return (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
+            .options(**spark_options(bootstrap))
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
@@ -78,7 +79,7 @@ def write_records(df, bootstrap: str, topic: str) -> None:
     with _connector_needed():
         (
             df.write.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
+            .options(**spark_options(bootstrap))
             .option("topic", topic)
             .option("kafka.acks", "all")
             .option("kafka.enable.idempotence", "true")

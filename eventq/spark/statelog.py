@@ -145,7 +145,7 @@ def snapshot(
         from eventq.settings import Settings
 
         settings = Settings()
-    bootstrap = bootstrap or settings.kafka_bootstrap
+    bootstrap = bootstrap or settings.kafka
     topic = topic or settings.jobs_topic
     kafkaio.topic_partitions(bootstrap, topic)  # a clear error if it does not exist
     began = time.monotonic()

@@ -110,7 +110,7 @@ def compute(
         from eventq.settings import Settings
 
         settings = Settings()
-    bootstrap = bootstrap or settings.kafka_bootstrap
+    bootstrap = bootstrap or settings.kafka
     commands_topic = commands_topic or settings.commands_topic
     jobs_topic = jobs_topic or settings.jobs_topic
     kafkaio.topic_partitions(bootstrap, commands_topic)

@@ -95,7 +95,7 @@ class Lease:
 def steward(changelogs: GatedChangelogs) -> Steward:
     app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace(
         flush_buffers=lambda: None, active_offsets={})), consumer=None)
-    settings = SimpleNamespace(kafka_bootstrap="unused", jobs_topic="t.jobs",
+    settings = SimpleNamespace(kafka="unused", jobs_topic="t.jobs",
                                commands_topic="t.commands", app_id="t")
     made = Steward(app, settings, Lease())
     made.attach(engine=SimpleNamespace(ready=asyncio.Event(), let_go=lambda partitions: None),
