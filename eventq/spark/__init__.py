@@ -8,9 +8,12 @@
 - ``read_jobs(spark, bootstrap, topic)`` / ``snapshot(spark, ...)``: the live jobs of
   ``eventq.jobs`` as a DataFrame (and parquet), ``dataframe_digest(df)`` their state
   digest (equal to ``inspect digest``), ``dag_edges(jobs)`` one row per upstream of
-  each dependent with the upstream's latest outcome.
+  each dependent with the upstream's latest outcome; ``read_recurrences(spark,
+  bootstrap, topic)`` the live recurring jobs (``snapshot(recurrences_output=...)``
+  writes them).
 - ``compute_stats(spark, ...)``: per queue, jobs by state and qless-style wait/run time
-  histograms from the command log.
+  histograms from the command log; jobs per tag, FAILED jobs per failure group, and
+  per recurrence its slots fired and next due time.
 - ``spark_session(SparkOptions(...))``: a local (or cluster) session with the Kafka
   connector jars that ``make deps`` fetched; ``eventq spark ...`` is the CLI.
 
@@ -26,6 +29,7 @@ _EXPORTS = {
     "enqueue": ("eventq.spark.bulk", "enqueue"),
     "EnqueueReport": ("eventq.spark.bulk", "EnqueueReport"),
     "read_jobs": ("eventq.spark.statelog", "read_jobs"),
+    "read_recurrences": ("eventq.spark.statelog", "read_recurrences"),
     "snapshot": ("eventq.spark.statelog", "snapshot"),
     "dataframe_digest": ("eventq.spark.statelog", "dataframe_digest"),
     "dag_edges": ("eventq.spark.statelog", "edges"),

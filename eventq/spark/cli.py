@@ -180,7 +180,7 @@ def cmd_snapshot(settings, args: argparse.Namespace) -> int:
             f"-> {args.output} ({args.output_format})")
         report = snapshot(
             spark, settings=settings, output=args.output, output_format=args.output_format,
-            edges_output=args.edges,
+            edges_output=args.edges, recurrences_output=args.recurrences,
         )
         say(report.summary())
         return EXIT_OK
@@ -198,7 +198,7 @@ def cmd_stats(settings, args: argparse.Namespace) -> int:
         say(stats.format_table(result))
         if args.output:
             stats.write(result, spark, args.output)
-            say(f"wrote states, events, histogram and summary to {args.output}/")
+            say(f"wrote {', '.join(stats.WRITTEN)} to {args.output}/")
         return EXIT_OK
 
     return _run(args, job)
@@ -353,6 +353,10 @@ def register(
                           help="also write the workflows' edges, one row per upstream of "
                           "each live dependent with the upstream's latest outcome, to "
                           "directory PATH (replaced)")
+    snapshot.add_argument("--recurrences", default=None, metavar="PATH",
+                          help="also write the recurring jobs, one row per live "
+                          "recurrence with its definition, the last slot fired and when "
+                          "the next is due, to directory PATH (replaced)")
     _spark_arguments(snapshot)
     add_settings_arguments(snapshot)
     snapshot.set_defaults(handler=cmd_snapshot)
@@ -365,13 +369,16 @@ def register(
             "applied, and the distributions of wait time (ready to leased) and run time "
             "(leased to completed/failed) from the command log, in qless's histogram "
             "buckets (seconds for the first minute, minutes for the first hour, 15 "
-            "minutes for the first day, hours to 3 days, then days)."
+            "minutes for the first day, hours to 3 days, then days). Then live jobs per "
+            "tag, FAILED jobs per failure group, and per recurrence the slots it fired "
+            "(command log) and when its next is due (state log)."
         ),
     )
-    stats.add_argument("--queue", default=None, metavar="NAME", help="only this queue")
+    stats.add_argument("--queue", default=None, metavar="NAME",
+                       help="only this queue (and the recurrences that add to it)")
     stats.add_argument("--output", default=None, metavar="PATH",
                        help="also write the tables as parquet to PATH/{states,events,"
-                       "histogram,summary}")
+                       "histogram,summary,tags,groups,recurrences}")
     _spark_arguments(stats)
     add_settings_arguments(stats)
     stats.set_defaults(handler=cmd_stats)

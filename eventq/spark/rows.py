@@ -8,7 +8,8 @@ as the gateway does and a replay decodes and decides exactly as the processor do
 - ``encode_rows``: one batch of input rows (pandas Series) -> add/schedule command
   records (Kafka key, msgpack value, partition) or a reject reason (the body of the
   scalar pandas UDF of ``eventq.spark.enqueue``).
-- ``decode_states``: state-log records -> one row of job columns per live job.
+- ``decode_states``: state-log records -> one row of job columns per live job;
+  ``decode_recurrences``: a recurrence's records -> one row per live recurrence.
 - ``hash_jobs``: job columns -> partial sums of the core's per-job digest hashes.
 - ``batch_records``: encoded commands -> batch records of the command log, grouped
   per Kafka partition (eventq/core/batch.py).
@@ -16,7 +17,8 @@ as the gateway does and a replay decodes and decides exactly as the processor do
   at its position.
 - ``fold_commands``: the commands of each job in position order, decoded and
   decided with the core's state machine -> one outcome row per command (wait and run
-  times of attempts).
+  times of attempts); a recurrence's commands likewise with the core's
+  ``step_recurrence`` (the slots its fires fired).
 
 The log-side functions work on Arrow record batches (``mapInArrow``): Arrow keeps
 nullable 64-bit integers exact, where pandas would turn them into floats.
@@ -55,10 +57,16 @@ from eventq.core.batch import (
     position,
     read_record,
 )
-from eventq.core.codec import decode_links, encode_links
-from eventq.core.commands import NO_JOB_COMMANDS
+from eventq.core.codec import COMMAND_FIELDS, decode_links, decode_recurrence, encode_links
+from eventq.core.commands import (
+    NO_JOB_COMMANDS,
+    RECURRENCE_COMMANDS,
+    CommandType,
+    RecurrenceCommand,
+    recurrence_key,
+)
 from eventq.core.digest import StateDigest
-from eventq.core.fold import JobFold
+from eventq.core.fold import COMMAND_NAMES, JobFold
 from eventq.core.job import (
     JOB_FIELD_NAMES,
     after_ids,
@@ -67,6 +75,9 @@ from eventq.core.job import (
     make_job,
     waiting_count,
 )
+from eventq.core.machine import Rejected
+from eventq.core.recurrence import Changed, Recurrence, recurrence_name_of
+from eventq.core.step import step_recurrence
 from eventq.core.workflow import input_ids
 from eventq.errors import INVALID_AFTER, INVALID_TAGS, EventqError
 from eventq.kafka.partitioner import job_key, partition_for_key
@@ -685,23 +696,101 @@ def combine_digest(parts: list[tuple[bytes, int]]) -> str:
     return digest.hexdigest()
 
 
+# A recurrence's record beside the jobs (spec/workflows.md, "5. Recurring jobs";
+# eventq/core/recurrence.py), one row per live recurrence: its definition (``recur``'s
+# fields, ``created_ms`` its broker time), the last slot fired (``fired_ms``, that
+# slot's due time, null before the first; ``fired_slot``, the slot when it is one of
+# the current every), the first slot allowed to fire, and the next slot and when it is
+# due (the core's ``Recurrence.next_slot``/``next_ms``: ``inspect recurring``'s
+# ``next``, in the past while a due slot waits for its timer). Not in the state digest
+# (eventq/core/digest.py covers jobs and inputs; docs/architecture.md, "Recurring jobs").
+RECURRENCE_DDL = (
+    "name string, job_name string, every_ms bigint, next_ms bigint, next_slot bigint, "
+    "fired_ms bigint, fired_slot bigint, first_slot bigint, created_ms bigint, "
+    "ttr_ms bigint, ttl_ms decimal(20,0), priority int, max_attempts int, max_fails int, "
+    "backoff_ms int, tags array<string>, payload binary, payload_bytes int, version bigint"
+)
+RECURRENCE_COLUMNS = tuple(part.strip().split(" ", 1)[0]
+                           for part in re.split(r",\s*(?![^()]*\))", RECURRENCE_DDL))
+DECODED_RECURRENCE_DDL = RECURRENCE_DDL + ", undecodable string"
+
+
+def recurrence_row(record: Recurrence) -> dict[str, Any]:
+    """A recurrence's record as a row of ``RECURRENCE_COLUMNS`` (tags: null for none,
+    as a job's row has them)."""
+    d = record.definition
+    return {
+        "name": d.name, "job_name": d.job_name, "every_ms": d.every_ms,
+        "next_ms": record.next_ms, "next_slot": record.next_slot,
+        "fired_ms": record.fired_ms, "fired_slot": record.fired_slot,
+        "first_slot": record.first_slot, "created_ms": d.created_ms, "ttr_ms": d.ttr_ms,
+        "ttl_ms": Decimal(d.ttl_ms), "priority": d.priority,
+        "max_attempts": d.max_attempts, "max_fails": d.max_fails,
+        "backoff_ms": d.backoff_ms, "tags": list(d.tags) if d.tags else None,
+        "payload": d.payload, "payload_bytes": len(d.payload), "version": record.version,
+    }  # fmt: skip
+
+
+def _recurrence_of(key: bytes, value: bytes) -> Recurrence:
+    """The record of a recurrence's table key (``recurrence_table_key``); ValueError
+    (CodecError) when it cannot be decoded or holds another recurrence than its key
+    names (no fold writes one)."""
+    record = decode_recurrence(value)
+    named = recurrence_name_of(key)
+    if record.name != named:
+        raise ValueError(f"the record of recurrence {record.name!r} under the key of {named!r}")
+    return record
+
+
+def decode_recurrences(batches: Iterator) -> Iterator:
+    """mapInArrow: (key, value, partition, offset) of the newest record of each
+    recurrence key -> ``DECODED_RECURRENCE_DDL`` rows; an undecodable record gives a row
+    with only ``undecodable`` set (topic position and error), as ``decode_states``."""
+    schema = _arrow_schema(DECODED_RECURRENCE_DDL)
+    for batch in batches:
+        data = batch.to_pydict()
+        out = []
+        for key, value, partition, offset in zip(data["key"], data["value"],
+                                                 data["partition"], data["offset"]):
+            try:
+                out.append(recurrence_row(_recurrence_of(bytes(key), bytes(value))))
+            except ValueError as error:  # CodecError, or a name that is no name
+                out.append({"undecodable": f"partition {partition} offset {offset}: {error}"})
+        yield _batch(out, schema)
+
+
 # ------------------------------------------------------------------- command log
 
+# One row per command. A recurrence's command (recur, unrecur, fire: keyed
+# ``recur:<name>``, its ``job_id`` here) has ``recurrence`` set, ``queue`` the queue its
+# slots' jobs go to (its definition's, the last known once unrecurred), and for an
+# accepted fire the slot it fired (``slot``: the latest due, which may be later than
+# the one the timer asked for) and that slot's due time (``due_ms``); ``next_ms``, when
+# the recurrence's next slot is due after the command (null: there is no recurrence).
 OUTCOME_DDL = (
     "queue string, job_id string, command string, outcome string, event string, "
-    "detail string, at_ms bigint, attempt int, wait_ms bigint, run_ms bigint"
+    "detail string, at_ms bigint, attempt int, wait_ms bigint, run_ms bigint, "
+    "recurrence string, slot bigint, due_ms bigint, next_ms bigint"
 )
 
 
 COMMAND_DDL = "job_id string, partition int, position bigint, at_ms bigint, value binary"
 
 
+# The key of a recurrence command's name (``rn``), from the codec's table.
+_RECURRENCE_NAME_KEY = next(
+    field.key for field in COMMAND_FIELDS[CommandType.FIRE] if field.attr == "name")
+
+
 def _job_id_of(data: bytes) -> str | None:
     """The job id a command names, without decoding the rest (None if it cannot tell:
-    the fold then reports the command as undecodable)."""
+    the fold then reports the command as undecodable). A recurrence's command names
+    none: its Kafka key instead, ``recur:<name>``, as a record of its own has it."""
     try:
-        raw = msgpack.unpackb(data, raw=False).get("i")
-        return str(uuid.UUID(bytes=raw))
+        command = msgpack.unpackb(data, raw=False)
+        if "i" not in command and _RECURRENCE_NAME_KEY in command:
+            return recurrence_key(command[_RECURRENCE_NAME_KEY]).decode()
+        return str(uuid.UUID(bytes=command.get("i")))
     except Exception:
         return None
 
@@ -744,14 +833,53 @@ def explode_commands(batches: Iterator) -> Iterator:
         yield _batch(rows, schema)
 
 
+class RecurrenceFold:
+    """The fold of one recurrence's commands, as the processor applies them
+    (streams/processor.py ``_apply_recurrence``: the core's ``step_recurrence``, each
+    decided from the record, the command, its broker time and its position), one
+    ``OUTCOME_DDL`` row per command. Folded from the log's start in position order, no
+    command is at or below a position applied already (the processor's watermark)."""
+
+    __slots__ = ("record", "queue")
+
+    def __init__(self) -> None:
+        self.record: Recurrence | None = None
+        self.queue: str | None = None  # its slots' queue, kept once it is gone
+
+    def step(self, command: RecurrenceCommand, at_ms: int, at: int) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "job_id": recurrence_key(command.name).decode(), "recurrence": command.name,
+            "command": COMMAND_NAMES.get(int(command.type)), "at_ms": at_ms,
+        }  # fmt: skip
+        result = step_recurrence(self.record, command, at_ms, at)
+        outcome = result.outcome
+        if isinstance(outcome, Changed):
+            row["outcome"] = "accepted"
+            if outcome.fired is not None and outcome.record is not None:
+                row.update(slot=outcome.fired, due_ms=outcome.record.fired_ms)
+        elif isinstance(outcome, Rejected):
+            row.update(outcome="rejected", detail=outcome.error.text or outcome.error.code)
+        else:
+            row.update(outcome="ignored", detail=outcome.reason)
+        self.record = result.record
+        if self.record is not None:
+            self.queue = self.record.definition.job_name
+            row["next_ms"] = self.record.next_ms
+        row["queue"] = self.queue
+        return row
+
+
 def fold_commands(batches: Iterator) -> Iterator:
     """mapInArrow over ``explode_commands`` rows (one per command: job_id, partition,
     position, at_ms = broker time, value), sorted by (job_id, partition, position)
     within the Spark partition and every command of a job in the same Spark partition:
-    folds each job with the core's ``apply`` -> ``OUTCOME_DDL`` rows, one per command."""
+    folds each job with the core's ``apply`` and each recurrence (its commands named
+    ``recur:<name>``, all in its key's partition) with ``step_recurrence`` ->
+    ``OUTCOME_DDL`` rows, one per command."""
     schema = _arrow_schema(OUTCOME_DDL)
     current: str | None = None
     fold = JobFold()
+    recurrence = RecurrenceFold()
     for batch in batches:
         data = batch.to_pydict()
         rows = []
@@ -759,21 +887,28 @@ def fold_commands(batches: Iterator) -> Iterator:
             data["job_id"], data["partition"], data["position"], data["at_ms"], data["value"]
         ):
             if job_id != current:
-                current, fold = job_id, JobFold()
+                current, fold, recurrence = job_id, JobFold(), RecurrenceFold()
             try:
                 command = decode_command(value).command
-                if isinstance(command, NO_JOB_COMMANDS):
-                    continue  # pause/resume, recurrences: not a job's history
-                if str(command.job_id) != job_id:
+                if isinstance(command, RECURRENCE_COMMANDS):
+                    if recurrence_key(command.name).decode() != job_id:
+                        raise ValueError(f"a command of recurrence {command.name!r} "
+                                         f"under key {job_id!r}")
+                elif isinstance(command, NO_JOB_COMMANDS):
+                    continue  # pause/resume: not a job's history
+                elif str(command.job_id) != job_id:
                     raise ValueError(f"a command for {command.job_id} under key {job_id!r}")
             except ValueError as error:  # CodecError
                 rows.append({
-                    "job_id": job_id, "queue": fold.queue, "at_ms": at_ms,
+                    "job_id": job_id, "queue": fold.queue or recurrence.queue, "at_ms": at_ms,
                     "outcome": "undecodable",
                     "detail": f"partition {partition} offset {offset_of(at)}: {error}",
                 })
                 continue
-            rows.append(fold.step(command, at_ms, at))
+            if isinstance(command, RECURRENCE_COMMANDS):
+                rows.append(recurrence.step(command, at_ms, at))
+            else:
+                rows.append(fold.step(command, at_ms, at))
         yield _batch(rows, schema)
 
 

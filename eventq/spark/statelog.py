@@ -12,6 +12,12 @@ The records beside the jobs (a dependent's inputs, an upstream's registrations: 
 (``after``) and how many it still waits for (``waiting``); ``edges`` makes one row
 per link (``rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
 
+A recurrence's record (spec/workflows.md, "5. Recurring jobs": key
+``\x00eventq.recur:<name>``, eventq/core/recurrence.py) is one of them too: the
+snapshot counts the live recurrences and, with ``recurrences_output``, writes one row
+each (``rows.RECURRENCE_DDL``: the definition, the last slot fired, when the next is
+due); they are not in the digest, as ``inspect digest`` leaves them out.
+
 ``dataframe_digest`` rebuilds each ``Job`` from its columns and sums the core's per-job
 hashes in Spark (one partial sum per Arrow batch, added up on the driver), so it equals
 ``inspect digest`` and ``eventq.core.state_digest`` over the same jobs.
@@ -23,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX
 from eventq.core.workflow import INPUT_KEY_PREFIX
 from eventq.spark import kafkaio, rows
 
@@ -39,6 +46,8 @@ class SnapshotReport:
     jobs_by_state: dict[str, int] = field(default_factory=dict)
     edges_output: str | None = None
     edges_by_outcome: dict[str, int] = field(default_factory=dict)  # with edges_output
+    recurrences: int = 0  # live recurrences (spec/workflows.md, "5. Recurring jobs")
+    recurrences_output: str | None = None
 
     def summary(self) -> str:
         states = ", ".join(f"{s} {n:,}" for s, n in sorted(self.jobs_by_state.items()))
@@ -52,6 +61,9 @@ class SnapshotReport:
             outcomes = ", ".join(f"{o} {n:,}" for o, n in sorted(self.edges_by_outcome.items()))
             text += (f"\n  {sum(self.edges_by_outcome.values()):,} edges to "
                      f"{self.edges_output}{': ' + outcomes if outcomes else ''}")
+        text += f"\n  {self.recurrences:,} recurrences"
+        if self.recurrences_output:
+            text += f" to {self.recurrences_output}"
         if self.undecodable:
             text += f"\n  {self.undecodable:,} undecodable records skipped, e.g.:"
             text += "".join(f"\n    {example}" for example in self.undecodable_examples)
@@ -84,17 +96,55 @@ def decoded_states(spark, bootstrap: str, topic: str):
     return newest.mapInArrow(rows.decode_states, rows.DECODED_STATE_DDL)
 
 
-def input_digest_parts(spark, bootstrap: str, topic: str) -> list[tuple[bytes, int]]:
+def _starts_with(prefix: bytes) -> str:
+    """The SQL condition: ``key`` starts with ``prefix``."""
+    return f"substring(key, 1, {len(prefix)}) = X'{prefix.hex().upper()}'"
+
+
+def _keyed(spark, bootstrap: str, topic: str, prefix: bytes, newest=None):
+    """The newest live record of every key that starts with ``prefix``: from ``newest``
+    (``side_records``) when given, else from a read of the state log of its own."""
+    from pyspark.sql import functions as F
+
+    if newest is None:
+        return _newest_values(spark, bootstrap, topic, _starts_with(prefix))
+    return newest.where(F.expr(_starts_with(prefix)))
+
+
+def side_records(spark, bootstrap: str, topic: str):
+    """The newest live record of every input and every recurrence key: the records
+    beside the jobs a snapshot reads, in one read of the state log (the job rows are
+    read and decoded apart, ``decoded_states``)."""
+    return _newest_values(spark, bootstrap, topic, f"{_starts_with(INPUT_KEY_PREFIX)} "
+                          f"OR {_starts_with(RECURRENCE_TABLE_PREFIX)}")
+
+
+def input_digest_parts(spark, bootstrap: str, topic: str,
+                       newest=None) -> list[tuple[bytes, int]]:
     """The digest's partial sums of the inputs beside the dependents (the newest record
-    of each input key), to add to the jobs' (eventq/core/digest.py: ``inspect digest``
-    covers both). A second read of the state log: the job rows are read and decoded
-    apart (``decoded_states``)."""
-    prefix = INPUT_KEY_PREFIX.hex().upper()
-    newest = _newest_values(spark, bootstrap, topic,
-                            f"substring(key, 1, {len(INPUT_KEY_PREFIX)}) = X'{prefix}'")
-    parts = (newest.select("key", "value")
+    of each input key, of ``newest`` = ``side_records`` when given), to add to the
+    jobs' (eventq/core/digest.py: ``inspect digest`` covers both)."""
+    inputs = _keyed(spark, bootstrap, topic, INPUT_KEY_PREFIX, newest)
+    parts = (inputs.select("key", "value")
              .mapInArrow(rows.hash_inputs, rows.PARTIAL_DIGEST_DDL).collect())
     return [(part["sum"], part["count"]) for part in parts]
+
+
+def decoded_recurrences(spark, bootstrap: str, topic: str, newest=None):
+    """The newest record of every recurrence key (of ``newest`` = ``side_records`` when
+    given), decoded (``rows.DECODED_RECURRENCE_DDL``; rows with ``undecodable`` set are
+    records that could not be decoded)."""
+    records = _keyed(spark, bootstrap, topic, RECURRENCE_TABLE_PREFIX, newest)
+    return records.select("key", "value", "partition", "offset").mapInArrow(
+        rows.decode_recurrences, rows.DECODED_RECURRENCE_DDL)
+
+
+def read_recurrences(spark, bootstrap: str, topic: str):
+    """The live recurrences of the state log, one row each (``rows.RECURRENCE_DDL``)."""
+    from pyspark.sql import functions as F
+
+    decoded = decoded_recurrences(spark, bootstrap, topic)
+    return decoded.where(F.col("undecodable").isNull()).select(*rows.RECURRENCE_COLUMNS)
 
 
 def read_jobs(spark, bootstrap: str, topic: str):
@@ -135,9 +185,12 @@ def snapshot(
     output: str | None = None,
     output_format: str = "parquet",
     edges_output: str | None = None,
+    recurrences_output: str | None = None,
 ) -> SnapshotReport:
     """Read the state log, write its live jobs to ``output`` (if given) and digest them;
-    with ``edges_output``, write their DAG's edges there too (``edges``)."""
+    with ``edges_output``, write their DAG's edges there too (``edges``); count the
+    live recurrences and, with ``recurrences_output``, write them there
+    (``rows.RECURRENCE_DDL``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -150,10 +203,22 @@ def snapshot(
     kafkaio.topic_partitions(bootstrap, topic)  # a clear error if it does not exist
     began = time.monotonic()
     states = decoded_states(spark, bootstrap, topic).persist(StorageLevel.MEMORY_AND_DISK)
+    side = side_records(spark, bootstrap, topic).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         bad = states.where(F.col("undecodable").isNotNull())
         undecodable = bad.count()
         examples = [r["undecodable"] for r in bad.select("undecodable").limit(20).collect()]
+        recurring = decoded_recurrences(spark, bootstrap, topic, side).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        bad_recurrences = recurring.where(F.col("undecodable").isNotNull())
+        undecodable += bad_recurrences.count()
+        examples += [r["undecodable"] for r in
+                     bad_recurrences.limit(max(0, 20 - len(examples))).collect()]
+        live = recurring.where(F.col("undecodable").isNull()).select(*rows.RECURRENCE_COLUMNS)
+        if recurrences_output:
+            live.write.mode("overwrite").format(output_format).save(recurrences_output)
+        recurrences = live.count()
+        recurring.unpersist()
         jobs = states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
         counted = jobs.groupBy("state_name").count().collect()
         by_state = {r["state_name"]: r["count"] for r in counted}
@@ -165,9 +230,10 @@ def snapshot(
             written = spark.read.format(output_format).load(edges_output)
             by_outcome = {r["outcome"]: r["count"]
                           for r in written.groupBy("outcome").count().collect()}
-        digest = dataframe_digest(jobs, input_digest_parts(spark, bootstrap, topic))
+        digest = dataframe_digest(jobs, input_digest_parts(spark, bootstrap, topic, side))
     finally:
         states.unpersist()
+        side.unpersist()
     return SnapshotReport(
         jobs=sum(by_state.values()),
         digest=digest,
@@ -179,4 +245,6 @@ def snapshot(
         jobs_by_state=by_state,
         edges_output=edges_output,
         edges_by_outcome=by_outcome,
+        recurrences=recurrences,
+        recurrences_output=recurrences_output,
     )

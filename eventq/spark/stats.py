@@ -12,6 +12,14 @@
            (or its scheduled time, if later), or the fail/TTR timeout that requeued it
     run  = complete/fail time - lease time of that attempt (timed-out attempts have none)
 
+- Failed jobs per failure group come from the state log too (spec/workflows.md, "3.
+  Failure groups and retry"): a FAILED job's group as ``inspect failed`` counts it
+  (``failure_group``: ``failed`` or ``attempts-exhausted`` when its fail named none).
+- Recurrences (spec/workflows.md, "5. Recurring jobs"): per recurrence, the slots it
+  fired by the command log (the fold applies its recur, unrecur and fire commands as
+  the processor does: ``rows.RecurrenceFold``; a fire fires at most one slot, a
+  repeated or early one none) and the due time of its last; when its next slot is due
+  from its record in the state log (none once unrecurred).
 - Durations are counted in qless's histogram buckets (``histogram``): seconds for the
   first minute, minutes for the first hour, 15 minutes for the first day, hours to 3
   days, then days. Commands that aged out of the command log's retention are not seen.
@@ -22,6 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from eventq.protocol.values import format_time
 from eventq.spark import histogram, kafkaio, rows, statelog
 
 STATE_ORDER = ("new", "pending", "leased", "completed", "failed", "waiting")
@@ -38,6 +47,9 @@ class Stats:
     # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms
     summary: list[dict] = field(default_factory=list)
     tags: list[dict] = field(default_factory=list)  # tag, state, count (live jobs)
+    groups: list[dict] = field(default_factory=list)  # group, count (FAILED jobs)
+    # recurrence, queue, every_ms, fired, last_fired_ms, next_ms (null: unrecurred)
+    recurrences: list[dict] = field(default_factory=list)
     commands: int = 0
     seconds: float = 0.0
 
@@ -49,13 +61,18 @@ class Stats:
         "summary": "queue string, metric string, count bigint, mean_ms double, "
         "p50_ms bigint, p90_ms bigint, p99_ms bigint, max_ms bigint",
         "tags": "tag string, state string, count bigint",
+        "groups": "group string, count bigint",
+        "recurrences": "recurrence string, queue string, every_ms bigint, fired bigint, "
+        "last_fired_ms bigint, next_ms bigint",
     }
 
     def dataframe(self, spark, which: str):
-        """One of ``states``, ``events``, ``histogram``, ``summary``, ``tags`` as a
-        DataFrame."""
+        """One of ``SCHEMAS`` (``states``, ``events``, ``histogram``, ``summary``,
+        ``tags``, ``groups``, ``recurrences``) as a DataFrame."""
+        columns = [part.split()[0] for part in self.SCHEMAS[which].split(",")]
         return spark.createDataFrame(
-            [tuple(r.values()) for r in getattr(self, which)], self.SCHEMAS[which]
+            [tuple(r.get(c) for c in columns) for r in getattr(self, which)],
+            self.SCHEMAS[which],
         )
 
     def queues(self) -> list[str]:
@@ -135,20 +152,36 @@ def compute(
         .orderBy("tag", "state")
         .collect()
     ]
+    groups = [
+        r.asDict()
+        for r in jobs.where(F.col("failure_group").isNotNull())
+        .groupBy(F.col("failure_group").alias("group"))
+        .count()
+        .orderBy("group")  # bytewise (UTF-8), as inspect failed orders them
+        .collect()
+    ]
+    defined = statelog.read_recurrences(spark, bootstrap, jobs_topic).select(
+        "name", "job_name", "every_ms", "fired_ms", "next_ms").collect()
 
     done = outcomes(spark, bootstrap, commands_topic)
     if queue is not None:
         done = done.where(F.col("queue") == queue)
     done = done.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        of_jobs = done.where(F.col("recurrence").isNull())
         events = [
             r.asDict()
-            for r in done.groupBy("queue", "command", "outcome", "event")
+            for r in of_jobs.groupBy("queue", "command", "outcome", "event")
             .count()
             .orderBy("queue", "command", "outcome", "event")
             .collect()
         ]
-        samples = durations(done)
+        logged = done.where(F.col("recurrence").isNotNull()).groupBy("recurrence").agg(
+            F.count(F.lit(1)).alias("commands"), F.count("slot").alias("fired"),
+            F.max("due_ms").alias("last_fired_ms"),
+            F.max_by("queue", "at_ms").alias("queue"),  # its last known queue
+        ).collect()
+        samples = durations(of_jobs)
         lower, width, text = histogram.bucket_columns("ms")
         buckets = [
             r.asDict()
@@ -183,14 +216,47 @@ def compute(
         histogram=buckets,
         summary=summary,
         tags=tags,
-        commands=sum(r["count"] for r in events),
+        groups=groups,
+        recurrences=recurrence_rows(defined, logged, queue),
+        commands=sum(r["count"] for r in events) + sum(r["commands"] for r in logged),
         seconds=time.monotonic() - began,
     )
 
 
+def recurrence_rows(defined, logged, queue: str | None = None) -> list[dict]:
+    """``Stats.recurrences``: one row per recurrence the state log defines (``defined``:
+    name, job_name, every_ms, fired_ms, next_ms) or the command log names (``logged``:
+    recurrence, fired, last_fired_ms, queue), by name bytewise. Its fired slots are the
+    command log's (those that aged out of its retention are not counted); its queue,
+    every, last fired slot and next due time the record's while it lives. Once
+    unrecurred: the log's last known queue and last fired slot, and no next.
+
+    With ``queue`` (``logged`` then counts only the commands of its recurrences while
+    they added to it): the recurrences that add to it now, or did by the log."""
+    by_name: dict[str, dict] = {}
+    for r in logged:
+        by_name[r["recurrence"]] = {
+            "recurrence": r["recurrence"], "queue": r["queue"], "every_ms": None,
+            "fired": r["fired"], "last_fired_ms": r["last_fired_ms"], "next_ms": None,
+        }
+    for r in defined:
+        if queue is not None and r["job_name"] != queue and r["name"] not in by_name:
+            continue
+        row = by_name.setdefault(r["name"], {"recurrence": r["name"], "fired": 0,
+                                             "last_fired_ms": None})
+        row.update(queue=r["job_name"], every_ms=r["every_ms"], next_ms=r["next_ms"])
+        if r["fired_ms"] is not None and queue in (None, r["job_name"]):
+            row["last_fired_ms"] = r["fired_ms"]
+    return [by_name[name] for name in sorted(by_name, key=str.encode)]
+
+
+WRITTEN = ("states", "events", "histogram", "summary", "tags", "groups", "recurrences")
+
+
 def write(stats: Stats, spark, output: str, output_format: str = "parquet") -> None:
-    """``output``/states, /events, /histogram, /summary and /tags."""
-    for which in ("states", "events", "histogram", "summary", "tags"):
+    """``output``/states, /events, /histogram, /summary, /tags, /groups and
+    /recurrences."""
+    for which in WRITTEN:
         stats.dataframe(spark, which).coalesce(1).write.mode("overwrite").format(
             output_format
         ).save(f"{output.rstrip('/')}/{which}")
@@ -279,6 +345,16 @@ def format_table(stats: Stats, bar_width: int = 40) -> str:
     for tag, counts in sorted(by_tag.items()):
         lines.append(f"tag {tag}  " + "  ".join(
             f"{s} {counts[s]:,}" for s in STATE_ORDER if s in counts))
+    for r in stats.groups:
+        lines.append(f"group {r['group']}  failed {r['count']:,}")
+    for r in stats.recurrences:
+        last = ("" if r["last_fired_ms"] is None
+                else f" (last due {format_time(r['last_fired_ms'])})")
+        every = "" if r["every_ms"] is None else f" every {_duration(r['every_ms'])}"
+        upcoming = ("gone (unrecurred)" if r["next_ms"] is None
+                    else f"next due {format_time(r['next_ms'])}")
+        lines.append(f"recurrence {r['recurrence']}  queue {r['queue'] or '-'}{every}  "
+                     f"fired {r['fired']:,}{last}  {upcoming}")
     lines.append(
         f"{len(stats.queues())} queues, {stats.commands:,} commands folded in {stats.seconds:.1f}s"
     )

@@ -26,7 +26,17 @@ from eventq.core import (
     state_digest,
 )
 from eventq.core.batch import encode_batch, position, split_record
+from eventq.core.codec import encode_recurrence
+from eventq.core.commands import Fire, Recur, Unrecur, command_key
 from eventq.core.machine import apply
+from eventq.core.recurrence import (
+    FIRED_ALREADY,
+    NO_SUCH_RECURRENCE,
+    SLOT_NOT_DUE,
+    recurrence_table_key,
+    slot_job_id,
+)
+from eventq.core.recurrence import apply as apply_recurrence
 from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_AFTER_IDS, MAX_PAYLOAD_BYTES
 from eventq.protocol.values import parse_time_ms
@@ -324,7 +334,7 @@ def _records(commands, per_record: int = 1):
     for offset, start in enumerate(range(0, len(commands), per_record)):
         group = commands[start:start + per_record]
         encoded = [encode_command(command) for command, _ in group]
-        log["key"].append(str(group[0][0].job_id).encode() if len(group) == 1 else None)
+        log["key"].append(command_key(group[0][0]) if len(group) == 1 else None)
         log["partition"].append(0)
         log["offset"].append(offset)
         log["at_ms"].append(group[0][1])  # (a batch shares its time; the tests pass one)
@@ -666,3 +676,131 @@ def test_edges_are_one_row_per_link_with_the_upstreams_latest_outcome():
         {"upstream": str(failed), "dependent": str(job.id), "name": "q", "position": 3,
          "outcome": "failed", "completed_ms": None, "dependent_state": "failed"},
     ]
+
+
+# -------------------------------------------------------------------- recurrences
+
+EVERY_MS = 60_000
+FIRST = NOW_MS // EVERY_MS + 1  # the first slot of a recur at NOW_MS + 5
+
+
+def recurrence_record(name="nightly", fire_at=None, **fields):
+    """A recurrence recurred at NOW_MS + 5 (position 1), fired at ``fire_at`` if given."""
+    recur = Recur(name, fields.pop("job_name", "reports"), 30_000, fields.pop("ttl_ms", 3_600_000),
+                  fields.pop("every_ms", EVERY_MS), fields.pop("payload", b"{}"), **fields)
+    _, record = apply_recurrence(None, recur, NOW_MS + 5, 1)
+    if fire_at is not None:
+        _, record = apply_recurrence(record, Fire(name, fire_at // EVERY_MS), fire_at, 2)
+    return record
+
+
+def test_a_recurrences_row_is_its_record_with_the_cores_next_due_time():
+    fresh = rows.recurrence_row(recurrence_record())
+    assert (fresh["name"], fresh["job_name"], fresh["every_ms"]) == ("nightly", "reports", EVERY_MS)
+    assert (fresh["next_slot"], fresh["next_ms"]) == (FIRST, FIRST * EVERY_MS)
+    assert (fresh["fired_ms"], fresh["fired_slot"], fresh["first_slot"]) == (None, None, FIRST)
+    assert (fresh["created_ms"], fresh["version"]) == (NOW_MS + 5, 1)
+    assert (fresh["payload"], fresh["payload_bytes"], fresh["tags"]) == (b"{}", 2, None)
+
+    # Fired two slots late: the latest due slot fires, the next is the one after it.
+    record = recurrence_record(fire_at=(FIRST + 2) * EVERY_MS + 7, priority=-3, max_attempts=2,
+                               max_fails=1, backoff_ms=500, tags=("a", "b"),
+                               ttl_ms=2**64 - 1)
+    row = rows.recurrence_row(record)
+    assert (row["fired_slot"], row["fired_ms"]) == (FIRST + 2, (FIRST + 2) * EVERY_MS)
+    assert (row["next_slot"], row["next_ms"]) == (FIRST + 3, record.next_ms)
+    assert row["next_ms"] == (FIRST + 3) * EVERY_MS
+    assert (row["priority"], row["max_attempts"], row["max_fails"], row["backoff_ms"]) == (
+        -3, 2, 1, 500)
+    assert row["tags"] == ["a", "b"] and row["ttl_ms"] == 2**64 - 1 and row["version"] == 2
+    assert tuple(row) == rows.RECURRENCE_COLUMNS
+
+
+def test_decode_recurrences_gives_a_row_per_record_and_says_which_it_cannot_read():
+    good, other = recurrence_record("nightly"), recurrence_record("hourly", every_ms=3_600_000)
+    log = {
+        "key": [recurrence_table_key("nightly"), recurrence_table_key("hourly"),
+                recurrence_table_key("broken"), recurrence_table_key("elsewhere")],
+        "value": [encode_recurrence(good), encode_recurrence(other), b"\x92\xc4",
+                  encode_recurrence(good)],  # a record of another recurrence: no fold's
+        "partition": [0, 1, 2, 3], "offset": [10, 11, 12, 13],
+    }
+    [batch] = rows.decode_recurrences(iter([pa.RecordBatch.from_pydict(log)]))
+    assert batch.schema == rows._arrow_schema(rows.DECODED_RECURRENCE_DDL)
+    out = batch.to_pylist()
+    assert [(r["name"], r["next_ms"]) for r in out[:2]] == [
+        ("nightly", good.next_ms), ("hourly", other.next_ms)]
+    assert out[0]["ttl_ms"] == 3_600_000 and out[1]["undecodable"] is None
+    assert out[2]["name"] is None and out[2]["undecodable"].startswith("partition 2 offset 12: ")
+    assert "under the key of 'elsewhere'" in out[3]["undecodable"]
+
+
+def _recurrence_script(name="nightly"):
+    t = NOW_MS
+    return [
+        (Recur(name, "reports", 30_000, 3_600_000, EVERY_MS, b"{}"), t + 5),
+        (Fire(name, FIRST), t + 30_000),  # the broker's clock: not due yet
+        (Fire(name, FIRST), FIRST * EVERY_MS + 10),  # fires FIRST
+        (Fire(name, FIRST), FIRST * EVERY_MS + 20),  # repeated
+        (Fire(name, FIRST + 1), (FIRST + 2) * EVERY_MS + 30),  # fires the latest: FIRST + 2
+        (Unrecur(name), (FIRST + 2) * EVERY_MS + 40),
+        (Fire(name, FIRST + 3), (FIRST + 3) * EVERY_MS),  # gone
+        (Unrecur(name), (FIRST + 3) * EVERY_MS + 1),  # none left
+    ]
+
+
+def test_the_fold_decides_a_recurrences_commands_and_counts_the_slots_fired():
+    """recur, unrecur and fire, folded as the processor applies them: only an accepted
+    fire fires a slot (the latest due by the broker's clock), an early, repeated or
+    orphaned one none; job commands around them fold as before."""
+    job = uuid.uuid4()
+    commands = [(Add(job, "reports", 1000, 600_000, b""), NOW_MS), *_recurrence_script(),
+                (Complete(job, b""), NOW_MS + 1)]
+    out = [r for b in rows.fold_commands(iter(_records(commands))) for r in b.to_pylist()]
+    assert len(out) == len(commands)
+    ours = [r for r in out if r["recurrence"] is not None]
+    assert {r["job_id"] for r in ours} == {"recur:nightly"}
+    due = FIRST * EVERY_MS
+    assert [(r["command"], r["outcome"], r["detail"], r["slot"], r["due_ms"], r["next_ms"],
+             r["queue"]) for r in ours] == [
+        ("recur", "accepted", None, None, None, due, "reports"),
+        ("fire", "ignored", SLOT_NOT_DUE, None, None, due, "reports"),
+        ("fire", "accepted", None, FIRST, due, due + EVERY_MS, "reports"),
+        ("fire", "ignored", FIRED_ALREADY, None, None, due + EVERY_MS, "reports"),
+        ("fire", "accepted", None, FIRST + 2, due + 2 * EVERY_MS, due + 3 * EVERY_MS, "reports"),
+        ("unrecur", "accepted", None, None, None, None, "reports"),  # gone, its queue known
+        ("fire", "ignored", NO_SUCH_RECURRENCE, None, None, None, "reports"),
+        ("unrecur", "rejected", "NOT-FOUND", None, None, None, "reports"),
+    ]
+    jobs = [r for r in out if r["recurrence"] is None]
+    assert [(r["job_id"], r["event"]) for r in jobs] == [(str(job), "added"), (str(job), "completed")]
+    # The slots fired are the ids of the jobs the processor adds for them.
+    fired = [r["slot"] for r in ours if r["slot"] is not None]
+    assert [slot_job_id("nightly", EVERY_MS, slot) for slot in fired] == [
+        slot_job_id("nightly", EVERY_MS, FIRST), slot_job_id("nightly", EVERY_MS, FIRST + 2)]
+
+
+@given(st.integers(2, 9))
+def test_a_recurrences_commands_in_batch_records_fold_as_one_by_one(per_record):
+    """A batch item names its recurrence by its key, ``recur:<name>``, as a record of
+    its own is keyed: the same outcomes whichever way the commands travel."""
+    script = sorted(_recurrence_script("a") + _recurrence_script("b"), key=lambda pair: pair[1])
+    # A batch record has one broker time: its first command's (as _records gives it).
+    commands = [(command, script[i - i % per_record][1]) for i, (command, _) in enumerate(script)]
+
+    def fold(n):
+        out = [r for b in rows.fold_commands(iter(_records(commands, n))) for r in b.to_pylist()]
+        return sorted((r["job_id"], r["at_ms"], r["command"], r["outcome"], r["slot"] or 0,
+                       r["next_ms"] or 0) for r in out)
+
+    assert fold(per_record) == fold(1)
+    assert {job_id for job_id, *_ in fold(per_record)} == {"recur:a", "recur:b"}
+
+
+def test_a_recurrence_command_under_another_key_is_undecodable():
+    log = {"key": [b"recur:other"], "partition": [3], "offset": [9], "at_ms": [NOW_MS],
+           "value": [encode_command(Unrecur("nightly"))]}
+    [batch] = rows.explode_commands(iter([pa.RecordBatch.from_pydict(log)]))
+    [out] = [r for b in rows.fold_commands(iter([batch])) for r in b.to_pylist()]
+    assert out["outcome"] == "undecodable" and out["recurrence"] is None
+    assert "a command of recurrence 'nightly' under key 'recur:other'" in out["detail"]

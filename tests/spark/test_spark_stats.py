@@ -217,3 +217,73 @@ def test_the_table_counts_live_jobs_per_tag_and_state():
     lines = format_stats(stats).splitlines()
     assert lines[:2] == ["tag etl  waiting 3", "tag nightly  new 1,000  completed 2"]
     assert "tag" not in format_stats(Stats())
+
+
+DAY_MS = 86_400_000
+MIDNIGHT = 1_799_971_200_000  # 2027-01-15T00:00:00Z
+
+
+def test_recurrences_take_fires_from_the_command_log_and_next_from_the_state_log():
+    """A live recurrence: its record's queue, every, last fired slot and next due time,
+    its fired slots the log's; one only the log names (unrecurred): its last known queue
+    and no next; one no fire reached yet: 0 fired. By name bytewise."""
+    from eventq.spark.stats import recurrence_rows
+
+    defined = [
+        {"name": "nightly", "job_name": "reports", "every_ms": DAY_MS, "fired_ms": MIDNIGHT,
+         "next_ms": MIDNIGHT + DAY_MS},
+        {"name": "Fresh", "job_name": "etl", "every_ms": 60_000, "fired_ms": None,
+         "next_ms": MIDNIGHT + 60_000},
+    ]
+    logged = [
+        {"recurrence": "nightly", "commands": 9, "fired": 3, "last_fired_ms": MIDNIGHT,
+         "queue": "reports"},
+        {"recurrence": "gone", "commands": 4, "fired": 1, "last_fired_ms": MIDNIGHT - DAY_MS,
+         "queue": "old"},
+    ]
+    assert recurrence_rows(defined, logged) == [
+        {"recurrence": "Fresh", "queue": "etl", "every_ms": 60_000, "fired": 0,
+         "last_fired_ms": None, "next_ms": MIDNIGHT + 60_000},
+        {"recurrence": "gone", "queue": "old", "every_ms": None, "fired": 1,
+         "last_fired_ms": MIDNIGHT - DAY_MS, "next_ms": None},
+        {"recurrence": "nightly", "queue": "reports", "every_ms": DAY_MS, "fired": 3,
+         "last_fired_ms": MIDNIGHT, "next_ms": MIDNIGHT + DAY_MS},
+    ]
+    # Of one queue: those adding to it now, and those that did by the log (the commands
+    # of one that moved to another queue, while it added to this one), still live.
+    assert [r["recurrence"] for r in recurrence_rows(defined, [], "etl")] == ["Fresh"]
+    moved = [{"recurrence": "nightly", "commands": 2, "fired": 1, "last_fired_ms": MIDNIGHT,
+              "queue": "old-reports"}]
+    [row] = recurrence_rows(defined, moved, "old-reports")
+    assert (row["recurrence"], row["queue"], row["fired"], row["next_ms"]) == (
+        "nightly", "reports", 1, MIDNIGHT + DAY_MS)
+
+
+def test_the_table_counts_failed_jobs_per_group_and_shows_each_recurrence():
+    """spec/workflows.md, "3. Failure groups and retry" and "5. Recurring jobs": a line
+    per failure group with its FAILED jobs, and per recurrence its slots fired and when
+    the next is due (none once unrecurred)."""
+    from eventq.spark.stats import Stats
+
+    stats = Stats(
+        groups=[{"group": "attempts-exhausted", "count": 2},
+                {"group": "net-timeout", "count": 1_500}],
+        recurrences=[
+            {"recurrence": "gone", "queue": "old", "every_ms": None, "fired": 1,
+             "last_fired_ms": MIDNIGHT - DAY_MS, "next_ms": None},
+            {"recurrence": "nightly", "queue": "reports", "every_ms": DAY_MS, "fired": 3,
+             "last_fired_ms": MIDNIGHT, "next_ms": MIDNIGHT + DAY_MS},
+            {"recurrence": "soon", "queue": "etl", "every_ms": 60_000, "fired": 0,
+             "last_fired_ms": None, "next_ms": MIDNIGHT + 60_000},
+        ],
+    )
+    lines = format_stats(stats).splitlines()
+    assert lines[:5] == [
+        "group attempts-exhausted  failed 2",
+        "group net-timeout  failed 1,500",
+        "recurrence gone  queue old  fired 1 (last due 2027-01-14T00:00:00Z)  gone (unrecurred)",
+        "recurrence nightly  queue reports every 1.0d  fired 3 (last due 2027-01-15T00:00:00Z)"
+        "  next due 2027-01-16T00:00:00Z",
+        "recurrence soon  queue etl every 1.0m  fired 0  next due 2027-01-15T00:01:00Z",
+    ]
+    assert "group" not in format_stats(Stats()) and "recurrence" not in format_stats(Stats())
