@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from lines import Line
 
 from eventq.observe import pages
 from eventq.observe.joblog import job_history
@@ -26,43 +27,6 @@ TOKENS = f"""\
 {ZED} producer,worker,reader zed.
 """
 ACME_NAME, ZED_NAME = "line-3", "line-4"
-
-
-class Line:
-    """One raw protocol connection (tests/e2e/test_tokens.py's)."""
-
-    def __init__(self, port: int, token: str) -> None:
-        import socket
-
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        self.buffer = b""
-        assert self.ask(b"auth %s\r\n" % token.encode()) == b"+OK\r\n"
-
-    def ask(self, data: bytes, lines: int = 1) -> bytes:
-        self.sock.sendall(data)
-        while self.buffer.count(b"\r\n") < lines:
-            chunk = self.sock.recv(65536)
-            assert chunk, f"closed after {self.buffer!r}"
-            self.buffer += chunk
-        parts = self.buffer.split(b"\r\n")
-        reply, self.buffer = b"\r\n".join(parts[:lines]) + b"\r\n", b"\r\n".join(parts[lines:])
-        return reply
-
-    def blocks(self, data: bytes) -> bytes:
-        """A reply of ``+OK <n>`` blocks, each ``<head> <k>`` and k lines."""
-        head = self.ask(data)
-        if not head.startswith(b"+OK "):
-            return head
-        count, lines = int(head.split()[1]), []
-        for _ in range(count):
-            block = self.ask(b"", 1)
-            keys = int(block.split()[-1])
-            lines.append(block + (self.ask(b"", keys) if keys else b""))
-        return head + b"".join(lines)
-
-    def close(self) -> None:
-        self.sock.close()
-
 
 @pytest.fixture(scope="module")
 def tokens_file(tmp_path_factory):

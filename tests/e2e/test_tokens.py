@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 import uuid
 
 import pytest
+from lines import Line
 
 from eventq.client import Client, Forbidden, Unauthorized
 from eventq.worker import Worker
@@ -25,28 +25,6 @@ TOKENS = f"""\
 {WORKER} worker
 {PRODUCER} producer
 """
-
-
-class Line:
-    """One raw protocol connection: send lines, read reply lines."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buffer = b""
-
-    def ask(self, data: bytes, lines: int = 1) -> bytes:
-        self.sock.sendall(data)
-        while self.buffer.count(b"\r\n") < lines:
-            chunk = self.sock.recv(65536)
-            assert chunk, f"closed after {self.buffer!r}"
-            self.buffer += chunk
-        parts = self.buffer.split(b"\r\n")
-        reply, self.buffer = b"\r\n".join(parts[:lines]) + b"\r\n", b"\r\n".join(parts[lines:])
-        return reply
-
-    def close(self) -> None:
-        self.sock.close()
-
 
 @pytest.fixture(scope="module")
 def tokens_file(tmp_path_factory):
