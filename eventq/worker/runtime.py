@@ -61,6 +61,7 @@ MIN_HEARTBEAT_S = 0.05
 # Waits between attempts to report a job's outcome (and to fetch its inputs).
 RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 STATUS_EVERY_S = 0.5
+LEASE_REPLY_GRACE_S = 1.0  # at a stop, a lease in flight is let end its wait and this
 DRAIN_MARGIN_S = 0.5  # end a draining job this long before its lease deadline
 TRACEBACK_CHARS = 2_000
 # Worker(status=...): stderr when it is a terminal and the program configured no logging
@@ -252,9 +253,13 @@ class Worker:
                   if self._status_line_stream() is not None else None)
         try:
             await self._stop.first.wait()
-            # A lease in flight is let finish (at most its wait, lease_wait_ms), and a job
-            # it brings runs as the running ones do: cancelling it could drop a reply the
-            # server already sent, and the job would wait out its TTR (CI, 2026-11-27).
+            # A lease in flight is let finish (its wait, lease_wait_ms, and a grace), and a
+            # job it brings runs as the running ones do: cancelling it could drop a reply
+            # the server already sent, and the job would wait out its TTR (CI, 2026-11-27).
+            # Past that it cannot be a reply on its way (a server that is down: the lease
+            # is still connecting), so it is cancelled.
+            self._loop.call_later(self.lease_wait_ms / 1000 + LEASE_REPLY_GRACE_S,
+                                  self._cancel_leases)
             await self._drain(slots)
         finally:
             for task in slots:
@@ -306,14 +311,17 @@ class Worker:
                 done, _ = await asyncio.wait(
                     [second, *busy], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if second in done:
-                    for lease in list(self._leasing):  # given back by the server
-                        lease.cancel()
+                    self._cancel_leases()  # given back by the server
                     for running in list(self._running.values()):
                         self._end(running, "the worker was stopped (a second stop signal) "
                                            "before the job finished")
                     second = asyncio.ensure_future(asyncio.sleep(3600))
         finally:
             second.cancel()
+
+    def _cancel_leases(self) -> None:
+        for lease in list(self._leasing):
+            lease.cancel()
 
     def _end(self, running: Running, why: str) -> None:
         if running.ended is None:
