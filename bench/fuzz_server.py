@@ -13,6 +13,13 @@ digest must equal a replay of the command log (folded incrementally here).
 
     .venv/bin/python bench/fuzz_server.py --inputs 1000000 [--seed 1] [--connections 16]
 
+``--tokens``: the server has a tokens file and the fuzzer's connections never
+authenticate, or do with wrong tokens (spec/security.md, "Fail closed"), sending every
+verb, the internal ones too. Then no request may have any effect or reveal anything:
+each reply must be `-CLIENT-ERROR Unauthorized` (or auth's own argument errors, or a
+framing error that closes), and after each round the state digest (asked as admin)
+and the command log's end offsets must be what they were before the fuzz.
+
 Starts a throwaway broker and `eventq serve` unless --bootstrap names a broker (the
 server is always its own, on topics of its own). Prints inputs/s, crashes, hangs and
 every failure; exits 1 if there was any.
@@ -24,6 +31,7 @@ import argparse
 import asyncio
 import copy
 import random
+import secrets
 import sys
 import tempfile
 import time
@@ -41,6 +49,7 @@ from eventq.core import state_digest  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
 from eventq.limits import MAX_LINE_BYTES, MAX_PAYLOAD_BYTES  # noqa: E402
 from eventq.protocol import Close, Parser, requests  # noqa: E402
+from eventq.protocol.access import Access, TokenStore, parse_tokens  # noqa: E402
 from eventq.replay import Derived, derive_more  # noqa: E402
 from support import rss_mib  # noqa: E402
 
@@ -49,6 +58,8 @@ MARGIN_S = 10.0  # a reply may take its request's own wait plus this, else it ha
 MAX_BLOCK_S = 3.0  # inputs that could block longer than this are not sent
 DIGEST_SETTLE_S = 60.0  # after a round, digest = replay must hold within this
 DAY_MS = 86_400_000
+TOKEN_CHARACTERS = "".join(chr(c) for c in range(0x21, 0x7F))  # a token's: printable, no space
+SEEDED_JOBS = 24  # --tokens: jobs an admin adds (and leases some of) before the fuzz
 
 
 # --------------------------------------------------------------------------- inputs
@@ -76,6 +87,34 @@ class Pools:
         if len(self.ids) > 2000:
             del self.ids[:1000]
         return job
+
+
+@dataclass(frozen=True)
+class TokensMode:
+    """--tokens (spec/security.md): the server's tokens file, whose admin token only the
+    probe and the checks use; the fuzzer's connections never hold a real token."""
+
+    admin: str
+    others: tuple[str, ...]
+
+    @classmethod
+    def new(cls) -> "TokensMode":
+        return cls(secrets.token_urlsafe(24), (secrets.token_urlsafe(24),
+                                               secrets.token_urlsafe(24)))
+
+    @property
+    def real(self) -> tuple[str, ...]:
+        return (self.admin, *self.others)
+
+    @property
+    def file_text(self) -> str:
+        producer, reader = self.others
+        return (f"# eventq fuzz --tokens\n{self.admin} admin\n{producer} producer,worker\n"
+                f"{reader} reader fz\n")
+
+    def access(self) -> Access:
+        """A new connection's standing (unauthenticated), for the mirrored parser."""
+        return Access(TokenStore(parse_tokens(self.file_text)))
 
 
 def ttr(rng: random.Random) -> int:
@@ -199,7 +238,55 @@ def boundary_batches(pools: Pools) -> list[list[bytes]]:
     ]
 
 
-def next_input(rng: random.Random, pools: Pools) -> bytes:
+def any_verb_request(rng: random.Random, pools: Pools) -> bytes:
+    """--tokens: the verbs ``valid_request`` leaves out (their effects would upset the
+    replay check of a run without tokens), internal ones included; each well formed
+    most of the time. Unauthenticated, each must be Unauthorized before any check."""
+    job, name = pools.some_id(rng), rng.choice(NAMES)
+    n = size(rng)
+    return rng.choice([
+        lambda: f"touch {job} -ttr={rng.randint(1, 10_000)}\r\n".encode(),
+        lambda: f"pause {name}\r\n".encode(),
+        lambda: f"resume {name}\r\n".encode(),
+        lambda: f"inputs {job}\r\n".encode(),
+        lambda: with_block(f"recur r-{name} {name} 1000 60000 1000 {n}", rng.randbytes(n)),
+        lambda: f"unrecur r-{name}\r\n".encode(),
+        lambda: f"retry {job} -delay={rng.randint(0, 1000)}\r\n".encode(),
+        lambda: f"retry-group g-{name} {rng.randint(1, 100)}\r\n".encode(),
+        lambda: b"peer\r\n",
+        lambda: f"peek {name}\r\n".encode(),
+        lambda: f"confirm {job} {rng.randint(1, 9)}\r\n".encode(),
+        lambda: f"edges {job} 10\r\n".encode(),
+        lambda: f"as line-2 -prefix={name}\r\n".encode(),
+        lambda: with_block(f"fail {job} {n} -group=g-{name}", rng.randbytes(n)),
+        lambda: f"inspect waiting-jobs {name} 0 10\r\n".encode(),
+        lambda: b"inspect failed 0 10\r\n",
+        lambda: f"inspect failed-jobs g-{name} 0 10\r\n".encode(),
+        lambda: f"inspect tagged t-{name} 0 10\r\n".encode(),
+        lambda: b"inspect recurring 0 10\r\n",
+        lambda: b"inspect bulk\r\n",
+    ])()
+
+
+def wrong_auth(rng: random.Random, tokens: "TokensMode") -> bytes:
+    """``auth`` with a token the server does not hold: a near miss of a real one, or
+    any word (spec/security.md: Unauthorized, and the connection stays unauthenticated)."""
+    real = rng.choice(tokens.real)
+    word = "".join(rng.choice(TOKEN_CHARACTERS) for _ in range(rng.randint(1, 40)))
+    token = rng.choice([real[:-1], real + "x", real.upper(), real[1:], "x" + real[1:], word])
+    if token in tokens.real:  # (an upper-cased token without letters)
+        token += "x"
+    return f"auth {token}\r\n".encode()
+
+
+def next_input(rng: random.Random, pools: Pools, tokens: "TokensMode | None" = None) -> bytes:
+    if tokens is not None:  # every verb, and wrong tokens, besides the usual mix
+        roll = rng.random()
+        if roll < 0.10:
+            return wrong_auth(rng, tokens)
+        if roll < 0.30:
+            request = any_verb_request(rng, pools)
+            return request if rng.random() < 0.7 else mutated(rng, request)
     roll = rng.random()
     if roll < 0.40:
         return valid_request(rng, pools)
@@ -230,9 +317,10 @@ def block_bound_s(event) -> float:
     return 0.0
 
 
-def new_parser() -> Parser:
-    """The server's parser, to know what it reads from the bytes sent."""
-    return Parser(now_ms=lambda: time.time_ns() // 1_000_000)
+def new_parser(access: Access | None = None) -> Parser:
+    """The server's parser, to know what it reads from the bytes sent (``access``: the
+    standing of a connection to a server with tokens)."""
+    return Parser(now_ms=lambda: time.time_ns() // 1_000_000, access=access)
 
 
 def events_of(parser: Parser, data: bytes) -> tuple[list, bool]:
@@ -255,9 +343,18 @@ def clock_dependent(reply: bytes, expected: EventqError) -> bool:
     return b"Invalid Time" in reply or expected.text == "Invalid Time"
 
 
+UNAUTHORIZED_REPLY = b"-CLIENT-ERROR Unauthorized"
+# auth's own checks come before its token's (spec/security.md, "auth <token>": order)
+AUTH_OWN_ERRORS = (b"-CLIENT-ERROR Invalid command args", b"-CLIENT-ERROR Invalid command flags")
+
+
 class ReplyReader:
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, unauthenticated: bool = False) -> None:
         self.reader = reader
+        # --tokens: the connection never authenticated, so only its (wrong) auth gets
+        # through the parser, and it must be refused.
+        self.unauthenticated = unauthenticated
+        self.last = b""  # the last reply's first line
 
     async def line(self, deadline: float) -> bytes:
         remaining = deadline - time.monotonic()
@@ -301,7 +398,17 @@ class ReplyReader:
     async def reply(self, event) -> str:
         """Read the reply to one event; returns its kind ('ok' or the error code)."""
         deadline = time.monotonic() + block_bound_s(event) + MARGIN_S
-        first = await self.line(deadline)
+        first = self.last = await self.line(deadline)
+        if self.unauthenticated and not isinstance(event, EventqError):
+            if not isinstance(event, requests.Auth):
+                raise Violation(f"{type(event).__name__} passed an unauthenticated parser")
+            if first != UNAUTHORIZED_REPLY:
+                raise Violation(f"auth with a wrong token got {first!r}")
+            return "CLIENT-ERROR"
+        if (self.unauthenticated and isinstance(event, EventqError)
+                and not event.closes_connection
+                and first not in (UNAUTHORIZED_REPLY, *AUTH_OWN_ERRORS)):
+            raise Violation(f"an unauthenticated request got {first!r}")
         if isinstance(event, EventqError):
             if first + b"\r\n" != event.reply and not clock_dependent(first, event):
                 raise Violation(f"parse error reply {first!r}, expected {event.reply!r}")
@@ -353,6 +460,7 @@ class Tally:
     probe_ms: list[float] = field(default_factory=list)
     digest_mismatches: list[str] = field(default_factory=list)
     crashes: int = 0
+    error_replies: dict[str, int] = field(default_factory=dict)  # first line -> count
 
     @property
     def failures(self) -> int:
@@ -368,15 +476,17 @@ class Connection:
     """One client connection, with the server's parser state mirrored here so that the
     replies it owes are known, even across requests split between batches."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 tokens: "TokensMode | None" = None) -> None:
         self.reader = reader
         self.writer = writer
-        self.parser = new_parser()
+        self.parser = new_parser(None if tokens is None else tokens.access())
+        self.unauthenticated = tokens is not None
 
     @classmethod
-    async def open(cls, port: int) -> "Connection":
+    async def open(cls, port: int, tokens: "TokensMode | None" = None) -> "Connection":
         reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=4 * 2**20)
-        return cls(reader, writer)
+        return cls(reader, writer, tokens)
 
     def close(self) -> None:
         self.writer.close()
@@ -429,7 +539,7 @@ class Connection:
             return None
 
     async def _replies(self, events: list, tally: Tally) -> bool:
-        replies = ReplyReader(self.reader)
+        replies = ReplyReader(self.reader, self.unauthenticated)
         for event in events:
             if isinstance(event, Close):
                 return True
@@ -442,6 +552,9 @@ class Connection:
                 tally.violations.append(f"{type(event).__name__}: {error}")
                 return False
             tally.replies[kind] = tally.replies.get(kind, 0) + 1
+            if kind != "ok":
+                text = replies.last.decode(errors="replace")
+                tally.error_replies[text] = tally.error_replies.get(text, 0) + 1
         return True
 
     async def _expect_close(self, tally: Tally) -> None:
@@ -456,10 +569,15 @@ class Connection:
             tally.violations.append(f"bytes after a closing error: {extra!r}")
 
 
-async def probe(port: int, tally: Tally, stop: asyncio.Event) -> None:
-    """Another client, unaffected: add, inspect, delete, all along."""
+async def probe(port: int, tally: Tally, stop: asyncio.Event,
+                tokens: TokensMode | None = None, seeded: list[str] | None = None) -> None:
+    """Another client, unaffected: add, inspect, delete, all along (--tokens: an admin
+    that reads the seeded jobs, so that the state must stay exactly as seeded)."""
     from eventq.rawclient import RawClient as Client
 
+    if tokens is not None:
+        await probe_reads(port, tally, stop, tokens, seeded or [])
+        return
     while not stop.is_set():
         job = uuid.uuid4()
         began = time.perf_counter()
@@ -476,11 +594,64 @@ async def probe(port: int, tally: Tally, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.2)
 
 
-async def server_digest(port: int) -> str:
+async def probe_reads(port: int, tally: Tally, stop: asyncio.Event, tokens: TokensMode,
+                      seeded: list[str]) -> None:
     from eventq.rawclient import RawClient as Client
 
-    async with await Client.connect(port=port) as c:
+    while not stop.is_set():
+        job = random.choice(seeded)
+        began = time.perf_counter()
+        try:
+            async with await Client.connect(port=port, token=tokens.admin) as c:
+                seen = await asyncio.wait_for(c.inspect_job(job), MARGIN_S)
+                if seen["payload"] != b"seed " + job.encode():
+                    tally.probe_failures.append(f"probe saw {seen!r:.200}")
+        except Exception as error:
+            tally.probe_failures.append(f"{type(error).__name__}: {error}")
+        tally.probe_ms.append((time.perf_counter() - began) * 1000)
+        await asyncio.sleep(0.2)
+
+
+async def seed_jobs(port: int, tokens: TokensMode, pools: Pools) -> list[str]:
+    """--tokens: jobs for the fuzz to aim at, added by the admin (ids in ``pools``), a
+    few leased, so complete, fail and touch would have something to act on. TTR and
+    TTL are days: nothing times out during the run, so the state holds still."""
+    from eventq.rawclient import RawClient as Client
+
+    seeded = []
+    async with await Client.connect(port=port, token=tokens.admin) as c:
+        for n in range(SEEDED_JOBS):
+            job = pools.new_id()
+            await c.add(job, NAMES[n % len(NAMES)], DAY_MS, 10 * DAY_MS, b"seed " + job.encode())
+            seeded.append(job)
+        for name in NAMES[:4]:
+            await c.lease(name, 5000)
+    return seeded
+
+
+async def server_digest(port: int, token: str | None = None) -> str:
+    from eventq.rawclient import RawClient as Client
+
+    async with await Client.connect(port=port, token=token) as c:
         return await asyncio.wait_for(c.digest(), MARGIN_S)
+
+
+def log_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """The command log's end offset of each partition."""
+    from eventq.kafka.logreader import end_offsets
+
+    return {p: high for p, (_, high) in end_offsets(bootstrap, topic).items()}
+
+
+async def unchanged(port: int, bootstrap: str, topic: str, tokens: TokensMode,
+                    before: tuple[str, dict[int, int]]) -> str | None:
+    """--tokens: None if the digest and the command log are as before the fuzz."""
+    digest = await server_digest(port, tokens.admin)
+    ends = await asyncio.to_thread(log_ends, bootstrap, topic)
+    if (digest, ends) == before:
+        return None
+    return (f"digest {before[0][:16]}... -> {digest[:16]}..., command log ends "
+            f"{before[1]} -> {ends}")
 
 
 async def digest_equals_replay(port: int, bootstrap: str, topic: str, derived: Derived) -> str | None:
@@ -499,28 +670,36 @@ async def digest_equals_replay(port: int, bootstrap: str, topic: str, derived: D
 
 
 async def fuzz(port: int, bootstrap: str, commands_topic: str, alive, *, inputs: int,
-               seed: int, connections: int, round_inputs: int, say=print) -> Tally:
+               seed: int, connections: int, round_inputs: int, say=print,
+               tokens: TokensMode | None = None) -> Tally:
     rng = random.Random(seed)
     pools = Pools()
     tally = Tally()
     derived = Derived()
+    seeded: list[str] = []
+    before = None
+    if tokens is not None:  # what must still hold after every round
+        seeded = await seed_jobs(port, tokens, pools)
+        before = (await server_digest(port, tokens.admin),
+                  await asyncio.to_thread(log_ends, bootstrap, commands_topic))
     began = time.monotonic()
     round_no = 0
     while tally.inputs < inputs and tally.failures == 0:
         round_no += 1
         target = min(inputs, tally.inputs + round_inputs)
         stop = asyncio.Event()
-        probing = asyncio.create_task(probe(port, tally, stop))
+        probing = asyncio.create_task(probe(port, tally, stop, tokens, seeded))
         queue = boundary_batches(pools)
 
         async def worker(worker_rng: random.Random) -> None:
             connection = None
             while tally.inputs < target and tally.failures == 0:
                 batch = queue.pop() if queue else [
-                    next_input(worker_rng, pools) for _ in range(worker_rng.randint(1, 8))
+                    next_input(worker_rng, pools, tokens)
+                    for _ in range(worker_rng.randint(1, 8))
                 ]
                 if connection is None:
-                    connection = await Connection.open(port)
+                    connection = await Connection.open(port, tokens)
                 connection = await connection.exchange(batch, tally, worker_rng)
             if connection is not None:
                 connection.close()
@@ -531,12 +710,16 @@ async def fuzz(port: int, bootstrap: str, commands_topic: str, alive, *, inputs:
         if not alive():
             tally.crashes += 1
             break
-        mismatch = await digest_equals_replay(port, bootstrap, commands_topic, derived)
+        if before is not None:
+            mismatch = await unchanged(port, bootstrap, commands_topic, tokens, before)
+        else:
+            mismatch = await digest_equals_replay(port, bootstrap, commands_topic, derived)
         if mismatch:
             tally.digest_mismatches.append(f"round {round_no}: {mismatch}")
         elapsed = time.monotonic() - began
+        jobs = len(seeded) if tokens is not None else len(derived.jobs)
         say(f"round {round_no}: {tally.inputs:,} inputs in {elapsed:.0f}s "
-            f"({tally.inputs / elapsed:,.0f}/s), {len(derived.jobs):,} live jobs, "
+            f"({tally.inputs / elapsed:,.0f}/s), {jobs:,} live jobs, "
             f"failures {tally.failures}")
     return tally
 
@@ -546,6 +729,8 @@ def report(tally: Tally, elapsed_s: float, say=print) -> None:
     say(f"inputs {tally.inputs:,} ({tally.bytes_sent / 2**20:,.0f} MiB) in {elapsed_s:.0f}s: "
         f"{tally.inputs / max(elapsed_s, 1e-9):,.0f} inputs/s")
     say(f"replies by kind: {dict(sorted(tally.replies.items()))}")
+    common = sorted(tally.error_replies.items(), key=lambda kv: -kv[1])[:12]
+    say(f"error replies, most common: {dict(common)}")
     say(f"crashes {tally.crashes}, hangs {len(tally.hangs)}, protocol violations "
         f"{len(tally.violations)}, probe failures {len(tally.probe_failures)}, digest "
         f"mismatches {len(tally.digest_mismatches)}")
@@ -564,6 +749,8 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--round-inputs", type=int, default=5_000)
     parser.add_argument("--bootstrap", help="an existing broker (default: start one)")
+    parser.add_argument("--tokens", action="store_true",
+                        help="the server has tokens and no fuzzing connection holds one")
     args = parser.parse_args()
     from eventq.kafka import broker
     from support import ServerProcess, test_broker_config
@@ -575,7 +762,15 @@ def main() -> int:
         config = test_broker_config(home / "kafka")
         broker.start(config)
         bootstrap = config.bootstrap
-    server = ServerProcess(bootstrap, f"fuzz{uuid.uuid4().hex[:6]}", home / "server", partitions=8)
+    tokens = TokensMode.new() if args.tokens else None
+    settings = {}
+    if tokens is not None:
+        (home / "tokens").write_text(tokens.file_text)
+        settings["tokens_file"] = str(home / "tokens")
+    server = ServerProcess(bootstrap, f"fuzz{uuid.uuid4().hex[:6]}", home / "server", partitions=8,
+                           **settings)
+    if tokens is not None:
+        server.ready_auth = b"auth %s\r\n" % tokens.admin.encode()
     try:
         server.create_topics()
         server.start()
@@ -586,7 +781,7 @@ def main() -> int:
             server.port, bootstrap, server.settings["commands-topic"],
             lambda: server.process.poll() is None, inputs=args.inputs, seed=args.seed,
             connections=args.connections, round_inputs=args.round_inputs,
-            say=lambda line: print(line, flush=True),
+            say=lambda line: print(line, flush=True), tokens=tokens,
         ))
         report(tally, time.monotonic() - began)
         if server.process.poll() is None:

@@ -23,12 +23,21 @@ processes' CPU together. Variants are interleaved with ``--rounds``.
 ``--also command-producer=faust``), interleaved, so two choices of one code are compared
 the same way. After each server stops, its own account of what it wrote is printed
 (commands per record, and how the command producer's deliveries reached its loop).
+
+``--security`` measures the cost of TLS and tokens on the hot path (spec/security.md),
+interleaved with the plain variant: tokens only, TLS only, and both (a tokens file and
+a CA-signed certificate made in the run's temporary directory; every load client
+connects over TLS trusting that CA and/or sends ``auth`` with a producer,worker token
+first, so each request passes the role check). Give ``--security tls+tokens`` (or a
+comma-separated subset of ``tokens,tls,tls+tokens``) for fewer variants.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -45,6 +54,57 @@ from eventq.rawclient import RawClient as Client  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
 from support import cpu_s, rss_mib  # noqa: E402
 
+SECURITY_VARIANTS = ("tokens", "tls", "tls+tokens")
+
+
+class ClientSide:
+    """How the load clients connect: TLS context and token (None: plain, no auth)."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None, token: str | None = None) -> None:
+        self.tls = tls
+        self.token = token
+
+    async def connect(self, port: int) -> Client:
+        return await Client.connect(port=port, tls=self.tls, token=self.token)
+
+
+PLAIN = ClientSide()
+
+
+class Security:
+    """The files of --security, made once per run: certificates from tests/tls_files.py
+    (a CA and a server certificate for 127.0.0.1) and a tokens file whose admin token
+    the readiness probe uses and whose producer,worker token the load uses."""
+
+    def __init__(self, home: Path) -> None:
+        from tls_files import make_tls_files
+
+        self.files = make_tls_files(home / "tls")
+        self.admin, self.load_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        self.tokens_file = home / "tokens"
+        self.tokens_file.write_text(f"{self.admin} admin\n{self.load_token} producer,worker\n")
+
+    def settings(self, variant: str) -> dict[str, str]:
+        settings = {}
+        if "tokens" in variant:
+            settings["tokens_file"] = str(self.tokens_file)
+        if "tls" in variant:
+            settings["tls_cert"] = self.files.pem("server")
+            settings["tls_key"] = self.files.key("server")
+        return settings
+
+    def client(self, variant: str) -> ClientSide:
+        from eventq.client import tls_context
+
+        return ClientSide(tls_context(self.files.pem("ca")) if "tls" in variant else None,
+                          self.load_token if "tokens" in variant else None)
+
+    def ready(self, server, variant: str) -> None:
+        """The readiness probe of ``server`` speaks as the load does."""
+        side = self.client(variant)
+        server.ready_tls = side.tls
+        server.ready_auth = b"auth %s\r\n" % self.admin.encode() if side.token else b""
+
 
 def percentile(values: list[float], fraction: float) -> float:
     if not values:
@@ -53,12 +113,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def cycles(port: int, clients: int, seconds: float, queue: str):
+async def cycles(port: int, clients: int, seconds: float, queue: str,
+                 side: ClientSide = PLAIN):
     """Run the cycle with ``clients`` connections; (cycles/s, per-command ms, add ms)."""
     command_ms: list[float] = []
     add_ms: list[float] = []
     done = 0
-    connections = [await Client.connect(port=port) for _ in range(clients)]
+    connections = [await side.connect(port) for _ in range(clients)]
     stop_at = time.monotonic() + seconds
 
     async def one_client(c: Client) -> None:
@@ -84,13 +145,14 @@ async def cycles(port: int, clients: int, seconds: float, queue: str):
     return done / elapsed, command_ms, add_ms
 
 
-async def fill(port: int, count: int, queue: str, connections: int = 16) -> float:
+async def fill(port: int, count: int, queue: str, connections: int = 16,
+               side: ClientSide = PLAIN) -> float:
     """Queue `count` jobs with pipelined adds; returns jobs/s."""
     per = count // connections
     began = time.monotonic()
 
     async def writer(n: int) -> None:
-        async with await Client.connect(port=port) as c:
+        async with await side.connect(port) as c:
             window = 200
             for start in range(0, n, window):
                 batch = min(window, n - start)
@@ -154,14 +216,16 @@ def servers_cpu_s(servers) -> float:
 
 def measure(servers, concurrency: list[int], seconds: float, queued: int, label: str,
             profile_dir: Path | None = None, broker_pid: int | None = None,
-            native: bool = False) -> None:
-    """The load against ``servers[0]`` (the others serve through it by forwarding)."""
+            native: bool = False, side: ClientSide = PLAIN) -> list[tuple[int, float, float]]:
+    """The load against ``servers[0]`` (the others serve through it by forwarding);
+    (clients, cycles/s, server CPU per command in us) of each concurrency."""
+    figures = []
     server = servers[0]
     pids = ", ".join(str(s.process.pid) for s in servers)
     print(f"--- {label}: server pid {pids}, RSS at start "
           f"{sum(rss_mib(s.process.pid) for s in servers):.0f} MiB", flush=True)
     print(HEADER, flush=True)
-    asyncio.run(cycles(server.port, 16, 5, "warm-up"))  # the broker's JIT, caches
+    asyncio.run(cycles(server.port, 16, 5, "warm-up", side))  # the broker's JIT, caches
     for clients in concurrency:
         cpu_before = servers_cpu_s(servers)
         broker_before = cpu_s(broker_pid) if broker_pid else 0.0
@@ -172,7 +236,7 @@ def measure(servers, concurrency: list[int], seconds: float, queued: int, label:
                                 profile_dir / f"{label.replace(' ', '-')}-{clients}.txt",
                                 native)
         rate, command_ms, add_ms = asyncio.run(
-            cycles(server.port, clients, seconds, f"cycle{clients}")
+            cycles(server.port, clients, seconds, f"cycle{clients}", side)
         )
         wall = time.monotonic() - wall_before
         server_cpu = servers_cpu_s(servers) - cpu_before
@@ -184,14 +248,39 @@ def measure(servers, concurrency: list[int], seconds: float, queued: int, label:
               f"{percentile(add_ms, .99):>8.2f} {cpu_us:>8.0f}  "
               f"{server_cpu / wall:>6.2f} {broker_cpu / wall:>6.2f} {client_cpu / wall:>6.2f}",
               flush=True)
+        figures.append((clients, rate, cpu_us))
         if spy is not None:
             spy.wait()
     if queued:
-        rate = asyncio.run(fill(server.port, queued, "resident"))
+        rate = asyncio.run(fill(server.port, queued, "resident", side=side))
         time.sleep(2)
         print(f"queued {queued:,} jobs at {rate:,.0f} adds/s (pipelined, 16 conns); "
               f"server RSS {sum(rss_mib(s.process.pid) for s in servers):.0f} MiB",
               flush=True)
+    return figures
+
+
+def side_by_side(figures: dict[str, list[list[tuple[int, float, float]]]]) -> str:
+    """Every variant's cycles/s and CPU per command at each concurrency, the mean of its
+    rounds, in one table (the last variant, the plain one, is the reference)."""
+    labels = list(figures)
+    reference = labels[-1]
+    lines = ["side by side (mean of rounds): cycles/s, server CPU per command (us), "
+             f"and cycles/s relative to {reference!r}"]
+    lines.append(f"{'clients':>7}  " + "  ".join(f"{label[-28:]:>28}" for label in labels))
+
+    def mean(label: str, index: int, column: int) -> float:
+        values = [rounds[index][column] for rounds in figures[label]]
+        return sum(values) / len(values)
+
+    for index, (clients, _, _) in enumerate(figures[reference][0]):
+        cells = []
+        for label in labels:
+            rate, cpu = mean(label, index, 1), mean(label, index, 2)
+            ratio = rate / max(mean(reference, index, 1), 1e-9)
+            cells.append(f"{f'{rate:,.0f}/s {cpu:,.0f}us x{ratio:.2f}':>28}")
+        lines.append(f"{clients:>7}  " + "  ".join(cells))
+    return "\n".join(lines)
 
 
 def label_of(partitions: int, processes: int) -> str:
@@ -233,6 +322,10 @@ def main() -> int:
     parser.add_argument("--also", metavar="SETTING=VALUE", action="append", default=[],
                         help="also measure this checkout with this setting (e.g. "
                         "command-producer=faust), interleaved; may be repeated")
+    parser.add_argument("--security", nargs="?", const=",".join(SECURITY_VARIANTS),
+                        metavar="VARIANTS",
+                        help="also measure with tokens, TLS, and both (or the comma-separated "
+                        f"subset of {','.join(SECURITY_VARIANTS)} given), interleaved")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure every variant this many times, interleaved")
     parser.add_argument("--profile", metavar="DIR", type=Path,
@@ -258,33 +351,53 @@ def main() -> int:
                 for partitions in partition_counts for processes in process_counts]
         if args.metrics_off:
             runs.insert(0, ("metrics off", None, "off", {"http_port": "off"}))
+        security = None
+        if args.security:
+            security = Security(home)
+            for variant in reversed(args.security.split(",")):
+                if variant not in SECURITY_VARIANTS:
+                    parser.error(f"--security: {variant!r} is none of {SECURITY_VARIANTS}")
+                runs.insert(0, (f"this checkout, {variant}", None,
+                                variant.replace("+", "-"), {"security": variant}))
         for also in args.also:
             setting, _, value = also.partition("=")
             runs.insert(0, (f"this checkout, {also}", None, "also", {setting: value}))
         if args.before:
             runs.insert(0, (f"git {args.before}", worktree(args.before, home), "before", {}))
         runs = runs * args.rounds
+        figures: dict[str, list[list[tuple[int, float, float]]]] = {}
         try:
             for number, (label, source, prefix, extra) in enumerate(runs):
                 prefix = f"{prefix}{number}"
                 extra = {"partitions": partition_counts[0], "processes": 1, **extra}
                 processes = extra.pop("processes")
+                variant = extra.pop("security", None)
+                if variant is not None:
+                    extra.update(security.settings(variant))
                 servers = [ServerProcess(config.bootstrap, prefix, home / f"{prefix}-{index}",
                                          source=source, **extra)
                            for index in range(processes)]
+                side = PLAIN
+                if variant is not None:
+                    side = security.client(variant)
+                    for server in servers:
+                        security.ready(server, variant)
                 try:
                     servers[0].create_topics()
                     for server in servers:
                         server.launch()
                     for server in servers:
                         server.wait_ready(time.monotonic() + 120)
-                    measure(servers, concurrency, args.seconds, args.queued, label,
-                            args.profile, broker_pid, args.native)
+                    figures.setdefault(label, []).append(measure(
+                        servers, concurrency, args.seconds, args.queued, label,
+                        args.profile, broker_pid, args.native, side))
                 finally:
                     for server in servers:
                         server.stop()
                 for server in servers:
                     print(server_account(server), flush=True)
+            if len(figures) > 1:
+                print(side_by_side(figures), flush=True)
         finally:
             broker.stop(config)
             for source in {source for _, source, _, _ in runs if source is not None}:

@@ -8,6 +8,7 @@ Errors come back as the same ``EventqError`` classes the server uses.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import uuid
 from dataclasses import dataclass
 
@@ -46,9 +47,21 @@ class RawClient:
         self._writer = writer
 
     @classmethod
-    async def connect(cls, host: str = "127.0.0.1", port: int = 9922) -> "RawClient":
-        reader, writer = await asyncio.open_connection(host, port, limit=4 * 1024 * 1024)
-        return cls(reader, writer)
+    async def connect(cls, host: str = "127.0.0.1", port: int = 9922, *,
+                      tls: ssl.SSLContext | None = None, token: str | None = None) -> "RawClient":
+        """``tls``: the context for a gateway that speaks TLS; ``token``: sent with
+        ``auth`` first, for a server with tokens (spec/security.md)."""
+        reader, writer = await asyncio.open_connection(
+            host, port, limit=4 * 1024 * 1024, ssl=tls,
+            server_hostname=host if tls is not None else None)
+        client = cls(reader, writer)
+        if token is not None:
+            try:
+                await client.auth(token)
+            except BaseException:
+                await client.close()
+                raise
+        return client
 
     async def close(self) -> None:
         self._writer.close()
@@ -109,6 +122,10 @@ class RawClient:
         return head.decode(), values
 
     # --- commands ------------------------------------------------------------------
+
+    async def auth(self, token: str) -> None:
+        self.send(["auth", token])
+        await self._status()
 
     async def add(self, job_id, name, ttr_ms, ttl_ms, payload: bytes, *, priority=None,
                   max_attempts=None, max_fails=None) -> None:

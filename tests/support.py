@@ -247,13 +247,19 @@ class EventqCluster:
     "Scaling out")."""
 
     def __init__(self, bootstrap: str, prefix: str, home, processes: int = 3,
-                 partitions: int = 6, **settings) -> None:
+                 partitions: int = 6, replication_factor: int = 3, ready_auth: bytes = b"",
+                 ready_tls=None, **settings) -> None:
         self.bootstrap = bootstrap
+        # 1 on a single broker: losing an eventq process needs no Kafka replicas.
+        self.replication_factor = replication_factor
         self.processes = [
             ServerProcess(bootstrap, prefix, home / f"process-{i + 1}", partitions=partitions,
                           **settings)
             for i in range(processes)
         ]
+        for process in self.processes:  # with tokens / TLS (see ServerProcess)
+            process.ready_auth = ready_auth
+            process.ready_tls = ready_tls
 
     def __getitem__(self, index: int) -> ServerProcess:
         return self.processes[index]
@@ -263,7 +269,7 @@ class EventqCluster:
         return self.processes[0].settings
 
     def start(self, timeout_s: float = 120.0) -> "EventqCluster":
-        self.processes[0].create_topics(replication_factor=3)
+        self.processes[0].create_topics(replication_factor=self.replication_factor)
         start_together(self.processes, timeout_s)  # a failed start leaves none running
         return self
 

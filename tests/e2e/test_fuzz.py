@@ -51,3 +51,55 @@ def test_bounded_fuzz_run_no_crash_no_hang_others_unaffected_digest_equals_repla
         code = server.stop()
     assert code == 0, server.log_tail()
     assert "Traceback" not in server.log_path.read_text()
+
+
+def test_fuzz_with_tokens_no_unauthenticated_request_has_any_effect(kafka_bootstrap, tmp_path):
+    """spec/security.md, "Fail closed": connections that never authenticate (or with
+    wrong tokens) send every verb, valid and not; each is answered Unauthorized (or, for
+    a framing error, closed), and the state digest and the command log are exactly as
+    the admin left them before the fuzz (the fuzzer checks after each round)."""
+    fuzzer = load_fuzzer()
+    tokens = fuzzer.TokensMode.new()
+    (tmp_path / "tokens").write_text(tokens.file_text)
+    server = ServerProcess(kafka_bootstrap, f"fuzzt{uuid.uuid4().hex[:6]}", tmp_path,
+                           partitions=4, tokens_file=str(tmp_path / "tokens"))
+    server.ready_auth = b"auth %s\r\n" % tokens.admin.encode()
+    server.create_topics()
+    server.start()
+    try:
+        tally = asyncio.run(fuzzer.fuzz(
+            server.port, kafka_bootstrap, server.settings["commands-topic"],
+            lambda: server.process.poll() is None,
+            inputs=3000, seed=20261127, connections=16, round_inputs=1500, tokens=tokens,
+        ))
+        fuzzer.report(tally, 1.0)
+        assert tally.inputs >= 3000
+        assert tally.failures == 0, (tally.hangs, tally.violations, tally.probe_failures,
+                                     tally.digest_mismatches, tally.crashes)
+        assert set(tally.replies) == {"CLIENT-ERROR"}, tally.replies  # never +OK
+        # Nothing about a request's fields: a framing error that closes says Unauthorized
+        # too, but for a line too long (known before the verb is read).
+        said = set(tally.error_replies) - {"-CLIENT-ERROR Unauthorized"}
+        assert said <= {"-CLIENT-ERROR Line too long"}, said
+        assert tally.error_replies["-CLIENT-ERROR Unauthorized"] > 1500, tally.error_replies
+        assert len(tally.probe_ms) >= 2  # the admin kept being answered meanwhile
+        # Still serving: an authenticated client goes through a whole cycle.
+        asyncio.run(admin_cycle(server.port, tokens.admin))
+    finally:
+        code = server.stop()
+    assert code == 0, server.log_tail()
+    assert "Traceback" not in server.log_path.read_text()
+    for token in tokens.real:
+        assert token not in server.log_path.read_text()
+
+
+async def admin_cycle(port: int, token: str) -> None:
+    from eventq.rawclient import RawClient
+
+    job = uuid.uuid4()
+    async with await RawClient.connect(port=port, token=token) as client:
+        await client.add(job, "after-fuzz", 60000, 600000, b"x")
+        leased = await client.lease("after-fuzz", 5000)
+        assert leased.id == job
+        await client.complete(job, b"ok")
+        assert (await client.result(job, 0)).result == b"ok"

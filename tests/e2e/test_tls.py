@@ -19,6 +19,7 @@ from eventq.client import Client, ConnectionLost, tls_context
 pytestmark = [pytest.mark.kafka]
 
 ADMIN = "adm-Tls7"
+APP = "app-Tls7"  # producer,worker,reader: a client, forwarded for by the peers
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +161,59 @@ def test_two_processes_with_mtls_and_tokens_still_forward(kafka_bootstrap, tmp_p
                                                  token=ADMIN), "tls-two")
     logs = "".join(p.log_path.read_text(errors="replace") for p in processes)
     assert "refused a TLS connection" not in logs
+
+
+FAILOVER_S = 90.0  # a bound on the survivors taking the killed process's partitions
+
+
+def test_three_processes_with_tls_and_tokens_forward_and_fail_over(kafka_bootstrap, tmp_path,
+                                                                    files):
+    """Issue 32: three processes with one tokens file and one CA (mTLS), clients over TLS
+    with a non-admin token. Requests for jobs another process owns are forwarded over
+    the TLS peer links (as admin, for the client); after kill -9 of one process the
+    others serve its partitions, and every acknowledged job is read back through a
+    survivor, those completed still completed."""
+    from support import EventqCluster
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ADMIN} admin\n{APP} producer,worker,reader\n")
+    tls = tls_context(files.pem("ca"), files.pem("client"), files.key("client"))
+    cluster = EventqCluster(
+        kafka_bootstrap, f"m{os.getpid()}-tls3", tmp_path, replication_factor=1,
+        ready_auth=b"auth %s\r\n" % ADMIN.encode(), ready_tls=tls,
+        tls_cert=files.pem("server"), tls_key=files.key("server"),
+        tls_client_ca=files.pem("ca"), tokens_file=str(tokens),
+    ).start()
+
+    def client(index: int) -> Client:
+        return Client("127.0.0.1", cluster[index].port, tls=tls, token=APP)
+
+    try:
+        q = f"tls3-{time.monotonic_ns()}"
+        with client(0) as first, client(1) as second:
+            ids = [first.add(q, b"%d" % n) for n in range(24)]  # on all three's partitions
+            completed = set()
+            for _ in range(8):  # leased through the second, from every process
+                job = second.lease(q, wait_timeout_ms=5_000)
+                second.complete(job.id, b"ok")
+                completed.add(job.id)
+        cluster[2].kill()
+        deadline = time.monotonic() + FAILOVER_S
+        while not cluster[0].probe(b"inspect digest\r\n").startswith(b"+OK"):
+            assert time.monotonic() < deadline, cluster[0].log_tail()
+            time.sleep(0.2)
+        with client(1) as survivor, client(0) as other:
+            for job_id in ids:
+                info = survivor.inspect_job(job_id)
+                assert info.state == ("completed" if job_id in completed else "new"), info
+            # The killed process's partitions take writes again, through either survivor.
+            more = [survivor.add(q, b"after %d" % n) for n in range(12)]
+            assert {other.inspect_job(job_id).id for job_id in more} == set(more)
+    finally:
+        codes = cluster.stop()
+    assert codes[:2] == [0, 0], [p.log_tail() for p in cluster.processes]
+    logs = "".join(p.log_path.read_text(errors="replace") for p in cluster.processes)
+    assert sum(int(n) for n in re.findall(r"(\d+) requests forwarded", logs)) > 0, logs[-3000:]
+    assert "refused a TLS connection" not in logs
+    for token in (ADMIN, APP):
+        assert token not in logs
