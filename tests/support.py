@@ -232,6 +232,20 @@ class ServerProcess:
             return "(no log)"
 
 
+def started_with_tokens(kafka_bootstrap: str, name: str, directory, tokens_text: str,
+                        admin: str) -> ServerProcess:
+    """A started server whose tokens file (in ``directory``) holds ``tokens_text``; its
+    readiness checks authenticate with ``admin`` (the tokens tests, tests/e2e)."""
+    tokens_file = directory / "tokens"
+    tokens_file.write_text(tokens_text)
+    process = ServerProcess(kafka_bootstrap, name, directory / "server",
+                            tokens_file=str(tokens_file))
+    process.ready_auth = b"auth %s\r\n" % admin.encode()
+    process.create_topics()
+    process.start()
+    return process
+
+
 def test_cluster_configs(home, brokers: int = 3) -> list[broker.BrokerConfig]:
     """``brokers`` KRaft nodes (all voters) on free loopback ports, tuned for tests."""
     ports = [(free_port(), free_port()) for _ in range(brokers)]

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from lines import Line
 
 from eventq.observe import pages
 from eventq.observe.joblog import job_history
+from support import started_with_tokens
 
 pytestmark = [pytest.mark.kafka]
 
@@ -28,22 +30,16 @@ TOKENS = f"""\
 """
 ACME_NAME, ZED_NAME = "line-3", "line-4"
 
-@pytest.fixture(scope="module")
-def tokens_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tokens") / "tokens"
-    path.write_text(TOKENS)
-    return path
-
 
 @pytest.fixture(scope="module")
-def server(kafka_bootstrap, tmp_path_factory, tokens_file):
-    from support import ServerProcess
+def tokens_file(server) -> Path:
+    return Path(server.settings["tokens-file"])
 
-    process = ServerProcess(kafka_bootstrap, f"m{os.getpid()}-scope",
-                            tmp_path_factory.mktemp("server"), tokens_file=str(tokens_file))
-    process.ready_auth = b"auth %s\r\n" % ADMIN.encode()
-    process.create_topics()
-    process.start()
+
+@pytest.fixture(scope="module")
+def server(kafka_bootstrap, tmp_path_factory):
+    process = started_with_tokens(kafka_bootstrap, f"m{os.getpid()}-scope",
+                                  tmp_path_factory.mktemp("scope"), TOKENS, ADMIN)
     yield process
     code = process.stop()
     assert code == 0, process.log_tail()

@@ -8,12 +8,14 @@ import os
 import signal
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from lines import Line
 
 from eventq.client import Client, Forbidden, Unauthorized
 from eventq.worker import Worker
+from support import started_with_tokens
 
 pytestmark = [pytest.mark.kafka]
 
@@ -26,22 +28,16 @@ TOKENS = f"""\
 {PRODUCER} producer
 """
 
-@pytest.fixture(scope="module")
-def tokens_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tokens") / "tokens"
-    path.write_text(TOKENS)
-    return path
-
 
 @pytest.fixture(scope="module")
-def server(kafka_bootstrap, tmp_path_factory, tokens_file):
-    from support import ServerProcess
+def tokens_file(server) -> Path:
+    return Path(server.settings["tokens-file"])
 
-    process = ServerProcess(kafka_bootstrap, f"m{os.getpid()}-tokens",
-                            tmp_path_factory.mktemp("server"), tokens_file=str(tokens_file))
-    process.ready_auth = b"auth %s\r\n" % ADMIN.encode()
-    process.create_topics()
-    process.start()
+
+@pytest.fixture(scope="module")
+def server(kafka_bootstrap, tmp_path_factory):
+    process = started_with_tokens(kafka_bootstrap, f"m{os.getpid()}-tokens",
+                                  tmp_path_factory.mktemp("tokens"), TOKENS, ADMIN)
     yield process
     code = process.stop()
     log = process.log_path.read_text(errors="replace")
