@@ -14,54 +14,19 @@ snapshot`). A wrong password and a plain client are told what to fix, at once.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
+from secured_kafka import SecuredKafka, eventq, serve, topic_flags
 
 from eventq.client import Client
 from eventq.listeners import EXIT_CANNOT_START
-from support import ServerProcess, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
 
-PARTITIONS = 2
 FEEDBACK_S = 15.0  # a refused login is said within the first probe, not after retries
-
-
-def eventq(*args: str, env: dict[str, str] | None = None, timeout_s: float = 300,
-           check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "eventq.cli", *args], capture_output=True,
-                          text=True, timeout=timeout_s, env={**os.environ, **(env or {})})
-    if check:
-        assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
-class SecuredKafka:
-    """`eventq kafka start --sasl-ssl` in a data dir of its own."""
-
-    def __init__(self, home) -> None:
-        self.home = home
-        self.port = free_port()
-        self.flags = ["--data-dir", str(home), "--kafka-port", str(self.port),
-                      "--controller-port", str(free_port()), "--kafka-heap-mb", "512"]
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.env: dict[str, str] = {}
-        self.started = ""
-
-    def start(self) -> None:
-        self.started = eventq("kafka", "start", "--sasl-ssl", *self.flags).stdout
-        # The settings it printed, as a file too (set -a; . client.env; set +a).
-        lines = (self.home / "kafka" / "security" / "client.env").read_text().splitlines()
-        self.env = dict(line.split("=", 1) for line in lines)
-
-    def stop(self) -> None:
-        eventq("kafka", "stop", *self.flags)
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +37,6 @@ def secured_kafka(tmp_path_factory):
         yield kafka
     finally:
         kafka.stop()
-
-
-def serve(kafka: SecuredKafka, home, prefix: str, **env: str) -> ServerProcess:
-    process = ServerProcess(kafka.bootstrap, prefix, home, partitions=PARTITIONS)
-    process.env = {**kafka.env, **env}  # the password in the environment, not on argv
-    return process
-
-
-def topic_flags(process: ServerProcess) -> list[str]:
-    return ["--bootstrap", process.bootstrap, "--partitions", str(PARTITIONS),
-            *(f for key in ("commands-topic", "jobs-topic", "app-id")
-              for f in (f"--{key}", process.settings[key]))]
 
 
 def test_kafka_start_sasl_ssl_prints_what_clients_need(secured_kafka):
