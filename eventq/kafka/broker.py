@@ -244,10 +244,17 @@ def _security_properties(config: BrokerConfig) -> dict[str, str]:
         "ssl.keystore.location": str(config.security_file("broker-keystore.pem")),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(config.security_file("ca.pem")),
-        # With --mtls a client without a certificate signed by the CA is refused in the
-        # TLS handshake, whatever its SASL password.
-        "ssl.client.auth": "required" if requires_client_certs(config) else "none",
+        "ssl.client.auth": _client_auth(config),
+        # Kafka ignores the broker-wide ssl.client.auth on SASL_SSL listeners (KIP-684):
+        # only the listener's own setting makes it require client certificates.
+        "listener.name.sasl_ssl.ssl.client.auth": _client_auth(config),
     }
+
+
+def _client_auth(config: BrokerConfig) -> str:
+    """With --mtls a client without a certificate signed by the CA is refused in the
+    TLS handshake, whatever its SASL password."""
+    return "required" if requires_client_certs(config) else "none"
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,8 @@ def test_kafka_start_mtls_requires_and_prints_the_client_certificate(mtls_kafka)
     assert mtls_kafka.env["EVENTQ_KAFKA_SSL_CERTFILE"] == str(security / "client.pem")
     assert mtls_kafka.env["EVENTQ_KAFKA_SSL_KEYFILE"] == str(security / "client.key")
     properties = (mtls_kafka.home / "kafka" / "server.properties").read_text().splitlines()
-    assert "ssl.client.auth=required" in properties
+    # The SASL_SSL listener's own: Kafka ignores the broker-wide one there (KIP-684).
+    assert "listener.name.sasl_ssl.ssl.client.auth=required" in properties
     status = eventq("kafka", "status", *mtls_kafka.flags).stdout  # its client presents it
     assert "answering" in status and "NOT" not in status, status
 
