@@ -121,7 +121,12 @@ class KafkaAccess:
         return [part.strip() for part in self.bootstrap.split(",") if part.strip()]
 
 
-def access(target: KafkaAccess | str) -> KafkaAccess:
+# What a function that makes Kafka clients takes: the settings' KafkaAccess, or a bare
+# bootstrap string (tests, tools against a plain local broker); ``access`` tells them apart.
+KafkaTarget = KafkaAccess | str
+
+
+def access(target: KafkaTarget) -> KafkaAccess:
     """``target`` as a KafkaAccess: a bare bootstrap string (tests, tools against a
     plain local broker) is one without security."""
     return target if isinstance(target, KafkaAccess) else KafkaAccess(target)
@@ -138,7 +143,7 @@ REFUSAL_CODES = frozenset({-169, -181, 58})
 TLS_REFUSAL_CODE = -181
 
 
-def refusal(target: KafkaAccess | str, code: int, reason: str) -> KafkaRefused:
+def refusal(target: KafkaTarget, code: int, reason: str) -> KafkaRefused:
     """The error of a refusal (``code`` of REFUSAL_CODES, librdkafka's ``reason``): what
     was refused, and the settings that decide it."""
     kafka = access(target)
@@ -176,7 +181,7 @@ def confluent_security(security: KafkaSecurity) -> dict[str, Any]:
     return conf
 
 
-def confluent_config(target: KafkaAccess | str,
+def confluent_config(target: KafkaTarget,
                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A librdkafka (Producer, Consumer, AdminClient) configuration: the servers, the
     security, then ``extra``."""
@@ -217,14 +222,14 @@ def aiokafka_security(security: KafkaSecurity) -> dict[str, Any]:
     return options
 
 
-def aiokafka_options(target: KafkaAccess | str) -> dict[str, Any]:
+def aiokafka_options(target: KafkaTarget) -> dict[str, Any]:
     """Keyword arguments of an aiokafka client (AIOKafkaProducer, AIOKafkaConsumer,
     AIOKafkaAdminClient): the servers and the security."""
     kafka = access(target)
     return {"bootstrap_servers": kafka.servers, **aiokafka_security(kafka.security)}
 
 
-def faust_options(target: KafkaAccess | str) -> dict[str, Any]:
+def faust_options(target: KafkaTarget) -> dict[str, Any]:
     """faust.App's ``broker`` (kafka://a:9092;b:9092) and ``broker_credentials``: faust
     hands those to each of its aiokafka clients (faust/transport/drivers/aiokafka.py,
     ``credentials_to_aiokafka_auth``)."""
@@ -281,7 +286,7 @@ def java_properties(security: KafkaSecurity,
     return props
 
 
-def spark_options(target: KafkaAccess | str) -> dict[str, str]:
+def spark_options(target: KafkaTarget) -> dict[str, str]:
     """Options of Spark's Kafka source and sink: every Java client property prefixed
     with ``kafka.``."""
     kafka = access(target)
