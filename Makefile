@@ -55,15 +55,21 @@ lint: $(PY_STAMP)
 	@$(BIN)/ruff check --quiet .
 	@$(BIN)/mypy --no-error-summary
 
-# The whole suite, real Kafka brokers and Spark included; it ends with the 25 slowest
-# tests, so where the time goes is on record in every run.
+# The whole suite, real Kafka brokers and Spark included, in TEST_WORKERS processes
+# (pytest-xdist: each worker has its own broker; tests/conftest.py keeps a module's tests,
+# and those sharing Spark or the broker cluster, in one worker). Many tests wait on
+# Kafka's timeouts and restarts, so two workers on two cores end sooner than one.
+# It ends with the 25 slowest tests, so where the time goes is on record in every run.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
+
 test: deps browser lint
-	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # The loop while changing code: everything that needs no broker, no Spark and is not
 # marked slow (about 2 minutes on 2 cores).
 test-fast: deps lint
-	$(BIN)/pytest -m "not kafka and not spark and not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m "not kafka and not spark and not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) kafka/lib var

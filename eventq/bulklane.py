@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from eventq.kafka.security import confluent_config
+from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.progress import Progress
 
 POLL_S = 0.25
@@ -42,14 +42,14 @@ class Admission:
         return self.remaining == 0
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def end_offsets(bootstrap: KafkaTarget, topic: str) -> dict[int, int]:
     """The current end offset of every partition of ``topic``."""
     from eventq.kafka.logreader import end_offsets as ends
 
     return {partition: high for partition, (_low, high) in ends(bootstrap, topic).items()}
 
 
-def admitted_offsets(bootstrap: str, group: str, topic: str, partitions) -> dict[int, int]:
+def admitted_offsets(bootstrap: KafkaTarget, group: str, topic: str, partitions) -> dict[int, int]:
     """The bulk group's committed offsets (0 for a partition never admitted from)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
@@ -64,14 +64,14 @@ def admitted_offsets(bootstrap: str, group: str, topic: str, partitions) -> dict
     return {tp.partition: max(tp.offset, 0) for tp in found.topic_partitions}
 
 
-def committed_command_offsets(bootstrap: str, app_id: str, commands_topic: str,
+def committed_command_offsets(bootstrap: KafkaTarget, app_id: str, commands_topic: str,
                               partitions) -> dict[int, int]:
     """The app's committed offsets on the command log (0 where none): each partition's
     changelog is committed with it, in one transaction (streams/transactions.py)."""
     return admitted_offsets(bootstrap, app_id, commands_topic, partitions)
 
 
-def wait_state_logged(bootstrap: str, app_id: str, commands_topic: str,
+def wait_state_logged(bootstrap: KafkaTarget, app_id: str, commands_topic: str,
                       timeout_s: float = 60.0) -> bool:
     """Return once every command in the command log now is in `eventq.jobs` as well:
     the server applies a command at once but commits its changelog with the command
@@ -90,7 +90,7 @@ def wait_state_logged(bootstrap: str, app_id: str, commands_topic: str,
 
 
 def wait_admitted(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     topic: str,
     group: str,
     targets: dict[int, int],

@@ -26,6 +26,7 @@ from eventq.core.step import Step, step
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.jobs_table import slims_of
 from eventq.kafka.logreader import Progress, Record, Undecodable, end_offsets, read_topic
+from eventq.kafka.security import KafkaTarget
 from eventq.limits import MAX_STATE_RECORD_BYTES
 from eventq.restore import open_table, restore_tables, table_path
 
@@ -47,7 +48,7 @@ class RebuildReport:
 
 
 def rebuild_from_state_log(
-    bootstrap: str, jobs_topic: str, state_dir: Path, progress: Progress | None = None
+    bootstrap: KafkaTarget, jobs_topic: str, state_dir: Path, progress: Progress | None = None
 ) -> RebuildReport:
     """Replace the data dir's tables with the newest record per key of `eventq.jobs`
     (eventq/restore.py, the server's own restore), then count its jobs by state."""
@@ -153,7 +154,7 @@ class Derived:
 
 
 def derive_from_commands(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     commands_topic: str,
     progress: Progress | None = None,
     max_state_record_bytes: int = MAX_STATE_RECORD_BYTES,
@@ -172,7 +173,7 @@ def derive_from_commands(
     return derived
 
 
-def derive_more(bootstrap: str, commands_topic: str, derived: Derived) -> Derived:
+def derive_more(bootstrap: KafkaTarget, commands_topic: str, derived: Derived) -> Derived:
     """Fold what the command log gained since ``derived`` was last fed."""
     for record in read_topic(bootstrap, commands_topic, start=derived.next_offsets):
         derived.feed(record)

@@ -26,6 +26,7 @@ from typing import Callable
 from eventq.jobs_table import ROCKSDB_OPTIONS, persisted_offset_records
 from eventq.jobs_table import persisted_offset as table_persisted_offset
 from eventq.kafka.logreader import Progress, end_offsets, read_batches
+from eventq.kafka.security import KafkaTarget
 
 WRITE_BATCH_RECORDS = 20_000  # per partition: ~5 MB of 225-byte records per write
 
@@ -79,7 +80,7 @@ class RestoreReport:
 
 
 def restore_tables(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     jobs_topic: str,
     state_dir: Path,
     partitions: list[int] | None,

@@ -4,11 +4,18 @@ process of its own, and ``BESIDE_ORDER``; its tests move to the end of the run, 
 each waits for the outcome it needs. The modules' works run one after another, from when
 collection ends, in a thread of the test process (``Chain``): two of them at once
 starved each other and the suite (the soak's event loop fell 2-5 s behind its timers,
-CI 2026-11-27). A test run alone finds its own work alone in the chain."""
+CI 2026-11-27). A test run alone finds its own work alone in the chain.
+
+Under pytest-xdist (``make test`` runs two workers) the chain runs in the controller,
+which lives until every worker is done, and posts what it started and how it ended on a
+*board*, a directory every worker is told of (``BOARD_INPUT``); a worker's test reads
+its work from there (``Watched`` stands for a process another pytest started)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -24,9 +31,39 @@ from eventq import die_with_parent
 REPO = Path(__file__).resolve().parents[1]
 
 
+BOARD_INPUT = "eventq_beside_board"  # key of xdist's workerinput: the board's path
+POLL_S = 0.5
+
+
+class Watched:
+    """A process another pytest process started (xdist's controller), as far as a test
+    needs it: whether and how it ended, as the board says, and a way to kill it."""
+
+    def __init__(self, pid: int, ended: Path) -> None:
+        self.pid = pid
+        self._ended = ended
+
+    def poll(self) -> int | None:
+        return int(self._ended.read_text()) if self._ended.exists() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (status := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+            time.sleep(POLL_S)
+        return status
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @dataclass
 class Beside:
-    process: subprocess.Popen
+    process: subprocess.Popen | Watched
     directory: Path
     output: Path
     began: float
@@ -70,8 +107,10 @@ def start(directory: Path, command: list[str], env: dict[str, str] | None = None
 class Chain:
     """Works started one after another, each once the one before it has ended."""
 
-    def __init__(self, starts: list[tuple[str, Callable[[], Beside]]]) -> None:
+    def __init__(self, starts: list[tuple[str, Callable[[], Beside]]],
+                 board: Path | None = None) -> None:
         self._starts = starts
+        self._board = board
         self._started: dict[str, Beside | BaseException] = {}
         self._changed = threading.Condition()
         threading.Thread(target=self._run, name="beside", daemon=True).start()
@@ -85,8 +124,12 @@ class Chain:
             with self._changed:
                 self._started[name] = work
                 self._changed.notify_all()
+            if self._board is not None:
+                _post_start(self._board, name, work)
             if isinstance(work, Beside):
-                work.process.wait()
+                status = work.process.wait()
+                if self._board is not None:
+                    _post(self._board / f"{name}.ended", str(status))
 
     def started(self, name: str) -> Beside:
         """``name``'s work once it has started (after the works before it ended)."""
@@ -98,10 +141,48 @@ class Chain:
         return work
 
 
+def _post(path: Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all for a reader polling for it."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _post_start(board: Path, name: str, work: Beside | BaseException) -> None:
+    if isinstance(work, BaseException):
+        _post(board / f"{name}.failed", repr(work))
+        return
+    _post(board / f"{name}.started", json.dumps({
+        "pid": work.process.pid, "directory": str(work.directory),
+        "output": str(work.output), "began": work.began}))
+
+
+def posted(board: Path, name: str) -> Beside:
+    """``name``'s work as the chain posted it on ``board``, once it has started."""
+    while True:
+        if (board / f"{name}.failed").exists():
+            raise AssertionError("the work beside the suite did not start: "
+                                 + (board / f"{name}.failed").read_text())
+        if (board / f"{name}.started").exists():
+            start = json.loads((board / f"{name}.started").read_text())
+            return Beside(Watched(start["pid"], board / f"{name}.ended"),
+                          Path(start["directory"]), Path(start["output"]), start["began"])
+        time.sleep(POLL_S)
+
+
 CHAIN_KEY = pytest.StashKey[Chain]()
+
+
+def board_of(config: pytest.Config) -> Path | None:
+    """The board of the chain this xdist worker's tests read, or None outside xdist."""
+    path = getattr(config, "workerinput", {}).get(BOARD_INPUT)
+    return Path(path) if path else None
 
 
 def started(request: pytest.FixtureRequest) -> Beside:
     """This test module's work, as tests/conftest.py's chain started it (the chain has
     every module with a ``beside`` test collected, whatever else runs)."""
+    board = board_of(request.config)
+    if board is not None:
+        return posted(board, request.module.__name__)
     return request.config.stash[CHAIN_KEY].started(request.module.__name__)

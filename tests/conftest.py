@@ -7,12 +7,14 @@ topic names, so they never see each other's records.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import json
 import os
 import re
 
 import pytest
-from beside import CHAIN_KEY, Chain
+from beside import BOARD_INPUT, CHAIN_KEY, Chain, board_of
 from hypothesis import HealthCheck, settings
 
 from eventq.kafka import broker
@@ -48,12 +50,86 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         items.append(item)
     modules = sorted({item.module.__name__: item.module for item in beside}.values(),
                      key=lambda module: module.BESIDE_ORDER)
+    board = board_of(config)
+    if board is not None:  # an xdist worker: the controller starts the chain (below)
+        worker = config.workerinput["workerid"]
+        (board / f"selected-{worker}.json").write_text(json.dumps(
+            [{"name": module.__name__, "path": module.__file__} for module in modules]))
+        return
+    config.stash[CHAIN_KEY] = Chain([(module.__name__, _start_of(config, module))
+                                     for module in modules])
 
-    def start_of(module):
-        directory = config._tmp_path_factory.mktemp(module.__name__.rpartition(".")[2])
-        return lambda: module.start_beside(directory)
 
-    config.stash[CHAIN_KEY] = Chain([(module.__name__, start_of(module)) for module in modules])
+def _start_of(config, module):
+    directory = config._tmp_path_factory.mktemp(module.__name__.rpartition(".")[2])
+    return lambda: module.start_beside(directory)
+
+
+# Under xdist (``make test``: two workers, ``--dist loadgroup``) the tests that share a
+# costly session fixture run in one worker, so there is one Spark and one three-broker
+# cluster, not one per worker; every other test goes with its module, whose server
+# (``one_server``) then starts once. The shared groups are scheduled first: they are the
+# longest, and a long group started last would be the run's tail.
+SHARED_FIXTURE_GROUPS = {"spark": "spark", "kafka_cluster": "kafka-cluster",
+                         "eventq_cluster": "kafka-cluster"}
+BESIDE_GROUP = "beside"  # they only wait for the chain: one worker waits, at the end
+
+
+def _xdist_group(item) -> str:
+    if item.get_closest_marker("beside"):
+        return BESIDE_GROUP
+    for fixture, group in SHARED_FIXTURE_GROUPS.items():
+        if fixture in item.fixturenames:
+            return group
+    return item.module.__name__
+
+
+class GroupsOnWorker:
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+    def pytest_collection_modifyitems(self, items) -> None:
+        groups = {item: _xdist_group(item) for item in items}
+        shared = set(SHARED_FIXTURE_GROUPS.values())
+        items.sort(key=lambda item: groups[item] not in shared)  # stable: modules keep order
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(groups[item]))
+
+
+class BesideOnController:
+    """The chain of works beside the suite, run by xdist's controller (tests/beside.py):
+    it tells each worker the board, learns from the first worker's collection which
+    modules' works to start, and starts them."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.board = None
+        self.chain: Chain | None = None
+
+    def pytest_configure_node(self, node) -> None:  # xdist's hooks: called only under -n
+        if self.board is None:
+            self.board = self.config._tmp_path_factory.mktemp("beside-board")
+        node.workerinput[BOARD_INPUT] = str(self.board)
+
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        if self.board is None or self.chain is not None:
+            return
+        selected = self.board / f"selected-{node.gateway.id}.json"
+        if not selected.exists():
+            return
+        starts = []
+        for entry in json.loads(selected.read_text()):
+            spec = importlib.util.spec_from_file_location(
+                "controller_" + entry["name"].replace(".", "_"), entry["path"])
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            starts.append((entry["name"], _start_of(self.config, module)))
+        self.chain = Chain(starts, board=self.board)
+
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(GroupsOnWorker(), "eventq-groups")
+    elif config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(BesideOnController(config), "eventq-beside")
 
 
 def _docker_engine_answers() -> bool:

@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any, Mapping, NamedTuple
 
 from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
-from eventq.kafka.security import confluent_config
+from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class ProducerStopped(ConnectionError):
     """The producer was stopped (or not started): nothing was sent."""
 
 
-def producer_config(bootstrap: str, client_id: str,
+def producer_config(bootstrap: KafkaTarget, client_id: str,
                     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS) -> dict[str, Any]:
     """librdkafka's settings for command records (the module's docstring says why each)."""
     return {
@@ -93,7 +93,7 @@ def producer_config(bootstrap: str, client_id: str,
 class CommandProducer:
     """``send_and_wait`` over librdkafka, between ``start`` and ``stop``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "eventq-commands",
+    def __init__(self, bootstrap: KafkaTarget, client_id: str = "eventq-commands",
                  delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
                  stop_flush_timeout_s: float = STOP_FLUSH_TIMEOUT_S,
                  overrides: Mapping[str, Any] | None = None) -> None:

@@ -15,7 +15,7 @@ import asyncio
 from dataclasses import dataclass
 
 from eventq.kafka.commit_metadata import changelog_end
-from eventq.kafka.security import aiokafka_options
+from eventq.kafka.security import KafkaTarget, aiokafka_options
 
 COMMITTED_TIMEOUT_S = 30.0
 
@@ -59,7 +59,7 @@ def positions_of(response, topic: str, partitions) -> dict[int, Committed]:
     return {p: found[p] for p in partitions}
 
 
-async def committed_positions(bootstrap: str, group: str, topic: str, partitions,
+async def committed_positions(bootstrap: KafkaTarget, group: str, topic: str, partitions,
                               timeout_s: float = COMMITTED_TIMEOUT_S) -> dict[int, Committed]:
     """{partition: Committed} as the group's coordinator answers now. Raises if Kafka
     does not answer within ``timeout_s`` or answers with an error."""

@@ -18,7 +18,7 @@ from eventq.core import CodecError, Input, Job, decode_input, decode_state, stat
 from eventq.core.digest import input_entries
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, recurrence_name_of
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
-from eventq.kafka.security import confluent_config
+from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class Undecodable:
             self.examples.append(f"{where}: {error}")
 
 
-def reader_consumer(bootstrap: str, purpose: str = "reader"):
+def reader_consumer(bootstrap: KafkaTarget, purpose: str = "reader"):
     """A consumer that reads whole topics fast and commits nothing (its group is
     throwaway: the partitions are assigned, never subscribed). It reads committed
     records only: `eventq.jobs` is written in transactions, and an aborted one was
@@ -78,7 +78,7 @@ WATERMARK_TIMEOUT_S = 30.0
 WATERMARK_RETRY_S = 0.2
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+def end_offsets(bootstrap: KafkaTarget, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)} watermarks now."""
     from confluent_kafka import TopicPartition
 
@@ -118,7 +118,7 @@ def watermarks(consumer, partition) -> tuple[int, int]:
 
 
 def read_batches(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     topic: str,
     progress: Progress | None = None,
     start: dict[int, int] | None = None,
@@ -211,7 +211,7 @@ def _drop_read_to_end(consumer, topic: str, remaining: dict[int, int]) -> None:
 
 
 def read_topic(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     topic: str,
     progress: Progress | None = None,
     start: dict[int, int] | None = None,
@@ -229,7 +229,7 @@ META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (eventq/jobs_table.py)
 
 
 def latest_jobs(
-    bootstrap: str, topic: str, progress: Progress | None = None
+    bootstrap: KafkaTarget, topic: str, progress: Progress | None = None
 ) -> tuple[dict[uuid.UUID, Job], Undecodable]:
     """The live jobs of the state log: newest record per key, tombstones remove."""
     state = latest_state(bootstrap, topic, progress)
@@ -254,7 +254,7 @@ class LoggedState:
         return state_digest(self.jobs.values(), input_entries(self.inputs))
 
 
-def latest_state(bootstrap: str, topic: str, progress: Progress | None = None) -> LoggedState:
+def latest_state(bootstrap: KafkaTarget, topic: str, progress: Progress | None = None) -> LoggedState:
     """The state log's newest record per key (tombstones remove): its live jobs and
     inputs. The other records beside the jobs (registrations, pauses, watermarks) are
     passed over."""
@@ -324,7 +324,7 @@ class CatchUp:
 
 
 def catch_up_targets(
-    bootstrap: str, group: str, topic: str, partitions: list[int],
+    bootstrap: KafkaTarget, group: str, topic: str, partitions: list[int],
     committed: dict[int, int] | None = None,
 ) -> CatchUp:
     """Where each owned partition's processing must resume and reach before serving.

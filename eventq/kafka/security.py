@@ -124,7 +124,12 @@ class KafkaAccess:
         return [part.strip() for part in self.bootstrap.split(",") if part.strip()]
 
 
-def access(target: KafkaAccess | str) -> KafkaAccess:
+# What a function that makes Kafka clients takes: the settings' KafkaAccess, or a bare
+# bootstrap string (tests, tools against a plain local broker); ``access`` tells them apart.
+KafkaTarget = KafkaAccess | str
+
+
+def access(target: KafkaTarget) -> KafkaAccess:
     """``target`` as a KafkaAccess: a bare bootstrap string (tests, tools against a
     plain local broker) is one without security."""
     return target if isinstance(target, KafkaAccess) else KafkaAccess(target)
@@ -186,7 +191,7 @@ def _refusal_fix(security: KafkaSecurity, code: int, reason: str) -> tuple[str, 
             f"(now {security.sasl_mechanism}) against the user Kafka knows")
 
 
-def refusal(target: KafkaAccess | str, code: int, reason: str) -> KafkaRefused:
+def refusal(target: KafkaTarget, code: int, reason: str) -> KafkaRefused:
     """The error of a refusal (``is_refusal``: librdkafka's ``code`` and ``reason``):
     what was refused, and the settings that decide it."""
     kafka = access(target)
@@ -214,7 +219,7 @@ def confluent_security(security: KafkaSecurity) -> dict[str, Any]:
     return conf
 
 
-def confluent_config(target: KafkaAccess | str,
+def confluent_config(target: KafkaTarget,
                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A librdkafka (Producer, Consumer, AdminClient) configuration: the servers, the
     security, then ``extra``."""
@@ -255,14 +260,14 @@ def aiokafka_security(security: KafkaSecurity) -> dict[str, Any]:
     return options
 
 
-def aiokafka_options(target: KafkaAccess | str) -> dict[str, Any]:
+def aiokafka_options(target: KafkaTarget) -> dict[str, Any]:
     """Keyword arguments of an aiokafka client (AIOKafkaProducer, AIOKafkaConsumer,
     AIOKafkaAdminClient): the servers and the security."""
     kafka = access(target)
     return {"bootstrap_servers": kafka.servers, **aiokafka_security(kafka.security)}
 
 
-def faust_options(target: KafkaAccess | str) -> dict[str, Any]:
+def faust_options(target: KafkaTarget) -> dict[str, Any]:
     """faust.App's ``broker`` (kafka://a:9092;b:9092) and ``broker_credentials``: faust
     hands those to each of its aiokafka clients (faust/transport/drivers/aiokafka.py,
     ``credentials_to_aiokafka_auth``)."""
@@ -319,7 +324,7 @@ def java_properties(security: KafkaSecurity,
     return props
 
 
-def spark_options(target: KafkaAccess | str) -> dict[str, str]:
+def spark_options(target: KafkaTarget) -> dict[str, str]:
     """Options of Spark's Kafka source and sink: every Java client property prefixed
     with ``kafka.``."""
     kafka = access(target)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from eventq.kafka.security import confluent_config
+from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES, MIN_TOPIC_MESSAGE_BYTES
 
 ONE_WEEK_MS = 7 * 24 * 3600 * 1000
@@ -137,7 +137,7 @@ class TopicReport:
         return f"{self.name}: {'created' if self.created else 'exists, config matches'}"
 
 
-def _admin(bootstrap: str):
+def _admin(bootstrap: KafkaTarget):
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
@@ -175,7 +175,7 @@ def partition_count(metadata, name: str) -> int | None:
     return len(topic.partitions)
 
 
-def existing_partitions(bootstrap: str, name: str) -> int | None:
+def existing_partitions(bootstrap: KafkaTarget, name: str) -> int | None:
     """The partition count of topic ``name``, or None if it does not exist."""
     metadata = _admin(bootstrap).list_topics(topic=name, timeout=TOPIC_OPERATION_TIMEOUT_S)
     return partition_count(metadata, name)
@@ -228,7 +228,7 @@ class TopicsUnfit(RuntimeError):
     """The topics `eventq serve` needs are missing or cannot hold what it writes."""
 
 
-def check_topics(bootstrap: str, specs: list[TopicSpec]) -> None:
+def check_topics(bootstrap: KafkaTarget, specs: list[TopicSpec]) -> None:
     """Refuse to serve on topics that are missing or differ from what eventq needs
     (partition count, timestamps, compaction, and above all a ``max.message.bytes``
     too small for the largest record eventq writes: a job that cannot be written must
@@ -249,7 +249,7 @@ def check_topics(bootstrap: str, specs: list[TopicSpec]) -> None:
         raise TopicsUnfit("\n  ".join(["the topics cannot serve eventq:", *problems]))
 
 
-def _fix_for(spec: TopicSpec, problem: str, bootstrap: str) -> str:
+def _fix_for(spec: TopicSpec, problem: str, bootstrap: KafkaTarget) -> str:
     key = problem.split("=", 1)[0]
     if key in spec.configs:
         return (
@@ -260,7 +260,7 @@ def _fix_for(spec: TopicSpec, problem: str, bootstrap: str) -> str:
     return " (partitions cannot shrink: use new topic names, or recreate the topics)"
 
 
-def ensure_topics(bootstrap: str, specs: list[TopicSpec]) -> list[TopicReport]:
+def ensure_topics(bootstrap: KafkaTarget, specs: list[TopicSpec]) -> list[TopicReport]:
     """Create missing topics with exact configs; report existing ones that differ.
 
     Re-running is harmless: an existing, matching topic is left alone.

@@ -22,7 +22,7 @@ from eventq.kafka.logreader import (
     reader_consumer,
     watermarks,
 )
-from eventq.kafka.security import confluent_config
+from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -36,13 +36,13 @@ class KafkaUnavailable(RuntimeError):
     """Kafka cannot be reached, or a topic the command needs is missing."""
 
 
-def _admin(bootstrap: str):
+def _admin(bootstrap: KafkaTarget):
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
 
 
-def topic_partitions(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
+def topic_partitions(bootstrap: KafkaTarget, topics: Iterable[str]) -> dict[str, int]:
     """{topic: partition count}; ``KafkaUnavailable`` if Kafka does not answer or a
     topic does not exist (listing all topics never auto-creates one)."""
     from confluent_kafka import KafkaException
@@ -87,7 +87,7 @@ class PublishResult:
 class Publisher:
     """Produces keyed records to one topic and counts what Kafka acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, *, keep_deliveries: bool = True) -> None:
+    def __init__(self, bootstrap: KafkaTarget, topic: str, *, keep_deliveries: bool = True) -> None:
         from confluent_kafka import Producer
 
         self.topic = topic
@@ -175,7 +175,7 @@ class StateLogTail:
     (value None is a tombstone), in offset order per partition.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: KafkaTarget, topic: str, partitions: int) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         self.topic = topic

@@ -20,6 +20,7 @@ from eventq.core.batch import position, read_record
 from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.fold import JobFold
 from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.kafka.security import KafkaTarget
 from eventq.observe.pages import HistoryRow
 
 MAX_HISTORY_RECORDS = 200_000  # ~1-2 s of reading
@@ -47,7 +48,7 @@ def _detail(row: dict) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def job_history(bootstrap: str, topic: str, partitions: int, job_id: uuid.UUID,
+def job_history(bootstrap: KafkaTarget, topic: str, partitions: int, job_id: uuid.UUID,
                 max_records: int = MAX_HISTORY_RECORDS) -> JobHistory:
     """Blocking (Kafka reads): run it in a thread."""
     from eventq.kafka.logreader import end_offsets, read_batches

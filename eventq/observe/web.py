@@ -34,6 +34,7 @@ from eventq.client.models import JobEdges
 from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.errors import EventqError
+from eventq.kafka.security import KafkaTarget
 from eventq.limits import MAX_RETRY_COUNT
 from eventq.observe import pages, webauth
 from eventq.observe.chart import line_chart
@@ -68,7 +69,7 @@ RATE_EVENTS = {  # history.RATES -> the events they count
 
 
 class Dashboard:
-    def __init__(self, *, gateway, sources, process: str, actions: bool, bootstrap: str,
+    def __init__(self, *, gateway, sources, process: str, actions: bool, bootstrap: KafkaTarget,
                  commands_topic: str, partitions: int,
                  owner_of: Callable[[int], str | None], members: Callable[[], list[str]],
                  clock_ms: Callable[[], int],

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from eventq.errors import EventqError
+from eventq.kafka.security import KafkaTarget
 from eventq.protocol import values
 from eventq.spark import kafkaio, rows
 from eventq.spark.ids import namespace_uuid
@@ -251,7 +252,7 @@ def _id(df, column: str):
 def enqueue(
     df,
     *,
-    bootstrap: str | None = None,
+    bootstrap: KafkaTarget | None = None,
     topic: str | None = None,
     settings=None,
     name: str | None = None,

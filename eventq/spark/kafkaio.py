@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from eventq.kafka.security import confluent_config, spark_options
+from eventq.kafka.security import KafkaTarget, confluent_config, spark_options
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -16,7 +16,7 @@ class TopicMissing(LookupError):
     pass
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int:
+def topic_partitions(bootstrap: KafkaTarget, topic: str) -> int:
     """The partition count of an existing topic (the gateway partitions by it too)."""
     from confluent_kafka.admin import AdminClient
 
@@ -56,7 +56,7 @@ def _connector_needed():
         ) from error
 
 
-def read_topic(spark, bootstrap: str, topic: str, fail_on_data_loss: bool = True):
+def read_topic(spark, bootstrap: KafkaTarget, topic: str, fail_on_data_loss: bool = True):
     """A batch DataFrame of every record of ``topic`` from the earliest offset to the
     latest as of planning (key, value, topic, partition, offset, timestamp, ...)."""
     with _connector_needed():
@@ -72,7 +72,7 @@ def read_topic(spark, bootstrap: str, topic: str, fail_on_data_loss: bool = True
         )
 
 
-def write_records(df, bootstrap: str, topic: str) -> None:
+def write_records(df, bootstrap: KafkaTarget, topic: str) -> None:
     """Write (key, value, partition) rows to ``topic`` with the gateway's guarantees:
     acks from all in-sync replicas and an idempotent producer (no duplicates on retry).
     The record timestamp is the broker's (the topic uses LogAppendTime)."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX
 from eventq.core.workflow import INPUT_KEY_PREFIX
+from eventq.kafka.security import KafkaTarget
 from eventq.spark import kafkaio, rows
 
 
@@ -70,7 +71,7 @@ class SnapshotReport:
         return text
 
 
-def _newest_values(spark, bootstrap: str, topic: str, keys: str):
+def _newest_values(spark, bootstrap: KafkaTarget, topic: str, keys: str):
     """The newest live record of every key of the state log that ``keys`` (a SQL
     condition on ``key``) selects: (key, partition, offset, value); a key whose newest
     record is a tombstone is gone."""
@@ -89,7 +90,7 @@ def _newest_values(spark, bootstrap: str, topic: str, keys: str):
     )
 
 
-def decoded_states(spark, bootstrap: str, topic: str):
+def decoded_states(spark, bootstrap: KafkaTarget, topic: str):
     """The newest record of every job key, decoded (``rows.DECODED_STATE_DDL``; rows with
     ``undecodable`` set are records that could not be decoded)."""
     newest = _newest_values(spark, bootstrap, topic, "substring(key, 1, 1) != X'00'")
@@ -101,7 +102,7 @@ def _starts_with(prefix: bytes) -> str:
     return f"substring(key, 1, {len(prefix)}) = X'{prefix.hex().upper()}'"
 
 
-def _keyed(spark, bootstrap: str, topic: str, prefix: bytes, newest=None):
+def _keyed(spark, bootstrap: KafkaTarget, topic: str, prefix: bytes, newest=None):
     """The newest live record of every key that starts with ``prefix``: from ``newest``
     (``side_records``) when given, else from a read of the state log of its own."""
     from pyspark.sql import functions as F
@@ -111,7 +112,7 @@ def _keyed(spark, bootstrap: str, topic: str, prefix: bytes, newest=None):
     return newest.where(F.expr(_starts_with(prefix)))
 
 
-def side_records(spark, bootstrap: str, topic: str):
+def side_records(spark, bootstrap: KafkaTarget, topic: str):
     """The newest live record of every input and every recurrence key: the records
     beside the jobs a snapshot reads, in one read of the state log (the job rows are
     read and decoded apart, ``decoded_states``)."""
@@ -119,7 +120,7 @@ def side_records(spark, bootstrap: str, topic: str):
                           f"OR {_starts_with(RECURRENCE_TABLE_PREFIX)}")
 
 
-def input_digest_parts(spark, bootstrap: str, topic: str,
+def input_digest_parts(spark, bootstrap: KafkaTarget, topic: str,
                        newest=None) -> list[tuple[bytes, int]]:
     """The digest's partial sums of the inputs beside the dependents (the newest record
     of each input key, of ``newest`` = ``side_records`` when given), to add to the
@@ -130,7 +131,7 @@ def input_digest_parts(spark, bootstrap: str, topic: str,
     return [(part["sum"], part["count"]) for part in parts]
 
 
-def decoded_recurrences(spark, bootstrap: str, topic: str, newest=None):
+def decoded_recurrences(spark, bootstrap: KafkaTarget, topic: str, newest=None):
     """The newest record of every recurrence key (of ``newest`` = ``side_records`` when
     given), decoded (``rows.DECODED_RECURRENCE_DDL``; rows with ``undecodable`` set are
     records that could not be decoded)."""
@@ -139,7 +140,7 @@ def decoded_recurrences(spark, bootstrap: str, topic: str, newest=None):
         rows.decode_recurrences, rows.DECODED_RECURRENCE_DDL)
 
 
-def read_recurrences(spark, bootstrap: str, topic: str):
+def read_recurrences(spark, bootstrap: KafkaTarget, topic: str):
     """The live recurrences of the state log, one row each (``rows.RECURRENCE_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -147,7 +148,7 @@ def read_recurrences(spark, bootstrap: str, topic: str):
     return decoded.where(F.col("undecodable").isNull()).select(*rows.RECURRENCE_COLUMNS)
 
 
-def read_jobs(spark, bootstrap: str, topic: str):
+def read_jobs(spark, bootstrap: KafkaTarget, topic: str):
     """The live jobs of the state log, one row per job (``rows.JOB_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -179,7 +180,7 @@ def dataframe_digest(jobs, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
 def snapshot(
     spark,
     *,
-    bootstrap: str | None = None,
+    bootstrap: KafkaTarget | None = None,
     topic: str | None = None,
     settings=None,
     output: str | None = None,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from eventq.kafka.security import KafkaTarget
 from eventq.protocol.values import format_time
 from eventq.spark import histogram, kafkaio, rows, statelog
 
@@ -80,7 +81,7 @@ class Stats:
         return sorted(names)
 
 
-def outcomes(spark, bootstrap: str, topic: str):
+def outcomes(spark, bootstrap: KafkaTarget, topic: str):
     """One row per command of the command log with its outcome (``rows.OUTCOME_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -113,7 +114,7 @@ def durations(outcome_rows):
 def compute(
     spark,
     *,
-    bootstrap: str | None = None,
+    bootstrap: KafkaTarget | None = None,
     commands_topic: str | None = None,
     jobs_topic: str | None = None,
     settings=None,
