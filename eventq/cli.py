@@ -32,15 +32,9 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
 def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     from eventq.kafka.supervise import stop_supervisor
 
-    nodes = settings.broker_nodes
-    if args.sasl_ssl:
-        nodes = [replace(config, sasl_ssl=True) for config in nodes]
-        plain = [config for config in nodes if broker.running_pid(config) is not None
-                 and not config.security_file("password").exists()]
-        if plain:
-            return fail(f"Kafka already runs on {plain[0].bootstrap} without SASL_SSL: stop "
-                        "it first (eventq kafka stop), and give another --data-dir (its "
-                        "storage was formatted without the SCRAM user)")
+    nodes = kafka_start_nodes(settings, args)
+    if isinstance(nodes, str):
+        return fail(nodes)
     if any(broker.running_pid(config) is None for config in nodes):
         # A running supervisor may be restarting a node that is down right now: two
         # starts of one node would fight over its ports and pid file.
@@ -69,6 +63,32 @@ def cmd_kafka_start(settings: Settings, args: argparse.Namespace) -> int:
     if broker.secured(nodes[0]):
         say_client_settings(nodes[0])
     return start_kafka_supervisor(settings)
+
+
+def kafka_start_nodes(settings: Settings,
+                      args: argparse.Namespace) -> list[broker.BrokerConfig] | str:
+    """The nodes `kafka start` starts, secured as its flags say; or why it cannot: a
+    running node is not secured in place (its flags would be silently ignored)."""
+    nodes = settings.broker_nodes
+    if args.mtls and not args.sasl_ssl:
+        return ("--mtls needs --sasl-ssl: the client certificate is required on the "
+                "SASL_SSL listener (eventq kafka start --sasl-ssl --mtls)")
+    if not args.sasl_ssl:
+        return nodes
+    nodes = [replace(config, sasl_ssl=True, client_certs=args.mtls) for config in nodes]
+    running = [config for config in nodes if broker.running_pid(config) is not None]
+    plain = [config for config in running if not config.security_file("password").exists()]
+    if plain:
+        return (f"Kafka already runs on {plain[0].bootstrap} without SASL_SSL: stop it "
+                "first (eventq kafka stop), and give another --data-dir (its storage was "
+                "formatted without the SCRAM user)")
+    lax = [config for config in running
+           if args.mtls and not config.security_file(broker.CLIENT_CERT).exists()]
+    if lax:
+        return (f"Kafka already runs on {lax[0].bootstrap} without requiring client "
+                "certificates: stop it first (eventq kafka stop), then start it again with "
+                "--mtls (its storage stays)")
+    return nodes
 
 
 def say_client_settings(config: broker.BrokerConfig) -> None:
@@ -465,6 +485,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a secured broker: one SASL_SSL listener (TLS, SCRAM-SHA-512 user eventq), "
         "certificates and password made in <data-dir>/kafka/security; it stays secured at "
         "later starts. Prints the settings eventq's clients then need")
+    start_parser.add_argument(
+        "--mtls", action="store_true",
+        help="with --sasl-ssl: the broker also requires each client to present a "
+        "certificate signed by its CA (mTLS); a client certificate and key are made beside "
+        "the CA and printed with the other settings. It stays so at later starts")
     _subcommand(kafka_commands, "stop", cmd_kafka_stop,
                 "stop the supervisor, then the broker (idempotent)")
     _subcommand(kafka_commands, "status", cmd_kafka_status,

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from eventq.kafka.security import (
     NO_SECURITY,
-    REFUSAL_CODES,
     SASL_SSL,
     KafkaAccess,
     KafkaRefused,
     KafkaSecurity,
     confluent_config,
+    is_refusal,
     refusal,
 )
 from eventq.kafka.topics import min_insync_replicas
@@ -45,6 +45,9 @@ LOG_TAIL_LINES = 40
 LOCAL_USER = "eventq"
 LOCAL_MECHANISM = "SCRAM-SHA-512"
 CERTIFICATE_DAYS = 3650
+# With --mtls: the certificate (signed by the same CA) and key eventq's clients present.
+CLIENT_CERT = "client.pem"
+CLIENT_KEY = "client.key"
 
 
 class BrokerError(RuntimeError):
@@ -72,6 +75,10 @@ class BrokerConfig:
     # a cluster), and a broker whose dir holds them stays secured at every later start.
     sasl_ssl: bool = False
     security_dir: Path | None = None
+    # A secured node that also requires each client to present a certificate signed by
+    # its CA (mTLS, ``requires_client_certs``). Kept like ``sasl_ssl``: once its
+    # security dir holds the client certificate, every later start requires one.
+    client_certs: bool = False
 
     def __post_init__(self) -> None:
         # The JVM runs in `home`: every path handed to it must be absolute.
@@ -117,14 +124,24 @@ def secured(config: BrokerConfig) -> bool:
     return config.sasl_ssl or config.security_file("password").exists()
 
 
+def requires_client_certs(config: BrokerConfig) -> bool:
+    """Whether the node requires a client certificate: asked to, or made so by an
+    earlier start (its security dir holds the client certificate then)."""
+    return config.client_certs or config.security_file(CLIENT_CERT).exists()
+
+
 def local_security(config: BrokerConfig) -> KafkaSecurity:
     """The settings a client of this local broker needs (none for a plain one)."""
     if not secured(config):
         return NO_SECURITY
+    certificate = {}
+    if requires_client_certs(config):
+        certificate = {"ssl_certfile": str(config.security_file(CLIENT_CERT)),
+                       "ssl_keyfile": str(config.security_file(CLIENT_KEY))}
     return KafkaSecurity(
         protocol=SASL_SSL, sasl_mechanism=LOCAL_MECHANISM, sasl_username=LOCAL_USER,
         sasl_password=config.security_file("password").read_text().strip(),
-        ssl_cafile=str(config.security_file("ca.pem")))
+        ssl_cafile=str(config.security_file("ca.pem")), **certificate)
 
 
 def local_access(config: BrokerConfig) -> KafkaAccess:
@@ -152,9 +169,16 @@ def _names(host: str) -> str:
 def prepare_security(config: BrokerConfig) -> None:
     """Make what a secured node needs, once: a CA, the brokers' certificate signed by it
     (key and chain in one PEM file: Kafka's PEM keystore), and the SCRAM user's
-    password. The storage of a node formatted without the user cannot be secured."""
-    if config.security_file("password").exists():
-        return
+    password; with ``client_certs`` a client certificate too (a secured node may be
+    made mTLS at a later start: its storage does not change). The storage of a node
+    formatted without the user cannot be secured."""
+    if not config.security_file("password").exists():
+        _prepare_ca_broker_and_password(config)
+    if config.client_certs and not config.security_file(CLIENT_CERT).exists():
+        _prepare_client_certificate(config)
+
+
+def _prepare_ca_broker_and_password(config: BrokerConfig) -> None:
     if (config.data_dir / "meta.properties").exists():
         raise BrokerError(
             f"the Kafka in {config.home} was formatted without SASL (its SCRAM user is made "
@@ -168,6 +192,9 @@ def prepare_security(config: BrokerConfig) -> None:
              "-out", "ca.pem", "-days", days, "-subj", "/CN=eventq local Kafka CA")
     _openssl(config, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
              "-out", "broker.csr", "-subj", f"/CN={config.host}")
+    # No extendedKeyUsage: with client certificates required the nodes present this
+    # same certificate to each other (inter-broker SASL_SSL), so it must serve for
+    # clientAuth as well as serverAuth, which a certificate without the extension does.
     (directory / "broker.ext").write_text(f"subjectAltName={_names(config.host)}\n")
     _openssl(config, "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", days, "-out", "broker.pem", "-extfile", "broker.ext")
@@ -179,6 +206,23 @@ def prepare_security(config: BrokerConfig) -> None:
     password.write_text(secrets.token_urlsafe(24) + "\n")
     password.chmod(0o600)
     password.rename(directory / "password")  # last: its presence says all is there
+
+
+def _prepare_client_certificate(config: BrokerConfig) -> None:
+    """The key and certificate eventq's clients present to a node that requires one,
+    signed by the nodes' CA (which is all the brokers check: the SASL user is who the
+    client is)."""
+    directory = config.security_dir
+    assert directory is not None
+    _openssl(config, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", CLIENT_KEY,
+             "-out", "client.csr", "-subj", f"/CN={LOCAL_USER}")
+    (directory / CLIENT_KEY).chmod(0o600)
+    (directory / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    _openssl(config, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey",
+             "ca.key", "-CAcreateserial", "-days", str(CERTIFICATE_DAYS), "-out",
+             "client.pem.new", "-extfile", "client.ext")
+    # Last: its presence says the node requires client certificates from now on.
+    (directory / "client.pem.new").rename(directory / CLIENT_CERT)
 
 
 def _security_properties(config: BrokerConfig) -> dict[str, str]:
@@ -200,8 +244,17 @@ def _security_properties(config: BrokerConfig) -> dict[str, str]:
         "ssl.keystore.location": str(config.security_file("broker-keystore.pem")),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(config.security_file("ca.pem")),
-        "ssl.client.auth": "none",
+        "ssl.client.auth": _client_auth(config),
+        # Kafka ignores the broker-wide ssl.client.auth on SASL_SSL listeners (KIP-684):
+        # only the listener's own setting makes it require client certificates.
+        "listener.name.sasl_ssl.ssl.client.auth": _client_auth(config),
     }
+
+
+def _client_auth(config: BrokerConfig) -> str:
+    """With --mtls a client without a certificate signed by the CA is refused in the
+    TLS handshake, whatever its SASL password."""
+    return "required" if requires_client_certs(config) else "none"
 
 
 @dataclass(frozen=True)
@@ -439,7 +492,7 @@ def broker_answers(bootstrap: KafkaAccess | str, timeout_s: float = 2.0) -> bool
     refusals: list = []
 
     def note(error) -> None:  # librdkafka's error_cb
-        if error.code() in REFUSAL_CODES:
+        if is_refusal(error.code(), error.str()):
             refusals.append(error)
 
     admin = AdminClient(confluent_config(bootstrap, {"log_level": 0, "error_cb": note}))

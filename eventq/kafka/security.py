@@ -97,9 +97,12 @@ class KafkaSecurity:
 
     def describe(self) -> str:
         """What a message about reaching Kafka may say of it (no password)."""
+        text = self.protocol
         if self.sasl:
-            return f"{self.protocol}, {self.sasl_mechanism} as {self.sasl_username}"
-        return self.protocol
+            text += f", {self.sasl_mechanism} as {self.sasl_username}"
+        if self.ssl_certfile:
+            text += f", client certificate {self.ssl_certfile}"
+        return text
 
 
 NO_SECURITY = KafkaSecurity()
@@ -141,25 +144,60 @@ class KafkaRefused(ConnectionError):
 # _SSL, SASL_AUTHENTICATION_FAILED.
 REFUSAL_CODES = frozenset({-169, -181, 58})
 TLS_REFUSAL_CODE = -181
+# A broker that requires a client certificate (ssl.client.auth=required) and gets none,
+# or one it does not trust, ends the connection with a TLS alert. Under TLS 1.3 that
+# alert arrives after the client's side of the handshake is done, so librdkafka reports
+# it as a failed receive (_TRANSPORT, "tlsv13 alert certificate required"), not _SSL:
+# it is told from a broker that is down by the alert's text (OpenSSL's names of them).
+TRANSPORT_CODE = -195
+CERTIFICATE_ALERTS = ("alert certificate required", "alert bad certificate",
+                      "alert unknown ca", "alert certificate unknown",
+                      "alert certificate expired", "alert certificate revoked",
+                      "alert unsupported certificate")
+
+
+def certificate_refused(reason: str) -> bool:
+    """Whether librdkafka's ``reason`` is a broker's TLS alert about this client's
+    certificate (missing, or not signed by a CA the broker trusts)."""
+    return any(alert in reason for alert in CERTIFICATE_ALERTS)
+
+
+def is_refusal(code: int, reason: str) -> bool:
+    """Whether a librdkafka error (``code``, ``reason``) is a refusal of this client
+    (retrying changes nothing), not a broker that is down or still starting."""
+    return code in REFUSAL_CODES or (code == TRANSPORT_CODE and certificate_refused(reason))
+
+
+def _refusal_fix(security: KafkaSecurity, code: int, reason: str) -> tuple[str, str]:
+    """(what was refused, which settings to check) for a refusal."""
+    if certificate_refused(reason):
+        given = ("the brokers did not accept the client certificate given"
+                 if security.ssl_certfile
+                 else "the brokers require a client certificate and none was given")
+        return ("Kafka refused eventq's client certificate",
+                f"{given}: set kafka_ssl_certfile and kafka_ssl_keyfile "
+                "(EVENTQ_KAFKA_SSL_CERTFILE, "
+                "EVENTQ_KAFKA_SSL_KEYFILE) to a certificate signed by a CA the brokers "
+                "trust and its key (a local `eventq kafka start --sasl-ssl --mtls` prints "
+                "them)")
+    if code == TLS_REFUSAL_CODE:
+        return ("the TLS handshake failed",
+                "check kafka_ssl_cafile (EVENTQ_KAFKA_SSL_CAFILE: the CA that signed the "
+                "brokers' certificates), and kafka_ssl_certfile/kafka_ssl_keyfile if the "
+                "brokers require a client certificate")
+    return ("Kafka refused eventq's credentials",
+            "check kafka_sasl_username and kafka_sasl_password (EVENTQ_KAFKA_SASL_USERNAME, "
+            "EVENTQ_KAFKA_SASL_PASSWORD) and kafka_sasl_mechanism "
+            f"(now {security.sasl_mechanism}) against the user Kafka knows")
 
 
 def refusal(target: KafkaTarget, code: int, reason: str) -> KafkaRefused:
-    """The error of a refusal (``code`` of REFUSAL_CODES, librdkafka's ``reason``): what
-    was refused, and the settings that decide it."""
+    """The error of a refusal (``is_refusal``: librdkafka's ``code`` and ``reason``):
+    what was refused, and the settings that decide it."""
     kafka = access(target)
-    security = kafka.security
-    if code == TLS_REFUSAL_CODE:
-        fix = ("check kafka_ssl_cafile (EVENTQ_KAFKA_SSL_CAFILE: the CA that signed the "
-               "brokers' certificates), and kafka_ssl_certfile/kafka_ssl_keyfile if the "
-               "brokers require a client certificate")
-        what = "the TLS handshake failed"
-    else:
-        fix = ("check kafka_sasl_username and kafka_sasl_password (EVENTQ_KAFKA_SASL_USERNAME, "
-               "EVENTQ_KAFKA_SASL_PASSWORD) and kafka_sasl_mechanism "
-               f"(now {security.sasl_mechanism}) against the user Kafka knows")
-        what = "Kafka refused eventq's credentials"
-    return KafkaRefused(f"{what} at {kafka.bootstrap} ({security.describe()}): {reason}; "
-                        f"{fix}")
+    what, fix = _refusal_fix(kafka.security, code, reason)
+    return KafkaRefused(f"{what} at {kafka.bootstrap} ({kafka.security.describe()}): "
+                        f"{reason}; {fix}")
 
 
 # --- librdkafka (confluent-kafka) ------------------------------------------------------

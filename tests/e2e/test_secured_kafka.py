@@ -1,14 +1,18 @@
-"""eventq against a local broker with SASL_SSL (spec/security.md: "eventq's Kafka
-clients take the standard security settings (TLS and SASL) through settings, so eventq
-runs against a secured cluster").
+"""eventq against a local broker with SASL_SSL that also requires client certificates
+(spec/security.md: "eventq's Kafka clients take the standard security settings (TLS and
+SASL) through settings, so eventq runs against a secured cluster").
 
-The broker is the one `eventq kafka start --sasl-ssl` starts (its own certificates, a
-SCRAM-SHA-512 user), whose only client listener is SASL_SSL, so every Kafka client of
-eventq must take the settings it prints: faust's (the processor), the command producer
-(both kinds), the changelog's transactional producers, the restore and the log readers
-(a restart on an empty data dir, `eventq digest`), the admin clients (topics create,
-the topic check), and Spark's connector (`eventq spark enqueue --wait`, `eventq spark
-snapshot`). A wrong password and a plain client are told what to fix, at once.
+The broker is the one `eventq kafka start --sasl-ssl --mtls` starts (its own CA and
+certificates, a SCRAM-SHA-512 user, `listener.name.sasl_ssl.ssl.client.auth=required`),
+whose only client listener is SASL_SSL: a client without the password or without the
+certificate is refused, so each kind of eventq's Kafka clients is shown to take the
+settings it prints by working at all: librdkafka (the command producer of its own, the
+admin clients: topics create, the topic check), aiokafka through faust (the processor,
+faust's command producer, the changelog's transactional producers), the restore and log
+readers (a restart on an empty data dir, `eventq digest`), and Spark's connector (its PEM
+keystore: `eventq spark enqueue --wait`, `eventq spark snapshot`). A wrong password, a
+missing or foreign certificate and a plain client are told what to fix, at once. One
+broker for all (one JVM and one Spark run less than a broker per kind of security).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 import uuid
 
 import pytest
+from tls_files import make_tls_files
 
 from eventq.client import Client
 from eventq.listeners import EXIT_CANNOT_START
@@ -30,7 +35,8 @@ from support import ServerProcess, free_port
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
 
 PARTITIONS = 2
-FEEDBACK_S = 15.0  # a refused login is said within the first probe, not after retries
+FEEDBACK_S = 15.0  # a refusal is said within the first probe, not after retries
+CERT_VARIABLES = ("EVENTQ_KAFKA_SSL_CERTFILE", "EVENTQ_KAFKA_SSL_KEYFILE")
 
 
 def eventq(*args: str, env: dict[str, str] | None = None, timeout_s: float = 300,
@@ -43,11 +49,12 @@ def eventq(*args: str, env: dict[str, str] | None = None, timeout_s: float = 300
 
 
 class SecuredKafka:
-    """`eventq kafka start --sasl-ssl` in a data dir of its own."""
+    """`eventq kafka start --sasl-ssl --mtls` in a data dir of its own."""
 
     def __init__(self, home) -> None:
         self.home = home
         self.port = free_port()
+        self.security_flags = ["--sasl-ssl", "--mtls"]
         self.flags = ["--data-dir", str(home), "--kafka-port", str(self.port),
                       "--controller-port", str(free_port()), "--kafka-heap-mb", "512"]
         self.bootstrap = f"127.0.0.1:{self.port}"
@@ -55,23 +62,17 @@ class SecuredKafka:
         self.started = ""
 
     def start(self) -> None:
-        self.started = eventq("kafka", "start", "--sasl-ssl", *self.flags).stdout
+        self.started = eventq("kafka", "start", *self.security_flags, *self.flags).stdout
         # The settings it printed, as a file too (set -a; . client.env; set +a).
-        lines = (self.home / "kafka" / "security" / "client.env").read_text().splitlines()
+        lines = self.client_env_file.read_text().splitlines()
         self.env = dict(line.split("=", 1) for line in lines)
+
+    @property
+    def client_env_file(self):
+        return self.home / "kafka" / "security" / "client.env"
 
     def stop(self) -> None:
         eventq("kafka", "stop", *self.flags)
-
-
-@pytest.fixture(scope="module")
-def secured_kafka(tmp_path_factory):
-    kafka = SecuredKafka(tmp_path_factory.mktemp("secured"))
-    try:
-        kafka.start()
-        yield kafka
-    finally:
-        kafka.stop()
 
 
 def serve(kafka: SecuredKafka, home, prefix: str, **env: str) -> ServerProcess:
@@ -86,28 +87,46 @@ def topic_flags(process: ServerProcess) -> list[str]:
               for f in (f"--{key}", process.settings[key]))]
 
 
-def test_kafka_start_sasl_ssl_prints_what_clients_need(secured_kafka):
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory):
+    kafka = SecuredKafka(tmp_path_factory.mktemp("secured"))
+    try:
+        kafka.start()
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+def test_kafka_start_prints_what_clients_need(secured_kafka):
+    security = secured_kafka.home / "kafka" / "security"
     out = secured_kafka.started
-    assert "Kafka speaks SASL_SSL, SCRAM-SHA-512 as eventq" in out, out
+    assert "Kafka speaks SASL_SSL, SCRAM-SHA-512 as eventq, client certificate " in out, out
     password = secured_kafka.env["EVENTQ_KAFKA_SASL_PASSWORD"]
     assert password not in out  # shown as the file that holds it
     for name in ("EVENTQ_KAFKA_SECURITY_PROTOCOL=SASL_SSL", "EVENTQ_KAFKA_SSL_CAFILE=",
                  "EVENTQ_KAFKA_SASL_PASSWORD=\"$(cat "):
         assert f"export {name}" in out, out
-    properties = (secured_kafka.home / "kafka" / "server.properties").read_text()
-    assert f"listeners=SASL_SSL://127.0.0.1:{secured_kafka.port}," in properties
-    status = eventq("kafka", "status", *secured_kafka.flags).stdout
+    assert f"export EVENTQ_KAFKA_SSL_CERTFILE={security / 'client.pem'}" in out, out
+    assert f"export EVENTQ_KAFKA_SSL_KEYFILE={security / 'client.key'}" in out, out
+    assert secured_kafka.env["EVENTQ_KAFKA_SSL_CERTFILE"] == str(security / "client.pem")
+    assert secured_kafka.env["EVENTQ_KAFKA_SSL_KEYFILE"] == str(security / "client.key")
+    properties = (secured_kafka.home / "kafka" / "server.properties").read_text().splitlines()
+    # The SASL_SSL listener's own: Kafka ignores the broker-wide one there (KIP-684).
+    assert "listener.name.sasl_ssl.ssl.client.auth=required" in properties
+    assert any(line.startswith(f"listeners=SASL_SSL://127.0.0.1:{secured_kafka.port},")
+               for line in properties), properties
+    status = eventq("kafka", "status", *secured_kafka.flags).stdout  # its client presents it
     assert "answering" in status and "NOT" not in status, status
 
 
-def test_eventq_serves_restarts_and_reads_its_logs_over_sasl_ssl(secured_kafka, tmp_path):
-    process = serve(secured_kafka, tmp_path / "server", f"sec-{uuid.uuid4().hex[:8]}")
-    process.settings["command-producer"] = "librdkafka"  # the command producer of its own
+def test_eventq_serves_restarts_and_reads_its_logs(secured_kafka, tmp_path):
+    process = serve(secured_kafka, tmp_path / "server", f"mtls-{uuid.uuid4().hex[:8]}")
+    process.settings["command-producer"] = "librdkafka"
     eventq("topics", "create", *topic_flags(process), env=secured_kafka.env)
     process.start()
     try:
         with Client("127.0.0.1", process.port) as client:
-            q = "secured"
+            q = "mtls"
             ids = [client.add(q, b"job %d" % i) for i in range(20)]
             for _ in range(10):
                 job = client.lease(q, wait_timeout_ms=5_000)
@@ -115,13 +134,11 @@ def test_eventq_serves_restarts_and_reads_its_logs_over_sasl_ssl(secured_kafka, 
             digest = client.digest()
     finally:
         assert process.stop() == 0, process.log_tail()
-    # The log readers: the state log's digest as the server had it.
     out = eventq("digest", *topic_flags(process), env=secured_kafka.env).stdout
     assert out.split()[0] == digest, out
-    # A restart on an empty data dir restores its tables from the state log (the restore
-    # child, handed the settings in its environment), then faust resumes the logs.
+    # The restore child (the settings in its environment), then faust's producer.
     shutil.rmtree(process.home / "state")
-    process.settings["command-producer"] = "faust"  # faust's producer writes commands
+    process.settings["command-producer"] = "faust"
     process.start()
     try:
         with Client("127.0.0.1", process.port) as client:
@@ -153,8 +170,38 @@ def test_a_wrong_password_is_said_at_once_with_what_to_fix(secured_kafka, tmp_pa
     assert done.returncode == 1 and "--kafka-security-protocol PLAINTEXT" in done.stderr, done
 
 
+def refused_serve(kafka: SecuredKafka, home, env: dict[str, str]) -> str:
+    """The log of a serve refused at its start, checked to be said at once."""
+    process = serve(kafka, home, f"no-{uuid.uuid4().hex[:8]}")
+    process.env = env
+    began = time.monotonic()
+    process.launch()
+    code = process.process.wait(60)
+    took_s = time.monotonic() - began
+    log = process.log_tail()
+    assert code == EXIT_CANNOT_START, log  # retrying would change nothing
+    assert took_s < FEEDBACK_S, f"said after {took_s:.1f}s:\n{log}"
+    return log
+
+
+def test_without_the_client_certificate_serve_is_told_what_to_set(secured_kafka, tmp_path):
+    # The password right, no certificate: refused in the TLS handshake.
+    env = {k: v for k, v in secured_kafka.env.items() if k not in CERT_VARIABLES}
+    log = refused_serve(secured_kafka, tmp_path / "none", env)
+    assert "Kafka refused eventq's client certificate at " + secured_kafka.bootstrap in log, log
+    assert "none was given" in log and "EVENTQ_KAFKA_SSL_CERTFILE" in log, log
+    assert env["EVENTQ_KAFKA_SASL_PASSWORD"] not in log
+    # A certificate of another CA: refused too, said as such.
+    other = make_tls_files(tmp_path / "other")
+    env = {**secured_kafka.env, "EVENTQ_KAFKA_SSL_CERTFILE": other.pem("client"),
+           "EVENTQ_KAFKA_SSL_KEYFILE": other.key("client")}
+    log = refused_serve(secured_kafka, tmp_path / "foreign", env)
+    assert "Kafka refused eventq's client certificate at " + secured_kafka.bootstrap in log, log
+    assert "did not accept the client certificate" in log, log
+
+
 @pytest.mark.spark
-def test_spark_enqueues_and_snapshots_over_sasl_ssl(secured_kafka, tmp_path):
+def test_spark_enqueues_and_snapshots(secured_kafka, tmp_path):
     process = serve(secured_kafka, tmp_path / "server", f"spk-{uuid.uuid4().hex[:8]}")
     eventq("topics", "create", *topic_flags(process), env=secured_kafka.env)
     process.start()
@@ -162,7 +209,7 @@ def test_spark_enqueues_and_snapshots_over_sasl_ssl(secured_kafka, tmp_path):
         rows = tmp_path / "jobs.json"
         rows.write_text("".join(json.dumps({"n": i, "body": f"row {i}"}) + "\n"
                                 for i in range(50)))
-        name = "spark-secured"
+        name = "spark-mtls"
         out = eventq("spark", "enqueue", "--input", str(rows), "--format", "json",
                      "--name", name, "--key-columns", "n", "--payload-column", "body",
                      "--ttr-ms", "60000", "--ttl-ms", "600000", "--rejects",
@@ -180,3 +227,4 @@ def test_spark_enqueues_and_snapshots_over_sasl_ssl(secured_kafka, tmp_path):
         assert sum(1 for job in jobs if job.get("name") == name) == 50, out
     finally:
         assert process.stop() == 0, process.log_tail()
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import ssl
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ from eventq.kafka.security import (
     aiokafka_options,
     confluent_config,
     faust_options,
+    is_refusal,
     java_properties,
     refusal,
+    settings_env,
     spark_options,
 )
 from eventq.settings import (
@@ -201,6 +204,32 @@ def test_a_refusal_says_which_settings_decide_it():
     assert "kafka_ssl_cafile" in str(refusal(kafka, -181, "certificate verify failed"))
 
 
+# What librdkafka reports of a broker that requires a client certificate and got none
+# (TLS 1.3: the alert comes with the first response, as a failed receive).
+NO_CLIENT_CERT = ("sasl_ssl://127.0.0.1:9093/bootstrap: Receive failed: error:0A00045C:SSL "
+                  "routines::tlsv13 alert certificate required: SSL alert number 116 (after "
+                  "0ms in state APIVERSION_QUERY)")
+
+
+def test_a_missing_client_certificate_is_a_refusal_naming_the_certificate_settings(files):
+    assert is_refusal(-195, NO_CLIENT_CERT)
+    assert not is_refusal(-195, "sasl_ssl://k:9093/bootstrap: Connect to ipv4#127.0.0.1:9093 "
+                                "failed: Connection refused")  # down: waiting helps
+    text = str(refusal(KafkaAccess("k:9093", SASL), -195, NO_CLIENT_CERT))
+    assert text.startswith("Kafka refused eventq's client certificate at k:9093 "
+                           "(SASL_SSL, SCRAM-SHA-512 as eventq)"), text
+    assert "none was given" in text and "EVENTQ_KAFKA_SSL_CERTFILE" in text, text
+    assert "kafka_ssl_keyfile" in text and "s3cr3t" not in text, text
+    mtls = KafkaSecurity(**{**SASL.__dict__, "ssl_certfile": files.pem("client"),
+                            "ssl_keyfile": files.key("client")})
+    # What a Kafka 3.9 broker (Java) sends for a certificate of another CA, or none.
+    untrusted = str(refusal(KafkaAccess("k:9093", mtls), -195,
+                            "sasl_ssl://k:9093/bootstrap: Receive failed: error:0A000412:SSL "
+                            "routines::ssl/tls alert bad certificate: SSL alert number 42"))
+    assert "did not accept the client certificate" in untrusted, untrusted
+    assert f"client certificate {files.pem('client')}" in untrusted  # describe() names it
+
+
 # --- no client without it -----------------------------------------------------------------
 
 # Constructors of Kafka clients, by the name they are called with.
@@ -319,3 +348,57 @@ def test_a_secured_local_broker_has_one_sasl_ssl_listener_and_its_clients_settin
         broker.prepare_security(plain)
     assert "listeners" in broker.server_properties(broker.BrokerConfig(home=tmp_path / "p"))
     assert not broker.secured(broker.BrokerConfig(home=tmp_path / "p"))
+
+
+LISTENER_CLIENT_AUTH = "listener.name.sasl_ssl.ssl.client.auth"
+
+
+def openssl_verifies(security_dir: Path, purpose: str, certificate: str) -> bool:
+    done = subprocess.run(["openssl", "verify", "-CAfile", "ca.pem", "-purpose", purpose,
+                           certificate], cwd=security_dir, capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def test_an_mtls_local_broker_requires_client_certificates_and_stays_so(tmp_path):
+    from dataclasses import replace
+
+    from eventq.kafka import broker
+
+    config = broker.BrokerConfig(home=tmp_path / "kafka", sasl_ssl=True)
+    broker.prepare_security(config)  # first secured without client certificates
+    assert broker.server_properties(config)[LISTENER_CLIENT_AUTH] == "none"
+    assert not broker.local_security(config).ssl_certfile
+    password = broker.local_security(config).sasl_password
+    # A later start with --mtls adds them: same CA and user (the storage is unchanged).
+    mtls = replace(config, client_certs=True)
+    broker.prepare_security(mtls)
+    directory = config.security_dir
+    assert directory is not None
+    # The listener's own setting: Kafka ignores the broker-wide one on SASL_SSL (KIP-684).
+    assert broker.server_properties(mtls)[LISTENER_CLIENT_AUTH] == "required"
+    security = broker.local_security(mtls)
+    assert security.ssl_certfile == str(directory / "client.pem")
+    assert security.ssl_keyfile == str(directory / "client.key")
+    assert security.sasl_password == password
+    assert (directory / "client.key").stat().st_mode & 0o077 == 0
+    # The client certificate is signed by the brokers' CA, and the broker's own serves
+    # as a client's too (the nodes present it to each other over SASL_SSL).
+    assert openssl_verifies(directory, "sslclient", "client.pem")
+    assert openssl_verifies(directory, "sslclient", "broker.pem")
+    assert openssl_verifies(directory, "sslserver", "broker.pem")
+    # Later starts (the supervisor's, `eventq up`'s, any node of a cluster) keep it.
+    later = replace(config, sasl_ssl=False, client_certs=False)
+    assert broker.requires_client_certs(later) and broker.local_security(later) == security
+    assert all(broker.server_properties(node)[LISTENER_CLIENT_AUTH] == "required"
+               for node in broker.cluster_configs(later, 3))
+    env = settings_env(security)
+    assert env["EVENTQ_KAFKA_SSL_CERTFILE"] == security.ssl_certfile
+    assert env["EVENTQ_KAFKA_SSL_KEYFILE"] == security.ssl_keyfile
+
+
+def test_mtls_without_sasl_ssl_is_refused_before_anything_starts(tmp_path, capsys):
+    from eventq.cli import main
+
+    assert main(["kafka", "start", "--mtls", "--data-dir", str(tmp_path)]) == 1
+    assert "--mtls needs --sasl-ssl" in capsys.readouterr().err
+    assert not (tmp_path / "kafka").exists()
