@@ -16,6 +16,7 @@ import re
 import pytest
 from beside import BOARD_INPUT, CHAIN_KEY, Chain, board_of
 from hypothesis import HealthCheck, settings
+from shared import SHARED_KEY, SHARED_STOP_ORDER, Shared, shared, uses
 
 from eventq.kafka import broker
 from support import test_broker_config, test_cluster_configs
@@ -56,12 +57,13 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         (board / f"selected-{worker}.json").write_text(json.dumps(
             [{"name": module.__name__, "path": module.__file__} for module in modules]))
         return
-    config.stash[CHAIN_KEY] = Chain([(module.__name__, _start_of(config, module))
+    config.stash[CHAIN_KEY] = Chain([(module.__name__, _start_of(config, module.__name__,
+                                                                  module))
                                      for module in modules])
 
 
-def _start_of(config, module):
-    directory = config._tmp_path_factory.mktemp(module.__name__.rpartition(".")[2])
+def _start_of(config, name: str, module):
+    directory = config._tmp_path_factory.mktemp(name.rpartition(".")[2])
     return lambda: module.start_beside(directory)
 
 
@@ -79,17 +81,21 @@ def _xdist_group(item) -> str:
     if item.get_closest_marker("beside"):
         return BESIDE_GROUP
     for fixture, group in SHARED_FIXTURE_GROUPS.items():
-        if fixture in item.fixturenames:
+        if uses(item, fixture):
             return group
     return item.module.__name__
 
 
-class GroupsOnWorker:
+class Groups:
+    """Marks each test with its xdist group, and puts the shared groups first, each in
+    one run (without xdist too, so a ``Shared`` resource starts once)."""
+
     @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
     def pytest_collection_modifyitems(self, items) -> None:
         groups = {item: _xdist_group(item) for item in items}
-        shared = set(SHARED_FIXTURE_GROUPS.values())
-        items.sort(key=lambda item: groups[item] not in shared)  # stable: modules keep order
+        first = list(dict.fromkeys(SHARED_FIXTURE_GROUPS.values()))
+        items.sort(key=lambda item: first.index(groups[item]) if groups[item] in first
+                   else len(first))  # stable: the others keep their order
         for item in items:
             item.add_marker(pytest.mark.xdist_group(groups[item]))
 
@@ -121,14 +127,14 @@ class BesideOnController:
                 "controller_" + entry["name"].replace(".", "_"), entry["path"])
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            starts.append((entry["name"], _start_of(self.config, module)))
+            starts.append((entry["name"], _start_of(self.config, entry["name"], module)))
         self.chain = Chain(starts, board=self.board)
 
 
 def pytest_configure(config) -> None:
-    if hasattr(config, "workerinput"):
-        config.pluginmanager.register(GroupsOnWorker(), "eventq-groups")
-    elif config.pluginmanager.hasplugin("xdist"):
+    config.stash[SHARED_KEY] = _shared_resources(config)
+    config.pluginmanager.register(Groups(), "eventq-groups")
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(BesideOnController(config), "eventq-beside")
 
 
@@ -207,18 +213,12 @@ def own_broker(tmp_path):
     broker.stop(config)
 
 
-@pytest.fixture(scope="session")
-def kafka_cluster(tmp_path_factory):
+@pytest.fixture
+def kafka_cluster(request):
     """Three KRaft brokers (all controller voters) for the scale-out tests
-    (docs/architecture.md, "Several brokers"), started once, on first use. Tests must
-    not kill them: see ``own_kafka_cluster``."""
-    configs = test_cluster_configs(tmp_path_factory.mktemp("kafka-cluster"))
-    broker.start_cluster(configs)
-    try:
-        yield broker.cluster_bootstrap(configs)
-    finally:
-        for config in configs:
-            broker.stop(config)
+    (docs/architecture.md, "Several brokers"), shared by the tests that use them (see
+    ``Shared``). Tests must not kill them: see ``own_kafka_cluster``."""
+    return broker.cluster_bootstrap(shared(request.config, "kafka_cluster").get())
 
 
 @pytest.fixture
@@ -231,18 +231,61 @@ def own_kafka_cluster(tmp_path):
         broker.stop(config)
 
 
-@pytest.fixture(scope="session")
-def eventq_cluster(kafka_cluster, tmp_path_factory):
+@pytest.fixture
+def eventq_cluster(request, kafka_cluster):
     """Three `eventq serve` processes of one app on the shared broker cluster, shared by
-    the session (tests use their own queue names): a client of any one reaches jobs
-    that live on all three."""
+    the tests that use them (tests use their own queue names): a client of any one
+    reaches jobs that live on all three."""
+    return shared(request.config, "eventq_cluster").get()
+
+
+def _shared_resources(config) -> dict[str, Shared]:
     from support import EventqCluster
 
-    cluster = EventqCluster(
-        kafka_cluster, f"c{os.getpid()}", tmp_path_factory.mktemp("cluster")
-    ).start()
-    yield cluster
-    codes = cluster.stop()
-    for process in cluster.processes:
-        print(process.log_tail(10))
-    assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"
+    def start_brokers():
+        configs = test_cluster_configs(config._tmp_path_factory.mktemp("kafka-cluster"))
+        broker.start_cluster(configs)
+        return configs
+
+    def stop_brokers(configs):
+        for node in configs:
+            broker.stop(node)
+
+    def start_processes():
+        bootstrap = broker.cluster_bootstrap(resources["kafka_cluster"].get())
+        directory = config._tmp_path_factory.mktemp("cluster")
+        return EventqCluster(bootstrap, f"c{os.getpid()}", directory).start()
+
+    def stop_processes(cluster):
+        codes = cluster.stop()
+        for process in cluster.processes:
+            print(process.log_tail(10))
+        assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"
+
+    def start_spark():
+        from eventq.spark.session import SparkOptions, spark_session
+
+        return spark_session(SparkOptions(app_name="eventq-tests"))
+
+    def stop_spark(started):
+        session, created = started
+        if created:
+            session.stop()
+
+    resources = {"kafka_cluster": Shared(start_brokers, stop_brokers),
+                 "eventq_cluster": Shared(start_processes, stop_processes),
+                 "spark": Shared(start_spark, stop_spark)}
+    return resources
+
+
+@pytest.hookimpl(trylast=True)  # after the item's own fixtures are torn down
+def pytest_runtest_teardown(item, nextitem) -> None:
+    for name in SHARED_STOP_ORDER:
+        if uses(item, name) and not (nextitem is not None and uses(nextitem, name)):
+            shared(item.config, name).end()
+
+
+def pytest_sessionfinish(session) -> None:
+    for name in SHARED_STOP_ORDER:
+        if SHARED_KEY in session.config.stash:
+            shared(session.config, name).end()

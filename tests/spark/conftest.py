@@ -1,7 +1,7 @@
 """Fixtures of the Spark tests: one local SparkSession for all of them.
 
 Starting Spark takes seconds, so the session is shared by every module of tests/spark
-(they run one after the other; the session stops when the test session ends). The
+(they run one after the other, and the session stops after the last: tests/shared.py). The
 Kafka connector must be in kafka/lib/spark (`make deps`); without it these tests fail
 and say so. Without the spark extra (pyspark, pandas, pyarrow) they are not collected.
 """
@@ -9,6 +9,7 @@ and say so. Without the spark extra (pyspark, pandas, pyarrow) they are not coll
 from __future__ import annotations
 
 import pytest
+from shared import shared
 
 try:
     import pandas  # noqa: F401
@@ -18,11 +19,7 @@ except ImportError:  # pip install -e '.[spark]' (make deps does)
     collect_ignore_glob = ["test_*.py"]
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from eventq.spark.session import SparkOptions, spark_session
-
-    session, created = spark_session(SparkOptions(app_name="eventq-tests"))
-    yield session
-    if created:
-        session.stop()
+@pytest.fixture
+def spark(request):
+    session, _created = shared(request.config, "spark").get()
+    return session
