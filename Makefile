@@ -58,13 +58,16 @@ lint: $(PY_STAMP)
 # The whole suite, real Kafka brokers and Spark included, in TEST_WORKERS processes
 # (pytest-xdist: each worker has its own broker; tests/conftest.py keeps a module's tests,
 # and those sharing Spark or the broker cluster, in one worker). Many tests wait on
-# Kafka's timeouts and restarts, so two workers on two cores end sooner than one.
-# It ends with the 25 slowest tests, so where the time goes is on record in every run.
+# Kafka's timeouts and restarts, so two workers on two cores end sooner than one. Then
+# the tests marked `alone`, which time how soon an error is said, with nothing beside
+# them (exit status 5: none was selected). Each part ends with its slowest tests, so
+# where the time goes is on record in every run.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 test: deps browser lint
-	$(BIN)/pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m "not alone" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -m alone --durations=5 $(PYTEST_ARGS) || [ $$? = 5 ]
 
 # The loop while changing code: everything that needs no broker, no Spark and is not
 # marked slow (about 2 minutes on 2 cores).

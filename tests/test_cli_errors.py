@@ -18,6 +18,9 @@ from cli_run import EVENTQ, Watched
 from support import free_port
 
 FEEDBACK_S = 5.0  # everything below is said within this long
+# make test runs these after the rest, with nothing beside them: under two workers and
+# the works beside the suite a start that takes 1 s here took 8-26 s (CI 2026-11-27).
+pytestmark = pytest.mark.alone
 
 
 def nobody_listens() -> int:
