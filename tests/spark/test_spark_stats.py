@@ -28,6 +28,9 @@ def kafka_flags(server) -> list[str]:
             "--jobs-topic", server.settings["jobs-topic"]]
 
 
+LEASED_FOR_MS = 3_600_000
+
+
 @pytest.fixture(scope="module")
 def workload(server):
     """Queue `timed`: 4 adds; 1.5 s later 3 leases (waits in bucket 1s); 2.5 s later one
@@ -39,8 +42,10 @@ def workload(server):
     async def scenario():
         async with await Client.connect(port=server.port) as c:
             ids = [uuid.uuid4() for _ in range(4)]
-            for job_id in ids:
-                await c.add(job_id, "timed", 60_000, 600_000, b"t")
+            for job_id in ids:  # a TTR past the module's end: the job left leased stays
+                # so while Spark and the server are compared (CI 2026-11-27: a 60 s TTR
+                # ran out on a busy machine, and the server had it "new" again)
+                await c.add(job_id, "timed", LEASED_FOR_MS, 2 * LEASED_FOR_MS, b"t")
             await asyncio.sleep(1.5)
             leased = [await c.lease("timed", 1000) for _ in range(3)]
             await asyncio.sleep(2.5)
