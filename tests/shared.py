@@ -14,7 +14,7 @@ class Shared:
     the last test of the run of tests using it (``pytest_runtest_teardown``): the tests
     of one are one xdist group, and sorted together without xdist (``Groups``). A test
     uses it if it asks for it by fixture name, or if its module names it in
-    ``SHARED_FIXTURES`` (it asks with ``getfixturevalue``)."""
+    ``SHARED_FIXTURES`` (a module-scoped fixture of its own takes it with ``shared``)."""
 
     def __init__(self, start, stop) -> None:
         self._start, self._stop = start, stop

@@ -35,6 +35,9 @@ from eventq.protocol import requests as rq
 from eventq.waiters import Applied
 
 MS = 1000.0
+# How often a run held by a lease looks whether that attempt ended without a result
+# (given back: no client received the lease), so it need not wait out the TTR.
+RUN_ATTEMPT_CHECK_S = 0.1
 PROTOCOL_UUID_VERSION = 4  # add/schedule/run require v4, so no other id can exist
 
 
@@ -288,16 +291,34 @@ class LocalAnswers:
         try:
             done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
             if not done:
-                # Leased when the wait ended: wait for that attempt's TTR (spec: run).
-                entry = self.index.entry(request.id)
-                if entry is not None and entry.state is State.LEASED and entry.lease_deadline_ms:
-                    remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
-                    done, job = await self._wait_final(request.id, remaining_s)
+                done, job = await self._wait_attempt(request.id)
             if not done or job is None:
                 raise Timeout()
             return result_of(job)
         finally:
             await self._delete_quietly(request.id)
+
+    async def _wait_attempt(self, job_id: uuid.UUID) -> tuple[bool, Job | None]:
+        """Leased when a run's wait ended: its result until that attempt's TTR deadline
+        (spec: run; a touch moves it), or not, as soon as the attempt ends without one.
+        It is given back when no client received the lease: with several processes, a
+        lease another process's waiter took after its client had gone (CI 2026-11-27: a
+        300 ms run took its whole 60 s TTR to say -TIMEOUT)."""
+        entry = self.index.entry(job_id)
+        if entry is None or entry.state is not State.LEASED or not entry.lease_deadline_ms:
+            return False, None
+        attempt = entry.attempts
+        while True:
+            remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
+            if remaining_s <= 0:
+                return False, None
+            done, job = await self._wait_final(job_id, min(remaining_s, RUN_ATTEMPT_CHECK_S))
+            if done:
+                return done, job
+            entry = self.index.entry(job_id)
+            if (entry is None or entry.state is not State.LEASED or entry.attempts != attempt
+                    or not entry.lease_deadline_ms):
+                return False, None
 
     async def _delete_quietly(self, job_id: uuid.UUID) -> None:
         try:

@@ -8,13 +8,14 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from shared import shared
 
 from eventq.errors import ClientError, NotFound, Timeout
 from eventq.rawclient import RawClient as Client
 from support import raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
-# ``server`` asks for the cluster itself (getfixturevalue): tests/conftest.py, ``Shared``
+# ``server`` takes the cluster itself, for the module: tests/shared.py, ``uses``
 SHARED_FIXTURES = ("eventq_cluster", "kafka_cluster")
 
 
@@ -26,7 +27,7 @@ def server(request):
     "Scaling out")."""
     if request.param == "one process":
         return request.getfixturevalue("one_server")
-    return request.getfixturevalue("eventq_cluster")[0]
+    return shared(request.config, "eventq_cluster").get()[0]  # (a module's: not the fixture)
 
 
 def run(coro):
