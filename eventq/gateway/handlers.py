@@ -318,7 +318,7 @@ class LocalAnswers:
             entry = self.index.entry(job_id)
             if (entry is None or entry.state is not State.LEASED or entry.attempts != attempt
                     or not entry.lease_deadline_ms):
-                return False, None
+                return self._final_now(job_id)  # (a result may have come since the wait)
 
     async def _delete_quietly(self, job_id: uuid.UUID) -> None:
         try:
