@@ -27,6 +27,19 @@ def load_fuzzer():
     return module
 
 
+def fuzzed(fuzzer, server: ServerProcess, *, inputs: int, **options):
+    """The tally of ``inputs`` fuzzed requests against ``server``, reported, checked to
+    be all sent with no hang, violation, failed probe, digest mismatch or crash."""
+    tally = asyncio.run(fuzzer.fuzz(
+        server.port, server.bootstrap, server.settings["commands-topic"],
+        lambda: server.process.poll() is None, inputs=inputs, **options))
+    fuzzer.report(tally, 1.0)
+    assert tally.inputs >= inputs
+    assert tally.failures == 0, (tally.hangs, tally.violations, tally.probe_failures,
+                                 tally.digest_mismatches, tally.crashes)
+    return tally
+
+
 def test_bounded_fuzz_run_no_crash_no_hang_others_unaffected_digest_equals_replay(
     kafka_bootstrap, tmp_path
 ):
@@ -35,15 +48,8 @@ def test_bounded_fuzz_run_no_crash_no_hang_others_unaffected_digest_equals_repla
     server.create_topics()
     server.start()
     try:
-        tally = asyncio.run(fuzzer.fuzz(
-            server.port, kafka_bootstrap, server.settings["commands-topic"],
-            lambda: server.process.poll() is None,
-            inputs=4000, seed=20261124, connections=32, round_inputs=2000,
-        ))
-        fuzzer.report(tally, 1.0)
-        assert tally.inputs >= 4000
-        assert tally.failures == 0, (tally.hangs, tally.violations, tally.probe_failures,
-                                     tally.digest_mismatches, tally.crashes)
+        tally = fuzzed(fuzzer, server, inputs=4000, seed=20261124, connections=32,
+                       round_inputs=2000)
         assert "SERVER-ERROR" not in tally.replies, tally.replies
         assert tally.replies.get("ok", 0) > 500 and tally.replies.get("CLIENT-ERROR", 0) > 500
         assert len(tally.probe_ms) >= 2  # the other client kept being answered
@@ -67,15 +73,8 @@ def test_fuzz_with_tokens_no_unauthenticated_request_has_any_effect(kafka_bootst
     server.create_topics()
     server.start()
     try:
-        tally = asyncio.run(fuzzer.fuzz(
-            server.port, kafka_bootstrap, server.settings["commands-topic"],
-            lambda: server.process.poll() is None,
-            inputs=3000, seed=20261127, connections=16, round_inputs=1500, tokens=tokens,
-        ))
-        fuzzer.report(tally, 1.0)
-        assert tally.inputs >= 3000
-        assert tally.failures == 0, (tally.hangs, tally.violations, tally.probe_failures,
-                                     tally.digest_mismatches, tally.crashes)
+        tally = fuzzed(fuzzer, server, inputs=3000, seed=20261127, connections=16,
+                       round_inputs=1500, tokens=tokens)
         assert set(tally.replies) == {"CLIENT-ERROR"}, tally.replies  # never +OK
         # Nothing about a request's fields: a framing error that closes says Unauthorized
         # too, but for a line too long (known before the verb is read).
