@@ -286,6 +286,6 @@ def pytest_runtest_teardown(item, nextitem) -> None:
 
 
 def pytest_sessionfinish(session) -> None:
-    for name in SHARED_STOP_ORDER:
-        if SHARED_KEY in session.config.stash:
+    if SHARED_KEY in session.config.stash:
+        for name in SHARED_STOP_ORDER:
             shared(session.config, name).end()

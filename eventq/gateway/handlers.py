@@ -301,14 +301,13 @@ class LocalAnswers:
     async def _wait_attempt(self, job_id: uuid.UUID) -> tuple[bool, Job | None]:
         """Leased when a run's wait ended: its result until that attempt's TTR deadline
         (spec: run; a touch moves it), or not, as soon as the attempt ends without one.
-        It is given back when no client received the lease: with several processes, a
-        lease another process's waiter took after its client had gone (CI 2026-11-27: a
-        300 ms run took its whole 60 s TTR to say -TIMEOUT)."""
+        It is given back when no client received the lease (with several processes,
+        most likely a lease another process's waiter took after its client had gone; CI
+        2026-11-27: a 300 ms run took its whole 60 s TTR to say -TIMEOUT)."""
         entry = self.index.entry(job_id)
-        if entry is None or entry.state is not State.LEASED or not entry.lease_deadline_ms:
-            return False, None
-        attempt = entry.attempts
-        while True:
+        attempt = entry.attempts if entry is not None else None
+        while (entry is not None and entry.state is State.LEASED
+               and entry.attempts == attempt and entry.lease_deadline_ms):
             remaining_s = (entry.lease_deadline_ms - self.clock_ms()) / MS
             if remaining_s <= 0:
                 return False, None
@@ -316,9 +315,7 @@ class LocalAnswers:
             if done:
                 return done, job
             entry = self.index.entry(job_id)
-            if (entry is None or entry.state is not State.LEASED or entry.attempts != attempt
-                    or not entry.lease_deadline_ms):
-                return self._final_now(job_id)  # (a result may have come since the wait)
+        return self._final_now(job_id)  # (a result may have come since the last wait)
 
     async def _delete_quietly(self, job_id: uuid.UUID) -> None:
         try:
