@@ -23,15 +23,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import BatchBuilder  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
-from eventq.kafka.partitioner import partition_for_key  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
-from support import cpu_s  # noqa: E402
+from eventq.core.partitioner import partition_for_key  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import cpu_s  # noqa: E402
 
 
 def batch_records(jobs: int, partitions: int, queue: str) -> list[tuple[int, bytes]]:
@@ -95,7 +94,7 @@ def main() -> int:
 
     from gateway_bench import start_profile, summarize_profile
 
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     variants = [("metrics on", {})]
     if args.metrics_off:

@@ -25,13 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
+from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
-from support import EventqCluster, cpu_s, test_cluster_configs  # noqa: E402
+from tools.servers import EventqCluster, cpu_s, test_cluster_configs  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -100,7 +99,7 @@ async def blocked_lease_ms(ports: list[int], samples: int) -> list[float]:
 async def direct_and_forwarded_ms(cluster: EventqCluster, samples: int):
     """One client, one add at a time: p50 ms of adds sent to the job's owner and of adds
     sent to another process (forwarded: one extra hop)."""
-    from eventq.kafka.partitioner import job_key, partition_for_key
+    from eventq.core.partitioner import job_key, partition_for_key
 
     first = cluster[0]
     owned = {int(p) for p in (await owned_partitions(first.port))}

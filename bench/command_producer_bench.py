@@ -22,11 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.command_producer import CommandProducer  # noqa: E402
 from eventq.kafka.topics import commands_topic, ensure_topics  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
 
 PARTITIONS = 8
 VALUE = b"\x80" + b"c" * 120  # about a command's size
@@ -84,7 +83,7 @@ def main() -> int:
     args = parser.parse_args()
     import uvloop
 
-    from support import test_broker_config
+    from tools.servers import test_broker_config
 
     makers = {"aiokafka": aiokafka_producer, "librdkafka": librdkafka_producer}
     with tempfile.TemporaryDirectory() as tmp:

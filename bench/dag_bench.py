@@ -17,11 +17,11 @@ applied per second, the server's CPU per edge (over the no-edge load) and the ra
 the two loads' jobs/s (target: the DAG at least 70% of no-edge).
 
 Then the latency from an upstream's complete to its dependent's lease, from the command
-log's broker times (tests/spark/dag_helpers.py folds it): in a light DAG (--latency-chains
+log's broker times (tools/dag_helpers.py folds it): in a light DAG (--latency-chains
 chains, fewer than the worker slots, so a released job finds an idle lease waiting and
 the lease measures when it became leasable; target p99 <= 20 ms) and in the loaded DAG
 above (where a released job queues behind others). Each split into upstream and
-dependent in the same partition or not (eventq/kafka/partitioner.py), with complete ->
+dependent in the same partition or not (eventq/core/partitioner.py), with complete ->
 notice (the follow-up in the dependent's partition) beside complete -> lease.
 
 Figures only, never asserted: on a busy machine they say how busy it was too.
@@ -48,12 +48,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client  # noqa: E402
 from eventq.client.errors import NotFound  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
-from support import cpu_s  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import cpu_s  # noqa: E402
 
 TARGET_P99_MS = 20  # a released dependent leasable within this of its last upstream's complete
 TARGET_RATIO = 0.70  # DAG jobs/s over no-edge jobs/s
@@ -167,10 +166,9 @@ def run_load(spark, args, server, label: str, jobs: int, chain: int, edges: bool
              workers_first: bool = False) -> Load:
     """Enqueue ``jobs`` from Spark and have them worked; workers start once every job is
     applied, or (``workers_first``) before the enqueue, idle until jobs come."""
-    from spark.dag_helpers import chains_frame
-
     from eventq.kafka.topics import bulk_name_for
     from eventq.spark import enqueue
+    from tools.dag_helpers import chains_frame
 
     queue = f"{label}-{uuid.uuid4().hex[:8]}"
     pid = server.process.pid
@@ -225,9 +223,8 @@ class Edges:
 
 
 def edge_latencies(server, load: Load, chain: int) -> Edges:
-    from spark.dag_helpers import timelines
-
     from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id
+    from tools.dag_helpers import timelines
 
     ids = [derive_job_id(DEFAULT_NAMESPACE, load.queue, [str(step)])
            for step in range(load.jobs)]
@@ -373,7 +370,7 @@ def main() -> int:
         parser.error("--jobs must be a multiple of --chain")
     logging.basicConfig(level=logging.WARNING)
 
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

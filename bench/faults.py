@@ -4,8 +4,8 @@ mixed load, with a random schedule of faults from each run's seed (kill -9 and r
 of an eventq process or a broker; SIGSTOP of an eventq process past its session timeout;
 an eventq process cut off from the brokers by blackhole, reset or delay, then healed; a
 broker cut off from the other brokers; sometimes two at once), then every check of
-tests/faults/checker.py over the history, the live digest against a fold of the command
-log, and the changelog against that fold (tests/faults/campaign.py says what each fault
+tools/faults/checker.py over the history, the live digest against a fold of the command
+log, and the changelog against that fold (tools/faults/campaign.py says what each fault
 and check is).
 
     .venv/bin/python bench/faults.py --runs 10 --seconds 60 --seed 1 [--out DIR] [--keep]
@@ -27,9 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from faults.campaign import (  # noqa: E402
+from tools.faults.campaign import (  # noqa: E402
     SERVE_BOUND_S,
     ClusterDidNotStart,
     RunReport,

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT,):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
@@ -50,8 +50,8 @@ from eventq.errors import EventqError  # noqa: E402
 from eventq.limits import MAX_LINE_BYTES, MAX_PAYLOAD_BYTES  # noqa: E402
 from eventq.protocol import Close, Parser, requests  # noqa: E402
 from eventq.protocol.access import Access, TokenStore, parse_tokens  # noqa: E402
-from eventq.replay import Derived, derive_more  # noqa: E402
-from support import rss_mib  # noqa: E402
+from eventq.run.replay import Derived, derive_more  # noqa: E402
+from tools.servers import rss_mib  # noqa: E402
 
 NAMES = [f"fz{i}" for i in range(8)]
 MARGIN_S = 10.0  # a reply may take its request's own wait plus this, else it hangs
@@ -573,7 +573,7 @@ async def probe(port: int, tally: Tally, stop: asyncio.Event,
                 tokens: TokensMode | None = None, seeded: list[str] | None = None) -> None:
     """Another client, unaffected: add, inspect, delete, all along (--tokens: an admin
     that reads the seeded jobs, so that the state must stay exactly as seeded)."""
-    from eventq.rawclient import RawClient as Client
+    from eventq.client.raw import RawClient as Client
 
     if tokens is not None:
         await probe_reads(port, tally, stop, tokens, seeded or [])
@@ -596,7 +596,7 @@ async def probe(port: int, tally: Tally, stop: asyncio.Event,
 
 async def probe_reads(port: int, tally: Tally, stop: asyncio.Event, tokens: TokensMode,
                       seeded: list[str]) -> None:
-    from eventq.rawclient import RawClient as Client
+    from eventq.client.raw import RawClient as Client
 
     while not stop.is_set():
         job = random.choice(seeded)
@@ -616,7 +616,7 @@ async def seed_jobs(port: int, tokens: TokensMode, pools: Pools) -> list[str]:
     """--tokens: jobs for the fuzz to aim at, added by the admin (ids in ``pools``), a
     few leased, so complete, fail and touch would have something to act on. TTR and
     TTL are days: nothing times out during the run, so the state holds still."""
-    from eventq.rawclient import RawClient as Client
+    from eventq.client.raw import RawClient as Client
 
     seeded = []
     async with await Client.connect(port=port, token=tokens.admin) as c:
@@ -630,7 +630,7 @@ async def seed_jobs(port: int, tokens: TokensMode, pools: Pools) -> list[str]:
 
 
 async def server_digest(port: int, token: str | None = None) -> str:
-    from eventq.rawclient import RawClient as Client
+    from eventq.client.raw import RawClient as Client
 
     async with await Client.connect(port=port, token=token) as c:
         return await asyncio.wait_for(c.digest(), MARGIN_S)
@@ -752,8 +752,8 @@ def main() -> int:
     parser.add_argument("--tokens", action="store_true",
                         help="the server has tokens and no fuzzing connection holds one")
     args = parser.parse_args()
-    from eventq.kafka import broker
-    from support import ServerProcess, test_broker_config
+    from eventq.run.localkafka import broker
+    from tools.servers import ServerProcess, test_broker_config
 
     home = Path(tempfile.mkdtemp(prefix="eventq-fuzz-"))
     config = None

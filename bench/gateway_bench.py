@@ -47,12 +47,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.kafka import broker  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
+from eventq.client.raw import RawClient as Client  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
-from support import cpu_s, rss_mib  # noqa: E402
+from tools.servers import cpu_s, rss_mib  # noqa: E402
 
 SECURITY_VARIANTS = ("tokens", "tls", "tls+tokens")
 
@@ -72,12 +71,12 @@ PLAIN = ClientSide()
 
 
 class Security:
-    """The files of --security, made once per run: certificates from tests/tls_files.py
+    """The files of --security, made once per run: certificates from tools/tls_files.py
     (a CA and a server certificate for 127.0.0.1) and a tokens file whose admin token
     the readiness probe uses and whose producer,worker token the load uses."""
 
     def __init__(self, home: Path) -> None:
-        from tls_files import make_tls_files
+        from tools.tls_files import make_tls_files
 
         self.files = make_tls_files(home / "tls")
         self.admin, self.load_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
@@ -292,7 +291,7 @@ SERVER_ACCOUNTS = ("wrote ", "command producer stopped")  # its last lines, at s
 
 
 def server_account(server) -> str:
-    """The stopped server's own lines about what it wrote (eventq/server.py on_stop)."""
+    """The stopped server's own lines about what it wrote (eventq/run/serve.py on_stop)."""
     return "\n".join(line for line in server.log_tail(200).splitlines()
                      if any(text in line for text in SERVER_ACCOUNTS))
 
@@ -337,7 +336,7 @@ def main() -> int:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
 
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

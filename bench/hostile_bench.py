@@ -26,12 +26,12 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT,):
     sys.path.insert(0, str(path))
 
+from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.limits import MAX_PAYLOAD_BYTES  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
-from support import rss_mib  # noqa: E402
+from tools.servers import rss_mib  # noqa: E402
 
 BIG = b"b" * MAX_PAYLOAD_BYTES
 
@@ -163,8 +163,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", help="an existing broker (default: start one)")
     args = parser.parse_args()
-    from eventq.kafka import broker
-    from support import ServerProcess, test_broker_config
+    from eventq.run.localkafka import broker
+    from tools.servers import ServerProcess, test_broker_config
 
     home = Path(tempfile.mkdtemp(prefix="eventq-hostile-"))
     config = None

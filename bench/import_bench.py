@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eventq.cmdlog import SegmentWriter, WqAdd, WqComplete, WqDelete  # noqa: E402
+from eventq.console.progress import Progress  # noqa: E402
 from eventq.migrate.importer import ImportOptions, run_import  # noqa: E402
-from eventq.progress import Progress  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
 
 DAY_MS = 86_400_000

@@ -31,18 +31,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from confluent_kafka import Producer  # noqa: E402
 from gateway_bench import start_profile, summarize_profile  # noqa: E402
 
+from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.core import Add, encode_command  # noqa: E402
 from eventq.core.batch import encode_batch  # noqa: E402
+from eventq.core.partitioner import job_key, partition_for_key  # noqa: E402
 from eventq.errors import EventqError, NotFound  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
-from eventq.kafka.partitioner import job_key, partition_for_key  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
-from support import ServerProcess, cpu_s, test_broker_config  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import ServerProcess, cpu_s, test_broker_config  # noqa: E402
 
 PARTITIONS = 8
 RECORD_COMMANDS = 500

@@ -1,11 +1,11 @@
 """The scenario of docs/fencing.md, "What went wrong without it", as a user runs it:
 `EVENTQ_PROCESSES=3 make run` (here `eventq up --processes 3` on free ports, one broker,
 make run's defaults), 16 clients (producers, workers and readers of
-tests/faults/load.py: add, schedule, run, lease, touch, complete, fail, delete, result,
+tools/faults/load.py: add, schedule, run, lease, touch, complete, fail, delete, result,
 inspect; 4 queues, TTR 1.5 s or 40 s, TTL 1 h) on the first and third process, while the
 second is paused with SIGSTOP for 15 s (past its 6 s session timeout) twice, then
 resumed with SIGCONT. Every job is then read back through the first process, the history
-is checked (tests/faults/checker.py), and the live digest, the changelog and a fold of
+is checked (tools/faults/checker.py), and the live digest, the changelog and a fold of
 the command log are compared.
 
     .venv/bin/python bench/paused_owner.py [--runs 3] [--seed 1] [--pause-s 15]
@@ -25,12 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from faults.campaign import changelog_violations, settled_digests  # noqa: E402
-from faults.checker import check, summary, violations_text  # noqa: E402
-from faults.history import Clock, HistoryWriter, Recorder  # noqa: E402
-from faults.load import (  # noqa: E402
+from eventq.settings import Settings  # noqa: E402
+from tools.faults.campaign import changelog_violations, settled_digests  # noqa: E402
+from tools.faults.checker import check, summary, violations_text  # noqa: E402
+from tools.faults.history import Clock, HistoryWriter, Recorder  # noqa: E402
+from tools.faults.load import (  # noqa: E402
     BulkTarget,
     LoadConfig,
     created_job_ids,
@@ -38,10 +38,8 @@ from faults.load import (  # noqa: E402
     run_load,
     wait_bulk_admitted,
 )
-from ports import consecutive_free_ports  # noqa: E402
-
-from eventq.settings import Settings  # noqa: E402
-from support import raw_exchange  # noqa: E402
+from tools.ports import consecutive_free_ports  # noqa: E402
+from tools.servers import raw_exchange  # noqa: E402
 
 PROCESSES = 3
 PARTITIONS = Settings().partitions  # make run's default

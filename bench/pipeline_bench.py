@@ -46,10 +46,10 @@ from eventq.gateway.dispatch import Gateway  # noqa: E402
 from eventq.gateway.handlers import LocalAnswers  # noqa: E402
 from eventq.gateway.leasing import Handover, Leasing  # noqa: E402
 from eventq.gateway.server import GatewayStats  # noqa: E402
-from eventq.indexes import JobIndex  # noqa: E402
 from eventq.observe.livestats import LiveStats  # noqa: E402
 from eventq.protocol import Parser  # noqa: E402
-from eventq.waiters import Waiters  # noqa: E402
+from eventq.state.indexes import JobIndex  # noqa: E402
+from eventq.state.waiters import Waiters  # noqa: E402
 from streams.command_writer import CommandWriter  # noqa: E402
 from streams.engine import Engine  # noqa: E402
 from streams.memory import MemoryDB, MemoryLog, MemoryStore  # noqa: E402
@@ -102,7 +102,7 @@ class _SeekingStore(MemoryStore):
 
 class _Fetched:
     """A record as the command log's reader hands it to ``handle_batch``
-    (streams/command_fetch.py: aiokafka's ConsumerRecord, ``timestamp`` in ms)."""
+    (streams/faust/command_fetch.py: aiokafka's ConsumerRecord, ``timestamp`` in ms)."""
 
     __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value")
 

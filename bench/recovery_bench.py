@@ -32,14 +32,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
+from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.core import Delete, Job, State, encode_command  # noqa: E402
+from eventq.core.partitioner import job_key  # noqa: E402
 from eventq.errors import EventqError  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
-from eventq.kafka.partitioner import job_key  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
-from support import (  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import (  # noqa: E402
     ServerProcess,
     produce_state_records,
     rss_mib,

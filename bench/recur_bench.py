@@ -30,7 +30,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client  # noqa: E402
 from eventq.client.errors import TimedOut  # noqa: E402
@@ -38,9 +37,9 @@ from eventq.core import decode_command  # noqa: E402
 from eventq.core.batch import read_record  # noqa: E402
 from eventq.core.commands import Add, Fire  # noqa: E402
 from eventq.core.recurrence import slot_job_id  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
 from eventq.kafka.logreader import read_topic  # noqa: E402
-from support import cpu_s  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import cpu_s  # noqa: E402
 
 
 def now_ms() -> int:
@@ -154,7 +153,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

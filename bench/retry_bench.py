@@ -22,13 +22,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client, NewJob, calls  # noqa: E402
 from eventq.client.sync import pipeline  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
 from eventq.limits import MAX_RETRY_COUNT  # noqa: E402
-from support import cpu_s  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
+from tools.servers import cpu_s  # noqa: E402
 
 
 def measure(port: int, server_pid: int, jobs: int) -> dict:
@@ -65,7 +64,7 @@ def main() -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

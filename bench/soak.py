@@ -45,9 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eventq import die_with_parent  # noqa: E402
+from eventq.client.raw import RawClient  # noqa: E402
 from eventq.errors import EventqError, ServerError  # noqa: E402
-from eventq.rawclient import RawClient  # noqa: E402
+from eventq.run import die_with_parent  # noqa: E402
 
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 90.0

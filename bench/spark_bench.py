@@ -26,10 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from eventq.kafka import broker  # noqa: E402
-from eventq.rawclient import RawClient as Client  # noqa: E402
+from eventq.client.raw import RawClient as Client  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
 
 
 def generate(spark, path: str, rows: int) -> None:
@@ -140,7 +139,7 @@ def main() -> int:
         if args.bootstrap and args.port:
             bench(args, args.bootstrap, args.port, args.commands_topic, args.jobs_topic, home)
             return 0
-        from support import ServerProcess, test_broker_config
+        from tools.servers import ServerProcess, test_broker_config
 
         config = test_broker_config(home / "kafka")
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})

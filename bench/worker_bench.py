@@ -22,12 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from eventq.client import Client, NewJob  # noqa: E402
-from eventq.kafka import broker  # noqa: E402
+from eventq.run.localkafka import broker  # noqa: E402
 from eventq.worker import Worker  # noqa: E402
-from support import cpu_s  # noqa: E402
+from tools.servers import cpu_s  # noqa: E402
 
 
 def own_cpu_s() -> float:
@@ -73,7 +72,7 @@ def main() -> int:
         worker_log.setLevel(logging.INFO)
         worker_log.propagate = False
         worker_log.addHandler(logging.NullHandler())
-    from support import ServerProcess, test_broker_config
+    from tools.servers import ServerProcess, test_broker_config
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

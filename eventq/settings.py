@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from eventq.address import host_and_port
-from eventq.kafka.broker import BrokerConfig, cluster_bootstrap, cluster_configs
 from eventq.kafka.security import SETTINGS as KAFKA_SECURITY_SETTINGS
 from eventq.kafka.security import KafkaAccess, KafkaSecurity, settings_env
 from eventq.kafka.topics import (
@@ -24,8 +23,16 @@ from eventq.kafka.topics import (
 from eventq.limits import MAX_STATE_RECORD_BYTES
 
 HTTP_OFF = "off"
-APPLY_FETCH = "fetch"  # streams/command_fetch.py
-APPLY_AGENT = "agent"  # faust's agent (streams/app.py)
+
+
+def local_node_ports(port: int, controller_port: int, brokers: int) -> list[tuple[int, int]]:
+    """The local Kafka's nodes listen on consecutive (port, controller port) pairs from
+    the first node's: 9092/9093, 9094/9095, ..."""
+    return [(port + 2 * i, controller_port + 2 * i) for i in range(brokers)]
+
+
+APPLY_FETCH = "fetch"  # streams/faust/command_fetch.py
+APPLY_AGENT = "agent"  # faust's agent (streams/faust/app.py)
 APPLY_PATHS = (APPLY_FETCH, APPLY_AGENT)
 # What writes the gateway's, the timers' and the follow-ups' commands to the command log
 # (docs/architecture.md, "Batches"): faust's producer, or a librdkafka one of their own.
@@ -154,7 +161,9 @@ class Settings:
 
     @property
     def kafka_bootstrap(self) -> str:
-        return self.bootstrap or cluster_bootstrap(self.broker_nodes)
+        """The brokers' addresses: ``bootstrap``, or the local Kafka's nodes."""
+        return self.bootstrap or ",".join(
+            f"{self.kafka_host}:{port}" for port, _ in self.local_node_ports)
 
     @property
     def kafka_security(self) -> KafkaSecurity:
@@ -167,9 +176,10 @@ class Settings:
         return KafkaAccess(self.kafka_bootstrap, self.kafka_security)
 
     @property
-    def broker_nodes(self) -> list[BrokerConfig]:
-        """The local Kafka's nodes: ``broker`` alone, or a cluster beside it."""
-        return cluster_configs(self.broker, self.brokers)
+    def local_node_ports(self) -> list[tuple[int, int]]:
+        """(port, controller port) of each node of the local Kafka (`eventq kafka
+        start`; eventq/run/localkafka/broker.py makes its nodes of them)."""
+        return local_node_ports(self.kafka_port, self.controller_port, self.brokers)
 
     @property
     def advertised_address(self) -> str:
@@ -190,16 +200,6 @@ class Settings:
     @property
     def uses_local_broker(self) -> bool:
         return not self.bootstrap
-
-    @property
-    def broker(self) -> BrokerConfig:
-        return BrokerConfig(
-            home=self.data_dir / "kafka",
-            host=self.kafka_host,
-            port=self.kafka_port,
-            controller_port=self.controller_port,
-            heap_mb=self.kafka_heap_mb,
-        )
 
     @property
     def topic_names(self) -> TopicNames:

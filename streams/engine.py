@@ -15,17 +15,17 @@ import time
 import uuid
 from typing import Awaitable, Callable
 
-from eventq import callers
-from eventq.coalesce import Coalesced
 from eventq.core import Command, Job, encode_command
 from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, command_key
 from eventq.core.machine import Rejected
+from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import Recurrence
 from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
-from eventq.indexes import JobIndex
-from eventq.kafka.partitioner import partition_for_key
-from eventq.offers import Offers
-from eventq.waiters import Applied, Waiters
+from eventq.state import callers
+from eventq.state.coalesce import Coalesced
+from eventq.state.indexes import JobIndex
+from eventq.state.offers import Offers
+from eventq.state.waiters import Applied, Waiters
 from streams.deadlines import Deadlines
 from streams.store import JobStore, NotOwned
 
@@ -88,7 +88,7 @@ class Engine:
         self.store = store
         self.waiters = waiters
         self.node = node
-        # Whether this process still holds its partitions (streams/lease.py): nothing is
+        # Whether this process still holds its partitions (streams/faust/lease.py): nothing is
         # read from their state, nor a command's outcome awaited, once it may not.
         self.holds = holds
         self.ready = asyncio.Event()  # set once owned partitions are recovered
@@ -230,7 +230,7 @@ class Engine:
         applied by their new owner, never here: their callers hear now that they may
         take effect (a lease gives its claim back at once, right behind it in the log,
         before its TTR could count it). Claims offered to peers there are given back
-        too: the new owner never heard of them (eventq/offers.py)."""
+        too: the new owner never heard of them (eventq/state/offers.py)."""
         lost = self.waiters.let_go(partitions, lambda: MayTakeEffect(
             "this eventq process lost the job's partition to another process (a "
             "rebalance) before it applied the command: it is in the log and will still "
@@ -384,7 +384,7 @@ class _Submission:
     process's outcome of it (``applied``, from the waiters), or the deadline. While the
     outcome is awaited, every ``HOLD_CHECK_S`` it asks whether the partition is still
     held: once its lease has expired the outcome may be another process's to decide
-    (streams/lease.py), and the caller learns that it may take effect."""
+    (streams/faust/lease.py), and the caller learns that it may take effect."""
 
     __slots__ = ("answer", "at", "_applied", "_engine")
 

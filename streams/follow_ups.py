@@ -7,7 +7,7 @@ under its key: ``depend`` into an upstream's partition, ``upstream`` notices int
 dependent's. They are written like the gateway's commands, by a ``CommandWriter``
 (streams/command_writer.py: a lane per partition, acks=all on the gateway's idempotent
 command producer), and each write is handed to the causing partition's open
-transaction (streams/transactions.py ``follow_up``), whose commit waits until the
+transaction (streams/faust/transactions.py ``follow_up``), whose commit waits until the
 broker has them.
 So a crash before that commit applies the record again, which writes its follow-ups
 again (a duplicate, ignored by position where it is applied), and a crash after it
@@ -28,9 +28,9 @@ from typing import Callable, Sequence
 
 from eventq.core import encode_command
 from eventq.core.followups import FollowUp
-from eventq.kafka.partitioner import partition_for_key
+from eventq.core.partitioner import partition_for_key
 from streams.command_writer import CommandWriter
-from streams.transactions import Changelogs
+from streams.faust.transactions import Changelogs
 
 
 class FollowUpWriter:

@@ -16,7 +16,7 @@ in lists, and a driver that feeds one to the processor over the other
   holds once recovered, a new processor, the uncommitted tail read again). Workflows'
   follow-up commands (streams/follow_ups.py) go into the log as the broker would take
   them: at once, or (``acks_at_once=False``) when ``ack`` or a ``commit``, which waits
-  for them as streams/transactions.py does, acknowledges them; a crash loses those not
+  for them as streams/faust/transactions.py does, acknowledges them; a crash loses those not
   acknowledged yet (or, told so, finds them written).
 """
 
@@ -31,9 +31,9 @@ from eventq.core import encode_command
 from eventq.core.batch import BatchBuilder, SliceSource, encode_slice, position
 from eventq.core.commands import QUEUE_COMMANDS, RECURRENCE_COMMANDS
 from eventq.core.followups import FollowUp
-from eventq.indexes import JobIndex
-from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.waiters import Waiters
+from eventq.core.partitioner import job_key, partition_for_key
+from eventq.state.indexes import JobIndex
+from eventq.state.waiters import Waiters
 from streams.processor import Ownership, Processor
 from streams.store import JobStore
 
@@ -41,7 +41,7 @@ START_MS = 1_800_000_000_000  # a MemoryLog's broker clock starts here unless to
 
 
 class MemoryDB:
-    """One partition's table: what streams/store.py and eventq/jobs_table.py read of a
+    """One partition's table: what streams/store.py and eventq/state/jobs_table.py read of a
     rocksdict DB (``get``, sorted ``items``, ``keys``, ``snapshot``)."""
 
     __slots__ = ("data",)
@@ -121,14 +121,24 @@ class Message:
     def timestamp(self) -> float:
         return self.timestamp_ms / 1000
 
-    def fetched(self):
-        """This record as the fetcher hands it over (streams/command_fetch.py): aiokafka's
-        ConsumerRecord, its ``timestamp`` in milliseconds."""
-        from aiokafka.structs import ConsumerRecord
+    def fetched(self) -> Fetched:
+        """This record as the fetcher hands it over (streams/faust/command_fetch.py), with
+        what the processor reads of aiokafka's ConsumerRecord: ``timestamp`` in ms."""
+        return Fetched(self.topic, self.partition, self.offset, self.timestamp_ms, self.key,
+                       self.value)
 
-        return ConsumerRecord(self.topic, self.partition, self.offset, self.timestamp_ms, 1,
-                              self.key, self.value, None, len(self.key or b""),
-                              len(self.value or b""), ())
+
+@dataclass(frozen=True)
+class Fetched:
+    """A fetched record as ``Processor.handle_batch`` reads it (the fields of aiokafka's
+    ConsumerRecord it uses, with no aiokafka here: streams/faust holds that)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # ms
+    key: bytes | None
+    value: bytes | None
 
 
 class MemoryLog:
@@ -253,7 +263,7 @@ Changelog = list[tuple[bytes, "bytes | None"]]
 
 class Driver:
     """A processor over a ``MemoryStore`` fed a ``MemoryLog``, partition by partition in
-    offset order, as faust's agent feeds it (streams/app.py), and a changelog per
+    offset order, as faust's agent feeds it (streams/faust/app.py), and a changelog per
     partition with commit points (docs/architecture.md, "The changelog").
 
     ``deliver`` hands records to the processor from each partition's fetch position;
@@ -286,7 +296,7 @@ class Driver:
     ) -> None:
         self.log = log
         # ``deliver`` hands the records over as one fetch (``handle_batch``, as
-        # streams/command_fetch.py does), else one at a time (``handle``, faust's agent).
+        # streams/faust/command_fetch.py does), else one at a time (``handle``, faust's agent).
         self.by_fetch = by_fetch
         self.store = store if store is not None else MemoryStore(log.partitions)
         self.node = node
@@ -320,7 +330,7 @@ class Driver:
 
     async def persist(self, partition: int, records: Changelog) -> None:
         """The processor's ``persist``: the table, then the partition's changelog
-        (streams/transactions.py: RocksDB, then the open transaction)."""
+        (streams/faust/transactions.py: RocksDB, then the open transaction)."""
         self.store.write_batch(partition, records)
         self.changelogs[partition].extend(records)
         if not self.in_flight:
@@ -394,7 +404,7 @@ class Driver:
 
     def commit(self, partitions: Iterable[int] | None = None) -> None:
         """Commit the partitions' transactions: their changelog so far and the next
-        offset to apply (the processor's, as streams/transactions.py commits it), once
+        offset to apply (the processor's, as streams/faust/transactions.py commits it), once
         the follow-ups of what they cover are in the log (the commit waits for them)."""
         self.ack()
         next_offsets = self.processor.next_offsets()

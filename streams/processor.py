@@ -6,9 +6,9 @@ For each command of the record, in order (docs/architecture.md, "The processor" 
 else from the table), ``step`` it with the pure core at the broker's LogAppendTime, and
 update the derived indexes. Then the batch's effect is stored once: one RocksDB write
 batch holding only the last state of each job, the same records handed to the
-partition's changelog transaction (streams/transactions.py), and only then are the
+partition's changelog transaction (streams/faust/transactions.py), and only then are the
 issuers answered. It is handed the records of the partitions this process owns, in
-whole fetches (``handle_batch``, streams/command_fetch.py) or one event at a time by
+whole fetches (``handle_batch``, streams/faust/command_fetch.py) or one event at a time by
 faust's agent (``handle``); it is the only writer of the tables (writes name their
 partition explicitly), and applies only while this process holds its partitions
 (docs/fencing.md).
@@ -45,10 +45,10 @@ written by a later command of the batch: a later job of the dependent's id wins,
 notice read from it tells of a real change, a duplicate its dependent passes over).
 The follow-ups are handed on (``follow_ups``) before the batch's records, and the
 partition's next commit waits until the broker has them (streams/follow_ups.py,
-streams/transactions.py): every committed record's follow-ups are in the log, so a
+streams/faust/transactions.py): every committed record's follow-ups are in the log, so a
 crash repeats them at worst. A table ahead of its commit is safe only up to the last
 record whose follow-ups are acknowledged; eventq never keeps one (a rollback restores
-the last commit, and a killed process's tables are rebuilt: eventq/statedir.py).
+the last commit, and a killed process's tables are rebuilt: eventq/run/statedir.py).
 
 Slices (docs/architecture.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
 range (eventq/core/batch.py). The partition's admitted-through offset is kept like the
@@ -73,11 +73,15 @@ from eventq.core.events import NOTICE_EVENTS
 from eventq.core.followups import FollowUp, Register, SideRecord, notify, register
 from eventq.core.job import is_final, is_ready, ready_time_ms
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
+from eventq.core.partitioner import job_key
 from eventq.core.recurrence import Changed, recurrence_table_key
 from eventq.core.step import RecurrenceStep, Step, step, step_recurrence, unappliable
 from eventq.core.workflow import REGISTRATION_KEY_PREFIX, Registration, registration_ids
-from eventq.indexes import JobIndex
-from eventq.jobs_table import (
+from eventq.limits import MAX_STATE_RECORD_BYTES
+from eventq.observe.buckets import BATCH_COMMANDS, Histogram
+from eventq.observe.livestats import LiveStats
+from eventq.state.indexes import JobIndex
+from eventq.state.jobs_table import (
     BULK_ADMITTED_KEY,
     LEGACY_WATERMARK_KEY,
     WATERMARK_KEY,
@@ -85,11 +89,7 @@ from eventq.jobs_table import (
     paused_key,
     read_pause_record,
 )
-from eventq.kafka.partitioner import job_key
-from eventq.limits import MAX_STATE_RECORD_BYTES
-from eventq.observe.buckets import BATCH_COMMANDS, Histogram
-from eventq.observe.livestats import LiveStats
-from eventq.waiters import Applied, Waiters
+from eventq.state.waiters import Applied, Waiters
 from streams.store import JobStore
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ READ_AGAIN_S = 10.0  # a partition read again that has not delivered by then: se
 
 
 class Ownership:
-    """What the processor asks of the process about its partitions (streams/app.py):
+    """What the processor asks of the process about its partitions (streams/faust/app.py):
     whether it still holds them, what to do when it may not, and how to read a
     partition again. This default holds always and reads nothing (tests)."""
 
@@ -169,7 +169,7 @@ class Processor:
         self._node = node
         self._on_deadline = on_deadline
         # Stores one applied record's states: the local table, and the changelog in
-        # the partition's open transaction (streams/transactions.py).
+        # the partition's open transaction (streams/faust/transactions.py).
         self._persist = persist
         # Hands one record's follow-up commands on to be written, each to its key's
         # partition of the command log; the partition's next commit waits for their
@@ -239,7 +239,7 @@ class Processor:
 
     def resume_partition(self, partition: int, offset: int) -> None:
         """One partition resumes at ``offset`` (taken again on its own after its
-        transaction failed: streams/ownership.py)."""
+        transaction failed: streams/faust/ownership.py)."""
         self._resumed_at[partition] = offset
         self._next[partition] = offset
         self._reading_again.pop(partition, None)
@@ -270,7 +270,7 @@ class Processor:
 
     def set_aside(self, partition: int) -> None:
         """One partition is given up to be taken again on its own (its transaction
-        failed: streams/ownership.py take_again): forgotten as if revoked, and no longer
+        failed: streams/faust/ownership.py take_again): forgotten as if revoked, and no longer
         awaited by the catch-up of the others, which serve once they are caught up."""
         waiting = bool(self._catch_up)
         self.forget([partition])
@@ -283,7 +283,7 @@ class Processor:
 
     def next_offsets(self) -> dict[int, int]:
         """Owned partitions with records applied: the next offset to apply (what a
-        commit names, streams/transactions.py)."""
+        commit names, streams/faust/transactions.py)."""
         return {p: through + 1 for p, through in self._applied_through.items()
                 if p in self._next}
 
@@ -331,7 +331,7 @@ class Processor:
 
         A partition's state is the fold of its log, so its records are applied in
         offset order, each once, without a gap (``_in_order``). And only while this
-        process's lease on its partitions holds (streams/lease.py): a process that was
+        process's lease on its partitions holds (streams/faust/lease.py): a process that was
         paused past its session must not apply what the partition's new owner is
         applying; it stops and gives its partitions up (``ownership.lost``)."""
         if self.suspended:
@@ -346,13 +346,13 @@ class Processor:
         await self._apply_record(message, value, round(message.timestamp * 1000))
         if self._next.get(message.partition) == message.offset:
             # Unless the partition was given up while this record was applied (its
-            # transaction failed: streams/ownership.py): then it resumes where it is
+            # transaction failed: streams/faust/ownership.py): then it resumes where it is
             # taken again, not here.
             self._next[message.partition] = message.offset + 1
 
     async def handle_batch(self, partition: int, records: Sequence) -> None:
         """Apply one fetch's records of ``partition`` (aiokafka ConsumerRecords, in
-        offset order, ``timestamp`` in milliseconds: streams/command_fetch.py), each
+        offset order, ``timestamp`` in milliseconds: streams/faust/command_fetch.py), each
         exactly as ``handle`` applies one: only while this process is not suspended and
         holds its partitions, and only the partition's next record. What ``handle`` pays
         per record for being called (a coroutine, an await of ``_in_order``) is paid

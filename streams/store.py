@@ -25,6 +25,7 @@ from eventq.core import (
 )
 from eventq.core.commands import recurrence_key
 from eventq.core.digest import InputEntry
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, Recurrence, recurrence_table_key
 from eventq.core.slim import Slim
 from eventq.core.workflow import (
@@ -36,8 +37,7 @@ from eventq.core.workflow import (
     registration_ids,
     registrations_prefix,
 )
-from eventq.jobs_table import PAUSED_KEY_PREFIX, is_job_key, read_pause_record, slims_of
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.state.jobs_table import PAUSED_KEY_PREFIX, is_job_key, read_pause_record, slims_of
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class JobStore:
     def write_batch(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Store the records of one applied batch atomically (a RocksDB write batch;
         value None deletes). The processor sends the same records to the changelog
-        (streams/transactions.py): together the two effects of faust's ``table[key] =
+        (streams/faust/transactions.py): together the two effects of faust's ``table[key] =
         value``, per batch instead of per key, with the partition stated instead of
         taken from ``current_event()``."""
         write_records(self.db(partition), records)

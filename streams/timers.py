@@ -2,7 +2,7 @@
 
 A passed TTR produces ``timeout-attempt(id, attempt)``, a passed TTL ``expire(id)``
 (docs/architecture.md, "The processor"); an attempt only offered to another process and never
-confirmed is given back instead (``release-attempt``, eventq/offers.py: no worker got it,
+confirmed is given back instead (``release-attempt``, eventq/state/offers.py: no worker got it,
 so it is not counted); the processor re-checks each one when it is applied,
 so a complete that came first wins. A scheduled job's wake-up is not a command (spec:
 schedule), but lease waiters of its queue are woken. The timer sleeps until the next
@@ -39,8 +39,8 @@ import uuid
 from typing import Awaitable, Callable
 
 from eventq.core import Command, Expire, Fire, ReleaseAttempt, TimeoutAttempt
-from eventq.indexes import TTR, JobIndex
-from eventq.waiters import Waiters
+from eventq.state.indexes import TTR, JobIndex
+from eventq.state.waiters import Waiters
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ import os
 import re
 
 import pytest
-from beside import BOARD_INPUT, CHAIN_KEY, Chain, board_of
 from hypothesis import HealthCheck, settings
-from shared import SHARED_KEY, SHARED_STOP_ORDER, Shared, shared, uses
 
-from eventq.kafka import broker
-from support import test_broker_config, test_cluster_configs
+from eventq.run.localkafka import broker
+from support.beside import BOARD_INPUT, CHAIN_KEY, Chain, board_of
+from support.shared import SHARED_KEY, SHARED_STOP_ORDER, Shared, shared, uses
+from tools.servers import test_broker_config, test_cluster_configs
 
 # The suite shares two cores with its brokers and the soak beside it: a slow example or
 # a slow draw is the machine's, not the code's (CI, 2026-11-26: "Input generation is
@@ -32,8 +32,8 @@ settings.load_profile("eventq")
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py; the fixed fault
     campaign runs, tests/e2e/test_fault_campaign.py; the full-size Spark DAG,
-    tests/spark/test_spark_dag_full.py) run beside the rest of the suite: the modules'
-    works start now, one after another in ``BESIDE_ORDER`` (tests/beside.py), and their
+    tests/spark/test_dag_full.py) run beside the rest of the suite: the modules'
+    works start now, one after another in ``BESIDE_ORDER`` (tests/support/beside.py), and their
     tests move to the end, where they collect the outcomes (a 7-minute soak costs the
     suite no time of its own)."""
     beside = [item for item in items if item.get_closest_marker("beside")]
@@ -101,7 +101,7 @@ class Groups:
 
 
 class BesideOnController:
-    """The chain of works beside the suite, run by xdist's controller (tests/beside.py):
+    """The chain of works beside the suite, run by xdist's controller (tests/support/beside.py):
     it tells each worker the board, learns from the first worker's collection which
     modules' works to start, and starts them."""
 
@@ -189,7 +189,7 @@ def server(one_server):
 @pytest.fixture(scope="module")
 def one_server(kafka_bootstrap, tmp_path_factory, request):
     """One running `eventq serve` shared by a test module (tests use their own names)."""
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     prefix = re.sub(r"[^A-Za-z0-9]+", "-", request.module.__name__)[-40:].strip("-")
     process = ServerProcess(
@@ -240,7 +240,7 @@ def eventq_cluster(request, kafka_cluster):
 
 
 def _shared_resources(config) -> dict[str, Shared]:
-    from support import EventqCluster
+    from tools.servers import EventqCluster
 
     def start_brokers():
         configs = test_cluster_configs(config._tmp_path_factory.mktemp("kafka-cluster"))

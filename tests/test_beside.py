@@ -1,4 +1,4 @@
-"""The chain of works beside the suite as xdist's workers see it (tests/beside.py): what
+"""The chain of works beside the suite as xdist's workers see it (tests/support/beside.py): what
 the chain posts on its board is what a worker's test reads back, ends included."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from beside import Chain, Watched, posted, start
+
+from support.beside import Chain, Watched, posted, start
 
 
 def test_a_work_posted_on_the_board_is_read_back_with_its_exit_status(tmp_path):

@@ -20,7 +20,6 @@ from eventq.core import (
     encode_command,
     encode_state,
 )
-from eventq.kafka.broker import BrokerConfig, server_properties
 from eventq.kafka.topics import TopicNames, eventq_topics
 from eventq.limits import (
     KAFKA_MESSAGE_BYTES,
@@ -44,6 +43,7 @@ from eventq.limits import (
     MIN_PRIORITY,
     MIN_TOPIC_MESSAGE_BYTES,
 )
+from eventq.run.localkafka.broker import BrokerConfig, server_properties
 
 JID = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
 NAME = "n" * MAX_NAME_BYTES
@@ -122,7 +122,7 @@ def test_topics_broker_and_producers_take_their_sizes_from_the_table(tmp_path):
 
 def test_faust_app_producer_and_consumer_take_the_largest_record(tmp_path):
     from eventq.settings import Settings
-    from streams.app import build_streams
+    from streams.faust.app import build_streams
 
     streams = build_streams(Settings(data_dir=tmp_path))
     conf = streams.app.conf

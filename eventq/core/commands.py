@@ -572,7 +572,7 @@ NO_JOB_COMMANDS = QUEUE_COMMANDS + RECURRENCE_COMMANDS
 
 def command_key(command: "Command | QueueCommand | RecurrenceCommand") -> bytes:
     """The Kafka key a command is written under: a recurrence's ``recur:<name>``, else
-    its job's canonical UUID (eventq.kafka.partitioner.job_key)."""
+    its job's canonical UUID (eventq.core.partitioner.job_key)."""
     if isinstance(command, RECURRENCE_COMMANDS):
         return command.key
     return str(command.job_id).encode()  # type: ignore[union-attr]  # a job's command

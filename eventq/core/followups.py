@@ -67,7 +67,7 @@ SideRecord: TypeAlias = tuple[bytes, bytes | None]  # (key, value); None: delete
 
 def command_key(command: Depend | Upstream | Add) -> bytes:
     """The Kafka key a follow-up is written under: its job's (the canonical lowercase
-    UUID, eventq.kafka.partitioner.job_key), so it goes to that job's partition."""
+    UUID, eventq.core.partitioner.job_key), so it goes to that job's partition."""
     return str(command.job_id).encode()
 
 

@@ -56,7 +56,7 @@ from eventq.errors import FORBIDDEN, ClientError, NotFound
 from eventq.limits import MAX_OFFSET, MAX_TIME_MS, MIN_EVERY_MS, MIN_TIME_MS
 
 # The table key of a recurrence's record: under the meta prefix every reader of jobs
-# passes over (eventq/jobs_table.py), apart from the other meta keys.
+# passes over (eventq/state/jobs_table.py), apart from the other meta keys.
 RECURRENCE_TABLE_PREFIX = META_PREFIX + b"eventq.recur:"
 MAX_SLOT = MAX_TIME_MS // MIN_EVERY_MS
 

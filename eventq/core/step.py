@@ -1,7 +1,7 @@
 """One command applied to one job, with everything that can go wrong contained.
 
 ``step`` is what the processor (streams/processor.py) and every replay of the command
-log (eventq/replay.py) do per command: ``decide``, ``evolve``, and encode the state
+log (eventq/run/replay.py) do per command: ``decide``, ``evolve``, and encode the state
 record that will be stored. It is pure (no I/O, no clock), so a replay decides exactly
 as the processor did, rejections included.
 

@@ -16,8 +16,8 @@ bound (the design's ARCHITECTURE.md, "Workflows"):
 
 Keys. Both live in the partition's table (RocksDB, and the `eventq.jobs` changelog)
 beside the job records, whose keys are canonical lowercase UUIDs (36 bytes,
-eventq.kafka.partitioner.job_key). Every other key of the table starts with the meta
-prefix ``\\x00`` (eventq/jobs_table.py: readers of jobs pass over them), and so do these:
+eventq.core.partitioner.job_key). Every other key of the table starts with the meta
+prefix ``\\x00`` (eventq/state/jobs_table.py: readers of jobs pass over them), and so do these:
 
     registration  \\x00eventq.reg:<upstream-uuid>:<dependent-uuid>      (12 + 73 bytes)
     input         \\x00eventq.input:<dependent-uuid>:<upstream-uuid>    (14 + 73 bytes)

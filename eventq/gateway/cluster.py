@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventq import callers
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.errors import EventqError, ServerError
 from eventq.gateway.peers import Peers
-from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.protocol import requests as rq
 from eventq.protocol.encode import encode_request
 from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
+from eventq.state import callers
 
 # How each request's reply is framed (spec/protocol.md).
 SHAPES: dict[type, Shape] = {
@@ -113,7 +113,7 @@ class Cluster:
 
     async def ask(self, address: str, request: object) -> bytes:
         """The complete reply of ``address`` to ``request`` (errors included), served
-        there for the client this process serves it for (eventq/callers.py: its scope,
+        there for the client this process serves it for (eventq/state/callers.py: its scope,
         and its name on the commands written; spec/security.md)."""
         timeout_s = self.request_timeout_s + wait_s(request)
         return await self.peers.exchange(

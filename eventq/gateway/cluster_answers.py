@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any, cast
 
-from eventq import callers, core
+from eventq import core
 from eventq.core import State
 from eventq.core.digest import StateDigest
 from eventq.errors import EventqError, NotFound, ServerError
@@ -40,6 +40,7 @@ from eventq.limits import RETRY_WAVE_JOBS
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import blocks_reply, data_reply_fields, parse_blocks
+from eventq.state import callers
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ PEER_RETRY_S = 0.1  # a peer that is recovering or unreachable is asked again th
 
 class UnconfirmedClaim(ServerError):
     """A peer claimed a job for this lease and did not answer whether it is still ours
-    (eventq/offers.py): the lease's outcome is unknown, as any request's that times out."""
+    (eventq/state/offers.py): the lease's outcome is unknown, as any request's that times out."""
 
     def __init__(self, address: str, why: object) -> None:
         super().__init__(
@@ -170,7 +171,7 @@ class ClusterAnswers:
 
     async def _take_offer(self, address: str, reply: bytes) -> Handover | None:
         """The job a peer claimed for this lease, once it confirms that the claim is
-        still ours (eventq/offers.py): None if it was withdrawn (given back: lease on).
+        still ours (eventq/state/offers.py): None if it was withdrawn (given back: lease on).
         A confirm without an answer ends the lease with an error, for the job may be
         ours with nobody to hand it to: the client must not be told "no job" nor be
         given another one (its attempt would be counted for nobody)."""

@@ -7,7 +7,7 @@ partitions this process owns. Every failure is an ``EventqError`` whose ``reply`
 the answer.
 
 [eventq] A token with a prefix (spec/security.md): each answer is for the request's
-caller (eventq/callers.py). Commands it issues carry its prefix (``scope``), so a job
+caller (eventq/state/callers.py). Commands it issues carry its prefix (``scope``), so a job
 or recurrence outside it is ``-NOT-FOUND`` where the command is applied (the core
 decides); reads of a job outside it are ``-NOT-FOUND`` here; listings see only its
 queues. Queue names it names are checked before (6a, the parser).
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import cast
 
-from eventq import callers, core
+from eventq import core
 from eventq.core import Job, State
 from eventq.core.job import is_final, ready_time_ms, shown_group, waiting_count
 from eventq.core.machine import Accepted, Ignored, Rejected
@@ -32,7 +32,8 @@ from eventq.gateway.leasing import Handover, Leasing
 from eventq.limits import RETRY_WAVE_JOBS
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
-from eventq.waiters import Applied
+from eventq.state import callers
+from eventq.state.waiters import Applied
 
 MS = 1000.0
 # How often a run held by a lease looks whether that attempt ended without a result
@@ -124,7 +125,7 @@ class LocalAnswers:
         bulk_status: Callable[[], Awaitable[list[tuple[int, int, int]]]] | None = None,
     ) -> None:
         self.engine = engine
-        self.bulk_status = bulk_status  # streams/admission.py: BulkAdmitter.status
+        self.bulk_status = bulk_status  # streams/faust/admission.py: BulkAdmitter.status
         self.index = engine.index
         self.waiters = engine.waiters
         self.stats = stats  # .active_clients, .evicted_jobs
@@ -143,7 +144,7 @@ class LocalAnswers:
         return replies.heads_reply(heads)
 
     async def confirm(self, request: rq.Confirm) -> bytes:
-        """A peer takes the job claimed for its lease (eventq/offers.py): +OK while it
+        """A peer takes the job claimed for its lease (eventq/state/offers.py): +OK while it
         is still offered, else -NOT-FOUND (withdrawn: the claim was given back)."""
         if not self.engine.offers.confirm(request.id, request.claim):
             raise NotFound()

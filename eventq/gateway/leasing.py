@@ -4,7 +4,7 @@
 A lease claims the best ready job with start-attempt and hands it over (a ``Handover``:
 its reply, and the release that gives it back if no client receives it). A claim made
 for another process's lease is only offered until that process confirms it
-(eventq/offers.py). A command given up on while it is in the log is compensated: a
+(eventq/state/offers.py). A command given up on while it is in the log is compensated: a
 claim is given back, a run's job deleted.
 
 Both sides of a lease use this module: this process's answers (eventq/gateway/handlers.py)
@@ -26,9 +26,9 @@ from eventq.core import AttemptStarted, Command, Job, State
 from eventq.core.machine import Accepted
 from eventq.errors import EventqError, Timeout
 from eventq.gateway import ports
-from eventq.offers import confirm_window_ms
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
+from eventq.state.offers import confirm_window_ms
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Leasing:
 
     def _offer(self, release: core.ReleaseAttempt, ttr_ms: int) -> None:
         """Hold a claim for a peer's lease until it confirms it; give it back if it
-        does not in time (eventq/offers.py; docs/fencing.md, "A claim made for another
+        does not in time (eventq/state/offers.py; docs/fencing.md, "A claim made for another
         process: offered, then confirmed")."""
         if self.index.entry(release.job_id) is None:
             return  # already gone again (deleted, expired): nothing to confirm

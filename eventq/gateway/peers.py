@@ -9,7 +9,7 @@ blocking lease holds its connection, as for any client).
 
 With tokens (spec/security.md) a connection authenticates as admin, then says for
 whom it serves: ``as <name> [-prefix=<prefix>]``, the client whose requests it forwards
-(eventq/callers.py), so the owner applies that client's scope and writes that client's
+(eventq/state/callers.py), so the owner applies that client's scope and writes that client's
 name with the commands (audit), never the peer's. Connections are pooled per (peer,
 client): each says ``as`` once, when it opens, and a request forwarded is the client's
 own bytes (a workq request keeps them). Requests eventq makes on its own (no client)
@@ -122,7 +122,7 @@ class Peers:
         # Idle connections by (peer, the client they serve: None, eventq's own).
         self._idle: dict[tuple[str, Caller | None], list[PeerConnection]] = {}
         self._token = token  # the admin token presented to peers (None: no tokens)
-        self._tls = tls  # the links' TLS (eventq/tls.py peer_context; None: plain)
+        self._tls = tls  # the links' TLS (eventq/gateway/tls.py peer_context; None: plain)
         self.forwarded = 0  # requests answered by peers (logged at stop)
 
     async def exchange(

@@ -8,7 +8,7 @@ uses, no more.
 - ``Cluster``: the other processes of the group, and asking them
   (eventq/gateway/cluster.py, ``Cluster``; docs/architecture.md, "Scaling out").
 
-The gateway never imports streams (tests/test_layers.py); the wiring (eventq/server.py)
+The gateway never imports streams (tests/test_layers.py); the wiring (eventq/run/serve.py)
 hands it the real ones, and tests/gateway/test_ports.py checks that they have every
 member named here.
 """
@@ -24,10 +24,10 @@ from eventq.core import Command, Input, Job, QueueCommand
 from eventq.core.commands import RecurrenceCommand
 from eventq.core.digest import StateDigest
 from eventq.core.recurrence import Recurrence
-from eventq.indexes import JobIndex
-from eventq.offers import Offers
 from eventq.protocol.reply_reader import Block
-from eventq.waiters import Applied, Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.offers import Offers
+from eventq.state.waiters import Applied, Waiters
 
 
 class PinnedJobs(Protocol):

@@ -16,16 +16,16 @@ import ssl
 from time import perf_counter
 from typing import Callable
 
-from eventq import callers
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.leasing import Handover
-from eventq.listeners import LISTEN_BACKLOG
+from eventq.gateway.listeners import LISTEN_BACKLOG
+from eventq.gateway.tls import TLS_HANDSHAKE_TIMEOUT_S
 from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import As, Auth, Close, Parser, Peer
 from eventq.protocol.access import UNAUTHORIZED, Access, Caller, TokenStore
 from eventq.protocol.grammar import VERB_OF
-from eventq.tls import TLS_HANDSHAKE_TIMEOUT_S
+from eventq.state import callers
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class _Connection:
 
     @property
     def caller(self) -> Caller | None:
-        """Whom its requests are served for (eventq/callers.py): its token's name and
+        """Whom its requests are served for (eventq/state/callers.py): its token's name and
         prefix, or the client a peer forwards for (``as``); None without tokens."""
         return None if self.access is None else self.access.caller
 
@@ -84,10 +84,10 @@ class GatewayServer:
                  sock: socket.socket | None = None, tokens: TokenStore | None = None,
                  tls: ssl.SSLContext | None = None) -> None:
         self._gateway = gateway
-        # TLS (spec/security.md; eventq/tls.py server_context); None: plain TCP.
+        # TLS (spec/security.md; eventq/gateway/tls.py server_context); None: plain TCP.
         self._tls = tls
         self._tokens = tokens  # None: no tokens, every request allowed (spec/security.md)
-        # A socket bound and listening before faust started (eventq/listeners.py), or
+        # A socket bound and listening before faust started (eventq/gateway/listeners.py), or
         # None: bind host and port at start.
         self._sock = sock
         self._stats = stats
@@ -104,7 +104,7 @@ class GatewayServer:
 
     async def start(self) -> None:
         # With TLS the loop makes each connection's handshake before ``_serve`` runs; a
-        # refusal is logged by the context (eventq/tls.py). (uvloop's start_tls on an
+        # refusal is logged by the context (eventq/gateway/tls.py). (uvloop's start_tls on an
         # accepted connection stalled 2 handshakes in 3 in a test: not used.)
         tls = {} if self._tls is None else {
             "ssl": self._tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}

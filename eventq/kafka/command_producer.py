@@ -17,7 +17,7 @@ every in-sync replica has it: "+OK means the command is in the log and applied")
 linger (``linger.ms=0``: librdkafka's default is 5 ms, and the command writer's lanes
 already group what waits: streams/command_writer.py), every record to an explicit
 partition (the partitioner is murmur2 anyway, as every eventq producer's:
-eventq/kafka/partitioner.py).
+eventq/core/partitioner.py).
 
 librdkafka reports deliveries from ``poll``, which blocks; one thread of this module
 polls, and hands every report a poll served to the event loop together, in one
@@ -37,7 +37,7 @@ import threading
 from functools import partial
 from typing import Any, Mapping, NamedTuple
 
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
+from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.2  # a poll returns at once with a report; this only bounds how soon a stop is seen
 # A record Kafka has not acknowledged by then fails (its issuer has heard long before:
 # write_timeout_ms); longer than a leader election, shorter than a transaction's commit
-# could wait for a follow-up in vain (streams/transactions.py SEND_TIMEOUT_S).
+# could wait for a follow-up in vain (streams/faust/transactions.py SEND_TIMEOUT_S).
 DELIVERY_TIMEOUT_MS = 30_000
 # The local queue full (only with tens of thousands of records waiting): a send waits
 # for deliveries to make room, at this pace, for at most the delivery timeout.

@@ -196,7 +196,7 @@ class ReadStalled(Exception):
 
 def _drop_read_to_end(consumer, topic: str, remaining: dict[int, int]) -> None:
     """Forget the partitions whose read position reached their end. The last offsets of
-    a transactional topic (`eventq.jobs`: streams/transactions.py) are commit and abort
+    a transactional topic (`eventq.jobs`: streams/faust/transactions.py) are commit and abort
     markers, and an aborted transaction's records are never delivered (the reader is
     read_committed), so the end is where the position stands, not the offset of a
     record delivered."""
@@ -225,7 +225,7 @@ def read_topic(
             )
 
 
-META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (eventq/jobs_table.py)
+META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (eventq/state/jobs_table.py)
 
 
 def latest_jobs(
@@ -333,7 +333,7 @@ def catch_up_targets(
     read (otherwise an acknowledged write looks missing for a moment). Partitions with
     no committed offset at all must be read from their first offset. ``committed``
     ({partition: offset}, -1 for none): the positions the partitions' tables were
-    recovered for (streams/ownership.py); asked of the group coordinator if not given."""
+    recovered for (streams/faust/ownership.py); asked of the group coordinator if not given."""
     from confluent_kafka.admin import AdminClient
 
     ends = end_offsets(bootstrap, topic)

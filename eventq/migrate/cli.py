@@ -1,7 +1,7 @@
 """The ``import-cmdlog`` and ``export-cmdlog`` subcommands.
 
 ``register(subparsers, add_settings_arguments, settings_from_args)`` adds them to the
-``eventq`` parser; each handler follows eventq.cli's convention ``handler(settings,
+``eventq`` parser; each handler follows eventq.cli.main's convention ``handler(settings,
 args) -> exit code``. ``main(argv)`` runs them on their own (``python -m
 eventq.migrate ...``), building the settings with ``settings_from_args``.
 
@@ -20,10 +20,10 @@ from typing import Callable, Sequence
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES
 from eventq.cmdlog.segments import SKIP, STOP
+from eventq.console.progress import Progress
 from eventq.errors import ClientError
 from eventq.migrate.exporter import ExportOptions, run_export
 from eventq.migrate.importer import ImportOptions, MigrateError, run_import
-from eventq.progress import Progress
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -167,7 +167,7 @@ def register(
     ``add_settings_arguments`` adds the settings flags (eventq.settings.add_arguments).
     The handlers are set as ``handler`` and take ``(settings, args)``, like every eventq
     subcommand; ``settings_from_args`` is what ``main`` here uses to build the settings
-    (eventq.cli builds them itself).
+    (eventq.cli.main builds them itself).
     """
     imp = subparsers.add_parser(
         "import-cmdlog",

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES, HEADER, segment_name, write_jobs
+from eventq.console.progress import Progress
 from eventq.core import Job, State
 from eventq.migrate.importer import MAX_LISTED, MigrateError
 from eventq.migrate.mapping import REPLAY_LOSSES, export_notes, exportable, workq_job
-from eventq.progress import Progress
 
 
 @dataclass

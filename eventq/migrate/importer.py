@@ -33,15 +33,15 @@ from typing import Any
 
 import msgpack
 
-from eventq.bulklane import end_offsets
 from eventq.cmdlog import CorruptRecord, Replayer, WorkqJob, WorkqState, iter_commands
 from eventq.cmdlog.segments import SKIP, STOP, list_segments
+from eventq.console.progress import Progress
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
 from eventq.core.batch import offset_of
 from eventq.core.codec import EVENT_KEY, EVENT_KEYS, JOB_KEY, JOB_KEYS, TYPE_KEY, VERSION_KEY
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.core.partitioner import job_key, partition_for_key
+from eventq.kafka.bulklane import end_offsets
 from eventq.migrate.mapping import Unimportable, import_command
-from eventq.progress import Progress
 from eventq.protocol.values import format_time
 
 MAX_LISTED = 50  # corrupt records, unimportable jobs and failures listed in a report
@@ -405,9 +405,9 @@ def wait_applied(
     """Wait until the server has admitted and applied every published command (see the
     module doc), then classify each job from the state log. The commands were written to
     the bulk lane, so the server's admission of it (its bulk group's committed offsets,
-    eventq/bulklane.py) says when; an Imported event at or after the command log's end
+    eventq/kafka/bulklane.py) says when; an Imported event at or after the command log's end
     before publishing (``commands_before``) is this run's."""
-    from eventq.bulklane import admitted_offsets, bulk_group_id, wait_state_logged
+    from eventq.kafka.bulklane import admitted_offsets, bulk_group_id, wait_state_logged
     from eventq.migrate.kafka_io import StateLogTail
 
     deliveries = publish_result.deliveries

@@ -6,7 +6,7 @@
   successes and failures and keep each delivered command's partition, offset and
   broker timestamp (the topic uses LogAppendTime, so that is the time the processor
   decides at).
-* How far the server has admitted the bulk topic: ``eventq.bulklane`` (committed
+* How far the server has admitted the bulk topic: ``eventq.kafka.bulklane`` (committed
   only once applied, so its effect, if any, is in the state log by then).
 * ``StateLogTail``: reads the state log (``eventq.jobs``) incrementally from the start.
 """
@@ -219,7 +219,7 @@ class StateLogTail:
 
     def _advance_past_markers(self) -> None:
         """The consumer's own position: past the transaction markers that end the
-        state log's partitions (streams/transactions.py), which are never delivered."""
+        state log's partitions (streams/faust/transactions.py), which are never delivered."""
         from confluent_kafka import TopicPartition
 
         asked = [TopicPartition(self.topic, p) for p in range(self.partitions)]

@@ -44,7 +44,7 @@ import uuid
 from eventq.cmdlog import WorkqJob, WorkqState
 from eventq.core import Import, Job, State
 from eventq.core.job import deadline_after, was_retried
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.core.partitioner import job_key, partition_for_key
 
 NS_PER_MS = 1_000_000
 

@@ -1,7 +1,7 @@
 """A job's history from the command log (the dashboard's job page).
 
 Every command of a job is in one partition of the command log, the one its key hashes
-to (eventq/kafka/partitioner.py ``job_key``), so its history is one partition read:
+to (eventq/core/partitioner.py ``job_key``), so its history is one partition read:
 the last ``MAX_HISTORY_RECORDS`` records of it at most (a person waits for this page),
 folded with the core exactly as ``eventq spark stats`` folds it (eventq/core/fold.py),
 so each command shows whether it was accepted and what it did, and [eventq] who issued
@@ -19,7 +19,7 @@ from eventq.core import CodecError, decode_command
 from eventq.core.batch import position, read_record
 from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.fold import JobFold
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.kafka.security import KafkaTarget
 from eventq.observe.pages import HistoryRow
 

@@ -32,9 +32,9 @@ OUTCOMES = ("applied", "rejected", "ignored", "undecodable", "unappliable")
 
 @dataclass
 class Sources:
-    """What the metrics read (streams/app.py and eventq/server.py hand them over)."""
+    """What the metrics read (streams/faust/app.py and eventq/run/serve.py hand them over)."""
 
-    index: object  # eventq.indexes.JobIndex
+    index: object  # eventq.state.indexes.JobIndex
     processor: object  # streams.processor.Processor (counters, stats, batch_commands)
     gateway_stats: object  # eventq.gateway.server.GatewayStats
     lag: Callable[[], dict[int, tuple[int, int]]]  # partition -> (applied through, end)

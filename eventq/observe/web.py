@@ -569,7 +569,7 @@ class WebServer:
                  sock: socket.socket | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._dashboard = dashboard
         self._host, self._port = host, port
-        self._sock = sock  # bound before faust started (eventq/listeners.py), or None
+        self._sock = sock  # bound before faust started (eventq/gateway/listeners.py), or None
         self._tls = tls
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task | None = None

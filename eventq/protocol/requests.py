@@ -295,7 +295,7 @@ class Confirm:
     """``confirm <id> <claim>``: eventq extension, internal (docs/fencing.md, "A claim
     made for another process: offered, then confirmed"), peer connections only. The
     asking process takes the job this process claimed for its lease, the start-attempt
-    at log position ``claim`` (eventq/offers.py): ``+OK``, or ``-NOT-FOUND`` if the
+    at log position ``claim`` (eventq/state/offers.py): ``+OK``, or ``-NOT-FOUND`` if the
     offer was withdrawn (then the job was given back)."""
 
     id: uuid.UUID

@@ -153,7 +153,7 @@ def parse_cursor_offset(token: str) -> int:
 
 
 def parse_claim(token: str) -> int:
-    """confirm's claim (internal, eventq/offers.py): a log position, 0 … 2^63-1."""
+    """confirm's claim (internal, eventq/state/offers.py): a log position, 0 … 2^63-1."""
     return _parse_unsigned(token, 0, MAX_OFFSET, INVALID_COMMAND_ARGS)
 
 

@@ -1,6 +1,6 @@
 """``eventq spark enqueue|snapshot|stats``: the Spark jobs from the command line.
 
-``eventq/cli.py`` adds them with ``register(commands, add_arguments, build_settings)``;
+``eventq/cli/main.py`` adds them with ``register(commands, add_arguments, build_settings)``;
 ``python -m eventq.spark.cli spark ...`` runs them on their own. pyspark is imported
 only when a subcommand runs, so ``eventq --help`` works without the ``spark`` extra.
 """
@@ -146,14 +146,14 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
 
 def _wait_applied(settings, args: argparse.Namespace, rows: int) -> int:
     """--wait: until the server has admitted and applied every record written."""
-    from eventq.bulklane import (
+    from eventq.console.progress import Progress
+    from eventq.kafka.bulklane import (
         BulkWaitError,
         bulk_group_id,
         end_offsets,
         wait_admitted,
         wait_state_logged,
     )
-    from eventq.progress import Progress
 
     targets = end_offsets(settings.kafka, settings.bulk_topic)
     try:

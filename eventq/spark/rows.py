@@ -76,11 +76,11 @@ from eventq.core.job import (
     waiting_count,
 )
 from eventq.core.machine import Rejected
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.core.recurrence import Changed, Recurrence, recurrence_name_of
 from eventq.core.step import step_recurrence
 from eventq.core.workflow import input_ids
 from eventq.errors import INVALID_AFTER, INVALID_TAGS, EventqError
-from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.limits import MAX_AFTER_IDS, MAX_TAG_BYTES, MAX_TAGS, MAX_TIME_MS, MIN_TIME_MS
 from eventq.protocol.values import (
     parse_after,
@@ -467,7 +467,7 @@ def encode_rows(spec: EnqueueSpec, *columns):
 # The Spark type of each ``Job`` field: the one table the state log's rows come from.
 # Columns follow the dataclass's field order, with the columns derived from a field
 # after it (``_DERIVED_KINDS``); a field added to ``Job`` is one line here
-# (tests/spark/test_spark_rows.py fails without it). Times up to 2^64-1 are
+# (tests/spark/test_rows.py fails without it). Times up to 2^64-1 are
 # decimal(20,0) (docs/protocol.md, "Arguments": a TTL).
 JOB_FIELD_KINDS: dict[str, str] = {
     "id": "string", "name": "string", "ttr_ms": "bigint", "ttl_ms": "decimal(20,0)",

@@ -13,7 +13,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
-from eventq.terminal import is_terminal
+from eventq.console.terminal import is_terminal
 
 LINE_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 # Loggers whose INFO lines a worker shows: a line per job, and the client's

@@ -1,10 +1,10 @@
 """One contract for every fold of the command log (docs/architecture.md, "Testing
 without a broker"): the same generated history of `eventq.commands` is folded
 
-(a) by the pure fold of ``eventq replay --from-commands`` (eventq/replay.py ``Derived``),
+(a) by the pure fold of ``eventq replay --from-commands`` (eventq/run/replay.py ``Derived``),
 (b) by the processor (streams/processor.py) over the in-memory engine (streams/memory.py),
     applying records as faust's agent hands them (one at a time) or as the fetcher
-    does (streams/command_fetch.py: a delivery's records at once): partitions
+    does (streams/faust/command_fetch.py: a delivery's records at once): partitions
     interleaved, records delivered again, records passed over and read again,
     commits, and kills between apply and commit after which the table is what the
     changelog holds (its committed records, or any prefix of what was written since)
@@ -17,7 +17,7 @@ Spark's own ``hash_jobs``/``combine_digest`` for (c)) and the outcome counts mus
 The processor's index and paused queues must match its table.
 
 Histories: 2 or 3 partitions, two jobs in each, commands drawn by the jobs' states
-(tests/core/core_strategies.py ``small_command``: add, schedule, start-attempt,
+(tests/support/core_strategies.py ``small_command``: add, schedule, start-attempt,
 complete, fail, delete, touch, release-attempt, timeout-attempt, expire) and pause and
 resume (in every partition), as single records, batch records and bulk slices (some
 admitted twice), at increasing broker times.
@@ -32,7 +32,7 @@ loses those in flight, and their commands, read again, write them again). Once e
 record is applied, besides the above:
 
 - the records beside the jobs (registrations, inputs) are those of the fold of each
-  partition's final log (tests/core/test_core_dag.py ``apply_command``);
+  partition's final log (tests/core/test_dag.py ``apply_command``);
 - no dependent is stuck: each live dependent whose TTL has not passed has a ``depend``
   in each upstream's log for its life, and each link holds the outcome of the last
   change its upstream's log told it of (an ending after its registration, or the
@@ -53,8 +53,6 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.core_strategies import ALL_KINDS, small_command, time_steps
-from core.test_core_dag import Table, apply_command
 from eventq.core import (
     Accepted,
     Add,
@@ -84,13 +82,15 @@ from eventq.core.commands import QUEUE_COMMANDS
 from eventq.core.fold import JobFold
 from eventq.core.followups import Notify, Register
 from eventq.core.job import link_outcome
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.core.step import step
 from eventq.core.workflow import INPUT_KEY_PREFIX, REGISTRATION_KEY_PREFIX
-from eventq.jobs_table import PAUSED_KEY_PREFIX
-from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.replay import Derived, compare
+from eventq.run.replay import Derived, compare
 from eventq.spark import rows
+from eventq.state.jobs_table import PAUSED_KEY_PREFIX
 from streams.memory import Driver, MemoryLog, Message
+from support.core_strategies import ALL_KINDS, small_command, time_steps
+from support.dag_world import Table, apply_command
 
 PARTITION_COUNTS = (2, 3)
 QUEUES = ("a", "b")  # the names small_command gives jobs
@@ -128,7 +128,7 @@ class History:
         self.log = log
         self.ops = ops
         self.acks_at_once = acks_at_once  # the driver's follow-ups (streams/memory.py)
-        self.by_fetch = by_fetch  # deliveries as whole fetches (streams/command_fetch.py)
+        self.by_fetch = by_fetch  # deliveries as whole fetches (streams/faust/command_fetch.py)
         self.drafts = list(drafts or [])  # records still to append, with their times
 
     def append(self, count: int) -> None:
@@ -269,7 +269,7 @@ def histories(draw) -> History:
 
 
 def pure_fold(log: MemoryLog) -> Derived:
-    """(a) What ``eventq replay --from-commands`` derives (eventq/replay.py)."""
+    """(a) What ``eventq replay --from-commands`` derives (eventq/run/replay.py)."""
     derived = Derived()
     for record in log:  # partition by partition, in offset order, as read_topic reads
         derived.feed(record)  # type: ignore[arg-type]  # a Message is a Record's shape

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core.core_strategies import histories, live_jobs, names, payloads, priorities, ttrs
 from eventq.core import (
     ALREADY_APPLIED,
     COMMAND_CLASSES,
@@ -65,6 +64,7 @@ from eventq.limits import (
     MAX_TTL_MS,
     MIN_TIME_MS,
 )
+from support.core_strategies import histories, live_jobs, names, payloads, priorities, ttrs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 T0 = 1_700_000_000_000  # created, in the past of the import

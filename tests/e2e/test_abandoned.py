@@ -13,12 +13,12 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import Delete, ReleaseAttempt, StartAttempt, State, decode_command
 from eventq.core.batch import position, split_record
 from eventq.errors import NotFound, ServerError, Timeout
 from eventq.kafka.logreader import read_topic
-from eventq.rawclient import RawClient as Client
-from support import ServerProcess
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

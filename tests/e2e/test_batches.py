@@ -13,6 +13,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import (
     Add,
     Complete,
@@ -23,12 +24,11 @@ from eventq.core import (
     state_digest,
 )
 from eventq.core.batch import MAX_BATCH_COMMANDS, encode_batch
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.errors import ClientError, NotFound, ServerError
 from eventq.kafka.logreader import latest_jobs
-from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.rawclient import RawClient as Client
-from eventq.replay import compare, derive_from_commands
-from support import ServerProcess
+from eventq.run.replay import compare, derive_from_commands
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

@@ -11,15 +11,15 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import Add, encode_command, state_digest
 from eventq.core.batch import encode_batch, read_record
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.errors import EventqError, NotFound
 from eventq.kafka.logreader import end_offsets, read_topic
-from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.kafka.topics import bulk_name_for
-from eventq.rawclient import RawClient as Client
-from eventq.replay import derive_from_commands
-from support import ServerProcess
+from eventq.run.replay import derive_from_commands
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 

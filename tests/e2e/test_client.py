@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-from fake_workq import FakeWorkq
 
 from eventq.client import (
     AddManyError,
@@ -28,6 +27,7 @@ from eventq.client import (
     Result,
     TimedOut,
 )
+from support.fake_workq import FakeWorkq
 
 pytestmark = pytest.mark.kafka
 
@@ -255,7 +255,7 @@ def test_resume_wakes_a_waiting_lease_at_once(server):
 
 @pytest.fixture
 def own_server(kafka_bootstrap, tmp_path, topic_prefix):
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     process = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server")
     process.create_topics()

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import state_digest
 from eventq.kafka.logreader import latest_jobs, read_topic
 from eventq.kafka.topics import TopicSpec, bulk_name_for, bulk_topic, commands_topic, ensure_topics
-from eventq.rawclient import RawClient as Client
-from support import ServerProcess
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import raw_exchange
+from tools.servers import raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

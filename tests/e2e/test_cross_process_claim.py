@@ -10,7 +10,7 @@ job's TTR passes (time-out: an attempt counted), then A runs again, reads the ha
 and gives it to its client as a lease the job no longer has.
 
 What must hold: the lease A's client gets is live (the job is LEASED, in its first
-counted attempt). Before claims were confirmed (eventq/offers.py) it was not: the
+counted attempt). Before claims were confirmed (eventq/state/offers.py) it was not: the
 attempt was spent while A slept and A's client got a lease the job no longer had
 (PENDING, attempts 1), which another worker could be granted too. Now B withdraws the
 unconfirmed claim before its TTR (no attempt counted), A's late confirm is refused, and
@@ -28,8 +28,8 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient
-from support import EventqCluster, raw_exchange
+from eventq.client.raw import RawClient
+from tools.servers import EventqCluster, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -15,10 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_path
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventq.client import Client, NotFound, TimedOut
+from support.browser import Browser, chromium_path
 
 pytestmark = [pytest.mark.kafka]
 
@@ -28,7 +28,7 @@ SHOTS = Path(os.environ.get("EVENTQ_TEST_OUTPUT", ROOT / "test-output")) / "scre
 
 @pytest.fixture(scope="module")
 def server(kafka_bootstrap, tmp_path_factory):
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     process = ServerProcess(kafka_bootstrap, f"m{os.getpid()}-dashboard",
                             tmp_path_factory.mktemp("server"), http_actions="true")
@@ -201,7 +201,7 @@ def test_actions_from_another_site_are_refused(server, workload):
 
 
 def test_a_read_only_dashboard_shows_no_actions_and_refuses_them(kafka_bootstrap, tmp_path):
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     process = ServerProcess(kafka_bootstrap, f"m{os.getpid()}-readonly", tmp_path / "ro")
     process.create_topics()

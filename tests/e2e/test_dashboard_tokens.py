@@ -16,10 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_path
-from tls_files import make_tls_files
 
 from eventq.client import Client, NotFound, tls_context
+from support.browser import Browser, chromium_path
+from tools.tls_files import make_tls_files
 
 pytestmark = [pytest.mark.kafka]
 
@@ -44,7 +44,7 @@ def tokens_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(kafka_bootstrap, tmp_path_factory, files, tokens_file):
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     process = ServerProcess(kafka_bootstrap, f"m{os.getpid()}-webtok",
                             tmp_path_factory.mktemp("server"), http_actions="true",

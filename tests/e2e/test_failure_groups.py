@@ -96,7 +96,7 @@ def test_the_log_folded_again_gives_the_live_state_groups_and_retries_included(s
     time) of the live server equals the fold of the command log and the state log's,
     after the retries above (this module's server, its topics)."""
     from eventq.kafka.logreader import latest_state
-    from eventq.replay import derive_from_commands
+    from eventq.run.replay import derive_from_commands
 
     with Client(port=server.port) as client:
         live, previous, deadline = None, "", time.monotonic() + 60

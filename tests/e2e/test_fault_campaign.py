@@ -1,11 +1,11 @@
 """Two short runs of the fault campaign with fixed seeds (bench/faults.py runs many
 more): kill -9, SIGSTOP past the session timeout, network cut-offs of eventq processes
 and brokers, sometimes two at once, under a recorded mixed load; then every check of
-tests/faults/checker.py, the live digest and the changelog against a fold of the
-command log (tests/faults/campaign.py).
+tools/faults/checker.py, the live digest and the changelog against a fold of the
+command log (tools/faults/campaign.py).
 
 They run *beside* the rest of the suite, one after the other in a process of their own
-(``start_beside``, tests/beside.py: about 4 minutes the suite no longer waits for); each
+(``start_beside``, tests/support/beside.py: about 4 minutes the suite no longer waits for); each
 test waits for its run's report. Run alone, they are the only work beside."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import beside
 import pytest
-from beside import Beside
+
+from support import beside
+from support.beside import Beside
 
 SEEDS = (7, 11)
 SECONDS = 45.0
@@ -25,7 +26,7 @@ RUN_TIMEOUT_S = 900  # one run's bound on a busy machine (a run takes 2-3 minute
 # Enough load for the checks to mean something: a run beside the suite on 2 cores did 400
 # ok operations of 628 (CI 2026-11-27), alone 1,300-5,700 in 45-60 s.
 MIN_OK_OPERATIONS = 300
-BESIDE_ORDER = 1  # after the soak (tests/beside.py)
+BESIDE_ORDER = 1  # after the soak (tests/support/beside.py)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.beside,
               pytest.mark.timeout(RUN_TIMEOUT_S * len(SEEDS) + 60)]
@@ -51,7 +52,7 @@ def test_a_fault_campaign_run_breaks_no_rule(seed, request):
 
 def run_and_report(directory: Path) -> None:
     """Every seed's run, one after the other, each report in seed-<seed>.json."""
-    from faults.campaign import run_campaign
+    from tools.faults.campaign import run_campaign
 
     for seed in SEEDS:
         report = asyncio.run(run_campaign(directory / f"seed-{seed}", seed, SECONDS))

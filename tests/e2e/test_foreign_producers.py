@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Producer
 
 from eventq import core
+from eventq.client.raw import RawClient as Client
+from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER, job_key
 from eventq.errors import NotFound
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER, job_key
-from eventq.rawclient import RawClient as Client
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support import ServerProcess
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -93,7 +93,7 @@ def test_fuzz_with_tokens_no_unauthenticated_request_has_any_effect(kafka_bootst
 
 
 async def admin_cycle(port: int, token: str) -> None:
-    from eventq.rawclient import RawClient
+    from eventq.client.raw import RawClient
 
     job = uuid.uuid4()
     async with await RawClient.connect(port=port, token=token) as client:

@@ -25,7 +25,7 @@ from eventq.core.batch import split_record
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.server import READ_CHUNK_BYTES
 from eventq.kafka.logreader import read_topic
-from support import raw_exchange
+from tools.servers import raw_exchange
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -170,7 +170,7 @@ def test_eventq_client_prints_every_reply_of_a_piped_script(server):
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_reply_after_eof_is_found_delivered_or_reset(loop):
     """The probe itself on loopback, under both event loops the server may run on
-    (eventq/server.py installs uvloop when it can): a half-closed peer's kernel
+    (eventq/run/serve.py installs uvloop when it can): a half-closed peer's kernel
     acknowledges the reply, a fully closed one's resets the connection."""
     if loop == "uvloop":
         uvloop = pytest.importorskip("uvloop")

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_WAIT_TIMEOUT_MS
-from eventq.rawclient import RawClient as Client
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -151,7 +151,7 @@ def test_a_stop_while_hundreds_of_runs_are_submitted_ends_cleanly(kafka_bootstra
     tries before the fix, 0.8 s and exit 0 after)."""
     import signal
 
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     server = ServerProcess(kafka_bootstrap, f"stoprace{uuid.uuid4().hex[:6]}", tmp_path, partitions=2)
     server.create_topics()

@@ -19,12 +19,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import state_digest
 from eventq.errors import NotFound, ServerError
 from eventq.limits import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES, MIN_TOPIC_MESSAGE_BYTES
-from eventq.rawclient import RawClient as Client
-from eventq.replay import derive_from_commands
-from support import ServerProcess, raw_exchange
+from eventq.run.replay import derive_from_commands
+from tools.servers import ServerProcess, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.errors import EventqError, ServerError, Timeout
-from eventq.kafka import broker
-from eventq.rawclient import RawClient as Client
-from support import ServerProcess
+from eventq.run.localkafka import broker
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -169,7 +169,7 @@ def print_history(bootstrap: str, prefix: str, job: uuid.UUID) -> None:
     from eventq.core import decode_command, decode_state
     from eventq.core.batch import split_record
     from eventq.kafka.logreader import read_topic
-    from support import records_for_key
+    from tools.servers import records_for_key
 
     key = str(job).encode()
     for r in read_topic(bootstrap, f"{prefix}.commands"):
@@ -184,8 +184,8 @@ def print_history(bootstrap: str, prefix: str, job: uuid.UUID) -> None:
 def test_a_stop_while_kafka_is_down_is_bounded_and_loses_nothing(own_broker, tmp_path):
     """SIGTERM with the broker dead: the gateway closes at once, the process ends within
     the stop watchdog's bound, and the next start still has the acknowledged job."""
-    from eventq.server import STOP_TIMEOUT_S
-    from support import raw_exchange
+    from eventq.run.serve import STOP_TIMEOUT_S
+    from tools.servers import raw_exchange
 
     server = ServerProcess(
         own_broker.bootstrap, "stopdown", tmp_path / "server", partitions=2,

@@ -9,7 +9,7 @@ twice, and the newest changelog record of a job stopped being its state: the pau
 process's late changelog writes became the newest records of their keys, and when it
 got partitions back it skipped the records others had written after its own.
 
-The whole history is checked (tests/faults/checker.py), and the live state, the
+The whole history is checked (tools/faults/checker.py), and the live state, the
 changelog and a fold of the command log must be the same state.
 """
 
@@ -20,11 +20,13 @@ import os
 import signal
 
 import pytest
-from faults.campaign import changelog_violations, settled_digests
-from faults.checker import check, summary, violations_text
-from faults.explain import explain
-from faults.history import Clock, Recorder
-from faults.load import (
+
+from eventq.kafka.topics import bulk_name_for
+from tools.faults.campaign import changelog_violations, settled_digests
+from tools.faults.checker import check, summary, violations_text
+from tools.faults.explain import explain
+from tools.faults.history import Clock, Recorder
+from tools.faults.load import (
     BulkTarget,
     LoadConfig,
     created_job_ids,
@@ -32,9 +34,7 @@ from faults.load import (
     run_load,
     wait_bulk_admitted,
 )
-
-from eventq.kafka.topics import bulk_name_for
-from support import EventqCluster
+from tools.servers import EventqCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
 

@@ -140,9 +140,9 @@ def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
     but what the server admits."""
     import asyncio
 
+    from eventq.client.raw import RawClient as Client
     from eventq.errors import NotFound
     from eventq.kafka.topics import bulk_name_for
-    from eventq.rawclient import RawClient as Client
 
     name = f"emails-{time.monotonic_ns()}"
     code = pipeline_snippet()

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_run import Watched
+
+from support.cli_run import Watched
 
 pytestmark = pytest.mark.kafka
 

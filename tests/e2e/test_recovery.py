@@ -14,15 +14,15 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import AttemptReleased, AttemptStarted, Completed, state_digest
 from eventq.core.machine import Accepted
+from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from eventq.errors import ClientError, EventqError, NotFound, Timeout
-from eventq.kafka import broker
 from eventq.kafka.logreader import latest_jobs
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
-from eventq.rawclient import RawClient as Client
-from eventq.replay import compare, derive_from_commands
-from support import ServerProcess
+from eventq.run.localkafka import broker
+from eventq.run.replay import compare, derive_from_commands
+from tools.servers import ServerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -158,7 +158,7 @@ def test_crashes_under_mixed_load_lose_nothing_and_state_equals_replay(own_broke
     finally:
         code = server.stop()
     print(server.log_tail(80))
-    # After a broker crash a stop may have to be forced (eventq/server.py: the watchdog
+    # After a broker crash a stop may have to be forced (eventq/run/serve.py: the watchdog
     # keeps the crash marker, so the next start rebuilds from the log); never a hang.
     assert code == 0 or (code == 1 and "stop did not finish" in server.log_path.read_text())
     assert len(ledger.added) > 100 and ledger.completed and ledger.deleted

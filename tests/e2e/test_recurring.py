@@ -15,12 +15,12 @@ import time
 import pytest
 
 from eventq.core.commands import recurrence_key
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.core.recurrence import slot_job_id
 from eventq.kafka.logreader import latest_state
-from eventq.kafka.partitioner import job_key, partition_for_key
 from eventq.protocol.reply_reader import parse_blocks
-from eventq.replay import derive_from_commands
-from support import EventqCluster, ServerProcess, raw_exchange
+from eventq.run.replay import derive_from_commands
+from tools.servers import EventqCluster, ServerProcess, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import Job, State, decode_state, state_digest
-from eventq.jobs_table import is_job_key
-from eventq.rawclient import RawClient as Client
-from eventq.replay import derive_from_commands
-from eventq.restore import open_table, table_path
-from support import ServerProcess, produce_state_records
+from eventq.run.replay import derive_from_commands
+from eventq.run.restore import open_table, table_path
+from eventq.state.jobs_table import is_job_key
+from tools.servers import ServerProcess, produce_state_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -186,13 +186,13 @@ def test_a_restore_killed_half_way_is_done_again_on_the_next_start(
 
 
 def restores_running(state_dir: str) -> list[int]:
-    """Pids of `python -m eventq.restore` processes writing into ``state_dir``."""
+    """Pids of `python -m eventq.run.restore` processes writing into ``state_dir``."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             words = (proc / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        if b"eventq.restore" in words and state_dir.encode() in words:
+        if b"eventq.run.restore" in words and state_dir.encode() in words:
             found.append(int(proc.name))
     return found

@@ -11,12 +11,12 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.core import state_digest
 from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
-from eventq.kafka import broker
-from eventq.rawclient import RawClient as Client
-from eventq.replay import derive_from_commands
-from support import EventqCluster
+from eventq.run.localkafka import broker
+from eventq.run.replay import derive_from_commands
+from tools.servers import EventqCluster
 
 pytestmark = [pytest.mark.kafka]
 

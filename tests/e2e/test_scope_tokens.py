@@ -12,11 +12,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lines import Line
 
 from eventq.observe import pages
 from eventq.observe.joblog import job_history
-from support import started_with_tokens
+from support.lines import Line
+from tools.servers import started_with_tokens
 
 pytestmark = [pytest.mark.kafka]
 
@@ -132,7 +132,7 @@ def test_two_processes_forward_a_tenants_requests_with_its_scope_and_name(
     """Adds through the first process, reads through the second: some of the 16 jobs
     live in the other's partitions, so they are forwarded; the owner applies the
     client's scope (-NOT-FOUND to the other tenant) and writes the client's name."""
-    from support import ServerProcess, start_together
+    from tools.servers import ServerProcess, start_together
 
     prefix = f"m{os.getpid()}-scope2"
     processes = [ServerProcess(kafka_bootstrap, prefix, tmp_path / f"p{i}",

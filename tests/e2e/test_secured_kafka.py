@@ -26,11 +26,11 @@ import time
 import uuid
 
 import pytest
-from tls_files import make_tls_files
 
 from eventq.client import Client
-from eventq.listeners import EXIT_CANNOT_START
-from support import ServerProcess, free_port
+from eventq.gateway.listeners import EXIT_CANNOT_START
+from tools.servers import ServerProcess, free_port
+from tools.tls_files import make_tls_files
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
 

@@ -4,7 +4,7 @@ minutes), with no WARNING or ERROR in its log, memory and open files flat, every
 answered and a clean stop.
 
 It runs *beside* the rest of the suite: tests/conftest.py starts it when collection ends
-(``start_beside``, tests/beside.py: first of the works beside the suite) and moves this
+(``start_beside``, tests/support/beside.py: first of the works beside the suite) and moves this
 test to the end, where it waits for the soak's outcome.
 Run alone, it is the only work beside. ``EVENTQ_SOAK_MINUTES`` sets its length."""
 
@@ -16,9 +16,10 @@ import shutil
 import time
 from pathlib import Path
 
-import beside
 import pytest
-from beside import Beside
+
+from support import beside
+from support.beside import Beside
 
 REPO = Path(__file__).resolve().parents[2]
 # Past faust's stall detectors and Kafka's retention check, 300 s each (bench/soak.py:

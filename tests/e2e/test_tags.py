@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from eventq.rawclient import RawClient
-from eventq.replay import derive_from_commands
+from eventq.client.raw import RawClient
+from eventq.run.replay import derive_from_commands
 
 pytestmark = pytest.mark.kafka
 

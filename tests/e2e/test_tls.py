@@ -12,9 +12,9 @@ import ssl
 import time
 
 import pytest
-from tls_files import make_tls_files
 
 from eventq.client import Client, ConnectionLost, tls_context
+from tools.tls_files import make_tls_files
 
 pytestmark = [pytest.mark.kafka]
 
@@ -28,7 +28,7 @@ def files(tmp_path_factory):
 
 
 def start(kafka_bootstrap, home, files, prefix: str, **settings):
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     process = ServerProcess(kafka_bootstrap, prefix, home, tls_cert=files.pem("server"),
                             tls_key=files.key("server"), **settings)
@@ -144,7 +144,7 @@ def test_the_dashboard_speaks_https_and_requires_client_certificates_too(mtls_se
 
 
 def test_two_processes_with_mtls_and_tokens_still_forward(kafka_bootstrap, tmp_path, files):
-    from support import check_forwarding, start_together
+    from tools.servers import check_forwarding, start_together
 
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{ADMIN} admin\n")
@@ -173,7 +173,7 @@ def test_three_processes_with_tls_and_tokens_forward_and_fail_over(kafka_bootstr
     the TLS peer links (as admin, for the client); after kill -9 of one process the
     others serve its partitions, and every acknowledged job is read back through a
     survivor, those completed still completed."""
-    from support import EventqCluster
+    from tools.servers import EventqCluster
 
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{ADMIN} admin\n{APP} producer,worker,reader\n")

@@ -11,11 +11,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lines import Line
 
 from eventq.client import Client, Forbidden, Unauthorized
 from eventq.worker import Worker
-from support import started_with_tokens
+from support.lines import Line
+from tools.servers import started_with_tokens
 
 pytestmark = [pytest.mark.kafka]
 
@@ -131,7 +131,7 @@ def test_two_processes_with_tokens_still_forward_to_each_other(
     """Peers authenticate as admin: a request for a job the other process owns is
     forwarded and answered (every add below lands in some partition of the other
     process for at least one of the ids)."""
-    from support import ServerProcess, check_forwarding, start_together
+    from tools.servers import ServerProcess, check_forwarding, start_together
 
     prefix = f"m{os.getpid()}-tokens2"
     processes = [ServerProcess(kafka_bootstrap, prefix, tmp_path / f"p{i}",

@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from ports import consecutive_free_ports
 
-from eventq.kafka import broker
-from support import free_port, raw_exchange
+from eventq.run.localkafka import broker
+from tools.ports import consecutive_free_ports
+from tools.servers import free_port, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(480)]
 

@@ -26,10 +26,10 @@ import pytest
 
 from eventq.client import AsyncClient
 from eventq.client.errors import TimedOut
+from eventq.core.partitioner import job_key, partition_for_key
 from eventq.kafka.logreader import latest_state
-from eventq.kafka.partitioner import job_key, partition_for_key
-from eventq.replay import derive_from_commands
-from support import EventqCluster, ServerProcess, raw_exchange
+from eventq.run.replay import derive_from_commands
+from tools.servers import EventqCluster, ServerProcess, raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -8,14 +8,14 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from shared import shared
 
+from eventq.client.raw import RawClient as Client
 from eventq.errors import ClientError, NotFound, Timeout
-from eventq.rawclient import RawClient as Client
-from support import raw_exchange
+from support.shared import shared
+from tools.servers import raw_exchange
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
-# ``server`` takes the cluster itself, for the module: tests/shared.py, ``uses``
+# ``server`` takes the cluster itself, for the module: tests/support/shared.py, ``uses``
 SHARED_FIXTURES = ("eventq_cluster", "kafka_cluster")
 
 

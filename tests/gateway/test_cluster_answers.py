@@ -1,6 +1,6 @@
 """Leasing from several processes (eventq/gateway/cluster_answers.py): the heads a peek
 replies with, choosing where to lease, and the asking side of a claim another process
-offers (confirm before handing it on, eventq/offers.py)."""
+offers (confirm before handing it on, eventq/state/offers.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_lease_goes_where_the_names_best_job_is_here_on_a_tie() -> None:
     assert names == {"a", "b"}  # a uniformly random name among those ready anywhere
 
 
-# --- the asking side of a claim offered by another process (eventq/offers.py) ----------
+# --- the asking side of a claim offered by another process (eventq/state/offers.py) ----------
 
 JOB = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
 CLAIM_AT = 7 << 16

@@ -14,10 +14,10 @@ from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.dispatch import Gateway
 from eventq.gateway.handlers import LocalAnswers
 from eventq.gateway.leasing import Leasing
-from eventq.indexes import JobIndex
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
-from eventq.waiters import Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.waiters import Waiters
 
 OWNED_ELSEWHERE = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
 

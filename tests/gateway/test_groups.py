@@ -1,13 +1,13 @@
 """Failure groups and retry through the gateway (spec/workflows.md, "3. Failure groups
 and retry"), byte for byte, with no Kafka: each process is a ``Gateway`` over the
 processor of streams/memory.py, alone or two of them through a real ``Cluster``
-(tests/gateway/memory_processes.py)."""
+(tests/support/memory_processes.py)."""
 
 from __future__ import annotations
 
 import uuid
 
-from gateway.memory_processes import Process, add, job_id, run, two_processes
+from support.memory_processes import Process, add, job_id, run, two_processes
 
 A, B, C, D = (job_id(0, n) for n in range(1, 5))
 E, F = job_id(1, 1), job_id(1, 2)

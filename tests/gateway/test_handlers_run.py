@@ -9,7 +9,7 @@ import time
 
 from eventq.gateway.leasing import Handover
 from eventq.protocol.parser import Parser
-from gateway.memory_processes import Process, job_id, run
+from support.memory_processes import Process, job_id, run
 
 WAIT_TIMEOUT_MS = 200
 TTR_MS = 60_000  # far past the test's bound: a run waiting it out fails the test

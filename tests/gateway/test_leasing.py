@@ -14,14 +14,14 @@ import asyncio
 import uuid
 
 import pytest
-from jobs import NOW, job
 
 from eventq import core
 from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten
 from eventq.gateway.leasing import Leasing
-from eventq.indexes import JobIndex
-from eventq.offers import Offers
+from eventq.state.indexes import JobIndex
+from eventq.state.offers import Offers
+from support.jobs import NOW, job
 
 CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
 

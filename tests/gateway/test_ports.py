@@ -1,7 +1,7 @@
 """What the gateway is handed has what it asks for (eventq/gateway/ports.py): the real
 engine (streams/engine.py), the gateway's stats and the cluster have every member the
 protocols name. mypy checks the gateway against the protocols; this checks the
-protocols against what the wiring (eventq/server.py) passes."""
+protocols against what the wiring (eventq/run/serve.py) passes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from eventq.gateway import ports
 from eventq.gateway.cluster import Cluster
 from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayStats
-from eventq.indexes import JobIndex
-from eventq.waiters import Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.waiters import Waiters
 
 
 def real_engine():

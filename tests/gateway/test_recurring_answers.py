@@ -1,6 +1,6 @@
 """Recurring jobs through the gateway (spec/workflows.md, "5. Recurring jobs";
 eventq/gateway/handlers.py, cluster_answers.py), over the memory processes of
-tests/gateway/memory_processes.py: recur and unrecur answered once applied by the
+tests/support/memory_processes.py: recur and unrecur answered once applied by the
 owner of ``recur:<name>``'s partition (forwarded there from another process),
 ``inspect recurring`` merged across processes by name, and the dashboard's page of
 recurrences with their next due time."""
@@ -11,10 +11,10 @@ from observe.test_dashboard_workflows import Tables, browse, dashboard_of
 
 from eventq.core import recurrence_key
 from eventq.core.commands import Fire
+from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import slot_job_id
-from eventq.kafka.partitioner import partition_for_key
 from eventq.protocol.reply_reader import parse_blocks
-from gateway.memory_processes import PARTITIONS, START_MS, Process, run, two_processes
+from support.memory_processes import PARTITIONS, START_MS, Process, run, two_processes
 
 DAY = 86_400_000
 

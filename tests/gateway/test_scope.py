@@ -1,5 +1,5 @@
 """A token's prefix and name through the gateway (spec/security.md): two processes,
-each owning one partition, each request served for a caller (eventq/callers.py) and
+each owning one partition, each request served for a caller (eventq/state/callers.py) and
 forwarded to its owner with it (peers.py's ``as``; here the memory peers serve it there
 for the same caller). A job or recurrence outside the prefix is -NOT-FOUND, ids stay
 global, listings see only its queues, and every command written carries the name of
@@ -12,7 +12,7 @@ import uuid
 from eventq.core import decode_command
 from eventq.core.batch import read_record
 from eventq.protocol.access import Caller
-from gateway.memory_processes import Process, finish, job_id, run, two_processes
+from support.memory_processes import Process, finish, job_id, run, two_processes
 
 ACME = Caller("line-2", "acme.")
 ZED = Caller("line-3", "zed.")

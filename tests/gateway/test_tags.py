@@ -1,7 +1,7 @@
 """Tags through the gateway (spec/workflows.md, "4. Tags", "Job and queue blocks"), byte
 for byte, with no Kafka: ``-tags`` on add and schedule, the job block's ``tags`` key,
 ``inspect tagged`` from one process and merged across two through a real ``Cluster``
-(tests/gateway/memory_processes.py), by created time then id, in any state, until delete
+(tests/support/memory_processes.py), by created time then id, in any state, until delete
 or TTL."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from eventq.core import Expire
-from gateway.memory_processes import Process, add, finish, job_id, run, two_processes
+from support.memory_processes import Process, add, finish, job_id, run, two_processes
 
 A1, A2, A3, A4 = (job_id(0, n) for n in range(1, 5))
 B1, B2, B3 = (job_id(1, n) for n in range(1, 4))

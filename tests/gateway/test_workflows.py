@@ -1,13 +1,13 @@
 """Workflow sections 1 and 2 through the gateway (spec/workflows.md, "1. Dependencies",
 "2. Inputs", "Job and queue blocks"), byte for byte, with no Kafka: each process is a
 ``Gateway`` over the processor of streams/memory.py, alone or two of them through a real
-``Cluster`` (tests/gateway/memory_processes.py)."""
+``Cluster`` (tests/support/memory_processes.py)."""
 
 from __future__ import annotations
 
 import uuid
 
-from gateway.memory_processes import Process, add, finish, job_id, run, two_processes
+from support.memory_processes import Process, add, finish, job_id, run, two_processes
 
 U1, U2, D, PLAIN, SCHED = (job_id(0, n) for n in range(1, 6))
 UB, DB = job_id(1, 1), job_id(1, 2)

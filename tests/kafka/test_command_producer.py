@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import KafkaException
 
 from eventq.core.batch import position, split_record
-from eventq.kafka import broker
 from eventq.kafka.command_producer import CommandProducer, Delivered, ProducerStopped
 from eventq.kafka.logreader import read_topic
 from eventq.kafka.topics import commands_topic, ensure_topics
+from eventq.run.localkafka import broker
 from streams.command_writer import CommandWriter
 
 pytestmark = pytest.mark.kafka

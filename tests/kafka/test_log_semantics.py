@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER
+from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER
 from eventq.kafka.topics import TopicSpec, commands_topic, ensure_topics
 
 pytestmark = pytest.mark.kafka

@@ -12,8 +12,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER, partition_for_key
 from eventq.kafka.command_producer import producer_config
-from eventq.kafka.partitioner import CONFLUENT_PRODUCER_PARTITIONER, partition_for_key
 from eventq.kafka.topics import TopicSpec, ensure_topics
 
 pytestmark = pytest.mark.kafka

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tls_files import make_tls_files
 
 from eventq.kafka.security import (
     NO_SECURITY,
@@ -33,6 +32,7 @@ from eventq.settings import (
     kafka_security_from_env,
     settings_from_env,
 )
+from tools.tls_files import make_tls_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SASL = KafkaSecurity(protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
@@ -101,7 +101,7 @@ def test_the_group_reaches_a_child_by_its_environment_and_only_it():
 
 
 def test_eventq_up_gives_its_processes_the_password_outside_their_command_line():
-    from eventq.up import ServeProcess
+    from eventq.run.up import ServeProcess
 
     settings = Settings(kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_username="eventq",
                         kafka_sasl_password="pw-on-no-command-line")
@@ -293,7 +293,7 @@ def test_the_settings_reach_clients_as_settings_kafka_not_a_bare_bootstrap():
     handed ``settings.kafka`` (servers and security). Passed as an argument anywhere but
     to a child's command line (which gets the security in its environment), it would
     reach a client without the security settings."""
-    allowed = {("eventq/up.py", "List"), ("eventq/server.py", "List")}
+    allowed = {("eventq/run/up.py", "List"), ("eventq/run/serve.py", "List")}
     found = []
     for path, text in sources():
         tree = ast.parse(text)
@@ -318,7 +318,7 @@ def test_the_settings_reach_clients_as_settings_kafka_not_a_bare_bootstrap():
 def test_a_secured_local_broker_has_one_sasl_ssl_listener_and_its_clients_settings(tmp_path):
     from dataclasses import replace
 
-    from eventq.kafka import broker
+    from eventq.run.localkafka import broker
 
     config = broker.BrokerConfig(home=tmp_path / "kafka", port=19092, controller_port=19093,
                                  sasl_ssl=True)
@@ -362,7 +362,7 @@ def openssl_verifies(security_dir: Path, purpose: str, certificate: str) -> bool
 def test_an_mtls_local_broker_requires_client_certificates_and_stays_so(tmp_path):
     from dataclasses import replace
 
-    from eventq.kafka import broker
+    from eventq.run.localkafka import broker
 
     config = broker.BrokerConfig(home=tmp_path / "kafka", sasl_ssl=True)
     broker.prepare_security(config)  # first secured without client certificates
@@ -397,7 +397,7 @@ def test_an_mtls_local_broker_requires_client_certificates_and_stays_so(tmp_path
 
 
 def test_mtls_without_sasl_ssl_is_refused_before_anything_starts(tmp_path, capsys):
-    from eventq.cli import main
+    from eventq.cli.main import main
 
     assert main(["kafka", "start", "--mtls", "--data-dir", str(tmp_path)]) == 1
     assert "--mtls needs --sasl-ssl" in capsys.readouterr().err

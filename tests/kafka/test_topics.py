@@ -16,7 +16,7 @@ from eventq.kafka.topics import (
     eventq_topics,
 )
 from eventq.limits import KAFKA_MESSAGE_BYTES
-from eventq.server import with_existing_partitions
+from eventq.run.serve import with_existing_partitions
 from eventq.settings import Settings
 
 pytestmark = pytest.mark.kafka

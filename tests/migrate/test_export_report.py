@@ -24,7 +24,7 @@ from eventq.migrate.mapping import (
     WAITING_LOST,
     export_notes,
 )
-from migrate.migrate_support import run_cli
+from support.migrate_support import run_cli
 
 UP = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
 PLAIN = uuid.UUID("00000000-0000-4000-8000-000000000001")

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.cmdlog import iter_commands, list_segments, replay
 from eventq.core import Import, State
 from eventq.migrate.mapping import import_command
-from eventq.rawclient import RawClient as Client
-from migrate.migrate_support import run_cli, server_flags, state_jobs, wait_state_jobs
+from support.migrate_support import run_cli, server_flags, state_jobs, wait_state_jobs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -26,7 +26,7 @@ HOUR_MS = 3_600_000
 @pytest.fixture(scope="module")
 def second_server(kafka_bootstrap, tmp_path_factory, request):
     """Another `eventq serve` on its own topics, app id and port."""
-    from support import ServerProcess
+    from tools.servers import ServerProcess
 
     prefix = re.sub(r"[^A-Za-z0-9]+", "-", request.module.__name__)[-30:].strip("-")
     process = ServerProcess(

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from eventq.client.raw import RawClient as Client
 from eventq.cmdlog import (
     HEADER,
     WqAdd,
@@ -25,9 +26,8 @@ from eventq.core import State
 from eventq.errors import NotFound
 from eventq.migrate.cli import register
 from eventq.protocol.values import format_time
-from eventq.rawclient import RawClient as Client
 from eventq.settings import add_arguments
-from migrate.migrate_support import (
+from support.migrate_support import (
     SPEC_ADD,
     SPEC_COMPLETE,
     SPEC_DELETE,

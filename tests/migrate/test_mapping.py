@@ -8,7 +8,6 @@ import uuid
 import pytest
 from hypothesis import given, settings
 
-from core.core_strategies import live_jobs
 from eventq.cmdlog import (
     WorkqJob,
     WorkqState,
@@ -18,7 +17,7 @@ from eventq.cmdlog import (
     write_jobs,
 )
 from eventq.core import Accepted, Import, State, apply
-from eventq.kafka.partitioner import partition_for_key
+from eventq.core.partitioner import partition_for_key
 from eventq.migrate.mapping import (
     BACKOFF_LOST,
     LEASE_LOST,
@@ -33,6 +32,7 @@ from eventq.migrate.mapping import (
     placement,
     workq_job,
 )
+from support.core_strategies import live_jobs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 CREATED_NS = 1_480_586_400_000_000_000  # 2016-12-01T10:00:00Z

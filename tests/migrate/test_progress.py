@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from eventq.progress import Progress, format_duration, render
+from eventq.console.progress import Progress, format_duration, render
 
 
 class FakeClock:

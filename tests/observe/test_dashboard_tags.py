@@ -1,6 +1,6 @@
 """The dashboard's tags (spec/workflows.md, "4. Tags"; eventq/observe/web.py, pages.py),
 rendered over HTTP from real state: the memory processes of
-tests/gateway/memory_processes.py read through their gateway as the server's dashboard
+tests/support/memory_processes.py read through their gateway as the server's dashboard
 reads it. A job page shows its tags, each a link to its tag's page; a tag's page lists
 the whole cluster's live jobs with it by created time then id, paged; the tags page
 lists this process's tags and filters by any tag."""
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.memory_processes import Process, add, finish, job_id, run, two_processes
-
 from eventq.observe import pages, web
 from observe.test_dashboard_workflows import Get, Tables, browse, dashboard_of, row_of
+from support.memory_processes import Process, add, finish, job_id, run, two_processes
 
 A1, A2, A3 = (job_id(0, n) for n in range(1, 4))
 B1 = job_id(1, 1)

@@ -1,6 +1,6 @@
 """Tokens on the dashboard and /metrics (spec/security.md, "Where tokens and certificates
 come from"; eventq/observe/webauth.py), over HTTP against the dashboard of a memory
-process (tests/gateway/memory_processes.py) read through its gateway as the server's
+process (tests/support/memory_processes.py) read through its gateway as the server's
 is: every page, /metrics and each action per role (401 without or with an unknown
 token, 403 for a prefixed token and for a non-admin action, 200/303 otherwise), the
 sign-in cookie and its CSRF guards, SIGHUP's reload, and a dashboard without tokens as
@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from gateway.memory_processes import Process, add, job_id, run
 
 from eventq.gateway.server import GatewayStats
 from eventq.observe import webauth
@@ -20,6 +19,7 @@ from eventq.observe.joblog import JobHistory
 from eventq.observe.metrics import Sources
 from eventq.observe.web import Dashboard
 from eventq.protocol.access import TokenStore, parse_tokens
+from support.memory_processes import Process, add, job_id, run
 
 ADMIN, READER, WORKER, PRODUCER = "adm-W3b", "rd-W3b;=\"x", "wk-W3b", "pr-W3b"
 SCOPED = "adm-scoped-W3b"
@@ -304,21 +304,21 @@ def test_a_cookie_that_is_no_base64_is_no_token() -> None:
 
 
 
-# --- over TLS: the gateway's context (eventq/tls.py) on the dashboard's port -------------
+# --- over TLS: the gateway's context (eventq/gateway/tls.py) on the dashboard's port -------------
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    from tls_files import make_tls_files
+    from tools.tls_files import make_tls_files
 
     return make_tls_files(tmp_path_factory.mktemp("web-tls"))
 
 
 def serve_tls(files, scenario: Callable[[int], Awaitable[None]], client_ca: str = "") -> None:
     """The dashboard (with tokens) on a real port over TLS, as the server runs it."""
+    from eventq.gateway.tls import server_context
     from eventq.observe.web import WebServer
     from eventq.settings import Settings
-    from eventq.tls import server_context
 
     settings = Settings(tls_cert=files.pem("server"), tls_key=files.key("server"),
                         tls_client_ca=client_ca)

@@ -1,5 +1,5 @@
 """The dashboard's pages of workflows (eventq/observe/web.py, pages.py), rendered over
-HTTP from real state: the memory processes of tests/gateway/memory_processes.py (alone,
+HTTP from real state: the memory processes of tests/support/memory_processes.py (alone,
 or two of them through a real ``Cluster``), read through their gateway as the server's
 dashboard reads it. A job page lists the job's upstreams and dependents with their state
 now (a job that no longer exists, or is not added yet, is ``gone``); a queue page lists
@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
 
 from aiohttp.test_utils import TestClient, TestServer
-from gateway.memory_processes import PARTITIONS, Process, add, finish, job_id, run, two_processes
 
 from eventq.observe import web
 from eventq.observe.joblog import JobHistory
 from eventq.observe.metrics import Sources
 from eventq.observe.web import Dashboard
+from support.memory_processes import PARTITIONS, Process, add, finish, job_id, run, two_processes
 
 U1, U2, D, D2, D3, PLAIN = (job_id(0, n) for n in range(1, 7))
 UB, DB = job_id(1, 1), job_id(1, 2)

@@ -6,10 +6,10 @@ import uuid
 
 from hypothesis import given, settings
 
-from core.core_strategies import histories
 from eventq.core import Accepted, Add, Complete, Fail, StartAttempt, apply
 from eventq.core.fold import JobFold
 from eventq.observe.livestats import LiveStats
+from support.core_strategies import histories
 
 T0 = 1_700_000_000_000
 

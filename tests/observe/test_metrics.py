@@ -1,15 +1,15 @@
 """``/metrics`` of workflows (eventq/observe/metrics.py), scraped from a real processor's
-state (the memory processes of tests/gateway/memory_processes.py): WAITING jobs per
+state (the memory processes of tests/support/memory_processes.py): WAITING jobs per
 queue beside the other states, and the counters of what partitions told each other."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.memory_processes import Process, add, finish, job_id, run
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventq.observe.metrics import Sources, exposition, registry_of
+from support.memory_processes import Process, add, finish, job_id, run
 
 U, X, D1, D2 = (job_id(0, n) for n in range(1, 5))
 

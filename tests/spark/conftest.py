@@ -1,7 +1,7 @@
 """Fixtures of the Spark tests: one local SparkSession for all of them.
 
 Starting Spark takes seconds, so the session is shared by every module of tests/spark
-(they run one after the other, and the session stops after the last: tests/shared.py). The
+(they run one after the other, and the session stops after the last: tests/support/shared.py). The
 Kafka connector must be in kafka/lib/spark (`make deps`); without it these tests fail
 and say so. Without the spark extra (pyspark, pandas, pyarrow) they are not collected.
 """
@@ -9,7 +9,8 @@ and say so. Without the spark extra (pyspark, pandas, pyarrow) they are not coll
 from __future__ import annotations
 
 import pytest
-from shared import shared
+
+from support.shared import shared
 
 try:
     import pandas  # noqa: F401

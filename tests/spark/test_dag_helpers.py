@@ -1,5 +1,5 @@
 """The DAG checker's rule "each job worked once, each after its upstreams" on histories
-built by hand (tests/spark/dag_helpers.py): a lease given back because no client got it
+built by hand (tools/dag_helpers.py): a lease given back because no client got it
 is not a second working; any lease before the upstream's complete is a fault."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from eventq.core.job import UpstreamOutcome
-from spark.dag_helpers import Moment, Notice, Timeline, edge_order_faults
+from tools.dag_helpers import Moment, Notice, Timeline, edge_order_faults
 
 UP, DOWN = uuid.UUID(int=1), uuid.UUID(int=2)
 UP_COMPLETE = Moment(position=10, at_ms=1_000)

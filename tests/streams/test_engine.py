@@ -15,7 +15,7 @@ import pytest
 from eventq import core
 from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten, ServerError
-from eventq.indexes import JobIndex
+from eventq.state.indexes import JobIndex
 
 
 class HeldProducer:
@@ -33,7 +33,7 @@ class HeldProducer:
 
 
 def real_engine(write_timeout_ms: int):
-    from eventq.waiters import Waiters
+    from eventq.state.waiters import Waiters
     from streams.command_writer import CommandWriter
     from streams.engine import Engine
     from streams.store import JobStore
@@ -104,7 +104,7 @@ def test_a_cancelled_submit_abandons_only_what_may_be_in_the_log(sent):
 
 
 def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
-    """A rebalance takes the partition (streams/ownership.py revoked -> Engine.let_go):
+    """A rebalance takes the partition (streams/faust/ownership.py revoked -> Engine.let_go):
     its new owner applies the claim, never this process, so the lease hears at once
     that it may take effect and gives the claim back right behind it in the log, before
     the claim's TTR could count the attempt (the paused-owner test's seed: a give-back
@@ -178,7 +178,7 @@ def test_a_submit_applied_in_time_is_answered_and_later_deadlines_still_fall_due
 
 def test_a_command_awaited_once_the_partitions_may_be_lost_is_answered_at_the_next_check():
     """Every ``HOLD_CHECK_S`` after Kafka took it, the submit asks whether this process
-    still holds its partitions (streams/lease.py)."""
+    still holds its partitions (streams/faust/lease.py)."""
     from streams.engine import HOLD_CHECK_S
 
     async def main() -> tuple[list[int], float]:

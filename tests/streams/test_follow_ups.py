@@ -29,11 +29,11 @@ from eventq.core import (
 )
 from eventq.core.batch import read_record
 from eventq.core.followups import FollowUp
-from eventq.jobs_table import WATERMARK_KEY
-from eventq.kafka.partitioner import job_key, partition_for_key
+from eventq.core.partitioner import job_key, partition_for_key
+from eventq.state.jobs_table import WATERMARK_KEY
+from streams.faust.transactions import ChangelogLost, PartitionChangelog
 from streams.follow_ups import FollowUpWriter
 from streams.memory import Driver, MemoryLog, MemoryStore
-from streams.transactions import ChangelogLost, PartitionChangelog
 
 
 def ids_in(partitions: int, count: int) -> dict[int, list[uuid.UUID]]:

@@ -4,7 +4,7 @@ then live states, then the watermark, then the tombstones."""
 
 from __future__ import annotations
 
-from eventq.jobs_table import WATERMARK_KEY
+from eventq.state.jobs_table import WATERMARK_KEY
 from streams.processor import _Batch
 
 

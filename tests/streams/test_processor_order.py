@@ -10,8 +10,8 @@ import asyncio
 import uuid
 
 from eventq.core import Add, encode_command
-from eventq.indexes import JobIndex
-from eventq.waiters import Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.waiters import Waiters
 from streams.memory import MemoryStore, Message
 from streams.processor import Ownership, Processor
 
@@ -227,7 +227,7 @@ def test_a_partition_set_aside_after_the_catch_up_calls_nothing_again():
     assert serving == ["all"]
 
 
-# --- whole fetches (Processor.handle_batch: streams/command_fetch.py) ----------------
+# --- whole fetches (Processor.handle_batch: streams/faust/command_fetch.py) ----------------
 
 
 def fetched(offset: int, partition: int = 0, value: bytes | None = None):
@@ -317,7 +317,7 @@ def test_a_lease_that_expires_within_a_fetch_stops_it_at_that_record():
 
 
 def test_a_partition_given_up_within_a_fetch_applies_nothing_more_of_it():
-    """A record's transaction failed while it was stored (streams/ownership.py
+    """A record's transaction failed while it was stored (streams/faust/ownership.py
     take_again: the processor forgets the partition): the rest of the fetch is not
     applied, and the partition resumes where it is taken again."""
     store, held = MemoryStore(), Held()

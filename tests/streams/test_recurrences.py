@@ -15,9 +15,9 @@ from eventq.core import Add, decode_command, decode_recurrence
 from eventq.core.batch import read_record
 from eventq.core.commands import Fire, Recur, Unrecur, recurrence_key
 from eventq.core.recurrence import recurrence_table_key, slot_job_id
-from eventq.indexes import JobIndex
-from eventq.jobs_table import WATERMARK_KEY
-from eventq.waiters import Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.jobs_table import WATERMARK_KEY
+from eventq.state.waiters import Waiters
 from streams.memory import START_MS, Driver, MemoryLog
 from streams.timers import RETRY_AFTER_MS, DeadlineTimer
 
@@ -264,7 +264,7 @@ from hypothesis import strategies as st  # noqa: E402
 from eventq.core import recurrence  # noqa: E402
 from eventq.core.batch import position  # noqa: E402
 from eventq.core.commands import RECURRENCE_COMMANDS  # noqa: E402
-from eventq.jobs_table import is_job_key  # noqa: E402
+from eventq.state.jobs_table import is_job_key  # noqa: E402
 
 NAMES = ("a", "b")
 

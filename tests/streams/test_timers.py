@@ -1,4 +1,4 @@
-"""The deadline timer (streams/timers.py): what it sends at a TTR is in tests/test_offers.py;
+"""The deadline timer (streams/timers.py): what it sends at a TTR is in tests/state/test_offers.py;
 here how it reports sends Kafka fails, and the expirations of absent upstreams'
 registrations (workflows)."""
 
@@ -8,12 +8,11 @@ import asyncio
 import logging
 import uuid
 
-from jobs import NOW, job
-
 from eventq.core import Expire, State
-from eventq.indexes import JobIndex
-from eventq.waiters import Waiters
+from eventq.state.indexes import JobIndex
+from eventq.state.waiters import Waiters
 from streams.timers import RETRY_AFTER_MS, WARN_AFTER_FAILING_MS, DeadlineTimer
+from support.jobs import NOW, job
 
 
 def test_a_failed_send_is_routine_until_sends_have_failed_for_a_while(caplog):

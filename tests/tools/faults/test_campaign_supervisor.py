@@ -1,0 +1,66 @@
+"""The campaign runs its eventq processes as `eventq up` would (tools/faults/campaign.py
+``supervise_processes``): one that exits on its own is started again after the
+supervisor's backoff; one a fault killed is left to its fault."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tools.faults.campaign import supervise_processes
+from tools.faults.history import Clock
+
+
+class Process:
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class Server:
+    def __init__(self) -> None:
+        self.process = Process()
+
+
+class Cluster:
+    """Three processes: ``exit(i, code)`` ends one; restarts are counted."""
+
+    processes = 3
+
+    def __init__(self) -> None:
+        self.servers = [Server() for _ in range(self.processes)]
+        self.restarted: list[tuple[int, float]] = []
+
+    def process_pid(self, i: int) -> int | None:
+        return None if self.servers[i].process.poll() is not None else 1000 + i
+
+    def exit(self, i: int, code: int) -> None:
+        self.servers[i].process.returncode = code
+
+    def restart_process(self, i: int, wait: bool = True) -> None:
+        self.servers[i].process = Process()
+        self.restarted.append((i, time.monotonic()))
+
+
+def test_an_exit_of_its_own_is_restarted_after_the_backoff_and_a_killed_one_is_not():
+    async def scenario():
+        cluster, notes, logged = Cluster(), [], []
+        killed = {2}
+        task = asyncio.ensure_future(
+            supervise_processes(cluster, killed, logged.append, Clock(), notes))
+        await asyncio.sleep(0.1)
+        exited_at = time.monotonic()
+        cluster.exit(0, 1)
+        cluster.exit(2, -9)  # the fault's kill
+        await asyncio.sleep(2.5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return cluster, notes, exited_at
+
+    cluster, notes, exited_at = asyncio.run(scenario())
+    assert [i for i, _ in cluster.restarted] == [0]
+    assert 1.0 <= cluster.restarted[0][1] - exited_at < 2.2  # the first backoff: 1 s
+    assert notes == ["process 0 exited with status 1 on its own; restarting it in 1s, "
+                     "as eventq up would"]
