@@ -1,4 +1,4 @@
-"""Benchmark of workflows (spec/workflows.md, "Dependencies"): a DAG of N jobs from Spark,
+"""Benchmark of workflows (docs/workflows.md, "Dependencies"): a DAG of N jobs from Spark,
 worked by worker processes, against the same N jobs without edges.
 
 Starts a throwaway Kafka broker and `eventq serve`, a local Spark session in this

@@ -14,7 +14,7 @@ digest must equal a replay of the command log (folded incrementally here).
     .venv/bin/python bench/fuzz_server.py --inputs 1000000 [--seed 1] [--connections 16]
 
 ``--tokens``: the server has a tokens file and the fuzzer's connections never
-authenticate, or do with wrong tokens (spec/security.md, "Fail closed"), sending every
+authenticate, or do with wrong tokens (docs/security.md, "Fail closed"), sending every
 verb, the internal ones too. Then no request may have any effect or reveal anything:
 each reply must be `-CLIENT-ERROR Unauthorized` (or auth's own argument errors, or a
 framing error that closes), and after each round the state digest (asked as admin)
@@ -91,7 +91,7 @@ class Pools:
 
 @dataclass(frozen=True)
 class TokensMode:
-    """--tokens (spec/security.md): the server's tokens file, whose admin token only the
+    """--tokens (docs/security.md): the server's tokens file, whose admin token only the
     probe and the checks use; the fuzzer's connections never hold a real token."""
 
     admin: str
@@ -270,7 +270,7 @@ def any_verb_request(rng: random.Random, pools: Pools) -> bytes:
 
 def wrong_auth(rng: random.Random, tokens: "TokensMode") -> bytes:
     """``auth`` with a token the server does not hold: a near miss of a real one, or
-    any word (spec/security.md: Unauthorized, and the connection stays unauthenticated)."""
+    any word (docs/security.md: Unauthorized, and the connection stays unauthenticated)."""
     real = rng.choice(tokens.real)
     word = "".join(rng.choice(TOKEN_CHARACTERS) for _ in range(rng.randint(1, 40)))
     token = rng.choice([real[:-1], real + "x", real.upper(), real[1:], "x" + real[1:], word])
@@ -344,7 +344,7 @@ def clock_dependent(reply: bytes, expected: EventqError) -> bool:
 
 
 UNAUTHORIZED_REPLY = b"-CLIENT-ERROR Unauthorized"
-# auth's own checks come before its token's (spec/security.md, "auth <token>": order)
+# auth's own checks come before its token's (docs/security.md, "Tokens and roles": order)
 AUTH_OWN_ERRORS = (b"-CLIENT-ERROR Invalid command args", b"-CLIENT-ERROR Invalid command flags")
 
 

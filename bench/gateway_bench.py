@@ -24,7 +24,7 @@ processes' CPU together. Variants are interleaved with ``--rounds``.
 the same way. After each server stops, its own account of what it wrote is printed
 (commands per record, and how the command producer's deliveries reached its loop).
 
-``--security`` measures the cost of TLS and tokens on the hot path (spec/security.md),
+``--security`` measures the cost of TLS and tokens on the hot path (docs/security.md),
 interleaved with the plain variant: tokens only, TLS only, and both (a tokens file and
 a CA-signed certificate made in the run's temporary directory; every load client
 connects over TLS trusting that CA and/or sends ``auth`` with a producer,worker token

@@ -16,7 +16,7 @@ Prints, per number of concurrent clients, the commands/s and the CPU per command
     .venv/bin/python bench/pipeline_bench.py [--clients 16,64] [--commands 12000] [--rounds 3]
         [--profile] [--tags N] [--adds-only]
 
-``--tags N`` (spec/workflows.md, "4. Tags": the cost of tags on the add path) runs every
+``--tags N`` (docs/workflows.md, "Tags": the cost of tags on the add path) runs every
 round twice, interleaved, its adds without tags and with ``-tags=`` of N tags of 16
 bytes (the same N for every job, so each tag's index holds every live job), and prints
 both figures and their difference. ``--adds-only``: each cycle is one add (no lease, no

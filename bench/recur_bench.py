@@ -1,4 +1,4 @@
-"""Benchmark of recurring jobs (spec/workflows.md, "5. Recurring jobs"): a recurrence's
+"""Benchmark of recurring jobs (docs/workflows.md, "Recurring jobs"): a recurrence's
 firing delay, from a slot's due time to its job being leasable.
 
 Starts a throwaway Kafka broker and `eventq serve`, defines --recurrences recurrences

@@ -1,4 +1,4 @@
-"""Benchmark of ``retry-group`` (spec/workflows.md, "3. Failure groups and retry"): jobs
+"""Benchmark of ``retry-group`` (docs/workflows.md, "Failure groups and retry"): jobs
 retried per second.
 
 Starts a throwaway Kafka broker and `eventq serve`, adds N jobs (pipelined,

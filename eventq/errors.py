@@ -1,7 +1,7 @@
 """The one error hierarchy of eventq.
 
 Every error a client can see is an ``EventqError`` and carries the exact protocol
-reply line it turns into (spec/protocol.md, "Errors that can reach a client").
+reply line it turns into (docs/protocol.md, "Errors").
 The protocol parser, the pure core and the adapters all raise or return these, so
 the reply for a failure is decided in exactly one place.
 """
@@ -14,7 +14,8 @@ class EventqError(Exception):
 
     ``code`` is the reply's error code (without the leading ``-``) and ``text`` the
     optional description. ``closes_connection`` marks framing errors after which the
-    byte stream is out of step, so the connection must end (spec: Framing, [eventq]).
+    byte stream is out of step, so the connection must end (docs/protocol.md, "Connections and
+    framing", [eventq]).
     """
 
     code: str = "SERVER-ERROR"
@@ -51,7 +52,7 @@ class ClientError(EventqError):
 
 
 class FramingError(ClientError):
-    """A client error after which the connection is closed (spec: Framing)."""
+    """A client error after which the connection is closed (docs/protocol.md, "Connections and framing")."""
 
     closes_connection = True
 
@@ -98,16 +99,16 @@ INVALID_TIME = "Invalid Time"
 INVALID_MAX_ATTEMPTS = "Invalid Max Attempts"
 INVALID_MAX_FAILS = "Invalid Max Fails"
 INVALID_PRIORITY = "Invalid Priority"
-INVALID_BACKOFF = "Invalid Backoff"  # [eventq] -backoff (spec: Extensions)
-INVALID_AFTER = "Invalid After"  # [eventq] -after (spec/workflows.md, "Values and checks")
-# [eventq] spec/workflows.md, "Values and checks" and "Errors (additions)".
+INVALID_BACKOFF = "Invalid Backoff"  # [eventq] -backoff (docs/protocol.md, "eventq extensions")
+INVALID_AFTER = "Invalid After"  # [eventq] -after (docs/workflows.md, "Values and checks")
+# [eventq] docs/workflows.md, "Values and checks" and "Errors (additions)".
 INVALID_TAGS = "Invalid Tags"  # -tags, and the tag of `inspect tagged`
 INVALID_GROUP = "Invalid Group"  # a failure group (`fail -group=`, `inspect failed-jobs`, `retry-group`)
 INVALID_DELAY = "Invalid Delay"  # `retry -delay=`
 INVALID_COUNT = "Invalid Count"  # `retry-group`'s count
 INVALID_EVERY = "Invalid Every"  # `recur`'s every-ms
 INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
-# [eventq] spec/security.md: a verb none of the token's roles may use, or a queue name
+# [eventq] docs/security.md: a verb none of the token's roles may use, or a queue name
 # outside its prefix (check 6a)
 FORBIDDEN = "Forbidden"
 DUPLICATE_JOB = "Duplicate job"

@@ -1,4 +1,4 @@
-"""Named limits of the workq protocol (spec/protocol.md, "Values" and "Framing").
+"""Named limits of the workq protocol (docs/protocol.md, "Arguments" and "Framing").
 
 Units are in the names. These are facts of the wire contract, not settings.
 """
@@ -23,11 +23,11 @@ MAX_ADD_FLAGS_WITH_BACKOFF = 4  # [eventq] ... or 4 when -backoff is one of them
 MAX_BACKOFF_MS = 86_400_000  # [eventq] -backoff, and the cap of any one retry's wait
 MAX_RETURNS = 2 * 255  # returns to PENDING: at most one per attempt and one per fail
 MAX_RUN_FLAGS = 1  # run takes at most 1 (-priority)
-# [eventq] -after on add and schedule (spec/workflows.md, "Values and checks"): 1 to 100
+# [eventq] -after on add and schedule (docs/workflows.md, "Values and checks"): 1 to 100
 # upstream ids. 100 ids in their longest spelling (urn:uuid:, 45 bytes) make 4,599 bytes.
 MIN_AFTER_IDS = 1
 MAX_AFTER_IDS = 100
-# [eventq] spec/workflows.md, "Values and checks": tags, failure groups, retry, recur.
+# [eventq] docs/workflows.md, "Values and checks": tags, failure groups, retry, recur.
 MIN_TAGS = 1
 MAX_TAGS = 16
 MAX_TAG_BYTES = 64  # each tag: 1-64 bytes of [A-Za-z0-9_.-]
@@ -51,7 +51,7 @@ MAX_DEADLINE_MS = 2**64 - 1  # time + a huge TTL saturates here (msgpack's uint6
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
 MAX_REQUEST_ID = 2**64 - 1  # correlation id carried by a command, unsigned 64-bit
 MAX_NODE_BYTES = 255  # name of the node that issued a command (UTF-8)
-# [eventq] audit (spec/security.md): the name of the token that issued a command (UTF-8)
+# [eventq] audit (docs/security.md): the name of the token that issued a command (UTF-8)
 MAX_ISSUER_BYTES = 255
 
 # --- Record sizes, from the protocol up (docs/architecture.md, "Limits") -----------------
@@ -63,9 +63,9 @@ MIB = 1024 * KIB
 MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES  # complete/fail carry a data block like add (spec)
 # Everything in a command or state record but its payload and result, encoded: a name
 # (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys,
-# and a dependent's links to up to 100 upstreams (spec/workflows.md: about 38 B each).
+# and a dependent's links to up to 100 upstreams (docs/workflows.md: about 38 B each).
 # Measured at 568 B for the largest job without upstreams and 4,303 B for the largest
-# dependent; with 16 tags of 64 bytes each (spec/workflows.md, "4. Tags") 1,503 B and
+# dependent; with 16 tags of 64 bytes each (docs/workflows.md, "Tags") 1,503 B and
 # 5,365 B (tests/test_limits.py keeps it true, tags included).
 MAX_RECORD_FIELDS_BYTES = 16 * KIB
 # An import command carries a whole job: a payload and a result.

@@ -48,7 +48,7 @@ class Settings:
     controller_port: int = 9093
     kafka_heap_mb: int = 768
     brokers: int = 1  # nodes of the local Kafka cluster (`eventq kafka start --brokers 3`)
-    # How every Kafka client of eventq authenticates and encrypts (spec/security.md;
+    # How every Kafka client of eventq authenticates and encrypts (docs/security.md;
     # eventq/kafka/security.py maps them to each client library's options).
     kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     kafka_sasl_mechanism: str = "SCRAM-SHA-512"  # or SCRAM-SHA-256, PLAIN
@@ -88,11 +88,11 @@ class Settings:
     # whole fetches on the main loop, or faust's agent, a record at a time (the path
     # before; kept to compare and to fall back on).
     apply_path: str = APPLY_FETCH
-    # Tokens and roles (spec/security.md): a file of `<token> <role>[,<role>...]
+    # Tokens and roles (docs/security.md): a file of `<token> <role>[,<role>...]
     # [<prefix>]` lines, read at start and on SIGHUP (empty: no tokens, every client
     # may do everything, as workq).
     tokens_file: str = ""
-    # TLS on the gateway and the links between processes (spec/security.md): the
+    # TLS on the gateway and the links between processes (docs/security.md): the
     # certificate and its key (both or neither); a client CA makes client certificates
     # required (mTLS).
     tls_cert: str = ""

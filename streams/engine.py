@@ -159,7 +159,7 @@ class Engine:
         submission: _Submission | None = None
         partition, written = -1, None
         try:
-            # [eventq] audit (spec/security.md): the name of the token it is issued for.
+            # [eventq] audit (docs/security.md): the name of the token it is issued for.
             partition, written = self._write(command, encode_command(
                 command, node=self.node, request_id=request_id, issuer=callers.issuer()))
             # Before any await, so nothing can be applied yet; with its partition, which a
@@ -259,7 +259,7 @@ class Engine:
             raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
         key = b"queue:" + command.name.encode()
         owned = self.store.active
-        issuer = callers.issuer()  # audit (spec/security.md)
+        issuer = callers.issuer()  # audit (docs/security.md)
         expected: list[tuple[int, asyncio.Future]] = []
         written: list[asyncio.Future] = []
         try:

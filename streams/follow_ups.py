@@ -1,5 +1,5 @@
 """Workflows' follow-up commands, written to `eventq.commands` before the command that
-caused them is committed (spec/workflows.md, "Determinism"; docs/architecture.md,
+caused them is committed (docs/workflows.md, "Determinism"; docs/architecture.md,
 "Workflows").
 
 The processor hands each applied record's follow-ups here (streams/processor.py), each

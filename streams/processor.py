@@ -26,7 +26,7 @@ watermark, then the tombstones. A prefix without the watermark has no tombstone 
 this batch; with it, every state written before any removal in the batch is there, and
 a job whose tombstone is missing is still present and gets its removal again.
 
-Workflows (spec/workflows.md; docs/architecture.md, "Workflows"). A step also gives
+Workflows (docs/workflows.md; docs/architecture.md, "Workflows"). A step also gives
 records beside the jobs (``Step.side``: a dependent's inputs, an upstream's
 registrations), registrations to read (``Step.then``: the one a ``depend`` stores, or
 all of an upstream that ended, read through this batch's own earlier writes) and
@@ -139,7 +139,7 @@ class Counters:
     # ``depend`` commands that stored a registration (a repeat stores none).
     notices: int = 0
     registrations: int = 0
-    # [eventq] recurring jobs (spec/workflows.md, "5. Recurring jobs"): slots fired (each
+    # [eventq] recurring jobs (docs/workflows.md, "Recurring jobs"): slots fired (each
     # once: a repeated or stale fire is ``ignored``), their adds handed on as follow-ups.
     fired: int = 0
 
@@ -525,7 +525,7 @@ class Processor:
 
     def _apply_queue_command(self, command, partition: int, at: int, decoded,
                              batch: "_Batch") -> None:
-        """pause/resume (spec: Extensions): the queue's state in this partition is what
+        """pause/resume (docs/protocol.md, "eventq extensions"): the queue's state in this partition is what
         the last of them said. The pause record keeps the position of the command that
         set it, and a command at or below it was applied already: re-reading a tail over
         a table that holds a later command's state (a slice skipped whole as admitted,
@@ -547,7 +547,7 @@ class Processor:
 
     def _apply_recurrence(self, message, command, at: int, at_ms: int, decoded,
                           batch: "_Batch") -> None:
-        """recur, unrecur, fire (spec/workflows.md, "5. Recurring jobs";
+        """recur, unrecur, fire (docs/workflows.md, "Recurring jobs";
         eventq/core/recurrence.py): the recurrence's record lives beside the jobs of the
         partition its key ``recur:<name>`` hashes to, read through this batch's own
         writes, and is positional like a job: its ``version`` skips a re-read command,

@@ -145,7 +145,7 @@ class JobStore:
         return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
 
     def inputs(self, job: Job) -> list[tuple[uuid.UUID, Input]]:
-        """A dependent's inputs (spec/workflows.md, ``inputs <id>``): for each upstream
+        """A dependent's inputs (docs/workflows.md, ``inputs <id>``): for each upstream
         that has finished, in -after order, what it handed on (eventq/core/workflow.py).
         Read from the owned partition of ``job`` (as ``get`` read it: read both from one
         ``pinned`` view where they must agree)."""
@@ -222,7 +222,7 @@ class JobStore:
 
     def recurrences_in(self, partition: int) -> Iterator[Recurrence]:
         """Every recurrence's record stored in a partition (to rebuild the index and
-        its timers: spec/workflows.md, "5. Recurring jobs")."""
+        its timers: docs/workflows.md, "Recurring jobs")."""
         for key, raw in self.scan(partition, RECURRENCE_TABLE_PREFIX):
             try:
                 yield decode_recurrence(raw)

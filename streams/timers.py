@@ -8,7 +8,7 @@ so a complete that came first wins. A scheduled job's wake-up is not a command (
 schedule), but lease waiters of its queue are woken. The timer sleeps until the next
 deadline (no polling) and is woken early when an earlier one appears.
 
-Workflows (spec/workflows.md): a registration of a dependent with an absent upstream
+Workflows (docs/workflows.md): a registration of a dependent with an absent upstream
 (eventq/core/workflow.py) is dropped by an ``expire`` of the upstream's id once the
 dependent's TTL deadline, which it carries, has passed (eventq/core/followups.py: an
 ``expire`` of an absent job drops the expired registrations of that id, by the
@@ -22,7 +22,7 @@ upstream's registrations go with its ending or removal, so it needs no timer. Ev
 check reads the table, so a repeated or late ``expire`` is harmless: it drops what has
 expired by then, or nothing.
 
-Recurring jobs (spec/workflows.md, "5. Recurring jobs"): the index keeps when each
+Recurring jobs (docs/workflows.md, "Recurring jobs"): the index keeps when each
 recurrence of the owned partitions has its next slot due (``put_recurrence``, rebuilt
 from the table when a partition is taken, so after a restart or a move a slot missed
 meanwhile is due at once). Then the timer sends ``fire(name, latest slot due)``, keyed

@@ -51,7 +51,7 @@ NODE = "o" * MAX_NODE_BYTES
 PAYLOAD = b"p" * MAX_PAYLOAD_BYTES
 RESULT = b"r" * MAX_RESULT_BYTES
 T0 = 1_790_000_000_000
-# 16 tags of 64 bytes (spec/workflows.md, "4. Tags"): in the largest records too.
+# 16 tags of 64 bytes (docs/workflows.md, "Tags"): in the largest records too.
 TAGS = tuple(f"{n:02d}" + "t" * (MAX_TAG_BYTES - 2) for n in range(MAX_TAGS))
 
 

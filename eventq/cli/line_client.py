@@ -62,7 +62,7 @@ def run_line_client(host: str, port: int, token: str | None = None,
 
 
 def _authenticated(sock: socket.socket, token: str) -> bool:
-    """Send ``auth <token>`` first (spec/security.md) and read its one-line reply."""
+    """Send ``auth <token>`` first (docs/security.md) and read its one-line reply."""
     sock.sendall(b"auth " + token.encode("latin-1") + b"\r\n")
     reply = b""
     while not reply.endswith(b"\r\n"):
@@ -76,7 +76,7 @@ def _authenticated(sock: socket.socket, token: str) -> bool:
 def _send_input(sock: socket.socket) -> None:
     """Every line of stdin with the protocol's line end, as bytes (a data block is
     sent as it is), until its end or until the server closes (a framing error ends the
-    connection, spec: Framing)."""
+    connection, docs/protocol.md, "Connections and framing")."""
     try:
         for line in sys.stdin.buffer:
             sock.sendall(line.rstrip(b"\r\n") + b"\r\n")

@@ -81,9 +81,9 @@ class AsyncClient:
                  timeout_s: float = 30.0, connect_timeout_s: float = 30.0,
                  token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
-        # A server speaking TLS (spec/security.md): eventq.client.tls_context(ca=...).
+        # A server speaking TLS (docs/security.md): eventq.client.tls_context(ca=...).
         self._tls = tls
-        # Sent with `auth` first on every connection (spec/security.md); None: no auth.
+        # Sent with `auth` first on every connection (docs/security.md); None: no auth.
         self._auth = None if token is None else calls.auth(token)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s

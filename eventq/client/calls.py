@@ -361,7 +361,7 @@ def touch(id: uuid.UUID | str, ttr_ms: int | None = None) -> Call:
 
 
 def auth(token: str) -> Call:
-    """eventq (spec/security.md): this connection's token, sent first on each connection
+    """eventq (docs/security.md): this connection's token, sent first on each connection
     of a client given one. ``Unauthorized`` if the server does not hold it."""
     if not token or any(c.isspace() for c in token):
         raise ClientError("a token is one word, without spaces")
@@ -433,7 +433,7 @@ def recur(name: str, queue: str, payload: bytes | str, every_ms: int, *,
           tags: Iterable[str] = ()) -> Call:
     """eventq: recurrence ``name`` adds a job to ``queue`` at each slot, slot n due at
     n x ``every_ms`` (1,000 ms to 365 days) since the epoch, its id derived from (name,
-    every, n) so a slot is one job (spec/workflows.md, "5. Recurring jobs"); the job is
+    every, n) so a slot is one job (docs/workflows.md, "Recurring jobs"); the job is
     as ``add`` makes it with these settings. Calling it again replaces the definition
     without firing a slot twice::
 

@@ -41,7 +41,7 @@ class Result:
 
 
 STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased",
-               5: "waiting"}  # 5: eventq, a job with upstreams (spec/workflows.md)
+               5: "waiting"}  # 5: eventq, a job with upstreams (docs/workflows.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class JobInfo:
     waiting: int = 0
     tags: tuple[str, ...] = ()
     # eventq: a FAILED job's failure group, when the block shows one (neither failed nor
-    # attempts-exhausted: spec/workflows.md, "3. Failure groups and retry")
+    # attempts-exhausted: docs/workflows.md, "Failure groups and retry")
     group: str | None = None
 
 
@@ -104,8 +104,8 @@ class QueueInfo:
 
 @dataclass(frozen=True, slots=True)
 class RecurrenceInfo:
-    """eventq: ``inspect recurring``'s view of one recurrence (spec/workflows.md, "5.
-    Recurring jobs"): what it adds to ``queue`` every ``every_ms``, when it was defined
+    """eventq: ``inspect recurring``'s view of one recurrence (docs/workflows.md, "Recurring
+    jobs"): what it adds to ``queue`` every ``every_ms``, when it was defined
     (``created``) and when its next slot is due (``next``, UTC text)."""
 
     name: str

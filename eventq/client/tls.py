@@ -1,4 +1,4 @@
-"""A client's TLS context for a gateway that speaks TLS (spec/security.md)::
+"""A client's TLS context for a gateway that speaks TLS (docs/security.md)::
 
     from eventq.client import Client, tls_context
 

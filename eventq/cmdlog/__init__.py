@@ -1,4 +1,4 @@
-"""Reading and writing workq's command-log files (spec/workq-cmdlog.md).
+"""Reading and writing workq's command-log files (docs/migrate.md).
 
 Pure: files and bytes only. Modules, one concept each:
 

@@ -11,7 +11,7 @@
 - ``digest``: order-independent digests of job state.
 - ``workflow``: the records of workflows kept beside the jobs (registrations, inputs)
   and their keys; ``followups``: what applying a command asks of other partitions and
-  of those records (spec/workflows.md).
+  of those records (docs/workflows.md).
 """
 
 from eventq.core.codec import (

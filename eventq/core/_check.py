@@ -71,7 +71,7 @@ _VALID_TAGS_KEPT = 1024
 
 
 def check_tags(field: str, value: object) -> None:
-    """[eventq] a job's tags (spec/workflows.md, "4. Tags"): a tuple of 0 to ``MAX_TAGS``
+    """[eventq] a job's tags (docs/workflows.md, "Tags"): a tuple of 0 to ``MAX_TAGS``
     distinct tags, each 1..64 bytes of ``[A-Za-z0-9_.-]`` (the protocol's "1-16" is its
     spelling: none is no -tags)."""
     if type(value) is tuple:

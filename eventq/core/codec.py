@@ -3,7 +3,7 @@
 Command record (``eventq.commands`` value): a msgpack map with short keys, ``v`` the
 schema version (1), ``t`` the command type (``CommandType``), then the command's fields,
 then the issuer's optional correlation fields ``o`` and ``q`` and [eventq] its audit
-field ``by``, the name of the token that issued it (spec/security.md; never the token).
+field ``by``, the name of the token that issued it (docs/security.md; never the token).
 A job's command names the job by ``i``; a queue's (pause, resume) has the queue's name
 ``n`` and no ``i``.
 
@@ -115,7 +115,7 @@ class DecodedCommand:
     command: Command | QueueCommand
     node: str | None = None
     request_id: int | None = None
-    # [eventq] audit (spec/security.md): the name of the token that issued it (Grant.name,
+    # [eventq] audit (docs/security.md): the name of the token that issued it (Grant.name,
     # e.g. ``line-3``, never the token); None: a server without tokens, or a command
     # eventq wrote itself (timers, follow-ups) or written before audit existed.
     issuer: str | None = None
@@ -379,12 +379,12 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("fp", "finished_at", INT, absent=None, note="a position"),
     Field("fm", "finished_ms", INT, absent=None),
     Field("g", "group", STR, absent=None, note="None: failed or attempts-exhausted"),
-    # Tags', only when set (spec/workflows.md, "4. Tags"): likewise.
+    # Tags', only when set (docs/workflows.md, "Tags"): likewise.
     Field("tg", "tags", TAGS, absent=()),
     # Retry's, only when set: a job never retried has the record it had before.
     Field("dt", "delayed_ms", INT, absent=None, note="retry -delay's time"),
     Field("er", "early", BOOL, absent=False, note="a retry made it ready before its time"),
-    # A dependent's scope (spec/security.md), only when its add had one.
+    # A dependent's scope (docs/security.md), only when its add had one.
     Field("sc", "scope", STR, absent=None, note="a dependent's token prefix"),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
@@ -396,7 +396,7 @@ _JOB_ID = Field("i", "job_id", UUID_BYTES)
 _ATTEMPT = Field("k", "attempt", INT)
 _RESULT = Field("x", "result", BIN)
 _QUEUE_NAME = Field("n", "name", STR)
-# [eventq] The issuing token's prefix (spec/security.md), only when it has one: a
+# [eventq] The issuing token's prefix (docs/security.md), only when it has one: a
 # command of a token without a prefix keeps the bytes it had.
 _SCOPE = Field("sc", "scope", STR, absent=None, note="the token's prefix")
 # A new job's settings (add, schedule): schedule's time goes between these two parts.
@@ -472,7 +472,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
         Field("a", "at_ms", INT),
         Field("x", "result", BIN, absent=None, note="completed, failed"),
     ),
-    # Recurring jobs' (spec/workflows.md, "5. Recurring jobs"): keyed ``recur:<name>``,
+    # Recurring jobs' (docs/workflows.md, "Recurring jobs"): keyed ``recur:<name>``,
     # with the recurrence's name ``rn`` and no ``i``.
     CommandType.RECUR: _RECURRENCE_FIELDS + (_SCOPE,),
     CommandType.UNRECUR: (_RECURRENCE_NAME, _SCOPE),
@@ -483,7 +483,7 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
 CORRELATION_FIELDS: tuple[Field, ...] = (
     Field("o", "node", NODE, absent=None, nil=True),
     Field("q", "request_id", REQUEST_ID, absent=None, nil=True),
-    # [eventq] audit (spec/security.md): who issued it, the token's name; absent: none.
+    # [eventq] audit (docs/security.md): who issued it, the token's name; absent: none.
     Field("by", "issuer", ISSUER, absent=None, nil=True, note="the token's name"),
 )
 
@@ -859,7 +859,7 @@ def encode_command(
     issuer: str | None = None,
 ) -> bytes:
     """The command record of ``command``, with the issuer's optional correlation fields
-    and [eventq] audit name (``issuer``: the token's name, spec/security.md)."""
+    and [eventq] audit name (``issuer``: the token's name, docs/security.md)."""
     codec = _COMMAND_CODEC_OF.get(type(command))
     if codec is None:
         raise CodecError(f"not a command: {command!r:.100}")

@@ -5,7 +5,7 @@ Types 1-8 are workq's command-log types; eventq's own types take numbers from
 snapshot brought over from another system (``eventq import-cmdlog``); ``ReleaseAttempt``
 (65); ``Touch`` (66); the queue commands ``Pause`` and ``Resume`` (67, 68), which
 name a queue, not a job; and the workflow commands ``Depend`` (69) and ``Upstream`` (70)
-that processors write to each other (spec/workflows.md, "Command types"), each keyed
+that processors write to each other (docs/workflows.md, "Command types"), each keyed
 by the job whose partition applies it (its ``job_id``); ``Retry`` (71), a FAILED job
 made to run again under its own id (``retry``, ``retry-group``).
 
@@ -83,7 +83,7 @@ class CommandType(IntEnum):
     DEPEND = 69  # eventq: a dependent registers with its upstream (keyed by the upstream)
     UPSTREAM = 70  # eventq: an upstream's outcome, told its dependent (keyed by it)
     RETRY = 71  # eventq: a FAILED job runs again under its id (`retry`, `retry-group`)
-    # eventq: recurring jobs (spec/workflows.md, "5. Recurring jobs"), keyed
+    # eventq: recurring jobs (docs/workflows.md, "Recurring jobs"), keyed
     # ``recur:<name>``: not a job's commands (eventq/core/recurrence.py)
     RECUR = 72  # define or replace a recurrence (`recur`)
     UNRECUR = 73  # remove it (`unrecur`)
@@ -95,7 +95,7 @@ assert min(t for t in CommandType if t > CommandType.TIMEOUT_ATTEMPT) == FIRST_E
 
 
 def check_scope(scope: object, name: str | None = None) -> None:
-    """[eventq] A command's ``scope`` (spec/security.md, step 6a): None (a server
+    """[eventq] A command's ``scope`` (docs/security.md, step 6a): None (a server
     without tokens, or a token without a prefix), or the token's queue-name prefix,
     made of a name's characters; when the command names its queue (``name``), that
     name is inside it."""
@@ -108,7 +108,7 @@ def check_scope(scope: object, name: str | None = None) -> None:
 
 def in_scope(scope: str | None, name: str) -> bool:
     """Whether a queue ``name`` is inside ``scope`` (None: every queue): its bytes start
-    with the prefix's (spec/security.md)."""
+    with the prefix's (docs/security.md)."""
     return scope is None or name.startswith(scope)
 
 
@@ -148,11 +148,11 @@ def _check_after(job_id: uuid.UUID, after: object) -> None:
 @dataclass(frozen=True, slots=True)
 class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
-    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (spec: Extensions).
-    ``after`` (spec: workflows.md, -after): its upstreams; the job is then accepted
-    WAITING until they complete. ``tags`` (spec: workflows.md, "4. Tags"): the job's,
-    kept for its life (at most 16 distinct; none is no -tags). ``scope`` (spec/
-    security.md): the prefix of the token that issued it (None: none), recorded so that
+    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (docs/protocol.md, "eventq extensions").
+    ``after`` (docs/workflows.md, -after): its upstreams; the job is then accepted
+    WAITING until they complete. ``tags`` (docs/workflows.md, "4. Tags"): the job's,
+    kept for its life (at most 16 distinct; none is no -tags). ``scope``
+    (docs/security.md): the prefix of the token that issued it (None: none), recorded so that
     its upstreams outside it are absent to it (its ``depend``s carry it)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
@@ -199,7 +199,7 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Complete:
-    """``complete``; ``scope`` (spec/security.md): the issuing token's prefix, a job
+    """``complete``; ``scope`` (docs/security.md): the issuing token's prefix, a job
     outside it being absent to it (``-NOT-FOUND``, decided where the job is: machine.py).
     The same ``scope`` on fail, delete, retry and touch."""
 
@@ -216,7 +216,7 @@ class Complete:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
-    """``fail``; ``group`` (spec/workflows.md, ``-group``): the failure group the job
+    """``fail``; ``group`` (docs/workflows.md, ``-group``): the failure group the job
     is in if this fail is final (None: ``failed``); a fail that leaves fails keeps none."""
 
     type: ClassVar[CommandType] = CommandType.FAIL
@@ -235,7 +235,7 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """``retry`` (spec/workflows.md, type 71): a FAILED job runs again under its id,
+    """``retry`` (docs/workflows.md, type 71): a FAILED job runs again under its id,
     attempts and fails 0, ready at once (``delay_ms`` 0) or at the command's broker
     time + ``delay_ms``, or WAITING again while an upstream is not COMPLETED. Any other
     state (or an absent job) is ``-NOT-FOUND``: a retry never revives another job."""
@@ -337,7 +337,7 @@ class ReleaseAttempt:
 
 @dataclass(frozen=True, slots=True)
 class Touch:
-    """A worker's heartbeat (spec: Extensions, ``touch``): attempt ``attempt``'s lease
+    """A worker's heartbeat (docs/protocol.md, "eventq extensions", ``touch``): attempt ``attempt``'s lease
     deadline is set to the command's broker time + ``ttr_ms`` (the job's own TTR when
     None). The gateway names the attempt it saw LEASED when the request came: applied
     to any other attempt, or to a job no longer LEASED, it is ``-NOT-FOUND``, so a
@@ -384,12 +384,12 @@ class Resume:
 
 @dataclass(frozen=True, slots=True)
 class Depend:
-    """A dependent's registration with one of its upstreams (spec: workflows.md, type
+    """A dependent's registration with one of its upstreams (docs/workflows.md, type
     69), written by the dependent's processor once it has applied the dependent's add,
     into the *upstream's* partition: ``job_id`` is ``upstream``. ``dependent_created`` is
     the position of the dependent's add (the notices for it name it) and
     ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which the
-    registration is told nothing and may be dropped. ``scope`` (spec/security.md,
+    registration is told nothing and may be dropped. ``scope`` (docs/security.md,
     workflows.md "Command types"): the dependent's (its add's token prefix; None:
     none): an upstream whose queue is outside it is absent to the dependent, which is
     never told of it (decided by the upstream's processor, machine.py and
@@ -421,7 +421,7 @@ class Depend:
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """An upstream's outcome, told one dependent (spec: workflows.md, type 70), written
+    """An upstream's outcome, told one dependent (docs/workflows.md, type 70), written
     by the upstream's processor into the *dependent's* partition: ``job_id`` is
     ``dependent``. ``change`` is the position of the upstream's change that had this
     outcome and ``at_ms`` its broker time; ``result`` is the upstream's result for
@@ -469,7 +469,7 @@ QUEUE_COMMANDS = (Pause, Resume)  # isinstance(command, QUEUE_COMMANDS): it name
 def check_recurrence_fields(c: object) -> None:
     """The fields a recurrence's definition shares with its ``recur`` command
     (eventq/core/recurrence.py ``Definition``): a name, and an add's job fields (the
-    add a slot fires must be valid: spec/workflows.md, "5. Recurring jobs")."""
+    add a slot fires must be valid: docs/workflows.md, "Recurring jobs")."""
     check_name("name", getattr(c, "name"))
     check_name("job_name", getattr(c, "job_name"))
     check_int("ttr_ms", getattr(c, "ttr_ms"), MIN_TTR_MS, MAX_TTR_MS)
@@ -487,7 +487,7 @@ def check_recurrence_fields(c: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Recur:
-    """``recur`` (spec/workflows.md, type 72): define recurrence ``name``, or replace
+    """``recur`` (docs/workflows.md, type 72): define recurrence ``name``, or replace
     its definition. Keyed ``recur:<name>`` (``key``), so one partition owns each
     recurrence; applied by eventq/core/recurrence.py, not by the job machine. Its
     ``created`` time is the command's broker time, as every time is."""
@@ -504,7 +504,7 @@ class Recur:
     max_fails: int = 0
     backoff_ms: int = 0
     tags: tuple[str, ...] = ()
-    # [eventq] spec/security.md: the issuing token's prefix (its job_name is inside it);
+    # [eventq] docs/security.md: the issuing token's prefix (its job_name is inside it);
     # a recurrence of that name whose queue is outside it is not replaced (Forbidden).
     scope: str | None = None
 
@@ -523,7 +523,7 @@ class Unrecur:
 
     type: ClassVar[CommandType] = CommandType.UNRECUR
     name: str
-    # [eventq] spec/security.md: a recurrence whose queue is outside it is absent to it.
+    # [eventq] docs/security.md: a recurrence whose queue is outside it is absent to it.
     scope: str | None = None
 
     def __post_init__(self) -> None:
@@ -557,8 +557,8 @@ RECURRENCE_KEY_PREFIX = b"recur:"
 
 
 def recurrence_key(name: str) -> bytes:
-    """The Kafka key of a recurrence's commands, ``recur:<name>`` (spec/workflows.md,
-    "Command types"): ``:`` is in neither a canonical UUID nor a name, so it never
+    """The Kafka key of a recurrence's commands, ``recur:<name>`` (docs/workflows.md, "Command
+    types"): ``:`` is in neither a canonical UUID nor a name, so it never
     meets a job's key; its partition is murmur2's of it, as for every key."""
     return RECURRENCE_KEY_PREFIX + name.encode()
 

@@ -9,7 +9,7 @@ The state digest is the sum modulo 2^256 of per-job SHA-256 hashes, together wit
 number of jobs, hashed once more. A sum is independent of order and can be kept up to
 date incrementally (``StateDigest.add`` / ``discard`` as jobs change).
 
-Workflows' inputs (spec/workflows.md, "Determinism": the digest covers "upstreams and
+Workflows' inputs (docs/workflows.md, "Determinism": the digest covers "upstreams and
 their outcomes, inputs, tags and groups") are records of their own beside the jobs, each
 an upstream's result copied to a dependent: each adds its own hash to the sum (a
 different domain, so no input hashes as a job), and is not counted as a job. A state
@@ -32,7 +32,7 @@ DIGEST_VERSION = 1
 _MODULUS = 1 << 256
 _DOMAIN = b"eventq.state-digest.v%d" % DIGEST_VERSION
 _INPUT_TAG = "input"  # a job's array starts with its id's bytes, never with a str
-_TAGS_MARK = "tags"  # heads a job's tags in its array (spec/workflows.md, "4. Tags")
+_TAGS_MARK = "tags"  # heads a job's tags in its array (docs/workflows.md, "Tags")
 
 InputEntry = tuple[uuid.UUID, uuid.UUID, Input]  # (dependent, upstream, what it hands on)
 
@@ -79,7 +79,7 @@ def job_digest_bytes(job: Job) -> bytes:
 def _workflow(job: Job) -> tuple[object, ...]:
     """Upstreams and their outcomes, and the group: a FAILED job's group is ``group`` or
     the one its fails give (job.failure_group), both digested; [eventq] a dependent's
-    scope (spec/security.md) only when set, so a dependent without one digests as it
+    scope (docs/security.md) only when set, so a dependent without one digests as it
     did before scopes."""
     links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
     scope = () if job.scope is None else (job.scope,)

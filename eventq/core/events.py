@@ -46,11 +46,11 @@ class EventType(IntEnum):
     IMPORTED = 10
     ATTEMPT_RELEASED = 11
     TOUCHED = 12
-    FAIL_COUNTED = 13  # [eventq] workflows (spec/workflows.md)
+    FAIL_COUNTED = 13  # [eventq] workflows (docs/workflows.md)
     UPSTREAM_NOTED = 14
     RELEASED = 15
     UPSTREAM_FAILED = 16
-    RETRIED = 17  # [eventq] retry (spec/workflows.md, "3. Failure groups and retry")
+    RETRIED = 17  # [eventq] retry (docs/workflows.md, "Failure groups and retry")
     UPSTREAM_RETRIED = 18
 
 

@@ -1,6 +1,6 @@
 """What applying a command asks beyond its job's record (pure): the workflows' follow-up
-commands for other partitions and the records beside the jobs (spec/workflows.md,
-"Determinism"; the design's ARCHITECTURE.md, "Workflows").
+commands for other partitions and the records beside the jobs (docs/workflows.md, "Determinism";
+the design's ARCHITECTURE.md, "Workflows").
 
 ``step`` (eventq/core/step.py) gives, with the outcome and the job's record:
 
@@ -119,8 +119,8 @@ class Notify:
     ``at_ms``): read its registrations (every record under ``prefix``) and call
     ``notify``. Each registration whose dependent's deadline has not passed at ``at_ms``
     is told ``outcome`` (None: nobody is told, e.g. a COMPLETED upstream deleted),
-    unless the upstream's queue ``name`` is outside the dependent's scope (spec/
-    security.md: absent to it); the others are dropped, and all of them when the job is
+    unless the upstream's queue ``name`` is outside the dependent's scope
+    (docs/security.md: absent to it); the others are dropped, and all of them when the job is
     ``removed``. ``absent``: a timer's ``expire`` of an absent job, which only drops
     what expired."""
 

@@ -4,7 +4,7 @@ A ``Job`` validates on construction: every combination of fields that the transi
 rules (``machine.py``) can never produce raises ``ValueError``. Times are integer ms
 since the Unix epoch (UTC), taken from the broker's clock of the command that set them.
 
-[eventq] Workflows (spec/workflows.md, "Dependencies"): a job added with ``-after`` is a
+[eventq] Workflows (docs/workflows.md, "Dependencies"): a job added with ``-after`` is a
 *dependent*. It holds one ``Link`` per upstream, in -after order: what it knows of that
 upstream (the latest outcome a notice applied, the position of the upstream's change
 that carried it, the broker time of a completion). Everything else of a workflow lives
@@ -94,7 +94,7 @@ ENDED_UNCOMPLETED = frozenset(
 )
 # Outcomes whose notice carries a result, copied to the dependent as an input.
 WITH_RESULT = frozenset({UpstreamOutcome.COMPLETED, UpstreamOutcome.FAILED})
-# [eventq] Failure groups (spec/workflows.md, "3. Failure groups and retry"): every
+# [eventq] Failure groups (docs/workflows.md, "Failure groups and retry"): every
 # FAILED job is in exactly one. ``failure_group`` gives a job's.
 FAILED_GROUP = "failed"  # a final fail without -group (workq's only way to fail)
 ATTEMPTS_EXHAUSTED_GROUP = "attempts-exhausted"  # its last attempt's TTR passed, or a lease found none left
@@ -165,7 +165,7 @@ class Job:
       (record offset and index in the record, eventq/core/batch.py).
     - [eventq] ``backoff_ms`` (``-backoff``, 0 = workq's behaviour), ``returns`` (how
       often the job went back to PENDING) and ``retry_ms`` (when its last return's wait
-      ends; set only with a backoff, and kept once set, spec: Extensions): while set,
+      ends; set only with a backoff, and kept once set, docs/protocol.md, "eventq extensions"): while set,
       it is the job's ``time`` (``ready_time_ms``), not ``scheduled_ms``.
     - [eventq] workflows, all unset for a job without upstreams: ``upstreams`` (its
       links, in -after order); ``added_at``, the position of the add that created it
@@ -178,14 +178,14 @@ class Job:
       of a FAILED job when it is not the one its fields give (``failure_group``: None
       is ``failed`` or ``attempts-exhausted``, so a workq job's record has no group).
       WAITING: a dependent not released, never leased, neither ready nor scheduled.
-    - [eventq] ``tags`` (spec/workflows.md, "4. Tags"): its ``-tags`` in the order given,
+    - [eventq] ``tags`` (docs/workflows.md, "Tags"): its ``-tags`` in the order given,
       kept for the job's life (no command changes them); () for a job without.
-    - [eventq] retry (spec/workflows.md, ``retry``), unset until a job is retried:
+    - [eventq] retry (docs/workflows.md, ``retry``), unset until a job is retried:
       ``delayed_ms``, the time a ``retry -delay`` set (now + delay), its ``time`` from
       then on (under a backoff's wait; a dependent released later is released no
       earlier); ``early``, a retry without delay found its time still ahead: it is
       ready at once, and its ``time`` (and place in lease order) stays.
-    - [eventq] ``scope`` (spec/security.md): a dependent's add's token prefix (None:
+    - [eventq] ``scope`` (docs/security.md): a dependent's add's token prefix (None:
       none, and always for a job without upstreams): its ``depend``s carry it, the
       first ones and those a retry sends, so an upstream outside it never tells it.
 
@@ -497,9 +497,9 @@ def is_final(job: Job) -> bool:
 
 def ready_time_ms(job: Job) -> int | None:
     """The job's ``time``: when it is ready (None: at once). A retry's backoff wait
-    (``retry_ms``) replaces the schedule time (spec: Extensions, -backoff), and so does a
-    dependent's release time (spec: workflows.md, never earlier than its schedule time)
-    and the time a ``retry -delay`` set (spec: workflows.md, retry)."""
+    (``retry_ms``) replaces the schedule time (docs/protocol.md, "eventq extensions", -backoff), and so does a
+    dependent's release time (docs/workflows.md, never earlier than its schedule time)
+    and the time a ``retry -delay`` set (docs/workflows.md, retry)."""
     if job.retry_ms is not None:
         return job.retry_ms
     if job.released_ms is not None:
@@ -529,7 +529,7 @@ def is_scheduled_waiting(job: Job, now_ms: int) -> bool:
 
 def retry_wait_ms(backoff_ms: int, returns: int) -> int:
     """The wait of return number ``returns`` (1-based): backoff x 2^(r-1), capped at
-    ``MAX_BACKOFF_MS`` (spec: Extensions, -backoff)."""
+    ``MAX_BACKOFF_MS`` (docs/protocol.md, "eventq extensions", -backoff)."""
     if not backoff_ms:
         return 0
     if returns - 1 >= MAX_BACKOFF_MS.bit_length():  # the product is over the cap anyway

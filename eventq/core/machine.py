@@ -21,7 +21,7 @@ a partition is read again), so every decision is a function of (job, command, of
   per-job check cheap and self-evident in the stored state, and lets state-log replays
   verify that versions only grow.
 
-Workflows (spec/workflows.md, "Dependencies"). An add or schedule with ``after`` makes a
+Workflows (docs/workflows.md, "Dependencies"). An add or schedule with ``after`` makes a
 WAITING job (state 5), never leased; ``complete`` and ``fail`` apply to it as to any
 non-final job, but a fail with fails left keeps it WAITING (``FailCounted``, no backoff
 wait); touch is ``-NOT-FOUND``. The workflow commands are rows of the table too:
@@ -36,7 +36,7 @@ whose last upstream completed (``Released``: NEW), or failing one whose upstream
 without completing (``UpstreamFailed``). Positions of an upstream's changes grow (one
 upstream's commands are all in one partition), so a repeated notice is ignored.
 
-Failure groups and retry (spec/workflows.md, "3. Failure groups and retry"). A final
+Failure groups and retry (docs/workflows.md, "Failure groups and retry"). A final
 ``fail`` puts the job in its ``-group`` (``Failed.group``; the job's ``group`` keeps it
 unless it is the one its fields give, job.failure_group). ``Retry`` (71) applies to a
 FAILED job only (``-NOT-FOUND`` otherwise): ``Retried`` makes it NEW, or WAITING while an
@@ -249,7 +249,7 @@ def _schedule(job: Job | None, c: Schedule, at_ms: int, offset: int) -> Outcome:
 
 
 def _schedule_existing(job: Job | None, c: Schedule, at_ms: int, offset: int) -> Outcome:
-    # Fields are checked before state (spec: "Checks run in this order").
+    # Fields are checked before state (docs/protocol.md, "Errors").
     if _schedule_time_invalid(c, at_ms):
         return Rejected(ClientError(INVALID_TIME))
     return Rejected(ClientError(DUPLICATE_JOB))
@@ -362,7 +362,7 @@ def _upstream_noted(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Ou
 
 def _failed_by(job: Job, upstream: uuid.UUID) -> bool:
     """The job is FAILED in ``upstream-failed`` because ``upstream`` failed (its result
-    names it): a retry of that upstream retries it too (spec/workflows.md, retry)."""
+    names it): a retry of that upstream retries it too (docs/workflows.md, retry)."""
     link = link_of(job, upstream)
     return (
         job.group == UPSTREAM_FAILED_GROUP and link is not None
@@ -428,7 +428,7 @@ _REGISTERED, _REGISTERED_FINISHED = Ignored(REGISTERED), Ignored(REGISTERED_FINI
 
 def _registered_finished(job: Job | None, c: Depend, at_ms: int, offset: int) -> Outcome:
     """A depend on a finished upstream, told at once of its end, unless the upstream's
-    queue is outside the dependent's scope (spec/security.md: such an upstream is
+    queue is outside the dependent's scope (docs/security.md: such an upstream is
     absent to it, so it is registered as if unfinished and never told: the dependent
     waits, deterministically, as every replay decides here)."""
     assert job is not None
@@ -473,7 +473,7 @@ def _check_position(at_ms: int, offset: int) -> None:
 
 
 # [eventq] Commands a client issues about an existing job: with a ``scope`` (the issuing
-# token's prefix, spec/security.md), a job whose queue is outside it is absent to them.
+# token's prefix, docs/security.md), a job whose queue is outside it is absent to them.
 _SCOPED = frozenset({Complete, Fail, Delete, Retry, Touch})
 
 
@@ -535,7 +535,7 @@ def _next(
 def _returned(job: Job, event: Event, fails: int) -> Job:
     """``job`` back to PENDING (a fail with fails left, or a TTR timeout with attempts
     left). With a backoff it waits backoff x 2^(r-1) from now, r counting this return
-    (spec: Extensions, -backoff); without, it is ready at once, at its old place."""
+    (docs/protocol.md, "eventq extensions", -backoff); without, it is ready at once, at its old place."""
     if not job.backoff_ms:
         return _next(job, event, State.PENDING, job.attempts, fails, None, None, None)
     returns = job.returns + 1
@@ -662,7 +662,7 @@ def asked_again(link: Link) -> Link:
 
 
 def _retried(job: Job, e: Retried) -> Job:
-    """A FAILED job retried (spec/workflows.md, retry): NEW when every upstream is
+    """A FAILED job retried (docs/workflows.md, retry): NEW when every upstream is
     COMPLETED (or it has none), at its old place in lease order, or at now + delay;
     else WAITING, its ended upstreams asked again (``asked_again``)."""
     links = tuple(map(asked_again, job.upstreams))

@@ -1,4 +1,4 @@
-"""Recurring jobs (spec/workflows.md, "5. Recurring jobs"), pure: a recurrence's
+"""Recurring jobs (docs/workflows.md, "Recurring jobs"), pure: a recurrence's
 definition and record, its slots, the id of each slot's job, and what ``recur``,
 ``unrecur`` and ``fire`` do to a record.
 
@@ -30,8 +30,8 @@ position) alone, so every owner and every replay decides alike:
   latest slot due at t fires, if it is one allowed (at or after ``first_slot`` and
   after the last fired): missed slots (nothing served, a partition moving) are skipped
   for good and only the latest fires. Firing records the slot and gives the slot's
-  ``add`` as a follow-up for the job id's partition (spec/workflows.md,
-  "Determinism"), which the processor writes before it commits the fire.
+  ``add`` as a follow-up for the job id's partition (docs/workflows.md, "Determinism"), which the
+  processor writes before it commits the fire.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def recurrence_name_of(table_key: bytes) -> str:
 
 
 def slot_job_id(name: str, every_ms: int, slot: int) -> uuid.UUID:
-    """The id of slot ``slot``'s job (spec/workflows.md): the first 16 bytes of
+    """The id of slot ``slot``'s job (docs/workflows.md): the first 16 bytes of
     SHA-256("recur:<name>:<every-ms>:<n>"), numbers in decimal without leading zeros,
     made a version 4 variant 1 UUID."""
     digest = bytearray(hashlib.sha256(f"recur:{name}:{every_ms}:{slot}".encode("ascii")).digest())
@@ -226,7 +226,7 @@ def decide(record: Recurrence | None, command: RecurrenceCommand, at_ms: int,
         return _fire(record, command, at_ms, position)
     if not isinstance(command, (Recur, Unrecur)):
         raise ValueError(f"not a recurrence's command: {command!r:.100}")
-    # [eventq] spec/security.md: a recurrence whose queue is outside the issuing token's
+    # [eventq] docs/security.md: a recurrence whose queue is outside the issuing token's
     # prefix is absent to it (unrecur: -NOT-FOUND), and not replaced by its recur of the
     # same name (Forbidden: names are global, as ids are).
     outside = (record is not None and command.scope is not None

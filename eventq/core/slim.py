@@ -54,7 +54,7 @@ _EVENT_AT = EVENT_KEYS["at_ms"]
 
 class Slim(NamedTuple):
     """The fields of a job the indexes read; ``id`` is the UUID's 128-bit integer;
-    ``tags`` (spec/workflows.md, "4. Tags") the job's, () for a job without."""
+    ``tags`` (docs/workflows.md, "Tags") the job's, () for a job without."""
 
     id: int
     name: str
@@ -67,7 +67,7 @@ class Slim(NamedTuple):
     attempts: int
     version: int
     tags: tuple[str, ...] = ()
-    # [eventq] retry and failure groups (spec/workflows.md): ready at once whatever its
+    # [eventq] retry and failure groups (docs/workflows.md): ready at once whatever its
     # time (job.wake_time_ms); a FAILED job's group and failure time (None otherwise).
     early: bool = False
     group: str | None = None

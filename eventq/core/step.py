@@ -13,7 +13,7 @@ exceed the record limit, so it could never be written) becomes
 the processor: after a restart the same command would be read again, and a crash would
 repeat forever.
 
-Workflows (spec/workflows.md): a step also gives what the command asks beyond its job's
+Workflows (docs/workflows.md): a step also gives what the command asks beyond its job's
 record (eventq/core/followups.py): ``follow_ups`` to write into other partitions, each
 under its key, ``side`` records to write or delete beside the jobs, and ``then``, the
 registrations to read before ``followups.register`` or ``followups.notify`` give the
@@ -95,8 +95,8 @@ def step(
 
 @dataclass(frozen=True, slots=True)
 class RecurrenceStep:
-    """What applying a recurrence's command does (spec/workflows.md, "5. Recurring
-    jobs"; eventq/core/recurrence.py): the outcome, the record after it (as it was
+    """What applying a recurrence's command does (docs/workflows.md, "Recurring jobs";
+    eventq/core/recurrence.py): the outcome, the record after it (as it was
     when nothing changes), its encoded value to store (``Changed``, record alive) or a
     removal, and the follow-up: the add of the slot a ``fire`` fired, for the job id's
     partition."""

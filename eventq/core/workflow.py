@@ -1,6 +1,6 @@
 """The records of workflows kept beside the jobs, and their table keys (pure).
 
-spec/workflows.md keeps two kinds of records apart from the job records, each of its
+docs/workflows.md keeps two kinds of records apart from the job records, each of its
 own so that no record holds more than one payload and one result, and fan-out has no
 bound (the design's ARCHITECTURE.md, "Workflows"):
 
@@ -48,7 +48,7 @@ _UUID_CHARS = 36
 class Registration:
     """A dependent registered with an upstream (the upstream is the key's): the position
     of the dependent's add (``dependent_created``), its TTL deadline (None: none) and
-    its ``scope`` (spec/security.md: its token's prefix, None: none; an upstream whose
+    its ``scope`` (docs/security.md: its token's prefix, None: none; an upstream whose
     queue is outside it never tells it anything)."""
 
     dependent: uuid.UUID

@@ -24,7 +24,7 @@ from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
 from eventq.state import callers
 
-# How each request's reply is framed (spec/protocol.md).
+# How each request's reply is framed (docs/protocol.md).
 SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
@@ -114,7 +114,7 @@ class Cluster:
     async def ask(self, address: str, request: object) -> bytes:
         """The complete reply of ``address`` to ``request`` (errors included), served
         there for the client this process serves it for (eventq/state/callers.py: its scope,
-        and its name on the commands written; spec/security.md)."""
+        and its name on the commands written; docs/security.md)."""
         timeout_s = self.request_timeout_s + wait_s(request)
         return await self.peers.exchange(
             address, encode_request(request), SHAPES[type(request)], timeout_s,

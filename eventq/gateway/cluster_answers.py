@@ -332,7 +332,7 @@ class ClusterAnswers:
 
     async def inspect_recurring(self, request: rq.InspectRecurring) -> bytes:
         """[eventq] Every process's first offset+limit recurrences (each owns those of
-        its partitions), merged by name (spec/workflows.md, "5. Recurring jobs")."""
+        its partitions), merged by name (docs/workflows.md, "Recurring jobs")."""
         await self.engine.wait_ready()
         upto = request.offset + request.limit
         local = parse_blocks(replies.recurrence_blocks(self.local.recurrence_views(0, upto)))
@@ -341,7 +341,7 @@ class ClusterAnswers:
         return blocks_reply(merge_recurrences(parts, request.offset, request.limit))
 
     async def inspect_tagged(self, request: rq.InspectTagged) -> bytes:
-        """[eventq] inspect tagged (spec/workflows.md, "4. Tags"): every process's first
+        """[eventq] inspect tagged (docs/workflows.md, "Tags"): every process's first
         offset+limit jobs with the tag in peer form, merged by (created time, id), the
         same key everywhere. A tag no process has: ``+OK 0``."""
         await self.engine.wait_ready()
@@ -390,7 +390,7 @@ class ClusterAnswers:
         """[eventq] retry-group over the cluster: the group's ``count`` oldest failures
         as it stands (each process's oldest ``count``, merged by key), each retried where
         its partition is, all in flight at once: this process's through its engine, the
-        others' forwarded to their owners (spec/workflows.md)."""
+        others' forwarded to their owners (docs/workflows.md)."""
         await self.engine.wait_ready()
         found = [(key, job_id) for key, job_id in
                  self.index.failed_page_keys(request.group, 0, request.count, callers.prefix())]
@@ -449,7 +449,7 @@ def heads_of(reply: bytes) -> dict[str, int]:
 def choose_lease(heads: dict[str | None, dict[str, int]]) -> tuple[str, str | None] | None:
     """Where to lease from, given each process's best ready key per name ({process:
     {name: key}}, this process as None): a uniformly random name among those ready
-    anywhere (spec: lease), then the process holding its best job, this one on a tie."""
+    anywhere (docs/protocol.md, "lease"), then the process holding its best job, this one on a tie."""
     best: dict[str, tuple[int, bool, str]] = {}
     for where, names in heads.items():
         for name, key in names.items():

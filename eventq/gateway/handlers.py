@@ -1,12 +1,12 @@
 """This process's answer to each workq request, one function per request type
-(spec/protocol.md).
+(docs/protocol.md).
 
 State changes become commands through ``engine.submit`` (written to the log, applied by
 the processor, then answered); reads come from the indexes and the table of the
 partitions this process owns. Every failure is an ``EventqError`` whose ``reply`` is
 the answer.
 
-[eventq] A token with a prefix (spec/security.md): each answer is for the request's
+[eventq] A token with a prefix (docs/security.md): each answer is for the request's
 caller (eventq/state/callers.py). Commands it issues carry its prefix (``scope``), so a job
 or recurrence outside it is ``-NOT-FOUND`` where the command is applied (the core
 decides); reads of a job outside it are ``-NOT-FOUND`` here; listings see only its
@@ -75,7 +75,7 @@ def pinned_view(pinned: ports.PinnedJobs, job_id: uuid.UUID) -> replies.JobView:
 
 def _seen(job: Job | None) -> Job | None:
     """``job``, or None when its queue is outside the caller's prefix: absent to it
-    (spec/security.md, ``-NOT-FOUND``)."""
+    (docs/security.md, ``-NOT-FOUND``)."""
     return job if job is None or callers.sees(job.name) else None
 
 
@@ -182,7 +182,7 @@ class LocalAnswers:
         return ok_or_error(await self.engine.submit(command))
 
     async def retry(self, request: rq.Retry) -> bytes:
-        """[eventq] A FAILED job runs again under its id (spec/workflows.md, retry): the
+        """[eventq] A FAILED job runs again under its id (docs/workflows.md, retry): the
         core refuses any other state, -NOT-FOUND."""
         command = core.Retry(request.id, request.delay_ms, callers.prefix())
         return ok_or_error(await self.engine.submit(command))
@@ -203,7 +203,7 @@ class LocalAnswers:
 
     async def retry_group(self, request: rq.RetryGroup) -> bytes:
         """[eventq] retry-group: up to ``count`` FAILED jobs of the group, oldest
-        failure first, as the group stands now (spec/workflows.md); an empty or unknown
+        failure first, as the group stands now (docs/workflows.md); an empty or unknown
         group retries none."""
         await self.engine.wait_ready()
         ids = self.index.failed_page(request.group, 0, request.count, callers.prefix())
@@ -215,7 +215,7 @@ class LocalAnswers:
         return ok_or_error(await self.engine.submit(core.Delete(request.id, callers.prefix())))
 
     async def touch(self, request: rq.Touch) -> bytes:
-        """A worker's heartbeat (spec: Extensions). The command names the attempt that
+        """A worker's heartbeat (docs/protocol.md, "eventq extensions"). The command names the attempt that
         is LEASED now, so a touch racing a timeout and a new lease of the job is refused
         (-NOT-FOUND) rather than extending the new holder's lease."""
         await self.engine.wait_ready()
@@ -232,8 +232,8 @@ class LocalAnswers:
         return replies.ok()
 
     async def recur(self, request: rq.Recur) -> bytes:
-        """[eventq] Define or replace a recurrence (spec/workflows.md, "5. Recurring
-        jobs"): a command keyed ``recur:<name>``, applied by its partition's owner (this
+        """[eventq] Define or replace a recurrence (docs/workflows.md, "Recurring jobs"): a command
+        keyed ``recur:<name>``, applied by its partition's owner (this
         process: a cluster forwards it here)."""
         command = core.Recur(
             request.name, request.job_name, request.ttr_ms, request.ttl_ms, request.every_ms,
@@ -301,7 +301,7 @@ class LocalAnswers:
 
     async def _wait_attempt(self, job_id: uuid.UUID) -> tuple[bool, Job | None]:
         """Leased when a run's wait ended: its result until that attempt's TTR deadline
-        (spec: run; a touch moves it), or not, as soon as the attempt ends without one.
+        (docs/protocol.md, "run"; a touch moves it), or not, as soon as the attempt ends without one.
         It is given back when no client received the lease (with several processes,
         most likely a lease another process's waiter took after its client had gone; CI
         2026-11-27: a 300 ms run took its whole 60 s TTR to say -TIMEOUT)."""
@@ -383,15 +383,15 @@ class LocalAnswers:
         return self._jobs(ids)
 
     async def inspect_waiting_jobs(self, request: rq.InspectWaitingJobs) -> Iterator[bytes]:
-        """[eventq] The queue's WAITING jobs in lease order (spec/workflows.md, "1.
-        Dependencies"): as inspect jobs."""
+        """[eventq] The queue's WAITING jobs in lease order (docs/workflows.md, "Dependencies"): as
+        inspect jobs."""
         await self.engine.wait_ready()
         self._known_queue(request.name)
         return self._jobs(self.index.waiting_page(request.name, request.offset, request.limit))
 
     async def inspect_tagged(self, request: rq.InspectTagged) -> Iterator[bytes]:
         """[eventq] Live jobs with the tag, in any state, by created time, then id
-        (spec/workflows.md, "4. Tags"); none: ``+OK 0`` (a tag exists only through its
+        (docs/workflows.md, "Tags"); none: ``+OK 0`` (a tag exists only through its
         jobs, never -NOT-FOUND)."""
         await self.engine.wait_ready()
         return self._jobs(self.index.tagged_page(request.tag, request.offset, request.limit,
@@ -399,7 +399,7 @@ class LocalAnswers:
 
     async def inputs(self, request: rq.Inputs) -> Iterator[bytes]:
         """[eventq] The results a job's finished upstreams handed it, in -after order
-        (spec/workflows.md, "2. Inputs"), read with the job from one snapshot and
+        (docs/workflows.md, "Inputs"), read with the job from one snapshot and
         written one upstream at a time (up to 100 results of 1 MiB)."""
         await self.engine.wait_ready()
         pinned = self.engine.pinned([request.id])
@@ -450,7 +450,7 @@ class LocalAnswers:
 
     async def inspect_failed(self, request: rq.InspectFailed) -> bytes:
         """[eventq] The failure groups with FAILED jobs, by name bytewise, and how many
-        each holds (spec/workflows.md, "3. Failure groups and retry")."""
+        each holds (docs/workflows.md, "Failure groups and retry")."""
         await self.engine.wait_ready()
         groups = self.index.failed_groups(callers.prefix())
         groups = groups[request.offset : request.offset + request.limit]

@@ -7,7 +7,7 @@ process's gateway over the workq protocol itself, on a connection that began wit
 relays the reply. Connections are pooled per peer, one request at a time each (a
 blocking lease holds its connection, as for any client).
 
-With tokens (spec/security.md) a connection authenticates as admin, then says for
+With tokens (docs/security.md) a connection authenticates as admin, then says for
 whom it serves: ``as <name> [-prefix=<prefix>]``, the client whose requests it forwards
 (eventq/state/callers.py), so the owner applies that client's scope and writes that client's
 name with the commands (audit), never the peer's. Connections are pooled per (peer,
@@ -59,7 +59,7 @@ class PeerConnection:
                    tls: ssl.SSLContext | None = None,
                    caller: Caller | None = None) -> "PeerConnection":
         """A connection to the gateway at ``address`` that said yes to ``peer``, after
-        ``auth`` with ``token`` when the cluster has tokens (spec/security.md: processes
+        ``auth`` with ``token`` when the cluster has tokens (docs/security.md: processes
         authenticate to each other as admin), then to ``as`` for ``caller`` (the client
         its requests are forwarded for) when there is one."""
         host, port = host_and_port(address)

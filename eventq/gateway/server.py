@@ -1,7 +1,8 @@
 """The TCP side of the gateway: one asyncio task per connection around a sans-IO parser.
 
 Requests of one connection are answered in order, one at a time (a blocking lease holds
-its connection, spec: Framing). Each connection reads only while it has no parsed
+its connection, docs/protocol.md, "Connections and framing"). Each connection reads only while it
+has no parsed
 request to answer and drains its replies before reading more, so a client that stops
 reading stops being read: it stalls only itself. An idle connection costs one task and
 its buffers.
@@ -41,7 +42,7 @@ class _Connection:
     def __init__(self, tokens: TokenStore | None) -> None:
         # Another eventq process's connection (docs/architecture.md, "Scaling out").
         self.peer = False
-        # Its standing with a server that has tokens (spec/security.md; None: no tokens).
+        # Its standing with a server that has tokens (docs/security.md; None: no tokens).
         self.access = None if tokens is None else Access(tokens)
 
     @property
@@ -84,9 +85,9 @@ class GatewayServer:
                  sock: socket.socket | None = None, tokens: TokenStore | None = None,
                  tls: ssl.SSLContext | None = None) -> None:
         self._gateway = gateway
-        # TLS (spec/security.md; eventq/gateway/tls.py server_context); None: plain TCP.
+        # TLS (docs/security.md; eventq/gateway/tls.py server_context); None: plain TCP.
         self._tls = tls
-        self._tokens = tokens  # None: no tokens, every request allowed (spec/security.md)
+        self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md)
         # A socket bound and listening before faust started (eventq/gateway/listeners.py), or
         # None: bind host and port at start.
         self._sock = sock
@@ -175,7 +176,7 @@ class GatewayServer:
                 parser.feed(data)
                 continue
             if isinstance(event, Close):
-                return  # a bare \n: closed without a reply (spec: Framing)
+                return  # a bare \n: closed without a reply (docs/protocol.md, "Connections and framing")
             if writer.transport.is_closing():
                 return  # the client left while its request ran (see _serve)
             if isinstance(event, EventqError):
@@ -224,7 +225,7 @@ class GatewayServer:
 
     @staticmethod
     def _authenticate(request: Auth, connection: _Connection) -> bytes:
-        """``auth`` (spec/security.md): ``+OK`` for a configured token (any token when
+        """``auth`` (docs/security.md): ``+OK`` for a configured token (any token when
         the server has none), else Unauthorized, and the connection is unauthenticated
         from then on. Writes nothing to the log."""
         access = connection.access
@@ -234,7 +235,7 @@ class GatewayServer:
 
     @staticmethod
     def _act_as(request: As, connection: _Connection) -> bytes:
-        """``as`` (internal, spec/security.md): on a peer connection of an admin token
+        """``as`` (internal, docs/security.md): on a peer connection of an admin token
         without a prefix, the next requests are served for the client named. To a client
         the verb does not exist (as ``confirm``). A server without tokens serves every
         request alike: ``+OK``, and nothing changes. Writes nothing to the log."""

@@ -1,4 +1,4 @@
-"""TLS and mTLS on the gateway and the links between processes (spec/security.md: "TLS
+"""TLS and mTLS on the gateway and the links between processes (docs/security.md: "TLS
 is transport-level: ... nothing in the protocol changes").
 
 The contexts are built once at start from the settings, so a missing file or a key that

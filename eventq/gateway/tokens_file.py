@@ -1,4 +1,4 @@
-"""The tokens file (spec/security.md, "Where tokens and certificates come from"): read
+"""The tokens file (docs/security.md, "Where tokens and certificates come from"): read
 at start and again on SIGHUP. Its text is parsed by the pure ``eventq.protocol.access``;
 this module only reads it and says what went wrong, never what a token is.
 """

@@ -239,13 +239,13 @@ def latest_jobs(
 @dataclass
 class LoggedState:
     """The live jobs of a state log and the workflows' inputs beside them
-    (spec/workflows.md, "Inputs": (dependent, upstream) -> what it handed on)."""
+    (docs/workflows.md, "Inputs": (dependent, upstream) -> what it handed on)."""
 
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
     inputs: dict[tuple[uuid.UUID, uuid.UUID], Input] = field(default_factory=dict)
     undecodable: Undecodable = field(default_factory=Undecodable)
-    # [eventq] The names of the live recurrences (spec/workflows.md, "5. Recurring
-    # jobs"): not state the digest covers (docs/architecture.md, "Recurring jobs"), but
+    # [eventq] The names of the live recurrences (docs/workflows.md, "Recurring jobs"): not state
+    # the digest covers (docs/architecture.md, "Recurring jobs"), but
     # what an export must say it leaves behind.
     recurrences: list[str] = field(default_factory=list)
 

@@ -1,6 +1,6 @@
 """How every Kafka client of eventq reaches Kafka: its bootstrap servers and the
 standard security settings (TLS and SASL), turned into each client library's options
-in this one place (spec/security.md, "Where tokens and certificates come from": "eventq's
+in this one place (docs/security.md, "Where tokens and certificates come from": "eventq's
 Kafka clients take the standard security settings (TLS and SASL) through settings").
 
 Each client is given a ``KafkaAccess`` (``Settings.kafka``) or, in tests and tools

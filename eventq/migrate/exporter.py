@@ -9,7 +9,7 @@ a new or empty directory: an export never mixes with existing files.
 What cannot round-trip is reported, never silently changed: jobs without TTL (``run``
 jobs; workq never logged them) are not written; LEASED jobs lose their lease deadline
 (they replay as LEASED in workq and come back PENDING when imported into eventq);
-eventq's own -backoff and -after (spec/workflows.md, 1; a WAITING job is written as
+eventq's own -backoff and -after (docs/workflows.md, 1; a WAITING job is written as
 NEW) are listed with the jobs that do not replay exactly, as is whatever ``write_jobs``
 finds (fails a workq log cannot carry, for example).
 
@@ -52,7 +52,7 @@ class ExportResult:
     not_exported: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     leased: list[uuid.UUID] = field(default_factory=list)
     inexact: list[tuple[uuid.UUID, str]] = field(default_factory=list)
-    # [eventq] recurrences (spec/workflows.md, 5): workq has none; the jobs they added
+    # [eventq] recurrences (docs/workflows.md, 5): workq has none; the jobs they added
     # are exported as any job.
     recurrences: list[str] = field(default_factory=list)
     undecodable: int = 0
@@ -175,7 +175,7 @@ def write_export(jobs: Iterable[Job], options: ExportOptions, result: ExportResu
     """Write the live ``jobs`` read into ``result`` as a workq command log, and report
     in it what cannot round-trip."""
     chosen = []
-    # eventq's own flags (docs/protocol.md, "-backoff"; spec/workflows.md, 1: -after,
+    # eventq's own flags (docs/protocol.md, "-backoff"; docs/workflows.md, 1: -after,
     # 4: -tags):
     # workq's log cannot hold them, and they are listed with the jobs that do not
     # replay exactly.

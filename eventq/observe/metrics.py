@@ -89,7 +89,7 @@ class EventqCollector:
         yield paused
         failed = GaugeMetricFamily(
             "eventq_failed_jobs", "FAILED jobs of this process's partitions by failure group "
-            "(spec/workflows.md: failed, attempts-exhausted, upstream-failed or a fail's "
+            "(docs/workflows.md: failed, attempts-exhausted, upstream-failed or a fail's "
             "-group)", labels=["group"])
         for group, count in index.failed_groups():
             failed.add_metric([group], count)
@@ -140,7 +140,7 @@ class EventqCollector:
         yield CounterMetricFamily(
             "eventq_recurrences_fired",
             "slots of recurring jobs fired: each fire's add handed on to its job's "
-            "partition (spec/workflows.md, 5; a repeated or stale fire not counted)",
+            "partition (docs/workflows.md, 5; a repeated or stale fire not counted)",
             value=counters.fired)
 
     def _durations(self):

@@ -17,7 +17,7 @@ REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048
 JOB_LIST_KINDS = ("ready", "scheduled", "waiting", "leased", "failed")
 GONE = "gone"  # the state shown for an upstream or dependent that is no job now
-# spec/workflows.md, 1: "An absent upstream is waited for whether it was never added or
+# docs/workflows.md, 1: "An absent upstream is waited for whether it was never added or
 # is already gone (the two cannot be told apart)".
 GONE_NOTE = ("gone: no such job now: deleted or expired, or, for an upstream, not added "
              "yet (it is waited for until it is added or this job's TTL ends)")
@@ -56,7 +56,7 @@ class Frame:
     actions: bool  # --http-actions
     flash: str | None = None
     cluster_note: str | None = None  # set when counts are this process's partitions only
-    # With tokens (spec/security.md): the roles of the token shown, and whether it may
+    # With tokens (docs/security.md): the roles of the token shown, and whether it may
     # act (admin); None: a server without tokens.
     who: str | None = None
     may_act: bool = True
@@ -146,7 +146,7 @@ def queues_page(rows: list[QueueRow], charts: list[str], frame: Frame,
 
 
 def recurring_page(recurrences: list, frame: Frame, offset: int, limit: int, more: bool) -> str:
-    """[eventq] The recurrences (spec/workflows.md, "5. Recurring jobs"), by name: the
+    """[eventq] The recurrences (docs/workflows.md, "Recurring jobs"), by name: the
     queue each adds to, how often, and when its next slot is due (``RecurrenceInfo``s)."""
     cells = [
         [e(r.name), f'<a href="/queues/{q(r.queue)}">{e(r.queue)}</a>', _every(r.every_ms),
@@ -240,11 +240,11 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
     # backoff) only; any other job has none, so no row rather than an empty one.
     if info.time is not None:
         fields.append(("time", info.time))
-    if info.after:  # spec/workflows.md, 1: after and waiting, for a job with upstreams
+    if info.after:  # docs/workflows.md, 1: after and waiting, for a job with upstreams
         fields.append(("upstreams", f"{info.after}, {info.waiting} not completed"))
-    if info.tags:  # spec/workflows.md, 4: in -tags order (links: tags_links)
+    if info.tags:  # docs/workflows.md, 4: in -tags order (links: tags_links)
         fields.append(("tags", ", ".join(info.tags)))
-    if info.group is not None:  # spec/workflows.md, 3: a failure group workq has none of
+    if info.group is not None:  # docs/workflows.md, 3: a failure group workq has none of
         fields.append(("failure group", info.group))
     return fields
 
@@ -261,7 +261,7 @@ def tags_links(tags: tuple[str, ...] | list[str]) -> str:
 def tagged_page(tag: str, jobs: list[JobInfo], offset: int, limit: int, more: bool,
                 frame: Frame) -> str:
     """``inspect tagged``: the live jobs with ``tag``, in any state, by created time then
-    id (spec/workflows.md, "4. Tags"), every process's."""
+    id (docs/workflows.md, "Tags"), every process's."""
     rows = [[f'<a href="/jobs/{e(j.id)}"><code>{e(j.id)}</code></a>',
              f'<a href="/queues/{q(j.name)}">{e(j.name)}</a>', e(j.state), str(j.priority),
              f"{j.attempts}/{attempts_allowed(j.max_attempts)}", e(j.created),
@@ -350,7 +350,7 @@ class HistoryRow:
     command: str
     outcome: str
     detail: str
-    # [eventq] audit (spec/security.md): the name of the token that issued the command
+    # [eventq] audit (docs/security.md): the name of the token that issued the command
     # (None: no tokens, or eventq's own command).
     issuer: str | None = None
 
@@ -436,7 +436,7 @@ def cluster_page(members: list[str], partitions: list[PartitionRow], serving: bo
 
 
 def failed_page(groups: list[tuple[str, int]], frame: Frame) -> str:
-    """[eventq] The failure groups with FAILED jobs (spec/workflows.md, ``inspect
+    """[eventq] The failure groups with FAILED jobs (docs/workflows.md, ``inspect
     failed``), each a link to its jobs."""
     cells = [[f'<a href="/failed/{q(name)}">{e(name)}</a>', f"{count:,}"]
              for name, count in groups]
@@ -471,7 +471,7 @@ def message_page(title: str, text: str, frame: Frame) -> str:
 
 
 def signin_page(next_path: str, note: str) -> str:
-    """The sign-in form of a dashboard with tokens (spec/security.md): a browser cannot
+    """The sign-in form of a dashboard with tokens (docs/security.md): a browser cannot
     send ``Authorization: Bearer``, so the token typed here is kept in a cookie
     (HttpOnly, SameSite=Strict; Secure under TLS). It shows nothing of the server: it
     is what a request without a good token gets (401)."""

@@ -10,7 +10,7 @@ would send (pause, resume, delete; a retry is an add of a copy and a delete). Wh
 the processor knows (leased and failed job lists, jobs by state, rates, wait and run
 times, offsets and lag) is this process's partitions.
 
-With tokens (``--tokens-file``, spec/security.md) every page and ``/metrics`` needs a
+With tokens (``--tokens-file``, docs/security.md) every page and ``/metrics`` needs a
 token of any role without a prefix, and an action an admin token (eventq/observe/
 webauth.py decides; ``_auth`` below asks it first, before any page is read). With a
 certificate the whole of it is served over TLS, with the gateway's context (mTLS too).
@@ -381,7 +381,7 @@ class Dashboard:
         return await self._act(request, calls.delete(job_id), "/?done=deleted")
 
     async def retry(self, request: web.Request) -> web.Response:
-        """A failed job again, under its own id (``retry``, spec/workflows.md): whoever
+        """A failed job again, under its own id (``retry``, docs/workflows.md): whoever
         waits on its result and its dependents see it run again."""
         refused = self._refuse(request)
         if refused is not None:
@@ -426,7 +426,7 @@ class Dashboard:
         return await self._act(request, calls.retry_group(group, MAX_RETRY_COUNT),
                                f"/failed/{pages.q(group)}?done=group-retried")
 
-    # --- tokens (spec/security.md; eventq/observe/webauth.py) ----------------------------
+    # --- tokens (docs/security.md; eventq/observe/webauth.py) ----------------------------
 
     @web.middleware
     async def _auth(self, request: web.Request, handler):

@@ -1,5 +1,5 @@
-"""Tokens on the dashboard and ``/metrics`` (spec/security.md, "Where tokens and
-certificates come from": "The dashboard and ``/metrics`` take the same tokens (HTTP
+"""Tokens on the dashboard and ``/metrics`` (docs/security.md, "Where tokens and certificates come
+from": "The dashboard and ``/metrics`` take the same tokens (HTTP
 ``Authorization: Bearer <token>``): ``reader`` sees, ``admin`` acts; without tokens they
 behave as today").
 

@@ -1,4 +1,4 @@
-"""The workq wire protocol, sans-IO (spec/protocol.md).
+"""The workq wire protocol, sans-IO (docs/protocol.md).
 
 - ``Parser``: bytes in, request events out (``feed`` / ``next_event``).
 - ``eventq.protocol.requests``: one frozen dataclass per request, and ``Close``.

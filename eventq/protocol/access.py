@@ -1,4 +1,4 @@
-"""Tokens and roles (spec/security.md), pure: what a connection may do, decided from the
+"""Tokens and roles (docs/security.md), pure: what a connection may do, decided from the
 tokens configured and the token it presented with ``auth``.
 
 - ``parse_tokens``: the tokens file's text (one ``<token> <role>[,<role>...] [<prefix>]``
@@ -7,13 +7,13 @@ tokens configured and the token it presented with ``auth``.
   with every configured one (SHA-256 digests compared with ``hmac.compare_digest``, all
   of them, whichever matches), or None.
 - ``Access``: one connection's state. ``denial(verb)`` is the error a request of
-  ``verb`` gets right after framing, before any other check (spec: "Fail closed"):
+  ``verb`` gets right after framing, before any other check (docs/security.md, "Fail closed"):
   ``Unauthorized`` until an ``auth`` succeeded, ``Forbidden`` for a verb none of its
   roles may use, None otherwise. A server without tokens has no ``Access`` at all.
 - ``Caller``: whom a request is served for, the token's ``name`` (audit) and ``prefix``
   (scope): the connection's own grant's, or, on a peer connection after ``as``, the
   client's another eventq process forwards it for. ``scope_denial`` is check 6a
-  (spec/security.md; workflows.md "Values and checks"): ``Forbidden`` for a request
+  (docs/security.md; workflows.md "Values and checks"): ``Forbidden`` for a request
   naming a queue outside the prefix, and for ``inspect server``, ``digest`` and
   ``bulk``; jobs, recurrences and listings outside it are the server's to hide (7).
 
@@ -122,7 +122,7 @@ class Caller:
         return self.prefix is None or name.startswith(self.prefix)
 
 
-# Check 6a (spec/security.md): the queue names each request names, by request type.
+# Check 6a (docs/security.md): the queue names each request names, by request type.
 _NAMED_QUEUES = {
     rq.Add: lambda r: (r.name,),
     rq.Schedule: lambda r: (r.name,),
@@ -162,7 +162,7 @@ def _digest(token: str) -> bytes:
 class Tokens:
     """The configured tokens, each kept as its SHA-256 digest beside its grant, and
     ``peer_token``: the first admin token without a prefix, the one this process
-    presents to the others (spec/security.md: processes authenticate as admin; None:
+    presents to the others (docs/security.md: processes authenticate as admin; None:
     there is none). Never shown (``repr``)."""
 
     entries: tuple[tuple[bytes, Grant], ...]

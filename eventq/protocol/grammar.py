@@ -1,4 +1,4 @@
-"""The command grammar of the workq protocol as one data table (spec/protocol.md).
+"""The command grammar of the workq protocol as one data table (docs/protocol.md).
 
 ``GRAMMAR`` maps each verb to a ``Command`` (or, for ``inspect``, to a table of
 ``Command`` by object). A ``Command`` says how many positional words it takes, how
@@ -160,8 +160,8 @@ def _time_plus_ttl_in_future(values: ParsedFields, now_ms: Clock) -> None:
 
 
 def _after_excludes_own_id(values: ParsedFields, now_ms: Clock) -> None:
-    """[eventq] -after: no upstream is the job itself (spec/workflows.md, "Values and
-    checks"), compared as UUID values like the rest of -after. The id is the first
+    """[eventq] -after: no upstream is the job itself (docs/workflows.md, "Values and checks"),
+    compared as UUID values like the rest of -after. The id is the first
     field, so it is parsed by now."""
     if values["id"] in values["after"]:
         raise ClientError(INVALID_AFTER)
@@ -172,18 +172,19 @@ def _after_excludes_own_id(values: ParsedFields, now_ms: Clock) -> None:
 _MAX_ATTEMPTS = Field("max_attempts", Flag("max-attempts", 0), parse_max_attempts)
 _MAX_FAILS = Field("max_fails", Flag("max-fails", 0), parse_max_fails)
 _PRIORITY = Field("priority", Flag("priority", 0), parse_priority)
-# pause, resume, touch and inputs judge every flag by its name (spec: Extensions;
-# workflows.md, "Values and checks": new verbs have no flag count): any other
+# pause, resume, touch and inputs judge every flag by its name (docs/protocol.md,
+# "eventq extensions"; docs/workflows.md, "Values and checks": new verbs have no flag
+# count): any other
 # flag is "Invalid command flags", however many there are (a line holds fewer than this).
 ANY_FLAG_COUNT = 10_000
 # [eventq] checked after priority; with it add and schedule take one flag more.
 _BACKOFF = Field("backoff_ms", Flag("backoff", 0), parse_backoff_ms)
-# [eventq] -after (spec/workflows.md, "1. Dependencies"): after backoff, before tags.
+# [eventq] -after (docs/workflows.md, "Dependencies"): after backoff, before tags.
 _AFTER = Field("after", Flag("after", ()), parse_after, check=_after_excludes_own_id)
-# [eventq] -tags (spec/workflows.md, "4. Tags"): last in field order.
+# [eventq] -tags (docs/workflows.md, "Tags"): last in field order.
 _TAGS = Field("tags", Flag("tags", ()), parse_tags)
 # [eventq] add and schedule take at most MAX_ADD_FLAGS flags plus one for each of these
-# among them (spec/workflows.md, "Values and checks", flag counts), so a line without
+# among them (docs/workflows.md, "Values and checks", flag counts), so a line without
 # them is judged as workq judges it. run knows none of them but -backoff's absence:
 # -after and -tags are unknown to it (Invalid command flags, or Invalid command args when
 # they make more than one flag).
@@ -223,7 +224,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
-    # wait-timeout. [eventq] -after and -tags are unknown to run (spec/workflows.md, flag
+    # wait-timeout. [eventq] -after and -tags are unknown to run (docs/workflows.md, flag
     # counts).
     "run": Command(
         rq.Run, 5, 5,
@@ -259,8 +260,8 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         fields=(Field("id", Arg(0), _job_id),),
         data=DataBlock(1, INVALID_PAYLOAD_SIZE, "result"),
     ),
-    # [eventq] fail takes no flag, or one when it is -group (spec/workflows.md, "3.
-    # Failure groups and retry"; any other flag: Invalid command args, as before); id
+    # [eventq] fail takes no flag, or one when it is -group (docs/workflows.md, "Failure groups and
+    # retry"; any other flag: Invalid command args, as before); id
     # (v4), group.
     "fail": Command(
         rq.Fail, 2, 2,
@@ -270,7 +271,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     ),
     # delete <id>; [eventq] a valid non-v4 UUID is -NOT-FOUND, so any UUID parses.
     "delete": Command(rq.Delete, 1, 1, fields=(Field("id", Arg(0), _any_id),)),
-    # eventq extensions (spec: Extensions): touch <id> [-ttr=]; id (v4), ttr.
+    # eventq extensions (docs/protocol.md, "eventq extensions"): touch <id> [-ttr=]; id (v4), ttr.
     "touch": Command(
         rq.Touch, 1, 1,
         fields=(Field("id", Arg(0), _job_id), Field("ttr_ms", Flag("ttr", None), parse_ttr_ms)),
@@ -283,17 +284,17 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "resume": Command(
         rq.Resume, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension (spec/workflows.md, "2. Inputs"): inputs <id>; one positional,
+    # eventq extension (docs/workflows.md, "Inputs"): inputs <id>; one positional,
     # then any flag is "Invalid command flags" (no flag count), then the id (v4).
     "inputs": Command(
         rq.Inputs, 1, 1, fields=(Field("id", Arg(0), _job_id),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension (spec/security.md): auth <token>; one positional, then any flag
+    # eventq extension (docs/security.md): auth <token>; one positional, then any flag
     # is "Invalid command flags" (no flag count); the token is any word.
     "auth": Command(
         rq.Auth, 1, 1, fields=(Field("token", Arg(0), str),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension, internal (spec/security.md; eventq/gateway/peers.py): as <name>
+    # eventq extension, internal (docs/security.md; eventq/gateway/peers.py): as <name>
     # [-prefix=<prefix>], the client a peer forwards the next requests for; one
     # positional, each flag judged by its name; name and prefix are names' characters.
     "as": Command(
@@ -301,7 +302,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         fields=(Field("name", Arg(0), parse_name), Field("prefix", Flag("prefix", None), parse_name)),
         max_flags=ANY_FLAG_COUNT,
     ),
-    # eventq extension (spec/workflows.md, "5. Recurring jobs"): recur <recurrence-name>
+    # eventq extension (docs/workflows.md, "Recurring jobs"): recur <recurrence-name>
     # <job-name> <ttr> <ttl> <every-ms> <size> [flags] + payload; exactly 6 positional
     # (a wrong count closes, as add's), each flag judged by its name (no flag count),
     # the block framed as add's; recurrence-name, job-name, ttr, ttl, every,
@@ -324,7 +325,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "unrecur": Command(
         rq.Unrecur, 1, 1, fields=(Field("name", Arg(0), parse_name),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extensions (spec/workflows.md, "3. Failure groups and retry"), flags judged
+    # eventq extensions (docs/workflows.md, "Failure groups and retry"), flags judged
     # by name with no count: retry <id> [-delay=]; id (v4), delay. retry-group <group>
     # <count>; no flag; group, count.
     "retry": Command(
@@ -378,7 +379,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
                 Field("limit", Arg(2), parse_limit),
             ),
         ),
-        # eventq extension (spec/workflows.md, "1. Dependencies"): as inspect jobs, same
+        # eventq extension (docs/workflows.md, "Dependencies"): as inspect jobs, same
         # checks in the same order; flags are "Invalid command args" like every object's.
         "waiting-jobs": Command(
             rq.InspectWaitingJobs, 3, 3,
@@ -388,7 +389,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
                 Field("limit", Arg(2), parse_limit),
             ),
         ),
-        # eventq extension (spec/workflows.md, "4. Tags"): tag (Invalid Tags), offset,
+        # eventq extension (docs/workflows.md, "Tags"): tag (Invalid Tags), offset,
         # limit; flags are "Invalid command args" like every object's.
         "tagged": Command(
             rq.InspectTagged, 3, 3,
@@ -398,7 +399,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
                 Field("limit", Arg(2), parse_limit),
             ),
         ),
-        # eventq extensions (spec/workflows.md, "3. Failure groups and retry"): failed as
+        # eventq extensions (docs/workflows.md, "Failure groups and retry"): failed as
         # inspect queues; failed-jobs: group, offset, limit.
         "failed": Command(
             rq.InspectFailed, 2, 2,
@@ -420,7 +421,7 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         "digest": Command(rq.InspectDigest, 0, 0),
         # eventq extension: where the bulk lane stands (docs/architecture.md, "Lanes").
         "bulk": Command(rq.InspectBulk, 0, 0),
-        # eventq extension (spec/workflows.md, "5. Recurring jobs"): as inspect queues.
+        # eventq extension (docs/workflows.md, "Recurring jobs"): as inspect queues.
         "recurring": Command(
             rq.InspectRecurring, 2, 2,
             fields=(

@@ -1,4 +1,4 @@
-"""A sans-IO parser for workq requests (spec/protocol.md, "Framing" and "Values").
+"""A sans-IO parser for workq requests (docs/protocol.md, "Connections and framing" and "Values").
 
 Feed it bytes with ``feed``; take events with ``next_event`` until it returns None
 ("need more data"). An event is a request (``eventq.protocol.requests``), an
@@ -12,8 +12,8 @@ consumed before its error is returned.
 
 Checks run in the spec's order: 1 flag syntax, 2 verb, 3 number of positional words
 and of flags, 4 flag names, 5 framing of the data block, 6 the fields in the order
-listed for each command, [eventq] 6a the scope of the connection's token (spec/
-security.md: a queue name outside its prefix is Forbidden). (7, state, belongs to the
+listed for each command, [eventq] 6a the scope of the connection's token
+(docs/security.md: a queue name outside its prefix is Forbidden). (7, state, belongs to the
 core.)
 """
 
@@ -74,7 +74,7 @@ class Parser:
     def __init__(self, now_ms: Clock, access: Access | None = None) -> None:
         self._now_ms = now_ms  # read only for schedule's "time + ttl in the future"
         # The connection's standing with a server that has tokens (None: no tokens):
-        # asked about each request's verb before any check (spec/security.md).
+        # asked about each request's verb before any check (docs/security.md).
         self._access = access
         self._buffer = ReceiveBuffer()
         self._awaiting: _AwaitingBlock | None = None
@@ -180,7 +180,7 @@ def _interpret_line(line: str, now_ms: Clock, access: Access | None) -> Request 
 
 
 def _scoped(request: Request, access: Access | None) -> Request:
-    """Check 6a (spec/security.md), once the fields are valid: a request naming a queue
+    """Check 6a (docs/security.md), once the fields are valid: a request naming a queue
     outside the token's prefix is Forbidden. A server without tokens skips it."""
     if access is not None:
         denied = access.scope_denial(request)
@@ -190,7 +190,7 @@ def _scoped(request: Request, access: Access | None) -> Request:
 
 
 def _deny(tokens: Tokens, denied: str) -> _AwaitingBlock:
-    """A request the connection may not make (spec/security.md, "Fail closed"): framed
+    """A request the connection may not make (docs/security.md, "Fail closed"): framed
     as usual, so the stream stays in step, and answered ``denied`` before any other
     check. Its data block is read when its verb carries one; where the block cannot be
     located the stream is out of step and the error closes, with the same text (nothing
@@ -250,7 +250,8 @@ def _await_block(
     """A data-carrying command: locate its block, or fail closing the connection.
 
     With the wrong number of words the size cannot be found; with an invalid size the
-    block cannot be skipped. Either way the stream is out of step (spec: Framing) and
+    block cannot be skipped. Either way the stream is out of step (docs/protocol.md, "Connections
+    and framing") and
     the error closes. Its text is still that of the first failed check, so a flag or
     count error outranks the size error.
     """

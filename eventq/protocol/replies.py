@@ -1,4 +1,4 @@
-"""The serializer for every workq reply (spec/protocol.md, "Commands" and "inspect").
+"""The serializer for every workq reply (docs/protocol.md, "Commands" and "inspect").
 
 Each function returns the complete reply as bytes. Ids are written in lowercase
 canonical form, times as UTC ``YYYY-MM-DDTHH:MM:SSZ``, payloads and results raw (a
@@ -23,13 +23,12 @@ _TEXT_ENCODING = "latin-1"  # names are ASCII; latin-1 mirrors the parser's deco
 class JobView:
     """What ``inspect job(s)`` shows of one job. ``scheduled_ms`` is None unless the
     job has a ready time (schedule, -backoff, -after); ``state`` is 0 NEW, 1 COMPLETED,
-    2 FAILED, 3 PENDING, 4 LEASED, [eventq] 5 WAITING (spec/workflows.md, "Job and queue
-    blocks").
+    2 FAILED, 3 PENDING, 4 LEASED, [eventq] 5 WAITING (docs/workflows.md, "Job and queue blocks").
 
     [eventq] ``after`` is the job's number of upstreams (-after) and ``waiting`` how many
     of them are not COMPLETED (0 once it is released). A job without upstreams has
     ``after`` 0 and its block shows neither key, so every workq job's block is workq's.
-    [eventq] ``tags`` (spec/workflows.md, "4. Tags"): the job's, in -tags order; shown
+    [eventq] ``tags`` (docs/workflows.md, "Tags"): the job's, in -tags order; shown
     only when it has some.
     """
 
@@ -50,7 +49,7 @@ class JobView:
     waiting: int = 0
     tags: tuple[str, ...] = ()
     # [eventq] a FAILED job's failure group, when it is neither ``failed`` nor
-    # ``attempts-exhausted`` (spec/workflows.md, "3. Failure groups and retry").
+    # ``attempts-exhausted`` (docs/workflows.md, "Failure groups and retry").
     group: str | None = None
 
     def __post_init__(self) -> None:
@@ -65,8 +64,8 @@ class QueueView:
     name: str
     ready_len: int
     scheduled_len: int
-    paused: bool = False  # [eventq] pause (spec: Extensions)
-    # [eventq] WAITING jobs (spec/workflows.md, "inspect queue, inspect queues"): shown
+    paused: bool = False  # [eventq] pause (docs/protocol.md, "eventq extensions")
+    # [eventq] WAITING jobs (docs/workflows.md, "Dependencies"): shown
     # only when > 0, so a queue without any keeps workq's block.
     waiting_len: int = 0
 
@@ -77,8 +76,8 @@ class QueueView:
 
 @dataclass(frozen=True, slots=True)
 class InputView:
-    """[eventq] What ``inputs`` shows of one finished upstream (spec/workflows.md,
-    "2. Inputs"): its id, whether it COMPLETED (else it FAILED), and its result (the
+    """[eventq] What ``inputs`` shows of one finished upstream (docs/workflows.md, "Inputs"): its
+    id, whether it COMPLETED (else it FAILED), and its result (the
     fail result for a FAILED one)."""
 
     upstream: uuid.UUID
@@ -88,8 +87,8 @@ class InputView:
 
 @dataclass(frozen=True, slots=True)
 class RecurrenceView:
-    """[eventq] What ``inspect recurring`` shows of one recurrence (spec/workflows.md,
-    "5. Recurring jobs"): its definition, when it was made (the last ``recur``'s time)
+    """[eventq] What ``inspect recurring`` shows of one recurrence (docs/workflows.md, "Recurring
+    jobs"): its definition, when it was made (the last ``recur``'s time)
     and when its next slot is due."""
 
     name: str
@@ -146,7 +145,7 @@ def _input_entry(view: InputView) -> bytes:
 
 
 def inputs_reply(inputs: Sequence[InputView]) -> bytes:
-    """[eventq] inputs (spec/workflows.md, "2. Inputs"): ``+OK <n>``, then per finished
+    """[eventq] inputs (docs/workflows.md, "Inputs"): ``+OK <n>``, then per finished
     upstream in -after order ``<upstream-id> <1|0> <size>`` and its raw result. A job
     without upstreams (or none finished): ``+OK 0``."""
     return _ok_count(len(inputs)) + b"".join(map(_input_entry, inputs))
@@ -184,7 +183,7 @@ def lease_reply(id: uuid.UUID, name: str, ttr_ms: int, payload: bytes) -> bytes:
 def _job_block(job: JobView, order: int | None = None) -> bytes:
     """``<id> <12|13>`` and the keys in the spec's order; ``time`` only if scheduled;
     [eventq] then ``after`` and ``waiting`` only for a job with upstreams, then ``tags``
-    only for a job with tags (spec/workflows.md, "Job and queue blocks": after the workq
+    only for a job with tags (docs/workflows.md, "Job and queue blocks": after the workq
     keys and ``time``, in this order, before ``group``), and ``group`` last, only for a
     FAILED job in a group workq's commands do not produce. ``order`` (peer form: docs/architecture.md,
     "Scaling out") adds a last key, the job's place in its list."""
@@ -208,7 +207,7 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
         lines += (_line("after", job.after), _line("waiting", job.waiting))
     if job.tags:
         lines.append(_line("tags", ",".join(job.tags)))
-    if job.group is not None:  # the last key (spec/workflows.md, "Job and queue blocks")
+    if job.group is not None:  # the last key (docs/workflows.md, "Job and queue blocks")
         lines.append(_line("group", job.group))
     if order is not None:
         lines.append(_line("order", order))
@@ -217,7 +216,7 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
 
 def _queue_block(queue: QueueView) -> bytes:
     """``<name> 2``, ``ready-len R``, ``scheduled-len S``; [eventq] then ``waiting-len
-    W`` when W > 0 (spec/workflows.md) and ``paused 1`` when paused (spec: Extensions),
+    W`` when W > 0 (docs/workflows.md) and ``paused 1`` when paused (docs/protocol.md, "eventq extensions"),
     each raising the key count by one (2 to 4), so a queue with neither keeps workq's
     block."""
     lines = [_line("ready-len", queue.ready_len), _line("scheduled-len", queue.scheduled_len)]
@@ -334,7 +333,7 @@ def queue_blocks(queues: Sequence[QueueView]) -> bytes:
 
 
 def failed_reply(groups: Sequence[tuple[str, int]]) -> bytes:
-    """[eventq] inspect failed (spec/workflows.md, "3. Failure groups and retry"):
+    """[eventq] inspect failed (docs/workflows.md, "Failure groups and retry"):
     ``+OK <n>``, then per group ``<group> 1``, ``failed-len <F>`` (the page, in the
     order given: by name bytewise)."""
     return _blocks((_line(group, 1) + _line("failed-len", count) for group, count in groups),

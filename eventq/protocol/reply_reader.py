@@ -3,7 +3,7 @@
 A gateway that forwards a request to another eventq process (docs/architecture.md,
 "Scaling out") relays the owner's reply unchanged, so it must know where that reply
 ends: replies carry data blocks and ``payload`` lines with raw bytes (which may hold
-``\\r\\n``), so the end is found by the reply's shape (spec/protocol.md, "Commands" and
+``\\r\\n``), so the end is found by the reply's shape (docs/protocol.md, "Commands" and
 "inspect"), never by looking for a line break. Errors are always one line.
 """
 
@@ -18,7 +18,7 @@ _CRLF = b"\r\n"
 class Shape(enum.Enum):
     STATUS = "status"  # +OK (add, schedule, complete, fail, delete, peer)
     # +OK n, n headers whose last word is a size, each with its data (lease, result, run:
-    # n = 1; [eventq] inputs: n finished upstreams, spec/workflows.md "2. Inputs")
+    # n = 1; [eventq] inputs: n finished upstreams, docs/workflows.md, "Inputs")
     DATA = "data"
     # +OK n, n blocks "<head> <k>" of k key lines (inspect ...); a block's keys are read
     # whatever their names ([eventq] after, waiting, waiting-len among them)

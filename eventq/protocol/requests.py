@@ -1,9 +1,9 @@
-"""The requests of the workq protocol as values (spec/protocol.md, "Commands").
+"""The requests of the workq protocol as values (docs/protocol.md, "Commands").
 
 One frozen dataclass per request. Every field is already validated by the parser:
 ids are ``uuid.UUID``, times and durations are integer milliseconds, payloads and
 results are ``bytes``. ``Close`` is not a request but the event "close the connection
-without a reply" (a line ending in a bare ``\\n``, spec: Framing).
+without a reply" (a line ending in a bare ``\\n``, docs/protocol.md, "Connections and framing").
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ class Add:
     max_attempts: int = 0
     max_fails: int = 0
     backoff_ms: int = 0  # [eventq] -backoff
-    # [eventq] -after (spec/workflows.md, "1. Dependencies"): the upstreams, in -after
+    # [eventq] -after (docs/workflows.md, "Dependencies"): the upstreams, in -after
     # order; empty for a job without upstreams (every workq add).
     after: tuple[uuid.UUID, ...] = ()
-    # [eventq] -tags (spec/workflows.md, "4. Tags"): the job's tags, in -tags order;
+    # [eventq] -tags (docs/workflows.md, "Tags"): the job's tags, in -tags order;
     # empty for a job without (every workq add).
     tags: tuple[str, ...] = ()
 
@@ -91,7 +91,7 @@ class Complete:
 @dataclass(frozen=True, slots=True)
 class Fail:
     """``fail <id> <size> [-group=<group>]`` + result. [eventq] ``group``
-    (spec/workflows.md, "3. Failure groups and retry"): the failure group the job is in
+    (docs/workflows.md, "Failure groups and retry"): the failure group the job is in
     if the fail is final (None: ``failed``)."""
 
     id: uuid.UUID
@@ -131,7 +131,7 @@ class Resume:
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """``inputs <id>``: eventq extension (spec/workflows.md, "2. Inputs"), the results
+    """``inputs <id>``: eventq extension (docs/workflows.md, "Inputs"), the results
     of a job's finished upstreams. Any valid v4 UUID; whether the job exists is the
     server's lookup."""
 
@@ -140,7 +140,7 @@ class Inputs:
 
 @dataclass(frozen=True, slots=True)
 class Auth:
-    """``auth <token>``: eventq extension (spec/security.md). The token is one word;
+    """``auth <token>``: eventq extension (docs/security.md). The token is one word;
     whether it is configured is the server's to say. Never shown (``repr``): tokens
     appear in no log."""
 
@@ -150,7 +150,7 @@ class Auth:
 @dataclass(frozen=True, slots=True)
 class As:
     """``as <name> [-prefix=<prefix>]``: eventq extension, internal, on a ``peer``
-    connection of an admin token without a prefix (spec/security.md): the requests that
+    connection of an admin token without a prefix (docs/security.md): the requests that
     follow on this connection are served for the client a peer forwards them for, the
     token named ``name`` (its audit name, never the token) with queue-name ``prefix``
     (None: none), until another ``as``. So the process owning a job applies the client's
@@ -162,8 +162,8 @@ class As:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """``retry <id> [-delay=<ms>]``: eventq extension (spec/workflows.md, "3. Failure
-    groups and retry"), a FAILED job runs again under its id, ready at once or after
+    """``retry <id> [-delay=<ms>]``: eventq extension (docs/workflows.md, "Failure groups and
+    retry"), a FAILED job runs again under its id, ready at once or after
     ``delay_ms``."""
 
     id: uuid.UUID
@@ -220,7 +220,7 @@ class InspectScheduledJobs:
 @dataclass(frozen=True, slots=True)
 class InspectWaitingJobs:
     """``inspect waiting-jobs <name> <offset> <limit>``: eventq extension
-    (spec/workflows.md, "1. Dependencies"), WAITING jobs in lease order."""
+    (docs/workflows.md, "Dependencies"), WAITING jobs in lease order."""
 
     name: str
     offset: int
@@ -229,8 +229,8 @@ class InspectWaitingJobs:
 
 @dataclass(frozen=True, slots=True)
 class InspectTagged:
-    """``inspect tagged <tag> <offset> <limit>``: eventq extension (spec/workflows.md,
-    "4. Tags"), live jobs with the tag in any state, by created time, then id."""
+    """``inspect tagged <tag> <offset> <limit>``: eventq extension (docs/workflows.md, "Tags"),
+    live jobs with the tag in any state, by created time, then id."""
 
     tag: str
     offset: int
@@ -239,8 +239,8 @@ class InspectTagged:
 
 @dataclass(frozen=True, slots=True)
 class InspectFailed:
-    """``inspect failed <offset> <limit>``: eventq extension (spec/workflows.md, "3.
-    Failure groups and retry"), the failure groups with FAILED jobs, by name bytewise."""
+    """``inspect failed <offset> <limit>``: eventq extension (docs/workflows.md, "Failure groups
+    and retry"), the failure groups with FAILED jobs, by name bytewise."""
 
     offset: int
     limit: int
@@ -318,7 +318,7 @@ class Edges:
 @dataclass(frozen=True, slots=True)
 class Recur:
     """``recur <recurrence-name> <job-name> <ttr> <ttl> <every-ms> <size> [flags]`` +
-    payload: eventq extension (spec/workflows.md, "5. Recurring jobs"). ``tags`` empty:
+    payload: eventq extension (docs/workflows.md, "Recurring jobs"). ``tags`` empty:
     no -tags."""
 
     name: str

@@ -1,4 +1,4 @@
-"""Validators for the values of the workq protocol (spec/protocol.md, "Values").
+"""Validators for the values of the workq protocol (docs/protocol.md, "Arguments").
 
 Each ``parse_*`` function takes one token as ``str`` and returns the value or raises
 ``ClientError`` with the exact text of the spec (``FramingError`` for sizes). The
@@ -189,7 +189,7 @@ def parse_size(token: str, error_text: str) -> int:
     """A data block size: decimal, ``+5`` and leading zeros accepted (Go's Atoi).
 
     Negative, non-numeric or over 1 MiB is a framing error with ``error_text``
-    (spec: Framing). ``-0`` is zero, not negative, so Atoi and this accept it.
+    (docs/protocol.md, "Connections and framing"). ``-0`` is zero, not negative, so Atoi and this accept it.
     """
     value = _parse_signed(token, MAX_PAYLOAD_BYTES)
     if value is None or value < 0:
@@ -216,7 +216,7 @@ _TAGS_SEPARATOR = ","
 
 def parse_group(token: str) -> str:
     """[eventq] a failure group: 1–255 bytes of ``[A-Za-z0-9_.-]``, like a name
-    (``Invalid Group``; spec/workflows.md, "Values and checks")."""
+    (``Invalid Group``; docs/workflows.md, "Values and checks")."""
     if _GROUP.fullmatch(token) is None:
         raise ClientError(INVALID_GROUP)
     return token
@@ -284,8 +284,8 @@ _AFTER_SEPARATOR = ","
 def parse_after(token: str) -> tuple[uuid.UUID, ...]:
     """[eventq] -after: 1–100 ids separated by ``,``, no empty element, each in any
     spelling ``parse_id`` accepts for a version 4 UUID, all distinct as UUID values
-    (``A`` and ``{A}`` are one id), in -after order (spec/workflows.md, "Values and
-    checks"; "Choices made"). ``Invalid After`` otherwise, whichever rule fails: an
+    (``A`` and ``{A}`` are one id), in -after order (docs/workflows.md, "Values and checks";
+    "Choices made"). ``Invalid After`` otherwise, whichever rule fails: an
     element that is no v4 id is ``Invalid After`` too, not ``Invalid ID``.
 
     That none is the job's own id needs the id: the grammar checks it

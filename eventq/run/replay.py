@@ -80,7 +80,7 @@ class Derived:
     per partition (partitions may interleave), e.g. incrementally as the log grows."""
 
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
-    # Workflows' inputs, kept beside the dependents (spec/workflows.md, "Inputs"):
+    # Workflows' inputs, kept beside the dependents (docs/workflows.md, "Inputs"):
     # (dependent, upstream) -> what the upstream handed on. The digest covers them.
     inputs: InputsByEdge = field(default_factory=dict)
     commands: int = 0
@@ -212,7 +212,7 @@ InputsByEdge = dict[tuple[uuid.UUID, uuid.UUID], Input]  # (dependent, upstream)
 
 
 def compare_inputs(expected: InputsByEdge, actual: InputsByEdge) -> list[str]:
-    """Workflows' inputs that differ (spec/workflows.md, "Inputs"), one line each."""
+    """Workflows' inputs that differ (docs/workflows.md, "Inputs"), one line each."""
     lines = []
     for dependent, upstream in sorted(expected.keys() | actual.keys()):
         want, have = expected.get((dependent, upstream)), actual.get((dependent, upstream))

@@ -94,7 +94,7 @@ class EventqService(mode.Service):
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
-        if self._tokens is not None:  # spec/security.md: the file is read again on SIGHUP
+        if self._tokens is not None:  # docs/security.md: the file is read again on SIGHUP
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGHUP, reload_tokens, self._tokens, self._settings.tokens_file)
         # Before the app starts (faust starts it after this service): the follow-ups of
@@ -182,7 +182,7 @@ def web_server(settings: Settings, streams, gateway, stats,
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
     ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users");
     over TLS with the gateway's context, and with the gateway's tokens (the same store,
-    so SIGHUP's reload applies to both; spec/security.md)."""
+    so SIGHUP's reload applies to both; docs/security.md)."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 

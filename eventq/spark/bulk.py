@@ -10,8 +10,8 @@ an explicit ``partition`` column (Kafka's murmur2 of the key, as every eventq pr
 rows that would be refused are never sent: they are counted and, with ``rejects``,
 written out (the input columns + ``job_id``, ``reject_field``, ``reject_reason``).
 
-A DAG is the same DataFrame with a column of each row's upstreams (spec/workflows.md,
-"-after"; ``after_column``): their ids, or with ``after_keys_column`` their keys, from
+A DAG is the same DataFrame with a column of each row's upstreams (docs/workflows.md,
+"Dependencies"; ``after_column``): their ids, or with ``after_keys_column`` their keys, from
 which their ids are derived as the rows' own are, so the edges of a pipeline are named
 by the data that names its jobs. Either is an array, or text with ``,`` between the
 elements (the protocol's spelling, and what a CSV cell holds); null or an empty array
@@ -19,7 +19,7 @@ is a job without upstreams. A malformed list is a reject with its reason, like a
 other field (the gateway's ``Invalid After``). A dependent is accepted WAITING whatever
 order its upstreams are applied in, so the load needs no order of its own.
 
-A row's tags (spec/workflows.md, "4. Tags") come from ``tags_column``: text in -tags's
+A row's tags (docs/workflows.md, "Tags") come from ``tags_column``: text in -tags's
 spelling (``,`` between the tags, as a CSV cell holds them) or an array of strings; null
 or an empty array is a job without tags, and a malformed list (an empty element, more
 than 16, a repeat, a character outside ``[A-Za-z0-9_.-]``, more than 64 bytes) is a

@@ -103,14 +103,14 @@ ID_FROM_COLUMN = "column"
 ID_FROM_KEYS = "keys"
 TIME_AS_MS = "ms"  # integral column or a Spark timestamp/date turned into epoch ms
 TIME_AS_TEXT = "text"  # the protocol's YYYY-MM-DDTHH:MM:SS[.fff]Z, or epoch ms digits
-# A row's upstreams (spec/workflows.md, "-after"), from one column: the upstreams' ids,
+# A row's upstreams (docs/workflows.md, "Dependencies"), from one column: the upstreams' ids,
 # or their keys, from which their ids are derived as the rows' own are (ids.py). The
 # cell is text (the protocol's spelling: ``,`` between elements, as a CSV file gives
 # it) or an array; null or an empty array: no upstreams.
 AFTER_IDS = "ids"
 AFTER_KEYS = "keys"
 AFTER_SEPARATOR = ","  # the protocol's, between -after's ids (values.parse_after)
-# A row's tags (spec/workflows.md, "4. Tags"), from one column: text in the protocol's
+# A row's tags (docs/workflows.md, "Tags"), from one column: text in the protocol's
 # spelling (``,`` between the tags, as -tags and a CSV cell give them) or an array of
 # strings; null or an empty array: no tags. Or the same tags for every row (a constant).
 TAGS_SEPARATOR = ","  # the protocol's, between -tags's tags (values.parse_tags)
@@ -225,8 +225,8 @@ def _job_id(spec: EnqueueSpec, raw_id: object, name: str, key: object) -> uuid.U
 
 
 def _after_fault(elements: list) -> str:
-    """Which rule of -after a list of id spellings breaks (spec/workflows.md, "Values
-    and checks"), said in the reject's reason; "" when it finds none. The verdict is
+    """Which rule of -after a list of id spellings breaks (docs/workflows.md, "Values and checks"),
+    said in the reject's reason; "" when it finds none. The verdict is
     the protocol's own (``parse_after``): this only explains it."""
     if len(elements) > MAX_AFTER_IDS:
         return f"{len(elements)} upstreams, at most {MAX_AFTER_IDS}"
@@ -315,8 +315,8 @@ def _upstream_keys(spec: EnqueueSpec, raw: object, names: object, name: str,
 
 def _after(spec: EnqueueSpec, raw: object, names: object, job_id: uuid.UUID,
            name: str) -> tuple[uuid.UUID, ...]:
-    """A row's upstreams, checked as the gateway checks -after (spec/workflows.md,
-    "Values and checks": 1-100 distinct version-4 ids, none the job's own)."""
+    """A row's upstreams, checked as the gateway checks -after (docs/workflows.md, "Values and
+    checks": 1-100 distinct version-4 ids, none the job's own)."""
     if spec.after_kind is None or raw is None:
         return ()
     if not isinstance(raw, str) and len(_as_list(raw)) == 0:
@@ -331,8 +331,8 @@ def _after(spec: EnqueueSpec, raw: object, names: object, job_id: uuid.UUID,
 
 
 def _tags_fault(elements: list) -> str:
-    """Which rule of -tags a list of tags breaks (spec/workflows.md, "Values and
-    checks"), said in the reject's reason; "" when it finds none. The verdict is the
+    """Which rule of -tags a list of tags breaks (docs/workflows.md, "Values and checks"), said in
+    the reject's reason; "" when it finds none. The verdict is the
     protocol's own (``parse_tags``): this only explains it."""
     if len(elements) > MAX_TAGS:
         return f"{len(elements)} tags, at most {MAX_TAGS}"
@@ -476,20 +476,20 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "scheduled_ms": "bigint", "expires_ms": "decimal(20,0)",
     "lease_deadline_ms": "decimal(20,0)", "result": "binary", "result_ok": "boolean",
     "version": "bigint", "backoff_ms": "int", "returns": "int", "retry_ms": "bigint",
-    # A dependent's (spec/workflows.md), null for other jobs; its links as the job map
+    # A dependent's (docs/workflows.md), null for other jobs; its links as the job map
     # holds them (msgpack, eventq.core.codec.encode_links).
     "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
-    # A job's tags (spec/workflows.md, "4. Tags") in -tags order, null for a job without.
+    # A job's tags (docs/workflows.md, "Tags") in -tags order, null for a job without.
     "tags": "array<string>",
-    # A retry's (spec/workflows.md, "3. Failure groups and retry"), null/false until one.
+    # A retry's (docs/workflows.md, "Failure groups and retry"), null/false until one.
     "delayed_ms": "bigint", "early": "boolean",
-    # A dependent's scope (spec/security.md: its token's prefix), null for other jobs.
+    # A dependent's scope (docs/security.md: its token's prefix), null for other jobs.
     "scope": "string",
 }  # fmt: skip
 # Columns written after a field's, derived from the job (never read back: job_of_row
-# takes the fields). A dependent's upstreams as the protocol shows them (spec/
-# workflows.md, "Dependencies": the ids of -after in order; ``waiting``, those not
+# takes the fields). A dependent's upstreams as the protocol shows them
+# (docs/workflows.md, "Dependencies": the ids of -after in order; ``waiting``, those not
 # COMPLETED, 0 once released), null for a job without upstreams like ``upstreams``.
 _DERIVED_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "state": (("state_name", "string"),),
@@ -590,7 +590,7 @@ def job_of_row(row: dict[str, Any]) -> Job:
                      if row.get(name) is not None or name in _OPTIONAL_FIELDS})
 
 
-# The edges of the jobs' DAG (spec/workflows.md, "Dependencies"), one row per link of
+# The edges of the jobs' DAG (docs/workflows.md, "Dependencies"), one row per link of
 # a live dependent: the upstream, the dependent (its queue and state), the link's place
 # in -after (from 1), and the upstream's latest outcome the dependent applied
 # (unfinished: none yet, or retried since; completed with its broker time).
@@ -665,7 +665,7 @@ def hash_jobs(batches: Iterator) -> Iterator:
 
 def hash_inputs(batches: Iterator) -> Iterator:
     """mapInArrow: the newest (key, value) of each input record beside the dependents
-    (spec/workflows.md, "Inputs") -> one (sum of input hashes mod 2^256, count 0) per
+    (docs/workflows.md, "Inputs") -> one (sum of input hashes mod 2^256, count 0) per
     batch: the digest covers inputs as ``inspect digest`` does (eventq/core/digest.py),
     and counts only jobs. An undecodable one is left out, as the server leaves it."""
     schema = _arrow_schema(PARTIAL_DIGEST_DDL)
@@ -696,7 +696,7 @@ def combine_digest(parts: list[tuple[bytes, int]]) -> str:
     return digest.hexdigest()
 
 
-# A recurrence's record beside the jobs (spec/workflows.md, "5. Recurring jobs";
+# A recurrence's record beside the jobs (docs/workflows.md, "Recurring jobs";
 # eventq/core/recurrence.py), one row per live recurrence: its definition (``recur``'s
 # fields, ``created_ms`` its broker time), the last slot fired (``fired_ms``, that
 # slot's due time, null before the first; ``fired_slot``, the slot when it is one of

@@ -12,7 +12,7 @@ The records beside the jobs (a dependent's inputs, an upstream's registrations: 
 (``after``) and how many it still waits for (``waiting``); ``edges`` makes one row
 per link (``rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
 
-A recurrence's record (spec/workflows.md, "5. Recurring jobs": key
+A recurrence's record (docs/workflows.md, "Recurring jobs": key
 ``\x00eventq.recur:<name>``, eventq/core/recurrence.py) is one of them too: the
 snapshot counts the live recurrences and, with ``recurrences_output``, writes one row
 each (``rows.RECURRENCE_DDL``: the definition, the last slot fired, when the next is
@@ -47,7 +47,7 @@ class SnapshotReport:
     jobs_by_state: dict[str, int] = field(default_factory=dict)
     edges_output: str | None = None
     edges_by_outcome: dict[str, int] = field(default_factory=dict)  # with edges_output
-    recurrences: int = 0  # live recurrences (spec/workflows.md, "5. Recurring jobs")
+    recurrences: int = 0  # live recurrences (docs/workflows.md, "Recurring jobs")
     recurrences_output: str | None = None
 
     def summary(self) -> str:

@@ -1,7 +1,7 @@
 """Statistics per queue: jobs by state now, and wait/run time distributions from the log.
 
 - Jobs by state come from the state log (``statelog.read_jobs``): the current state;
-  so do live jobs per tag and state (spec/workflows.md, "4. Tags"), a job counted once
+  so do live jobs per tag and state (docs/workflows.md, "Tags"), a job counted once
   under each of its tags.
 - The command log is decoded, grouped by job (a shuffle on the job id, sorted by offset:
   all commands of a job are in one Kafka partition) and folded with the core's state
@@ -12,10 +12,10 @@
            (or its scheduled time, if later), or the fail/TTR timeout that requeued it
     run  = complete/fail time - lease time of that attempt (timed-out attempts have none)
 
-- Failed jobs per failure group come from the state log too (spec/workflows.md, "3.
-  Failure groups and retry"): a FAILED job's group as ``inspect failed`` counts it
+- Failed jobs per failure group come from the state log too (docs/workflows.md, "Failure groups and
+retry"): a FAILED job's group as ``inspect failed`` counts it
   (``failure_group``: ``failed`` or ``attempts-exhausted`` when its fail named none).
-- Recurrences (spec/workflows.md, "5. Recurring jobs"): per recurrence, the slots it
+- Recurrences (docs/workflows.md, "Recurring jobs"): per recurrence, the slots it
   fired by the command log (the fold applies its recur, unrecur and fire commands as
   the processor does: ``rows.RecurrenceFold``; a fire fires at most one slot, a
   repeated or early one none) and the due time of its last; when its next slot is due
@@ -280,7 +280,7 @@ def _duration(ms: float | None) -> str:
 
 
 def _is_registration(event: dict) -> bool:
-    """A ``depend`` (spec/workflows.md, "Command types"): it registers a dependent
+    """A ``depend`` (docs/workflows.md, "Command types"): it registers a dependent
     beside its upstream and never changes the upstream, so the fold counts it as ignored
     (eventq/core/machine.py, REGISTERED); the table counts it as a registration. The
     upstream may not exist yet: a dependent may come before its upstreams."""

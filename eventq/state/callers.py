@@ -1,4 +1,4 @@
-"""Whom the request being served is served for (spec/security.md): the token's name
+"""Whom the request being served is served for (docs/security.md): the token's name
 (audit) and prefix (scope), as ``eventq.protocol.access.Caller``.
 
 The gateway sets it for each request it answers (eventq/gateway/server.py), in the

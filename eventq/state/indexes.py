@@ -1,10 +1,10 @@
 """Derived in-memory indexes over the live jobs of the partitions this process owns.
 
 docs/architecture.md, "The processor": ready jobs per queue name in lease order, scheduled
-jobs per name, WAITING jobs per name (spec/workflows.md: dependents waiting for their
+jobs per name, WAITING jobs per name (docs/workflows.md: dependents waiting for their
 upstreams, never leased, in neither ready-len nor scheduled-len; ``waiting_len`` and
 ``waiting_page`` in lease order), live jobs per tag by created time, then id
-(spec/workflows.md, "4. Tags": ``inspect tagged``, ``tagged_page``), and deadline
+(docs/workflows.md, "Tags": ``inspect tagged``, ``tagged_page``), and deadline
 heaps: the jobs' TTR and TTL, and the deadlines of registrations (an absent upstream's
 are dropped by a timer's ``expire``).
 They are pure derived data: rebuilt from the jobs table when a partition is assigned,
@@ -32,7 +32,7 @@ Payloads and results are never here: they stay in RocksDB.
 
 A queue holding no ready, scheduled or WAITING job is only a name, and at most
 ``MAX_EMPTY_QUEUE_NAMES`` of those are remembered (the least recently named are
-forgotten): a lease names its queues into being (spec: inspect queues), and one lease
+forgotten): a lease names its queues into being (docs/protocol.md, "inspect"), and one lease
 line can name 2,500 new queues, each an empty queue object of 740 bytes, never freed.
 Leases naming random queues would grow the server without bound (docs/architecture.md,
 "Hostile inputs").
@@ -111,8 +111,8 @@ def _deadline_item(deadline_ms: int, kind: str, id_int: int) -> int:
 
 
 def tagged_key(created_ms: int, id_int: int) -> int:
-    """A tagged job's place among its tag's jobs: created time, then id (spec/workflows.md,
-    "inspect tagged"); the same in every process, so pages merge by it."""
+    """A tagged job's place among its tag's jobs: created time, then id (docs/workflows.md,
+    "Tags"); the same in every process, so pages merge by it."""
     return ((created_ms - MIN_TIME_MS) << _ID_BITS) | id_int
 
 
@@ -147,7 +147,7 @@ class Entry(NamedTuple):
     attempts: int
     version: int
     partition: int
-    tags: tuple[str, ...] = ()  # spec/workflows.md, "4. Tags"
+    tags: tuple[str, ...] = ()  # docs/workflows.md, "Tags"
 
 
 def _deadlines_of(job: Slim | Entry) -> tuple[int | None, int | None]:
@@ -244,24 +244,24 @@ class JobIndex:
         # Registration deadlines (``_registration_item``), checked when due.
         self._registrations: list[int] = []
         self._registrations_kept = 0  # their count after the last removal of repeats
-        # Paused queues (spec: Extensions, pause) as each owned partition's log says:
+        # Paused queues (docs/protocol.md, "eventq extensions", pause) as each owned partition's log says:
         # every partition gets every pause and resume, and a queue is paused here while
         # any of them says so (they agree once each has applied the same commands).
         self._paused: dict[int, set[str]] = {}
-        # Recurrences of the owned partitions (spec/workflows.md, "5. Recurring jobs"):
+        # Recurrences of the owned partitions (docs/workflows.md, "Recurring jobs"):
         # name -> (partition, every ms, next slot), and a heap of (when to check, name)
         # for the timer, checked when popped (a changed record pushes its own).
         self._recurrences: dict[str, tuple[int, int, int]] = {}
-        # Each one's queue (its job name), for a token's prefix (spec/security.md).
+        # Each one's queue (its job name), for a token's prefix (docs/security.md).
         self._recurrence_queues: dict[str, str] = {}
         self._recurrence_checks: list[tuple[int, str]] = []
         # Live jobs per queue name and state, for the dashboard and the metrics
         # (docs/architecture.md, "Metrics and the dashboard").
         self._state_counts: dict[str, list[int]] = {}
-        # Live jobs per tag (spec/workflows.md, "4. Tags"), ``tagged_key`` order.
+        # Live jobs per tag (docs/workflows.md, "Tags"), ``tagged_key`` order.
         self._tagged: dict[str, SortedList] = {}
-        # [eventq] FAILED jobs per failure group (spec/workflows.md, "3. Failure groups
-        # and retry"), oldest failure first: ``_failed_key`` integers; and each FAILED
+        # [eventq] FAILED jobs per failure group (docs/workflows.md, "Failure groups and retry"),
+        # oldest failure first: ``_failed_key`` integers; and each FAILED
         # job's (group, key), to take it out again.
         self._failed: dict[str, SortedList] = {}
         self._failed_of: dict[int, tuple[str, int]] = {}
@@ -283,7 +283,7 @@ class JobIndex:
         return queue
 
     def name_queue(self, name: str) -> None:
-        """A lease names its queues into being (spec: inspect queues)."""
+        """A lease names its queues into being (docs/protocol.md, "inspect")."""
         if name not in self.queues:
             self._remember_empty(name)
 
@@ -539,7 +539,7 @@ class JobIndex:
         self, names: Iterable[str], now_ms: int, claimed: set[uuid.UUID]
     ) -> Iterator[uuid.UUID]:
         """Ready jobs to try leasing, best first: a uniformly random name among those
-        with unclaimed ready jobs, then that name's lease order (spec: lease). A paused
+        with unclaimed ready jobs, then that name's lease order (docs/protocol.md, "lease"). A paused
         queue has none to offer."""
         names = self._leasable(names)
         self.promote_due(now_ms, names)
@@ -617,7 +617,7 @@ class JobIndex:
         return len(queue.ready), len(queue.scheduled)
 
     def waiting_len(self, name: str) -> int:
-        """waiting-len of a queue (spec/workflows.md): its WAITING jobs."""
+        """waiting-len of a queue (docs/workflows.md): its WAITING jobs."""
         queue = self.queues.get(name)
         return 0 if queue is None else len(queue.waiting)
 
@@ -635,10 +635,10 @@ class JobIndex:
 
     def tagged_page_keys(self, tag: str, offset: int, limit: int,
                          prefix: str | None = None) -> list[tuple[int, uuid.UUID]]:
-        """A page of ``inspect tagged`` (spec/workflows.md, "4. Tags"): live jobs with
+        """A page of ``inspect tagged`` (docs/workflows.md, "Tags"): live jobs with
         ``tag``, in any state, by created time, then id, each with its place as an
         integer (``tagged_key``: the same in every process, so pages merge by it).
-        ``prefix``: only jobs of queues inside it (spec/security.md)."""
+        ``prefix``: only jobs of queues inside it (docs/security.md)."""
         jobs = self._tagged.get(tag)
         if jobs is None:
             return []
@@ -648,7 +648,7 @@ class JobIndex:
               prefix: str | None) -> list[tuple[int, uuid.UUID]]:
         """``keys[offset:offset + limit]`` (ids in their low bits) as (key, id), or with
         ``prefix`` the same page of the keys of jobs whose queue name starts with it
-        (spec/security.md: a token's listings see only its queues). That one is a scan
+        (docs/security.md: a token's listings see only its queues). That one is a scan
         from the first key (each a dict lookup and a bytes compare, ~0.2 s per million
         keys passed over): no index is kept per prefix, which tokens may change."""
         if prefix is None:
@@ -703,8 +703,8 @@ class JobIndex:
 
     def failed_groups(self, prefix: str | None = None) -> list[tuple[str, int]]:
         """[eventq] (group, FAILED jobs) of every group that has some, by name bytewise
-        (spec/workflows.md, ``inspect failed``); with ``prefix``, only the jobs of
-        queues inside it (spec/security.md), counted by a scan of the FAILED jobs."""
+        (docs/workflows.md, ``inspect failed``); with ``prefix``, only the jobs of
+        queues inside it (docs/security.md), counted by a scan of the FAILED jobs."""
         groups = sorted(self._failed, key=lambda group: group.encode())
         if prefix is None:
             return [(group, len(self._failed[group])) for group in groups]
@@ -722,7 +722,7 @@ class JobIndex:
                          prefix: str | None = None) -> list[tuple[int, uuid.UUID]]:
         """[eventq] A page of a group's FAILED jobs, oldest failure first (failure time,
         then id), each with its key: the same in every process, so pages merge by it.
-        ``prefix``: only jobs of queues inside it (spec/security.md)."""
+        ``prefix``: only jobs of queues inside it (docs/security.md)."""
         members = self._failed.get(group)
         if members is None:
             return []
@@ -733,8 +733,8 @@ class JobIndex:
         return [job_id for _, job_id in self.failed_page_keys(group, offset, limit, prefix)]
 
     def queue_names(self, prefix: str | None = None) -> list[str]:
-        """Known queue names, sorted bytewise (spec: inspect queues); ``prefix``: only
-        those that start with it (spec/security.md)."""
+        """Known queue names, sorted bytewise (docs/protocol.md, "inspect"); ``prefix``: only
+        those that start with it (docs/security.md)."""
         names = self.queues.keys() | self.empty_names.keys()
         if prefix is not None:
             names = {name for name in names if name.startswith(prefix)}
@@ -798,7 +798,7 @@ class JobIndex:
                 found[id_int] = None
         return [uuid.UUID(int=id_int) for id_int in found]
 
-    # --- recurrences (spec/workflows.md, "5. Recurring jobs") -----------------------
+    # --- recurrences (docs/workflows.md, "Recurring jobs") -----------------------
 
     def put_recurrence(self, partition: int, record: Recurrence) -> None:
         """A recurrence's record as its partition's log left it (a recur, or a fire)."""
@@ -819,7 +819,7 @@ class JobIndex:
 
     def recurrence_names(self, prefix: str | None = None) -> list[str]:
         """The recurrences of the owned partitions, sorted bytewise (inspect recurring);
-        ``prefix``: only those whose queue starts with it (spec/security.md)."""
+        ``prefix``: only those whose queue starts with it (docs/security.md)."""
         names = self._recurrences.keys()
         if prefix is not None:
             names = {name for name in names if self._recurrence_queues[name].startswith(prefix)}

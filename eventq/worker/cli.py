@@ -55,7 +55,7 @@ def register(commands) -> None:
                         help="the eventq (or workq) server (default %(default)s)")
     parser.add_argument("--token", default=None, metavar="TOKEN",
                         help="the token to `auth` with, for a server with tokens "
-                             f"(spec/security.md; default: ${TOKEN_ENV})")
+                             f"(docs/security.md; default: ${TOKEN_ENV})")
     add_tls_arguments(parser)
     parser.add_argument("--queue", action="append", default=[], metavar="NAME",
                         help="a queue to run the program for (repeatable)")
@@ -87,7 +87,7 @@ def build_worker(args: argparse.Namespace, environ: Mapping[str, str] | None = N
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
-    """--tls-ca/--tls-cert/--tls-key: a server that speaks TLS (spec/security.md)."""
+    """--tls-ca/--tls-cert/--tls-key: a server that speaks TLS (docs/security.md)."""
     parser.add_argument("--tls-ca", default=None, metavar="PEM",
                         help="speak TLS, checking the server's certificate against this CA")
     parser.add_argument("--tls-cert", default=None, metavar="PEM",

@@ -1,5 +1,5 @@
 """The job a handler gets: the leased ``Job`` and, when its queue's handler declared
-``inputs=True``, its inputs (spec/workflows.md, "2. Inputs"): the results of its -after
+``inputs=True``, its inputs (docs/workflows.md, "Inputs"): the results of its -after
 upstreams, in -after order.
 
 Fetching them is one more request per job, so a worker makes it only for the queues
@@ -37,8 +37,7 @@ class WorkerJob(Job):
     def inputs(self) -> tuple[Result, ...]:
         """Each finished upstream's ``Result`` in -after order (``id`` the upstream's,
         ``ok`` True for completed, ``data`` its result); ``()`` for a job without
-        upstreams. A leased job's upstreams have all completed (spec/workflows.md,
-        "2. Inputs")."""
+        upstreams. A leased job's upstreams have all completed (docs/workflows.md, "Inputs")."""
         if self.fetched_inputs is None:
             raise InputsNotDeclared(
                 f"job.inputs: the worker did not fetch the inputs of this job of queue "

@@ -3,7 +3,7 @@
 The job's payload goes to the program's stdin; exit status 0 completes the job with
 its stdout as the result; any other status fails it with the tail of its stderr, in the
 failure group named by a last stderr line ``eventq-group: <group>`` if it writes one
-(eventq: spec/workflows.md, "3. Failure groups and retry"; the line is left out of the
+(eventq: docs/workflows.md, "Failure groups and retry"; the line is left out of the
 result). A
 program still running at its time limit is killed (its whole process group) and the job
 fails saying so. Output is read as it comes and never held beyond the result limit.
@@ -11,7 +11,7 @@ fails saying so. Output is read as it comes and never held beyond the result lim
 Its environment is the worker's plus ``EVENTQ_JOB_ID``, ``EVENTQ_QUEUE`` and
 ``EVENTQ_TTR_MS``. A program declared with inputs (``add_program(..., inputs=True)``,
 ``eventq worker --inputs``) also gets ``EVENTQ_INPUTS``: the path of a fresh directory
-(mode 0700) with one file per input of the job (spec/workflows.md, "2. Inputs"), named
+(mode 0700) with one file per input of the job (docs/workflows.md, "Inputs"), named
 ``NNN-<upstream-id>`` (NNN its 1-based position in -after order in 3 digits, so ``ls``
 and ``*`` list them in that order; the id lowercase with hyphens), holding the
 upstream's result byte for byte; the name ends in ``.failed`` for an upstream that
@@ -49,7 +49,7 @@ READ_BYTES = 64 * 1024
 INPUTS_VARIABLE = "EVENTQ_INPUTS"
 INPUTS_DIR_PREFIX = "eventq-inputs-"
 # An inputs file's position, zero-padded so that names sort in -after order: a job has
-# at most MAX_AFTER_IDS upstreams (spec/workflows.md, "Values and checks").
+# at most MAX_AFTER_IDS upstreams (docs/workflows.md, "Values and checks").
 INPUT_POSITION_DIGITS = len(str(MAX_AFTER_IDS))
 FAILED_INPUT_SUFFIX = ".failed"
 
@@ -57,7 +57,7 @@ FAILED_INPUT_SUFFIX = ".failed"
 class JobFailed(Exception):
     """The handler's way to fail a job with exactly ``result`` as the failure result;
     eventq: ``group``, the failure group it is in if this fail is final
-    (spec/workflows.md, "3. Failure groups and retry": ``retry-group`` retries a group
+    (docs/workflows.md, "Failure groups and retry": ``retry-group`` retries a group
     at once; None: ``failed``)::
 
         raise JobFailed("the upstream API refused the key", group="bad-credentials")
@@ -102,8 +102,8 @@ def result_of(finished: Finished, max_result_bytes: int = MAX_PAYLOAD_BYTES) -> 
     return finished.stdout
 
 
-# A failed program names its failure group by the last line of its stderr (spec/
-# workflows.md, "3. Failure groups and retry"): ``eventq-group: <group>``. A line, not
+# A failed program names its failure group by the last line of its stderr
+# (docs/workflows.md, "Failure groups and retry"): ``eventq-group: <group>``. A line, not
 # an exit status: any language writes one, a status has no room for a name, and a
 # program's own statuses keep their meaning. The line is not part of the result.
 GROUP_LINE = re.compile(rb"(?:\A|\n)eventq-group: ([A-Za-z0-9_.\-]{1,255})[ \t\r]*\n?\Z")

@@ -3,11 +3,11 @@
 Each of ``concurrency`` slots leases a job of the worker's queues, runs the queue's
 handler (an async callable in the event loop, a plain callable in a thread or, with
 ``processes=True``, a process pool; an external ``Program``), touches the lease every
-third of its TTR while the handler runs (spec: Extensions, touch), and completes the job
+third of its TTR while the handler runs (docs/protocol.md, "eventq extensions", touch), and completes the job
 with the handler's return value or fails it with the error. One log line per job.
 
 A queue whose handler declares ``inputs=True`` has each job's inputs fetched
-(``inputs <id>``, spec/workflows.md, "2. Inputs") after the lease and before the
+(``inputs <id>``, docs/workflows.md, "Inputs") after the lease and before the
 handler, under the same heartbeat: the handler reads them as ``job.inputs``
 (eventq/worker/job.py), a program in ``$EVENTQ_INPUTS`` (eventq/worker/program.py). A
 fetch the server could not answer is retried as a report is (``RETRY_S``); a job gone
@@ -156,7 +156,7 @@ class Worker:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.host, self.port = host, port
-        self.token = token  # presented with `auth` on each connection (spec/security.md)
+        self.token = token  # presented with `auth` on each connection (docs/security.md)
         self.tls = tls  # a server speaking TLS: eventq.client.tls_context(...)
         self.concurrency = concurrency
         self.processes = processes

@@ -23,7 +23,7 @@ faust's persisted offset, and the local table is exactly the committed changelog
 a later recovery (streams/faust/table_recovery.py) continues from it, and whoever owns the
 partition next re-applies the uncommitted commands from the log.
 
-Workflows' follow-up commands (spec/workflows.md, "Determinism"; streams/follow_ups.py)
+Workflows' follow-up commands (docs/workflows.md, "Determinism"; streams/follow_ups.py)
 are not in the transaction: they go to `eventq.commands`, which faust reads, and an open
 transaction on a command partition would hold its last stable offset back. Each one a
 transaction's records caused is handed to it (``follow_up``) as it is sent, and a commit

@@ -1,4 +1,4 @@
-"""The byte vectors of spec/workq-cmdlog.md, exactly."""
+"""The byte vectors of docs/migrate.md, exactly."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ complete, fail, delete, touch, release-attempt, timeout-attempt, expire) and pau
 resume (in every partition), as single records, batch records and bulk slices (some
 admitted twice), at increasing broker times.
 
-Workflows (spec/workflows.md): a third job in each partition is a dependent, added or
+Workflows (docs/workflows.md): a third job in each partition is a dependent, added or
 scheduled with -after naming the other jobs of any partition, other dependents, or ids
 that are never jobs, and deleted, leased, completed or failed now and then; timers'
 expirations of any id (absent upstreams' registrations go with them). The processor

@@ -112,19 +112,19 @@ ADD = Add(JID, "q", 1000, 60_000, b"payload", priority=5, max_attempts=2, max_fa
 ADD_BACKOFF = Add(JID, "q", 1000, 60_000, b"", max_attempts=3, max_fails=3, backoff_ms=250)
 SCHEDULE = Schedule(JID, "later.q-1_x", 30, 90_000, T0 + 5000, b"\x00\xff" * 4, -3, 0, 1)
 START, TIMEOUT = StartAttempt(JID, 1), TimeoutAttempt(JID, 1)
-# Workflows (spec/workflows.md): a dependent of two upstreams, added at position(100).
+# Workflows (docs/workflows.md): a dependent of two upstreams, added at position(100).
 UP1 = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
 UP2 = uuid.UUID("c9bf9e57-1685-4c89-bafb-ff5af830be8a")
 ADD_AFTER = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, after=(UP1, UP2))
 _OK = UpstreamOutcome.COMPLETED
 DONE1 = Upstream(JID, position(100), UP1, _OK, position(7, 1), T0 - 5, b"r1")
 DONE2 = Upstream(JID, position(100), UP2, _OK, BIG_POSITION, T0 - 3, b"")
-# Tags (spec/workflows.md, "4. Tags"): kept in their given order, for the job's life.
+# Tags (docs/workflows.md, "Tags"): kept in their given order, for the job's life.
 ADD_TAGS = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, tags=("nightly", "b.2-x_Y"))
 TAGS_16 = tuple(f"t{n:02d}" + "x" * 61 for n in range(16))  # 16 tags of 64 bytes
 
 
-# Recurring jobs (spec/workflows.md, "5. Recurring jobs").
+# Recurring jobs (docs/workflows.md, "Recurring jobs").
 RECUR = Recur("nightly", "etl", 60_000, 86_400_000, 86_400_000, b"{}")
 RECUR_FULL = Recur("every.1s", "q", MAX_TTR_MS, MAX_TTL_MS, 1000, b"\x00\xff", MIN_PRIORITY,
                    MAX_ATTEMPTS_LIMIT, 3, MAX_BACKOFF_MS, ("a", "b-c", "d.e_f"))
@@ -187,7 +187,7 @@ def state_cases() -> dict[str, tuple[Any, Job | None]]:
         "added-waiting-scope": last(
             Add(JID, "acme.q", 1000, 60_000, b"", after=(UP1,), scope="acme.")),
         "imported-tags": last(Import.from_job(last(ADD_TAGS, START)[1])),
-        # Failure groups and retry (spec/workflows.md, "3. Failure groups and retry").
+        # Failure groups and retry (docs/workflows.md, "Failure groups and retry").
         "failed-group": last(Add(JID, "q", 1000, 60_000, b""), START, Fail(JID, b"x", "deploy-7")),
         "failed-named-default": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"", "failed")),
         "retried": last(Add(JID, "q", 1000, 60_000, b""), Fail(JID, b"x", "g"), Retry(JID)),
@@ -309,7 +309,7 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "fail-group": (Fail(JID, b"why", "bad-deploy.7"), "n1", 9),
         "retry": (Retry(JID), "n1", 10),
         "retry-delay": (Retry(JID, 86_400_000), None, None),
-        # [eventq] spec/security.md: a token's prefix (scope) on the commands it issues.
+        # [eventq] docs/security.md: a token's prefix (scope) on the commands it issues.
         "add-after-scope": (
             Add(JID, "acme.q", 1000, 60_000, b"p", after=(UP1,), scope="acme."), "n1", 11
         ),
@@ -325,7 +325,7 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
     }
 
 
-# [eventq] audit (spec/security.md): commands with the name of the token that issued them.
+# [eventq] audit (docs/security.md): commands with the name of the token that issued them.
 ISSUED = {
     "add-by": (ADD_AFTER, "n1", 3, "line-3"),
     "pause-by": (Pause("q"), None, None, "line-1"),

@@ -72,7 +72,7 @@ VARIANTS = {
 }
 
 
-# A dependent (spec/workflows.md): leased once its upstream completed, and failed by it.
+# A dependent (docs/workflows.md): leased once its upstream completed, and failed by it.
 UP = uuid.UUID(int=5)
 COMPLETED_LINK = Link(UP, UpstreamOutcome.COMPLETED, 500, T0 - 10)
 DEPENDENT = base(upstreams=(COMPLETED_LINK,), added_at=2, released_ms=T0 - 10)
@@ -95,17 +95,17 @@ WORKFLOW_VARIANTS = {
     "released_ms": lambda: dataclasses.replace(DEPENDENT, released_ms=T0 - 9),
     "finished_ms": lambda: dataclasses.replace(UPSTREAM_FAILED, finished_ms=T0 + 1),
     "group": lambda: dataclasses.replace(UPSTREAM_FAILED, group="other"),
-    # Retry's (spec/workflows.md, retry): a job a retry left with a time, or early.
+    # Retry's (docs/workflows.md, retry): a job a retry left with a time, or early.
     "delayed_ms": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0),
     "early": lambda: dataclasses.replace(DEPENDENT, early=True),
     "delayed_ms again": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0 + 1, early=True),
-    # [eventq] spec/security.md: a dependent's scope decides which upstreams it hears.
+    # [eventq] docs/security.md: a dependent's scope decides which upstreams it hears.
     "scope": lambda: dataclasses.replace(DEPENDENT, scope=DEPENDENT.name[:1]),
 }
 WORKFLOW_BASES = {"finished_ms": UPSTREAM_FAILED, "group": UPSTREAM_FAILED,
                   "upstreams outcome": UPSTREAM_FAILED}  # fmt: skip
 
-# Tags (spec/workflows.md, "Determinism": the digest covers tags), on a plain job and on
+# Tags (docs/workflows.md, "Determinism": the digest covers tags), on a plain job and on
 # a dependent: each change of them (set, order, one more, one other) is another digest.
 TAGGED = base(tags=("nightly", "etl"))
 TAG_VARIANTS = {
@@ -231,7 +231,7 @@ def test_discard_from_empty_digest_is_refused():
         StateDigest().discard(LEASED)
 
 
-# Workflows' inputs (spec/workflows.md, "Determinism": the digest covers inputs).
+# Workflows' inputs (docs/workflows.md, "Determinism": the digest covers inputs).
 IN_DEP, IN_UP, IN_OTHER = uuid.UUID(int=1 << 122 | 1), uuid.UUID(int=2), uuid.UUID(int=3)
 IN_HANDED = Input(completed=True, result=b"done")
 

@@ -1,4 +1,4 @@
-"""eventq's worker extensions in the pure core (spec/protocol.md, "Extensions"): touch,
+"""eventq's worker extensions in the pure core (docs/protocol.md, "eventq extensions"): touch,
 -backoff, pause/resume. End to end, through a server, they are in
 tests/e2e/test_client.py."""
 

@@ -80,7 +80,7 @@ def reference(job: Job | None, cmd, at: int, off: int):
         if isinstance(cmd, (Complete, Fail, Delete, Touch, Retry)):
             return ("rejected", NotFound(), None)
         return ("ignored", None, None)
-    if isinstance(cmd, Retry):  # spec/workflows.md, retry: only a FAILED job
+    if isinstance(cmd, Retry):  # docs/workflows.md, retry: only a FAILED job
         if job.state != State.FAILED:
             return ("rejected", NotFound(), job)
         delayed = at + cmd.delay_ms if cmd.delay_ms else None
@@ -158,7 +158,7 @@ def reference(job: Job | None, cmd, at: int, off: int):
 
 def backed_off(job: Job, at: int) -> dict:
     """A return to PENDING with a backoff: the r-th waits backoff * 2**(r-1), at most a
-    day (spec: Extensions); without a backoff nothing changes."""
+    day (docs/protocol.md, "eventq extensions"); without a backoff nothing changes."""
     if not job.backoff_ms:
         return {}
     returns = job.returns + 1
@@ -207,7 +207,7 @@ class History(RuleBasedStateMachine):
         kind, detail, expected = reference(before, command, at, off)
         assert summary(outcome) == (kind, detail)
         assert after == expected
-        # A job's tags are kept for its life (spec/workflows.md, "4. Tags").
+        # A job's tags are kept for its life (docs/workflows.md, "Tags").
         if before is not None and after is not None:
             assert after.tags == before.tags
 

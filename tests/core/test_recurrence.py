@@ -1,4 +1,4 @@
-"""Recurring jobs' pure core (spec/workflows.md, "5. Recurring jobs";
+"""Recurring jobs' pure core (docs/workflows.md, "Recurring jobs";
 eventq/core/recurrence.py): slots, the slot's job id, and recur/unrecur/fire, with
 property tests over random histories (repeats as a crash leaves them included): no
 slot fires twice, the latest due slot is never skipped, a slot's job has the spec's id.

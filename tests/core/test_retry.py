@@ -1,5 +1,5 @@
-"""Failure groups and retry in the pure core (spec/workflows.md, "3. Failure groups and
-retry"): every FAILED job is in exactly one group, a final fail's ``-group`` or the
+"""Failure groups and retry in the pure core (docs/workflows.md, "Failure groups and retry"): every
+FAILED job is in exactly one group, a final fail's ``-group`` or the
 group its fields give; ``retry`` (type 71) applies to a FAILED job only, under its id,
 and a dependent failed because of a retried upstream is retried too."""
 

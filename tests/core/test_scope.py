@@ -1,4 +1,4 @@
-"""Scope on ``depend`` (spec/security.md; workflows.md "Command types": a depend carries
+"""Scope on ``depend`` (docs/security.md; workflows.md "Command types": a depend carries
 the dependent's scope, the upstream's processor decides): an upstream whose queue is
 outside the dependent's scope is absent to it. Random workflows of two tenants across
 2 to 4 simulated partitions, with crashes and repeated depends (tests/core/test_dag.py's

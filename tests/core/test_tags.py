@@ -1,4 +1,4 @@
-"""Tags in the pure core (spec/workflows.md, "4. Tags"): a job's ``tags``, given by its
+"""Tags in the pure core (docs/workflows.md, "Tags"): a job's ``tags``, given by its
 add or schedule (or an import's snapshot), kept in their given order for the job's life,
 encoded only when set and covered by the digest.
 

@@ -1,4 +1,4 @@
-"""Workflows in the state machine (spec/workflows.md, "Dependencies"): the WAITING
+"""Workflows in the state machine (docs/workflows.md, "Dependencies"): the WAITING
 column, the ``depend`` and ``upstream`` rows of the transition table, the evolutions
 they decide, and what a dependent ``Job`` may hold. One rule per test."""
 

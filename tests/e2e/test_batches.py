@@ -201,7 +201,8 @@ def test_kill_9_while_batches_are_applied_then_every_command_counts_once(
     assert state_digest(state.values()) == state_digest(derived.jobs.values()) == live
     # What the script means, so the comparison above cannot pass vacuously: in the
     # second run the adds are duplicates and the leases refused, but a fail counts in
-    # any state that is not final (spec: fail), so each job was failed exactly twice
+    # any state that is not final (docs/protocol.md, "complete and fail"), so each job was failed
+    # exactly twice
     # ``rounds`` times (no re-read fail counted again), or is the re-added job.
     for p in range(2):
         for i, job in enumerate(jobs[p]):

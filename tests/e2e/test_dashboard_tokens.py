@@ -1,5 +1,5 @@
-"""The dashboard and /metrics of a real server with tokens and TLS (spec/security.md,
-"Where tokens and certificates come from"): HTTPS with the gateway's certificate (a
+"""The dashboard and /metrics of a real server with tokens and TLS (docs/security.md, "Where tokens
+and certificates come from"): HTTPS with the gateway's certificate (a
 client with another CA refuses it, a plain client gets nothing), 401/403/200 per role
 for the pages, /metrics and each action, a sign-in in a real Chromium whose cookie
 works, SIGHUP's reload applied to the web, and no token in any line of the log.

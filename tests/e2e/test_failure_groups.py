@@ -1,4 +1,4 @@
-"""Failure groups and retry (spec/workflows.md, "3. Failure groups and retry") through a
+"""Failure groups and retry (docs/workflows.md, "Failure groups and retry") through a
 live server and broker: a group of 10,000 failures is retried with one ``retry-group``
 (the same ids, leasable again), and a dependent failed in ``upstream-failed`` comes back
 WAITING with its upstream, then runs; ``inspect failed`` and ``failed-jobs`` say so."""
@@ -92,7 +92,7 @@ def test_retry_with_a_delay_and_inspect_failed_groups_by_name(server):
 
 
 def test_the_log_folded_again_gives_the_live_state_groups_and_retries_included(server):
-    """spec/workflows.md, "Determinism": the digest (which covers groups and a retry's
+    """docs/workflows.md, "Determinism": the digest (which covers groups and a retry's
     time) of the live server equals the fold of the command log and the state log's,
     after the retries above (this module's server, its topics)."""
     from eventq.kafka.logreader import latest_state

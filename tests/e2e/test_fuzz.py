@@ -60,7 +60,7 @@ def test_bounded_fuzz_run_no_crash_no_hang_others_unaffected_digest_equals_repla
 
 
 def test_fuzz_with_tokens_no_unauthenticated_request_has_any_effect(kafka_bootstrap, tmp_path):
-    """spec/security.md, "Fail closed": connections that never authenticate (or with
+    """docs/security.md, "Fail closed": connections that never authenticate (or with
     wrong tokens) send every verb, valid and not; each is answered Unauthorized (or, for
     a framing error, closed), and the state digest and the command log are exactly as
     the admin left them before the fuzz (the fuzzer checks after each round)."""

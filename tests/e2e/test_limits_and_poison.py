@@ -78,7 +78,7 @@ def test_max_size_payloads_and_results_everywhere_then_a_restart(kafka_bootstrap
     try:
         jobs = asyncio.run(max_size_session(server.port))
         # A payload one byte over the limit is a framing error that closes only that
-        # connection (spec: Framing); the server goes on.
+        # connection (docs/protocol.md, "Connections and framing"); the server goes on.
         over = raw_exchange(server.port, f"add {uuid.uuid4()} big 1 1 {MAX_PAYLOAD_BYTES + 1}\r\n".encode())
         assert over == b"-CLIENT-ERROR Invalid payload size\r\n"
         code = server.stop()

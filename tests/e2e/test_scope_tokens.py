@@ -1,4 +1,4 @@
-"""Tokens with a queue-name prefix on a live server (spec/security.md): two tenants'
+"""Tokens with a queue-name prefix on a live server (docs/security.md): two tenants'
 tokens each confined to their queues (Forbidden outside, their jobs -NOT-FOUND to the
 other, listings filtered, a dependent never told of the other tenant's upstream), the
 audit name of each command in the command log and on the dashboard's job page, and two
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.kafka]
 ADMIN, ACME, ZED = "adm-Sc7", "acme-Sc7", "zed-Sc7"
 # line 2: admin (the peers' token), line 3: acme, line 4: zed
 TOKENS = f"""\
-# eventq tokens (spec/security.md)
+# eventq tokens (docs/security.md)
 {ADMIN} admin
 {ACME} producer,worker acme.
 {ZED} producer,worker,reader zed.

@@ -1,5 +1,5 @@
 """eventq against a local broker with SASL_SSL that also requires client certificates
-(spec/security.md: "eventq's Kafka clients take the standard security settings (TLS and
+(docs/security.md: "eventq's Kafka clients take the standard security settings (TLS and
 SASL) through settings, so eventq runs against a secured cluster").
 
 The broker is the one `eventq kafka start --sasl-ssl --mtls` starts (its own CA and

@@ -1,4 +1,4 @@
-"""Tags (spec/workflows.md, "4. Tags") through live servers and brokers: jobs added and
+"""Tags (docs/workflows.md, "Tags") through live servers and brokers: jobs added and
 scheduled with ``-tags`` on every partition are found by ``inspect tagged`` in created
 order, in any state, until deleted, and a fold of the command log has them with their
 tags and the server's digest; across three processes, any one of them lists every

@@ -1,4 +1,4 @@
-"""TLS and mTLS on a live server (spec/security.md): clients that trust its CA talk to
+"""TLS and mTLS on a live server (docs/security.md): clients that trust its CA talk to
 it; a client with the wrong CA, a plain one, and under mTLS one without a certificate,
 with one from another CA or with an expired one are refused, each with a log line that
 says why; two processes with TLS, mTLS and tokens still forward to each other."""

@@ -1,4 +1,4 @@
-"""Tokens and roles on a live server (spec/security.md): failing closed, roles,
+"""Tokens and roles on a live server (docs/security.md): failing closed, roles,
 the clients' and the worker's token, SIGHUP, tokens never logged, and two processes
 of one cluster that still forward to each other as admin."""
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.kafka]
 
 ADMIN, READER, WORKER, PRODUCER = "adm-Tk9", "rd-Tk9", "wk-Tk9", "pr-Tk9"
 TOKENS = f"""\
-# eventq tokens (spec/security.md)
+# eventq tokens (docs/security.md)
 {ADMIN} admin
 {READER} reader
 {WORKER} worker

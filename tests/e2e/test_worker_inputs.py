@@ -1,4 +1,4 @@
-"""A worker hands a job its inputs (spec/workflows.md, "2. Inputs") through a live server
+"""A worker hands a job its inputs (docs/workflows.md, "Inputs") through a live server
 and broker: a Python handler declared with inputs=True reads ``job.inputs`` in -after
 order (one that did not declare them is told so), a program reads them as files in
 ``$EVENTQ_INPUTS``, whose directory is gone once it ends, and the README's two examples

@@ -1,4 +1,4 @@
-"""Workflows (spec/workflows.md, sections 1-2) through a live server and broker: a
+"""Workflows (docs/workflows.md, sections 1-2) through a live server and broker: a
 diamond added dependents first runs in edge order and hands results down; a failing
 upstream fails its dependents down the graph."""
 

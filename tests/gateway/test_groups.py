@@ -1,5 +1,5 @@
-"""Failure groups and retry through the gateway (spec/workflows.md, "3. Failure groups
-and retry"), byte for byte, with no Kafka: each process is a ``Gateway`` over the
+"""Failure groups and retry through the gateway (docs/workflows.md, "Failure groups and retry"),
+byte for byte, with no Kafka: each process is a ``Gateway`` over the
 processor of streams/memory.py, alone or two of them through a real ``Cluster``
 (tests/support/memory_processes.py)."""
 

@@ -1,4 +1,4 @@
-"""`run` held by a lease (eventq/gateway/handlers.py, spec/protocol.md "run"): past its
+"""`run` held by a lease (eventq/gateway/handlers.py, docs/protocol.md, "run"): past its
 wait-timeout it waits for that attempt's result until the TTR, unless the attempt ends
 without one: a lease no client received is given back, and the run says -TIMEOUT then."""
 

@@ -1,4 +1,4 @@
-"""Recurring jobs through the gateway (spec/workflows.md, "5. Recurring jobs";
+"""Recurring jobs through the gateway (docs/workflows.md, "Recurring jobs";
 eventq/gateway/handlers.py, cluster_answers.py), over the memory processes of
 tests/support/memory_processes.py: recur and unrecur answered once applied by the
 owner of ``recur:<name>``'s partition (forwarded there from another process),

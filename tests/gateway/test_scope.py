@@ -1,4 +1,4 @@
-"""A token's prefix and name through the gateway (spec/security.md): two processes,
+"""A token's prefix and name through the gateway (docs/security.md): two processes,
 each owning one partition, each request served for a caller (eventq/state/callers.py) and
 forwarded to its owner with it (peers.py's ``as``; here the memory peers serve it there
 for the same caller). A job or recurrence outside the prefix is -NOT-FOUND, ids stay

@@ -1,4 +1,4 @@
-"""Tags through the gateway (spec/workflows.md, "4. Tags", "Job and queue blocks"), byte
+"""Tags through the gateway (docs/workflows.md, "Tags", "Job and queue blocks"), byte
 for byte, with no Kafka: ``-tags`` on add and schedule, the job block's ``tags`` key,
 ``inspect tagged`` from one process and merged across two through a real ``Cluster``
 (tests/support/memory_processes.py), by created time then id, in any state, until delete
@@ -60,7 +60,7 @@ def test_tags_show_in_the_job_block_and_a_job_without_keeps_workqs() -> None:
 
 
 def test_the_spec_example_dependent_with_its_tags_line() -> None:
-    """spec/workflows.md, "1. Dependencies": the WAITING dependent with 2 upstreams, one
+    """docs/workflows.md, "Dependencies": the WAITING dependent with 2 upstreams, one
     COMPLETED, tagged ``nightly``, byte for byte (15 keys)."""
     async def scenario() -> None:
         p = Process()

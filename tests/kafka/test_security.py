@@ -1,4 +1,4 @@
-"""The Kafka security settings (spec/security.md: "eventq's Kafka clients take the
+"""The Kafka security settings (docs/security.md: "eventq's Kafka clients take the
 standard security settings (TLS and SASL) through settings") and their one mapping to
 each client library's options (eventq/kafka/security.py); and the source check that no
 Kafka client of eventq is made without it. No broker: tests/e2e/test_secured_kafka.py

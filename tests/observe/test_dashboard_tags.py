@@ -1,4 +1,4 @@
-"""The dashboard's tags (spec/workflows.md, "4. Tags"; eventq/observe/web.py, pages.py),
+"""The dashboard's tags (docs/workflows.md, "Tags"; eventq/observe/web.py, pages.py),
 rendered over HTTP from real state: the memory processes of
 tests/support/memory_processes.py read through their gateway as the server's dashboard
 reads it. A job page shows its tags, each a link to its tag's page; a tag's page lists
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import uuid
 
-from eventq.observe import pages, web
 from observe.test_dashboard_workflows import Get, Tables, browse, dashboard_of, row_of
+
+from eventq.observe import pages, web
 from support.memory_processes import Process, add, finish, job_id, run, two_processes
 
 A1, A2, A3 = (job_id(0, n) for n in range(1, 4))

@@ -1,5 +1,5 @@
-"""Tokens on the dashboard and /metrics (spec/security.md, "Where tokens and certificates
-come from"; eventq/observe/webauth.py), over HTTP against the dashboard of a memory
+"""Tokens on the dashboard and /metrics (docs/security.md, "Where tokens and certificates come
+from"; eventq/observe/webauth.py), over HTTP against the dashboard of a memory
 process (tests/support/memory_processes.py) read through its gateway as the server's
 is: every page, /metrics and each action per role (401 without or with an unknown
 token, 403 for a prefixed token and for a non-admin action, 200/303 otherwise), the

@@ -60,7 +60,7 @@ def test_waiting_jobs_notices_and_registrations_are_counted() -> None:
 
 
 def test_failed_jobs_are_counted_per_group() -> None:
-    """[eventq] spec/workflows.md, "3. Failure groups and retry": one gauge per group."""
+    """[eventq] docs/workflows.md, "Failure groups and retry": one gauge per group."""
     async def scenario() -> None:
         p = Process()
         await p.handle(add(U, "extract"))

@@ -77,7 +77,7 @@ def test_edges_escape_what_they_show_and_a_job_without_any_has_no_section():
 
 
 def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
-    """[eventq] spec/workflows.md, 3: the groups with their counts, a group's jobs, and
+    """[eventq] docs/workflows.md, 3: the groups with their counts, a group's jobs, and
     "Retry this group" only when the dashboard may act."""
     listed = pages.failed_page([("deploy-7", 10_000), ("failed", 2)], frame())
     assert 'href="/failed/deploy-7"' in listed and "10,000" in listed
@@ -94,7 +94,7 @@ def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
 
 
 def test_a_jobs_history_shows_who_issued_each_command_escaped():
-    """Audit (spec/security.md): each command's token name ("by line-3"); none for a
+    """Audit (docs/security.md): each command's token name ("by line-3"); none for a
     server without tokens or a command eventq wrote itself."""
     rows = [pages.HistoryRow("0/1", "t", "add", "accepted", "", "line-3"),
             pages.HistoryRow("0/2", "t", "start-attempt", "accepted", "attempt 1", "line-4"),

@@ -1,4 +1,4 @@
-"""Tokens and roles (spec/security.md): the tokens file, the role table, and the parser
+"""Tokens and roles (docs/security.md): the tokens file, the role table, and the parser
 failing closed: every request of a connection that has not authenticated, or whose roles
 do not include its verb, is framed as usual and answered before any other check. Each
 input whole, byte by byte, and with a request after it that shows the stream in step."""
@@ -171,7 +171,7 @@ def test_before_auth_every_request_is_unauthorized_and_the_stream_stays_in_step(
 ])
 def test_before_auth_not_even_a_malformed_request_is_told_what_is_wrong(
         line: bytes, split: str) -> None:
-    """Nothing about fields, verbs or objects is revealed (spec: Fail closed)."""
+    """Nothing about fields, verbs or objects is revealed (docs/security.md, "Fail closed")."""
     assert answers(None, line, split) == [ClientError(UNAUTHORIZED)] * 2
 
 

@@ -187,7 +187,7 @@ ERRORS = [
     (b"inspect queues 0 0\r\n", C(INVALID_LIMIT)),
     (b"inspect jobs p 0 101\r\n", C(INVALID_LIMIT)),
     (b"inspect scheduled-jobs p 0 +1\r\n", C(INVALID_LIMIT)),
-    # [eventq] extensions (spec: Extensions)
+    # [eventq] extensions (docs/protocol.md, "eventq extensions")
     (block_request(f"add {ID} p 1 1 {SIZE} -backoff=86400001"), C(INVALID_BACKOFF)),
     (block_request(f"add {ID} p 1 1 {SIZE} -backoff=-1"), C(INVALID_BACKOFF)),
     (block_request(f"schedule {ID} p 1 1 2016-06-14T06:46:46Z {SIZE} -backoff=x"), C(INVALID_BACKOFF)),

@@ -1,4 +1,4 @@
-"""Framing (spec/protocol.md, "Framing"): lines, limits, data blocks, closing."""
+"""Framing (docs/protocol.md, "Connections and framing"): lines, limits, data blocks, closing."""
 
 from __future__ import annotations
 

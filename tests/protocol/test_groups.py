@@ -1,4 +1,4 @@
-"""The parser's and the replies' part of spec/workflows.md section 3, failure groups and
+"""The parser's and the replies' part of docs/workflows.md, "Failure groups and retry", failure groups and
 retry: ``fail -group=``, ``retry``, ``retry-group``, ``inspect failed`` and ``inspect
 failed-jobs`` (checks, their order, the exact error texts, each input whole, byte by
 byte and with trailing data), and their reply bytes."""
@@ -227,7 +227,7 @@ def test_a_job_in_a_named_group_shows_it_as_its_last_key() -> None:
     assert job_blocks([failed_job(group="deploy-7")]) == (
         head + b"13\r\n" + BLOCK_KEYS + b"group deploy-7\r\n")
     assert job_blocks([failed_job()]) == head + b"12\r\n" + BLOCK_KEYS  # workq's block
-    # after `after` and `waiting` (spec: Job and queue blocks)
+    # after `after` and `waiting` (docs/workflows.md, "Job and queue blocks")
     dependent = failed_job(group="upstream-failed", after=2, waiting=1)
     assert job_blocks([dependent]) == head + b"15\r\n" + BLOCK_KEYS + (
         b"after 2\r\nwaiting 1\r\ngroup upstream-failed\r\n")

@@ -1,4 +1,4 @@
-"""The values of spec/workflows.md's operating features (failure groups, retry, tags,
+"""The values of docs/workflows.md's operating features (failure groups, retry, tags,
 recurring jobs): "Values and checks", one validator at a time (their integers are in
 tests/protocol/test_values.py's table with the others)."""
 

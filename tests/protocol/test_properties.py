@@ -74,7 +74,7 @@ FRAGMENTS = [
     b"2016-06-14T06:46:46.5Z", b"6ba7b810-9dad-41d1-80b4-00c04fd430c4",
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
     b"pong", b"\x00", b"\xff", "é".encode(),
-    # [eventq] spec/workflows.md sections 1 and 2
+    # [eventq] docs/workflows.md sections 1 and 2
     b"-after=", b",", b"inputs", b"waiting-jobs", b"-tags=", b"retry", b"edges",
 ]
 # fmt: on
@@ -163,11 +163,11 @@ requests_ = st.one_of(
     st.builds(Touch, v4_ids, st.none() | ttrs),
     st.builds(Pause, names),
     st.builds(Resume, names),
-    # [eventq] spec/workflows.md sections 1 and 2
+    # [eventq] docs/workflows.md sections 1 and 2
     jobs_with_after(),
     st.builds(Inputs, v4_ids),
     st.builds(InspectWaitingJobs, names, offsets, limits),
-    # [eventq] spec/workflows.md section 3 (groups are names by their rule)
+    # [eventq] docs/workflows.md, "Failure groups and retry" (groups are names by their rule)
     st.builds(Fail, v4_ids, payloads, names),
     st.builds(Retry, v4_ids, st.integers(0, MAX_RETRY_DELAY_MS)),
     st.builds(RetryGroup, names, st.integers(MIN_RETRY_COUNT, MAX_RETRY_COUNT)),

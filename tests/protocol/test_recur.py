@@ -1,4 +1,4 @@
-"""The parser's part of spec/workflows.md section 5: ``recur``, ``unrecur`` and
+"""The parser's part of docs/workflows.md, "Recurring jobs": ``recur``, ``unrecur`` and
 ``inspect recurring`` (checks, their order, the exact error texts; each input whole,
 byte by byte and followed by trailing data), the gateway's encoding of them, and the
 ``inspect recurring`` block byte for byte."""

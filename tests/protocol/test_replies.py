@@ -1,4 +1,4 @@
-"""Exact reply bytes (spec/protocol.md and the examples of workq's protocol document)."""
+"""Exact reply bytes (docs/protocol.md and the examples of workq's protocol document)."""
 
 from __future__ import annotations
 

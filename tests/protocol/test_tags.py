@@ -1,4 +1,4 @@
-"""The protocol's part of spec/workflows.md section 4, tags: ``-tags`` on add and
+"""The protocol's part of docs/workflows.md, "Tags", tags: ``-tags`` on add and
 schedule (last in field order, with the flag count of "Values and checks"), unknown to
 ``run``; ``inspect tagged <tag> <cursor-offset> <limit>``; the job block's ``tags`` key.
 Every check and its order, the exact error texts, each input whole, byte by byte and
@@ -97,7 +97,7 @@ CASES = [
     # 3 workq flags + -backoff + -tags: 5 flags
     (f"add {ID} p 1 1 0 -priority=1 -max-attempts=2 -max-fails=3 -backoff=4 -tags=x\r\n\r\n",
      Add(V4_ID, "p", 1, 1, b"", 1, 2, 3, 4, tags=("x",))),
-    # the value ends at a second '=' (spec: Framing), as for every flag
+    # the value ends at a second '=' (docs/protocol.md, "Connections and framing"), as for every flag
     (f"add {ID} p 1 1 0 -tags=a,b=c\r\n\r\n", Add(V4_ID, "p", 1, 1, b"", tags=("a", "b"))),
     # a tag that looks like a number or a flag's name is a tag
     (f"add {ID} p 1 1 0 -tags=0,-,.,priority\r\n\r\n",
@@ -317,7 +317,7 @@ def etl(**changes: object) -> JobView:
 
 
 def test_the_spec_example_job_block() -> None:
-    """spec/workflows.md, "1. Dependencies": the example block, byte for byte."""
+    """docs/workflows.md, "Dependencies": the example block, byte for byte."""
     assert job_blocks([etl()]) == (
         b"+OK 1\r\n16fd2706-8baf-433b-82eb-8c7fada847da 15\r\n" + WORKQ_KEYS
         + b"state 5\r\ncreated 2024-01-01T00:00:00Z\r\nafter 2\r\nwaiting 1\r\n"

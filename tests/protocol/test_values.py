@@ -1,4 +1,4 @@
-"""The value validators (spec/protocol.md, "Values"), one by one."""
+"""The value validators (docs/protocol.md, "Arguments"), one by one."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ INTEGER_CASES = [
     (values.parse_priority, INVALID_PRIORITY,
      {"0": 0, "-2147483648": -(2**31), "2147483647": 2**31 - 1, "+5": 5, "-0": 0, "-007": -7},
      ["2147483648", "-2147483649", "+2147483648"]),
-    # [eventq] spec/workflows.md, "Values and checks"
+    # [eventq] docs/workflows.md, "Values and checks"
     (values.parse_delay_ms, INVALID_DELAY,
      {"0": 0, "86400000": 86_400_000, "007": 7}, ["86400001", "-0", "+0"]),
     (values.parse_count, INVALID_COUNT,

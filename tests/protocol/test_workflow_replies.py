@@ -1,4 +1,4 @@
-"""Exact reply bytes of spec/workflows.md sections 1 and 2: the job block's ``after`` and
+"""Exact reply bytes of docs/workflows.md sections 1 and 2: the job block's ``after`` and
 ``waiting`` keys, state 5 WAITING, the queue block's ``waiting-len``, the ``inputs``
 reply; and that the reply reader finds where each ends and reads it back."""
 
@@ -37,7 +37,7 @@ from eventq.protocol.reply_reader import (
 ID = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
 UP1 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
 UP2 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
-WAITING = 5  # spec/workflows.md: "New state: 5 WAITING"
+WAITING = 5  # docs/workflows.md: "New state: 5 WAITING"
 CREATED = parse_time_ms("2024-01-01T00:00:00Z")
 
 
@@ -59,7 +59,7 @@ WORKQ_KEYS = (
 
 
 def test_the_spec_example_job_block_without_its_tags_line() -> None:
-    """spec/workflows.md, "1. Dependencies": a WAITING dependent with 2 upstreams, one
+    """docs/workflows.md, "Dependencies": a WAITING dependent with 2 upstreams, one
     COMPLETED, tagged ``nightly``. Without its tags it is the example without its ``tags
     nightly`` line, and its key count is 14, not 15 (the whole example, tags and all:
     tests/protocol/test_tags.py)."""
@@ -71,7 +71,7 @@ def test_the_spec_example_job_block_without_its_tags_line() -> None:
 
 def test_after_and_waiting_follow_time() -> None:
     """A released dependent (waiting 0) has a ready time: ``time``, then ``after`` and
-    ``waiting`` (spec: "Job and queue blocks")."""
+    ``waiting`` (docs/workflows.md, "Job and queue blocks")."""
     view = etl(state=0, waiting=0, scheduled_ms=parse_time_ms("2024-01-01T00:00:07Z"))
     assert job_blocks([view]) == (
         b"+OK 1\r\n16fd2706-8baf-433b-82eb-8c7fada847da 15\r\n" + WORKQ_KEYS
@@ -139,7 +139,7 @@ def test_a_queue_without_waiting_jobs_keeps_its_block() -> None:
 
 def test_inputs_reply() -> None:
     """``+OK <n>``, then per finished upstream in -after order ``<upstream-id> <1|0>
-    <size>`` and its raw result (spec: "2. Inputs")."""
+    <size>`` and its raw result (docs/workflows.md, "Inputs")."""
     reply = inputs_reply([InputView(UP2, True, b"a\r\nb"), InputView(UP1, False, b"")])
     assert reply == (
         b"+OK 2\r\n"

@@ -1,4 +1,4 @@
-"""The parser's part of spec/workflows.md sections 1 and 2: ``-after`` on add and
+"""The parser's part of docs/workflows.md sections 1 and 2: ``-after`` on add and
 schedule, the ``inputs`` verb and ``inspect waiting-jobs`` (checks, their order, the
 exact error texts, whole / byte by byte / with trailing data), and that every other
 line is judged as before."""
@@ -109,7 +109,7 @@ CASES = [
     # 3 workq flags + -after, no -backoff: 4 flags
     (f"add {ID} p 1 1 0 -priority=1 -max-attempts=2 -max-fails=3 -after={U1}\r\n\r\n",
      Add(V4_ID, "p", 1, 1, b"", 1, 2, 3, 0, (U1,))),
-    # the value ends at a second '=' (spec: Framing), as for every flag
+    # the value ends at a second '=' (docs/protocol.md, "Connections and framing"), as for every flag
     (f"add {ID} p 1 1 0 -after={U1},{U2}={U3}\r\n\r\n",
      Add(V4_ID, "p", 1, 1, b"", after=(U1, U2))),
     (f"schedule {ID} p 1 1 2016-06-14T06:46:46Z 1 -after={U3},{U1}\r\nx\r\n",

@@ -32,7 +32,7 @@ def test_each_kind_of_difference_is_named():
 
 def test_a_jobs_tags_differing_are_named():
     """``eventq replay --from-commands`` compares every field of a job, its tags too
-    (spec/workflows.md, "Determinism")."""
+    (docs/workflows.md, "Determinism")."""
     import dataclasses
 
     from eventq.core import Add, apply

@@ -1,4 +1,4 @@
-"""Failure groups and recurring jobs (spec/workflows.md, sections 3 and 5) through
+"""Failure groups and recurring jobs (docs/workflows.md, sections 3 and 5) through
 Spark, against a real broker and `eventq serve`: FAILED jobs with groups (named by a
 fail, built in, one retried away) are counted per group as ``inspect failed`` counts
 them; recurrences defined with ``recur`` are the snapshot's recurrence rows, with the

@@ -240,7 +240,7 @@ SELF = "0b1d6b5e-7f9a-4c55-9f3b-1b2c3d4e5f60"
     ],
 )
 def test_malformed_upstream_lists_are_rejects_saying_which_rule_they_break(kind, cells, reason):
-    """spec/workflows.md, "Values and checks": 1-100 ids, no empty element, each a
+    """docs/workflows.md, "Values and checks": 1-100 ids, no empty element, each a
     version-4 UUID, all distinct as values, none the job's own: ``Invalid After``."""
     if kind == rows.AFTER_KEYS:
         s = spec(id_mode=rows.ID_FROM_KEYS, after_kind=kind, key_count=1)
@@ -499,13 +499,13 @@ def test_the_state_log_columns_are_as_they_were():
         "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
         "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
         "version", "backoff_ms", "returns", "retry_ms",
-        # workflows' (spec/workflows.md), after all the columns snapshots had before;
+        # workflows' (docs/workflows.md), after all the columns snapshots had before;
         # after and waiting are derived from upstreams, as state_name from state
         "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
         "finished_ms", "group",
-        # failure groups and retry (spec/workflows.md, 3): the group a FAILED job is in
-        # and its failure time, derived from group; then tags' (spec/workflows.md, 4);
-        # then a retry's fields; then a dependent's scope (spec/security.md)
+        # failure groups and retry (docs/workflows.md, 3): the group a FAILED job is in
+        # and its failure time, derived from group; then tags' (docs/workflows.md, 4);
+        # then a retry's fields; then a dependent's scope (docs/security.md)
         "failure_group", "failed_ms", "tags", "delayed_ms", "early", "scope")
     assert rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "
@@ -607,7 +607,7 @@ def test_tags_from_a_column_or_a_constant_are_the_adds_tags_in_their_order():
     ],
 )
 def test_malformed_tags_are_rejects_saying_which_rule_they_break(cells, reason):
-    """spec/workflows.md, "Values and checks": 1-16 tags, no empty element, each 1-64
+    """docs/workflows.md, "Values and checks": 1-16 tags, no empty element, each 1-64
     bytes of [A-Za-z0-9_.-], all distinct: ``Invalid Tags``, with the row and why."""
     with pytest.raises(rows.Reject) as caught:
         row(spec(tags_from_column=True), raw_id=SELF, payload=b"", **cells)
@@ -638,7 +638,7 @@ def test_a_tags_list_the_protocol_refuses_is_refused_here_too():
 
 
 def test_a_dependents_row_shows_its_upstreams_and_how_many_it_still_waits_for():
-    """The protocol's ``after``/``waiting`` (spec/workflows.md, "Dependencies"): the ids
+    """The protocol's ``after``/``waiting`` (docs/workflows.md, "Dependencies"): the ids
     in -after order, and the upstreams not COMPLETED, 0 once released."""
     from eventq.core import Upstream, UpstreamOutcome
 

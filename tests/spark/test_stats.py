@@ -213,7 +213,7 @@ def test_the_table_counts_waiting_jobs_and_depends_as_registrations():
 
 
 def test_the_table_counts_live_jobs_per_tag_and_state():
-    """spec/workflows.md, "4. Tags": a line per tag, its live jobs by state."""
+    """docs/workflows.md, "Tags": a line per tag, its live jobs by state."""
     from eventq.spark.stats import Stats
 
     stats = Stats(tags=[{"tag": "nightly", "state": "completed", "count": 2},
@@ -265,7 +265,7 @@ def test_recurrences_take_fires_from_the_command_log_and_next_from_the_state_log
 
 
 def test_the_table_counts_failed_jobs_per_group_and_shows_each_recurrence():
-    """spec/workflows.md, "3. Failure groups and retry" and "5. Recurring jobs": a line
+    """docs/workflows.md, "Failure groups and retry" and "5. Recurring jobs": a line
     per failure group with its FAILED jobs, and per recurrence its slots fired and when
     the next is due (none once unrecurred)."""
     from eventq.spark.stats import Stats

@@ -1,4 +1,4 @@
-"""Workflows (spec/workflows.md, sections 1-2) through Spark, against a real broker and
+"""Workflows (docs/workflows.md, sections 1-2) through Spark, against a real broker and
 `eventq serve`: a DAG enqueued from one DataFrame (jobs and their edges) runs in edge
 order and a re-run of the load adds nothing; malformed upstream lists are rejects with
 their reason; the state log's readers (snapshot, its edges, stats) know WAITING and the
@@ -155,7 +155,7 @@ def test_a_dag_from_a_dataframe_runs_in_edge_order_and_a_rerun_adds_nothing(spar
 def test_malformed_upstream_lists_in_a_csv_file_are_rejects_with_their_reason(
     spark, server, tmp_path, capsys
 ):
-    """-after's rules (spec/workflows.md, "Values and checks") on the text a CSV cell
+    """-after's rules (docs/workflows.md, "Values and checks") on the text a CSV cell
     holds: ids in any spelling with `,` between them, an empty cell for none."""
     name = new_name("csv-dag")
     root, dependent = uuid.uuid4(), uuid.uuid4()
@@ -389,7 +389,7 @@ def test_the_readmes_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
 def test_tags_from_a_column_are_found_by_inspect_tagged_and_read_by_snapshot_and_stats(
     spark, server, tmp_path
 ):
-    """spec/workflows.md, "4. Tags" through Spark: a tags column (an array here, text in
+    """docs/workflows.md, "Tags" through Spark: a tags column (an array here, text in
     a CSV file) gives each job its tags in order, a malformed list is a reject saying
     why and is never sent, ``inspect tagged`` finds the jobs, the snapshot has a
     ``tags`` column and its digest is the server's, and stats count jobs per tag."""

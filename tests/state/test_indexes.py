@@ -302,7 +302,7 @@ def test_jobs_by_queue_and_state_follow_every_put_and_removal():
 
 
 def dependent(name="q", priority=0, created=NOW, upstream=None, job_id=None) -> Job:
-    """A WAITING job (spec/workflows.md): added with -after, as the core makes it."""
+    """A WAITING job (docs/workflows.md): added with -after, as the core makes it."""
     job_id = job_id or uuid.uuid4()
     command = Add(job_id, name, 1000, 60_000, b"", priority, after=(upstream or uuid.uuid4(),))
     outcome, after = apply(None, command, created, 0)
@@ -406,7 +406,7 @@ def test_a_queue_emptied_and_filled_again_under_another_name_holds_only_its_jobs
     assert index.queues["b"].name == "b" and len(index.queues["b"].ready) == 1
 
 
-# --- tags (spec/workflows.md, "4. Tags") ------------------------------------------------
+# --- tags (docs/workflows.md, "Tags") ------------------------------------------------
 
 
 def test_tagged_jobs_are_listed_by_created_time_then_id_in_any_state():
@@ -532,7 +532,7 @@ def test_tagged_pages_match_a_sorted_reference(operations):
     assert set(index.tag_counts()) == {t for j, _ in reference.values() for t in j.tags}
 
 
-# --- [eventq] failure groups (spec/workflows.md, "3. Failure groups and retry") -------
+# --- [eventq] failure groups (docs/workflows.md, "Failure groups and retry") -------
 
 
 @given(histories(max_steps=50), st.booleans())

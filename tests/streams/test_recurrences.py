@@ -1,5 +1,5 @@
-"""Recurring jobs in the processor, its index and its timer (spec/workflows.md, "5.
-Recurring jobs"; streams/processor.py ``_apply_recurrence``, streams/timers.py): the
+"""Recurring jobs in the processor, its index and its timer (docs/workflows.md, "Recurring jobs";
+streams/processor.py ``_apply_recurrence``, streams/timers.py): the
 record lives beside the jobs of the partition ``recur:<name>`` hashes to; a fire hands
 the slot's add on before its commit, so a crash repeats it at worst (then it is a
 ``Duplicate job``) and never loses it; the index says when each slot is due, and is

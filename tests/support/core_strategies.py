@@ -54,7 +54,7 @@ max_fails = st.integers(0, MAX_FAILS_LIMIT)
 times = st.integers(0, 4_102_444_800_000)  # up to 2100
 any_times = st.integers(MIN_TIME_MS, MAX_TIME_MS)
 backoffs = st.one_of(st.just(0), st.integers(0, MAX_BACKOFF_MS))
-# A job's tags (spec/workflows.md, "4. Tags"): none, or 1 to 16 distinct tags of 1-64
+# A job's tags (docs/workflows.md, "Tags"): none, or 1 to 16 distinct tags of 1-64
 # bytes of the name alphabet.
 tag_texts = st.one_of(
     st.sampled_from(["nightly", "a", "b.2-x_Y"]),
@@ -63,7 +63,7 @@ tag_texts = st.one_of(
 tag_tuples = st.one_of(
     st.just(()), st.lists(tag_texts, min_size=1, max_size=MAX_TAGS, unique=True).map(tuple)
 )
-# Failure groups (spec/workflows.md): the built-in ones a client may name, and others.
+# Failure groups (docs/workflows.md): the built-in ones a client may name, and others.
 groups = st.one_of(
     st.sampled_from(["failed", "attempts-exhausted", "upstream-failed", "bad-deploy", "g.1"]),
     st.text(alphabet=NAME_ALPHABET, min_size=1, max_size=255),

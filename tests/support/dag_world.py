@@ -1,11 +1,11 @@
-"""A world of workflows across partitions, for tests of the pure core (spec/workflows.md,
+"""A world of workflows across partitions, for tests of the pure core (docs/workflows.md,
 "Determinism"), against a reference model written apart from it.
 
 A random DAG of jobs (fan-in, fan-out, diamonds; upstreams added late or never, ids that
 are never jobs), each job with a fate its worker or an operator gives it: completed,
 failed, deleted, evicted by its TTL, completed then deleted, never added, or (a job no
 other depends on) added, deleted and added again under the same id, then completed, so
-that notices and registrations of its first life meet its second; or (spec/workflows.md,
+that notices and registrations of its first life meet its second; or (docs/workflows.md,
 retry) failed by its worker, then retried by an operator under its id and completed, so
 that its dependents failed in ``upstream-failed`` because of it come back, down the
 graph, and run. The jobs
@@ -141,7 +141,7 @@ COMPLETES, NEVER = Kind("completes"), Kind("never")
 
 def kinds(dag: Dag) -> dict[uuid.UUID, Kind]:
     kind: dict[uuid.UUID, Kind] = {i: NEVER for i, f in dag.fate.items() if f == "absent"}
-    # The results a job may have while FAILED for a while only (spec/workflows.md, retry).
+    # The results a job may have while FAILED for a while only (docs/workflows.md, retry).
     transient: dict[uuid.UUID, frozenset[bytes]] = dict.fromkeys(kind, frozenset())
     for job_id in dag.ids:  # upstreams first
         fate = dag.fate[job_id]

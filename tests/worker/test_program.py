@@ -185,7 +185,7 @@ def test_a_program_with_inputs_whose_worker_did_not_fetch_them_says_what_to_decl
         run(Program(SEES_INPUTS, inputs=True), JOB)  # a plain Job: none either
 
 
-# --- eventq: failure groups (spec/workflows.md, "3. Failure groups and retry") ------
+# --- eventq: failure groups (docs/workflows.md, "Failure groups and retry") ------
 
 
 @pytest.mark.parametrize(("stderr", "tail", "group"), [

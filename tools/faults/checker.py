@@ -18,13 +18,13 @@ The rules, and why each is sound:
   a fail, a touch, an inspect or a result), that no op of any outcome tried to delete,
   whose earliest expiry is after the read-back's inspect was invoked, and that no
   ``run`` created (a run deletes its job when it returns, whatever its outcome). Nothing
-  else removes a job (spec: Lifecycle). A bulk's ok is Kafka's ack, not admission: the
+  else removes a job (docs/protocol.md, "Job states"). A bulk's ok is Kafka's ack, not admission: the
   runner must wait until ``inspect bulk`` shows no backlog before the read-back.
 - **lost-add** (live): a definite ``-NOT-FOUND`` from inspect, result, complete, fail or
   delete, invoked after an acknowledged add/schedule (or other acknowledged op) of the
   job returned, with no delete of it invoked before that read returned and its earliest
   expiry after the read returned. ``touch`` is left out on purpose: it answers
-  ``-NOT-FOUND`` for a job that exists but is not LEASED (spec: Extensions). A bulk's
+  ``-NOT-FOUND`` for a job that exists but is not LEASED (docs/protocol.md, "eventq extensions"). A bulk's
   ack is not a proof here (admission comes later).
 - **undone-delete**: an ok delete removed the job, and the read-back still finds it
   (unless an op creating that id again was invoked after the delete was).

@@ -58,7 +58,7 @@ OUTCOMES = (OK, FAIL, INFO)
 FOUND, NOT_FOUND, UNKNOWN = "found", "not-found", "unknown"
 READ_BACK_STATUSES = (FOUND, NOT_FOUND, UNKNOWN)
 
-# Job states of `inspect job` (spec: Job block).
+# Job states of `inspect job` (docs/protocol.md, "inspect").
 NEW, COMPLETED, FAILED, PENDING, LEASED = 0, 1, 2, 3, 4
 
 
