@@ -1,5 +1,6 @@
 """The README's quickstart session, replayed byte for byte against a real server, and
-piped into `eventq client` as a reader would."""
+piped into `eventq client` as a reader would; the README's Python quickstart, and the
+plain-producer pipeline of docs/spark.md, run as written."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 pytestmark = pytest.mark.kafka
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SPARK_DOC = ROOT / "docs" / "spark.md"  # its "Bulk loads beside workers"
 VARYING = {"created": rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"}  # the clock's part of a reply
 
 
@@ -94,15 +97,15 @@ def test_readme_sessions_piped_into_eventq_client(server):
         assert expected.fullmatch(printed.stdout), (printed.stdout, printed.stderr)
 
 
-def python_snippet(marker: str) -> str:
-    """The README's one ```python block that holds ``marker``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def python_snippet(marker: str, doc: Path = README) -> str:
+    """The one ```python block of ``doc`` (the README) that holds ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
     [snippet] = [block for block in blocks if marker in block]
     return snippet
 
 
 def pipeline_snippet() -> str:
-    return python_snippet("confluent_kafka")
+    return python_snippet("confluent_kafka", SPARK_DOC)
 
 
 def test_readme_python_quickstart_adds_jobs_and_runs_a_worker(server):
@@ -134,8 +137,8 @@ def test_readme_python_quickstart_adds_jobs_and_runs_a_worker(server):
     assert results == ["thumb-photo-0.jpg", "thumb-photo-1.jpg", "thumb-photo-2.jpg"]
 
 
-def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
-    """The README's plain-producer pipeline, run against the test server's topics: every
+def test_docs_pipeline_snippet_enqueues_through_the_bulk_lane(server):
+    """The plain-producer pipeline of docs/spark.md, run against the test server's topics: every
     job it writes to the bulk topic becomes ready, and nothing goes to the command log
     but what the server admits."""
     import asyncio
@@ -151,11 +154,11 @@ def test_readme_pipeline_snippet_enqueues_through_the_bulk_lane(server):
         '"emails"',
     )
     for expected in settings:
-        assert expected in code, f"the README's snippet no longer has {expected}"
+        assert expected in code, f"docs/spark.md's snippet no longer has {expected}"
     code = code.replace(settings[0], f"BOOTSTRAP, TOPIC, PARTITIONS = {server.bootstrap!r}, "
                         f"{bulk_name_for(server.settings['commands-topic'])!r}, "
                         f"{server.partitions}").replace(settings[1], repr(name))
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/spark.md", "exec"), {})
 
     async def ready() -> int:
         async with await Client.connect(port=server.port) as c:

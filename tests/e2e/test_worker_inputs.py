@@ -1,8 +1,9 @@
 """A worker hands a job its inputs (docs/workflows.md, "Inputs") through a live server
 and broker: a Python handler declared with inputs=True reads ``job.inputs`` in -after
 order (one that did not declare them is told so), a program reads them as files in
-``$EVENTQ_INPUTS``, whose directory is gone once it ends, and the README's two examples
-(the handler, and `eventq worker --inputs` with a shell one-liner) do what it says."""
+``$EVENTQ_INPUTS``, whose directory is gone once it ends, and the examples of
+docs/workflows.md (the DAG, the handler, and `eventq worker --inputs` with a shell
+one-liner) do what it says."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from eventq.worker import Worker
 
 pytestmark = pytest.mark.kafka
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+WORKFLOWS_DOC = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
 WAIT_MS = 30_000
 
 
@@ -112,18 +113,19 @@ def test_a_program_reads_its_inputs_as_files_that_are_gone_afterwards(server, in
     assert not os.path.exists(seen["where"]) and list(inputs_tmpdir.iterdir()) == []
 
 
-def readme_block(language: str, marker: str) -> str:
-    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.S)
+def doc_block(language: str, marker: str) -> str:
+    """The one ```language block of docs/workflows.md that holds ``marker``."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", WORKFLOWS_DOC.read_text(), flags=re.S)
     [block] = [block for block in blocks if marker in block]
     return block
 
 
-def test_the_readmes_inputs_examples_do_what_it_says(server, tmp_path):
-    """The README's handler (inputs=True) and its `eventq worker --inputs` line, as
+def test_the_docs_inputs_examples_do_what_they_say(server, tmp_path):
+    """The docs' handler (inputs=True) and its `eventq worker --inputs` line, as
     written but for the server and queue: each returns a dependent's inputs
     concatenated in -after order, and the program leaves no directory behind."""
-    handler_code = readme_block("python", "inputs=True")
-    [command] = [line for line in readme_block("sh", "--inputs").splitlines()
+    handler_code = doc_block("python", "inputs=True")
+    [command] = [line for line in doc_block("sh", "--inputs").splitlines()
                  if "--inputs" in line]
     argv = shlex.split(command)
     assert argv[:2] == [".venv/bin/eventq", "worker"] and "report" in argv
@@ -132,8 +134,8 @@ def test_the_readmes_inputs_examples_do_what_it_says(server, tmp_path):
     worker = Worker(port=server.port, concurrency=4)
     worker.add_handler(up, upstream_handler)
     namespace = {"worker": worker}
-    exec(compile(handler_code.replace('"report"', repr(python_queue)), "README.md", "exec"),
-         namespace)
+    exec(compile(handler_code.replace('"report"', repr(python_queue)), "docs/workflows.md",
+                 "exec"), namespace)
 
     program_argv = [sys.executable, "-m", "eventq.cli", *argv[1:]]
     program_argv[program_argv.index("report")] = program_queue
@@ -155,11 +157,11 @@ def test_the_readmes_inputs_examples_do_what_it_says(server, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_readmes_dag_runs_in_edge_order_and_hands_results_down(server):
-    """The README's DAG as written but for the server and queues, worked by a worker
-    with the README's inputs handler: d runs last with b's and c's results."""
-    dag_code = readme_block("python", 'after=[b, c]')
-    handler_code = readme_block("python", "inputs=True")
+def test_the_docs_dag_runs_in_edge_order_and_hands_results_down(server):
+    """The DAG of docs/workflows.md as written but for the server and queues, worked by a
+    worker with the docs' inputs handler: d runs last with b's and c's results."""
+    dag_code = doc_block("python", 'after=[b, c]')
+    handler_code = doc_block("python", "inputs=True")
     etl, report = queue("etl"), queue("report")
     ran: list[str] = []
 
@@ -170,10 +172,11 @@ def test_the_readmes_dag_runs_in_edge_order_and_hands_results_down(server):
     worker = Worker(port=server.port, concurrency=1)
     worker.add_handler(etl, etl_handler)
     namespace = {"worker": worker, "Client": Client}
-    exec(compile(handler_code.replace('"report"', repr(report)), "README.md", "exec"), namespace)
+    exec(compile(handler_code.replace('"report"', repr(report)), "docs/workflows.md", "exec"),
+         namespace)
     dag = (dag_code.replace('"127.0.0.1", 9922', f'"127.0.0.1", {server.port}')
            .replace('"etl"', repr(etl)).replace('"report"', repr(report)))
-    exec(compile(dag, "README.md", "exec"), namespace)
+    exec(compile(dag, "docs/workflows.md", "exec"), namespace)
     with Client(port=server.port) as client:
         assert client.inspect_job(namespace["d"]).state == "waiting"
         with Running(worker):

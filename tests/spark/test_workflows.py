@@ -335,28 +335,28 @@ def test_an_after_column_must_be_text_or_an_array_of_text_and_keys_need_key_colu
                 after_column="needs", after_keys_column="needs", ttr_ms=1000, ttl_ms=1000)
 
 
-def readme_dag_commands() -> list[list[str]]:
-    """The README's Spark DAG block, as argument lists (continuation lines joined,
-    comments dropped)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+def doc_dag_commands() -> list[list[str]]:
+    """The Spark DAG block of docs/spark.md, as argument lists (continuation lines
+    joined, comments dropped)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", doc, flags=re.S)
                if "--after-keys-column" in b]
     joined = block.replace("\\\n", " ")
     return [shlex.split(line, comments=True) for line in joined.splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
 
 
-def test_the_readmes_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
-    """The README's `spark enqueue --after-keys-column` and `snapshot --edges` lines, as
+def test_the_docs_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
+    """docs/spark.md's `spark enqueue --after-keys-column` and `snapshot --edges` lines, as
     written but for the server's flags and the queue: a steps.parquet whose rows name
     the steps they need is a DAG, one bad list is a reject, and the snapshot writes an
     edge per link."""
-    enqueue_argv, snapshot_argv = readme_dag_commands()
+    enqueue_argv, snapshot_argv = doc_dag_commands()
     assert enqueue_argv[:3] == [".venv/bin/eventq", "spark", "enqueue"]
     assert snapshot_argv[:3] == [".venv/bin/eventq", "spark", "snapshot"]
-    name = new_name("readme-etl")
+    name = new_name("docs-etl")
     enqueue_argv[enqueue_argv.index("etl")] = name
-    # The README's relative paths, under this test's directory (Spark's JVM keeps the
+    # The doc's relative paths, under this test's directory (Spark's JVM keeps the
     # suite's working directory).
     for argv in (enqueue_argv, snapshot_argv):
         for i, word in enumerate(argv):
