@@ -1,6 +1,16 @@
-"""Every relative link in README.md and docs/*.md leads to a file of the repository
-(the README once linked the spec at ../shared/spec/protocol.md, which a clone, or the
-project's page on GitHub, does not have), and every #anchor to a heading that exists."""
+"""The docs hold together, for a reader with nothing but a clone of the repository:
+
+- every relative link in README.md and docs/*.md leads to a file of the repository (the
+  README once linked a specification beside the repository, which a clone, or the
+  project's page on GitHub, does not have), and every #anchor to a heading that exists;
+- every section a comment or docstring cites (docs/<name>.md, "<Section>") is a heading
+  of that document;
+- nothing (a comment, a docstring, a doc) cites a file the repository lacks: the
+  specifications outside it, by their old paths;
+- every path of the repository a doc, a comment or a docstring mentions exists.
+
+Each check has a unit test of its checker beside it. They read text only (no ``ast``,
+no ``tokenize``), so the whole file runs in about a second."""
 
 from __future__ import annotations
 
@@ -66,7 +76,7 @@ def test_the_checker_sees_links_and_refuses_ones_that_leave_the_repository(tmp_p
 # A citation in code: docs/<name>.md, "<Section>" (the section's words may wrap onto the
 # next line of a comment or docstring).
 CITATION = re.compile(r'docs/([\w-]+\.md),\s*(?:#\s*)?"([^"]+)"')
-SOURCES = sorted(p for folder in ("eventq", "streams", "tests", "bench")
+SOURCES = sorted(p for folder in ("eventq", "streams", "tests", "bench", "tools")
                  for p in (ROOT / folder).rglob("*.py"))
 
 
@@ -89,3 +99,101 @@ def test_every_section_code_cites_is_a_heading_of_its_document():
     broken = [f"{source}: {doc}, \"{section}\"" for source, doc, section in citations
               if section not in headings.get(doc, set())]
     assert not broken, "citations of sections that do not exist:\n" + "\n".join(broken)
+
+
+# The prose of a Python file: its comments and its triple-quoted strings (docstrings),
+# found lexically: single-line strings are matched too, so that a "#" or a path inside
+# one is neither a comment nor prose (test data stays out of the checks).
+TRIPLE_QUOTED = r"(\"{3}|'{3})(.*?)\1"  # group 2: prose
+ONE_LINE_STRING = r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"  # not prose
+COMMENT = r"#([^\n]*)"  # group 3: prose
+CODE_PROSE = re.compile("|".join((TRIPLE_QUOTED, ONE_LINE_STRING, COMMENT)), re.S)
+
+
+def code_prose(source: str) -> str:
+    """The comments and triple-quoted strings of Python ``source``, one after another."""
+    return "\n".join(m.group(2) or m.group(3) or "" for m in CODE_PROSE.finditer(source))
+
+
+# A specification kept beside the repository, cited by a path a clone does not have:
+# spec/<name>.md (the docs say the same in docs/<name>.md), or anything in the shared
+# folder beside the repository (two dots, a slash, shared).
+MISSING_FILE_CITE = re.compile(r"(?<![\w/.-])spec/[\w-]+\.md|\.\./shared\b")
+
+
+def cites_of_missing_files(text: str) -> list[str]:
+    return MISSING_FILE_CITE.findall(text)
+
+
+# A path of the repository: it starts with one of its folders and ends in a word
+# character (so a sentence's full stop is not part of it). <name> is a placeholder and
+# names no file; * is a pattern, which must match one.
+REPOSITORY_PATH = re.compile(
+    r"(?<![\w./-])((?:eventq|streams|tests|bench|tools|docs)/[\w./*<>-]*[\w*>])")
+
+
+def missing_paths(text: str, root: Path = ROOT) -> list[str]:
+    """The repository paths ``text`` mentions that do not exist under ``root``."""
+    missing = []
+    for path in REPOSITORY_PATH.findall(text):
+        if "<" in path:
+            continue
+        found = any(root.glob(path)) if "*" in path else (root / path).exists()
+        if not found:
+            missing.append(path)
+    return missing
+
+
+def prose_of_sources() -> list[tuple[str, str]]:
+    """(file, text to check): the docs whole, the code's comments and docstrings."""
+    docs = [(str(doc.relative_to(ROOT)), doc.read_text(encoding="utf-8")) for doc in DOCS]
+    code = [(str(path.relative_to(ROOT)), code_prose(path.read_text(encoding="utf-8")))
+            for path in SOURCES]
+    return docs + code
+
+
+def test_nothing_cites_a_file_the_repository_lacks():
+    """A comment, a docstring or a doc that cites spec/<name>.md, or the shared folder
+    beside the repository, points a reader with a clone at nothing: docs/ says the same
+    in the repository."""
+    broken = [f"{name}: {cite}" for name, text in prose_of_sources()
+              for cite in cites_of_missing_files(text)]
+    assert not broken, "cites of files outside the repository:\n" + "\n".join(broken)
+
+
+def test_every_repository_path_the_docs_and_comments_mention_exists():
+    """A file moved or renamed must not leave the README, the docs, a comment or a
+    docstring naming the old path."""
+    checked = prose_of_sources()
+    assert sum(len(REPOSITORY_PATH.findall(text)) for _, text in checked) > 100
+    broken = [f"{name}: {path}" for name, text in checked for path in missing_paths(text)]
+    assert not broken, "paths that do not exist:\n" + "\n".join(broken)
+
+
+def test_the_prose_of_code_is_its_comments_and_docstrings():
+    triple = '"' * 3
+    source = (f'{triple}Module doc: eventq/core.{triple}\n'
+              'x = "tests/data # not a comment"  # a comment: bench/x.py\n'
+              "y = 'docs/a.md'\n"
+              f"def f():\n    {triple}Its doc,\n    over lines.{triple}\n")
+    prose = code_prose(source)
+    assert "Module doc: eventq/core." in prose and " a comment: bench/x.py" in prose
+    assert "Its doc,\n    over lines." in prose
+    assert "tests/data" not in prose and "docs/a.md" not in prose and "not a comment" not in prose
+
+
+def test_the_checker_finds_cites_of_files_outside_the_repository():
+    text = "see spec/workflows.md, 3, and ../shared/spec/protocol.md; not docs/workflows.md"
+    assert cites_of_missing_files(text) == ["spec/workflows.md", "../shared"]
+    assert cites_of_missing_files("docs/security.md and a spec of its own") == []
+
+
+def test_the_checker_finds_paths_that_do_not_exist(tmp_path):
+    (tmp_path / "eventq" / "core").mkdir(parents=True)
+    (tmp_path / "eventq" / "core" / "machine.py").write_text("")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "gateway_bench.py").write_text("")
+    text = ("`eventq/core/machine.py`, eventq/core/ and bench/gateway_bench.py. "
+            "tests/nowhere.py, docs/<name>.md, bench/*_bench.py, tools/*.py, "
+            "https://example.com/eventq/gone.py and my/eventq/gone.py")
+    assert missing_paths(text, tmp_path) == ["tests/nowhere.py", "tools/*.py"]
