@@ -150,7 +150,7 @@ class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
     ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (docs/protocol.md, "eventq extensions").
     ``after`` (docs/workflows.md, -after): its upstreams; the job is then accepted
-    WAITING until they complete. ``tags`` (docs/workflows.md, "4. Tags"): the job's,
+    WAITING until they complete. ``tags`` (docs/workflows.md, "Tags"): the job's,
     kept for its life (at most 16 distinct; none is no -tags). ``scope``
     (docs/security.md): the prefix of the token that issued it (None: none), recorded so that
     its upstreams outside it are absent to it (its ``depend``s carry it)."""
