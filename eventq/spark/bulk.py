@@ -4,7 +4,7 @@ exactly as the gateway would; the server admits them into the command log a slic
 time, so a load of millions never stalls the workers' commands.
 
 Each row's fields come from columns or constants; the row is validated with the
-protocol's own value parsers and the core's command validation (``rows.encode_row``)
+protocol's own value parsers and the core's command validation (``enqueue_rows.encode_row``)
 inside a scalar pandas UDF. Valid rows are written through Spark's Kafka connector with
 an explicit ``partition`` column (Kafka's murmur2 of the key, as every eventq producer);
 rows that would be refused are never sent: they are counted and, with ``rejects``,
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from eventq.errors import EventqError
 from eventq.kafka.security import KafkaTarget
 from eventq.protocol import values
-from eventq.spark import kafkaio, rows
+from eventq.spark import enqueue_rows, kafkaio, rows
 from eventq.spark.ids import namespace_uuid
 
 ENCODED = "__eventq_encoded"
@@ -144,11 +144,11 @@ def _time(df, column: str | None):
         return F.lit(None).cast("string"), None
     kind = df.schema[column].dataType
     if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        return F.unix_millis(_col(column).cast("timestamp")).cast("string"), rows.TIME_AS_MS
+        return F.unix_millis(_col(column).cast("timestamp")).cast("string"), enqueue_rows.TIME_AS_MS
     if isinstance(kind, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
-        return _col(column).cast("string"), rows.TIME_AS_MS
+        return _col(column).cast("string"), enqueue_rows.TIME_AS_MS
     if isinstance(kind, T.StringType):
-        return _col(column), rows.TIME_AS_TEXT
+        return _col(column), enqueue_rows.TIME_AS_TEXT
     raise ValueError(
         f"time column {column!r} is {kind.simpleString()}: use a timestamp, a date, "
         "epoch milliseconds or text like 2030-01-31T12:00:00Z"
@@ -341,14 +341,14 @@ def enqueue(
     if after_keys_column is not None:
         after_value, after_names = _upstream_keys(df, after_keys_column, key_columns,
                                                   name_column)
-        after_kind: str | None = rows.AFTER_KEYS
+        after_kind: str | None = enqueue_rows.AFTER_KEYS
     else:
         after_value = _upstream_ids(df, after_column)
         after_names = F.lit(None).cast("array<string>")
-        after_kind = rows.AFTER_IDS if after_column is not None else None
+        after_kind = enqueue_rows.AFTER_IDS if after_column is not None else None
     partitions = kafkaio.topic_partitions(bootstrap, topic)
-    spec = rows.EnqueueSpec(
-        id_mode=rows.ID_FROM_COLUMN if id_column else rows.ID_FROM_KEYS,
+    spec = enqueue_rows.EnqueueSpec(
+        id_mode=enqueue_rows.ID_FROM_COLUMN if id_column else enqueue_rows.ID_FROM_KEYS,
         namespace=namespace_uuid(id_namespace).bytes,
         partitions=partitions,
         now_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
@@ -370,8 +370,8 @@ def enqueue(
     with warnings.catch_warnings():  # "prefer type hints": a partial has none to give
         warnings.simplefilter("ignore", UserWarning)
         encode = pandas_udf(
-            functools.partial(rows.encode_rows, spec),
-            returnType=rows.ENCODED_DDL,
+            functools.partial(enqueue_rows.encode_rows, spec),
+            returnType=enqueue_rows.ENCODED_DDL,
             functionType=PythonEvalType.SQL_SCALAR_PANDAS_UDF,
         )
     arguments = [
