@@ -38,7 +38,7 @@ from eventq.core.batch import (
     position,
     read_record,
 )
-from eventq.core.codec import COMMAND_FIELDS
+from eventq.core.codec import COMMAND_FIELDS, Field
 from eventq.core.commands import (
     NO_JOB_COMMANDS,
     RECURRENCE_COMMANDS,
@@ -72,8 +72,8 @@ COMMAND_DDL = "job_id string, partition int, position bigint, at_ms bigint, valu
 
 
 # The key of a recurrence command's name (``rn``), from the codec's table.
-_RECURRENCE_NAME_KEY = next(
-    field.key for field in COMMAND_FIELDS[CommandType.FIRE] if field.attr == "name")
+_RECURRENCE_NAME_KEY = next(field.key for field in COMMAND_FIELDS[CommandType.FIRE]
+                            if isinstance(field, Field) and field.attr == "name")
 
 
 def _job_id_of(data: bytes) -> str | None:

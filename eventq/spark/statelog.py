@@ -28,11 +28,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX
 from eventq.core.workflow import INPUT_KEY_PREFIX
 from eventq.kafka.security import KafkaTarget
 from eventq.spark import kafkaio, state_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eventq.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ class SnapshotReport:
         return text
 
 
-def _newest_values(spark, bootstrap: KafkaTarget, topic: str, keys: str):
+def _newest_values(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                   keys: str) -> DataFrame:
     """The newest live record of every key of the state log that ``keys`` (a SQL
     condition on ``key``) selects: (key, partition, offset, value); a key whose newest
     record is a tombstone is gone."""
@@ -90,7 +97,7 @@ def _newest_values(spark, bootstrap: KafkaTarget, topic: str, keys: str):
     )
 
 
-def decoded_states(spark, bootstrap: KafkaTarget, topic: str):
+def decoded_states(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """The newest record of every job key, decoded (``state_rows.DECODED_STATE_DDL``; rows with
     ``undecodable`` set are records that could not be decoded)."""
     newest = _newest_values(spark, bootstrap, topic, "substring(key, 1, 1) != X'00'")
@@ -102,7 +109,8 @@ def _starts_with(prefix: bytes) -> str:
     return f"substring(key, 1, {len(prefix)}) = X'{prefix.hex().upper()}'"
 
 
-def _keyed(spark, bootstrap: KafkaTarget, topic: str, prefix: bytes, newest=None):
+def _keyed(spark: SparkSession, bootstrap: KafkaTarget, topic: str, prefix: bytes,
+           newest: DataFrame | None = None) -> DataFrame:
     """The newest live record of every key that starts with ``prefix``: from ``newest``
     (``side_records``) when given, else from a read of the state log of its own."""
     from pyspark.sql import functions as F
@@ -112,7 +120,7 @@ def _keyed(spark, bootstrap: KafkaTarget, topic: str, prefix: bytes, newest=None
     return newest.where(F.expr(_starts_with(prefix)))
 
 
-def side_records(spark, bootstrap: KafkaTarget, topic: str):
+def side_records(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """The newest live record of every input and every recurrence key: the records
     beside the jobs a snapshot reads, in one read of the state log (the job rows are
     read and decoded apart, ``decoded_states``)."""
@@ -120,8 +128,8 @@ def side_records(spark, bootstrap: KafkaTarget, topic: str):
                           f"OR {_starts_with(RECURRENCE_TABLE_PREFIX)}")
 
 
-def input_digest_parts(spark, bootstrap: KafkaTarget, topic: str,
-                       newest=None) -> list[tuple[bytes, int]]:
+def input_digest_parts(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                       newest: DataFrame | None = None) -> list[tuple[bytes, int]]:
     """The digest's partial sums of the inputs beside the dependents (the newest record
     of each input key, of ``newest`` = ``side_records`` when given), to add to the
     jobs' (eventq/core/digest.py: ``inspect digest`` covers both)."""
@@ -131,7 +139,8 @@ def input_digest_parts(spark, bootstrap: KafkaTarget, topic: str,
     return [(part["sum"], part["count"]) for part in parts]
 
 
-def decoded_recurrences(spark, bootstrap: KafkaTarget, topic: str, newest=None):
+def decoded_recurrences(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                        newest: DataFrame | None = None) -> DataFrame:
     """The newest record of every recurrence key (of ``newest`` = ``side_records`` when
     given), decoded (``state_rows.DECODED_RECURRENCE_DDL``; rows with ``undecodable`` set are
     records that could not be decoded)."""
@@ -140,7 +149,7 @@ def decoded_recurrences(spark, bootstrap: KafkaTarget, topic: str, newest=None):
         state_rows.decode_recurrences, state_rows.DECODED_RECURRENCE_DDL)
 
 
-def read_recurrences(spark, bootstrap: KafkaTarget, topic: str):
+def read_recurrences(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """The live recurrences of the state log, one row each (``state_rows.RECURRENCE_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -148,7 +157,7 @@ def read_recurrences(spark, bootstrap: KafkaTarget, topic: str):
     return decoded.where(F.col("undecodable").isNull()).select(*state_rows.RECURRENCE_COLUMNS)
 
 
-def read_jobs(spark, bootstrap: KafkaTarget, topic: str):
+def read_jobs(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """The live jobs of the state log, one row per job (``state_rows.JOB_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -156,7 +165,7 @@ def read_jobs(spark, bootstrap: KafkaTarget, topic: str):
     return states.where(F.col("undecodable").isNull()).select(*state_rows.JOB_COLUMNS)
 
 
-def edges(jobs):
+def edges(jobs: DataFrame) -> DataFrame:
     """The edges of the DAG of ``jobs`` (rows of ``state_rows.JOB_COLUMNS``): one row per
     upstream of each dependent (``state_rows.EDGE_DDL``)."""
     from pyspark.sql import functions as F
@@ -166,7 +175,7 @@ def edges(jobs):
         state_rows.explode_edges, state_rows.EDGE_DDL)
 
 
-def dataframe_digest(jobs, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
+def dataframe_digest(jobs: DataFrame, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
     """The core's state digest of a DataFrame of job rows (``state_rows.JOB_COLUMNS``), with
     the inputs' partial sums (``input_digest_parts``) when the state has any."""
     parts = (
@@ -178,11 +187,11 @@ def dataframe_digest(jobs, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
 
 
 def snapshot(
-    spark,
+    spark: SparkSession,
     *,
     bootstrap: KafkaTarget | None = None,
     topic: str | None = None,
-    settings=None,
+    settings: Settings | None = None,
     output: str | None = None,
     output_format: str = "parquet",
     edges_output: str | None = None,
