@@ -8,7 +8,7 @@ TTL and deadlines as decimal(20,0) since they reach 2^64-1).
 
 The records beside the jobs (a dependent's inputs, an upstream's registrations: keys
 ``\x00eventq.reg:``/``\x00eventq.input:``, eventq/core/workflow.py) are among those
-0x00 keys, so they never reach the job state_rows. A dependent's row shows its upstreams
+0x00 keys, so they never reach the job rows. A dependent's row shows its upstreams
 (``after``) and how many it still waits for (``waiting``); ``edges`` makes one row
 per link (``state_rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
 

@@ -1,5 +1,5 @@
 """The state log's row functions (eventq.spark.state_rows), without Spark: job rows,
-the digest's partial sums, the DAG's edges and the recurrences' state_rows."""
+the digest's partial sums, the DAG's edges and the recurrences' rows."""
 
 from __future__ import annotations
 
