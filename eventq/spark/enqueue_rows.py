@@ -43,7 +43,7 @@ from eventq.spark.ids import derive_job_id
 if TYPE_CHECKING:
     import pandas as pd
 
-Parsed = TypeVar("Parsed")
+Parsed = TypeVar("Parsed")  # what a protocol value parser gives (an int, a name, an id)
 
 ID_FROM_COLUMN = "column"
 ID_FROM_KEYS = "keys"
