@@ -52,6 +52,7 @@ PURE = (
     "eventq.state.indexes", "eventq.client.calls", "eventq.client.models",
     "eventq.client.errors", "eventq.spark.rows", "eventq.spark.ids", "eventq.observe.pages",
     "eventq.observe.livestats",
+    "eventq.spark.arrow", "eventq.spark.enqueue_rows", "eventq.spark.state_rows",
 )
 IO = (
     "asyncio", "socket", "selectors", "select", "ssl", "subprocess", "threading",

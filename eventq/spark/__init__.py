@@ -18,7 +18,9 @@
   connector jars that ``make deps`` fetched; ``eventq spark ...`` is the CLI.
 
 Importing this package does not import pyspark; the row functions Spark runs on its
-executors live in ``eventq.spark.rows`` (pure).
+executors are pure: ``eventq.spark.enqueue_rows`` (rows -> commands),
+``eventq.spark.state_rows`` (the state log's jobs, edges, digest and recurrences),
+``eventq.spark.rows`` (the command log's fold), over ``eventq.spark.arrow``'s batches.
 """
 
 from __future__ import annotations

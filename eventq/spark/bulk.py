@@ -4,7 +4,7 @@ exactly as the gateway would; the server admits them into the command log a slic
 time, so a load of millions never stalls the workers' commands.
 
 Each row's fields come from columns or constants; the row is validated with the
-protocol's own value parsers and the core's command validation (``rows.encode_row``)
+protocol's own value parsers and the core's command validation (``enqueue_rows.encode_row``)
 inside a scalar pandas UDF. Valid rows are written through Spark's Kafka connector with
 an explicit ``partition`` column (Kafka's murmur2 of the key, as every eventq producer);
 rows that would be refused are never sent: they are counted and, with ``rejects``,
@@ -40,15 +40,22 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eventq.errors import EventqError
 from eventq.kafka.security import KafkaTarget
 from eventq.protocol import values
-from eventq.spark import kafkaio, rows
+from eventq.spark import enqueue_rows, kafkaio, rows
 from eventq.spark.ids import namespace_uuid
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from eventq.settings import Settings
 
 ENCODED = "__eventq_encoded"
 REJECT_COLUMNS = ("job_id", "reject_field", "reject_reason")
@@ -83,13 +90,14 @@ class EnqueueReport:
         return text
 
 
-def _col(name: str):
+def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _constant(field_name: str, parse, value: int | str | None) -> int | None:
+def _constant(field_name: str, parse: Callable[[str], int], value: int | str | None,
+              ) -> int | None:
     """A constant field checked with the protocol's parser; ValueError if invalid."""
     if value is None:
         return None
@@ -106,7 +114,7 @@ def _one_of(what: str, constant: object, column: str | None, required: bool) -> 
         raise ValueError(f"{what} is required: give it as a constant or a column")
 
 
-def _check_columns(df, names: Sequence[str | None]) -> None:
+def _check_columns(df: DataFrame, names: Sequence[str | None]) -> None:
     present = set(df.columns)
     missing = [n for n in names if n is not None and n not in present]
     if missing:
@@ -116,13 +124,13 @@ def _check_columns(df, names: Sequence[str | None]) -> None:
         )
 
 
-def _text(df, column: str | None):
+def _text(df: DataFrame, column: str | None) -> Column:
     from pyspark.sql import functions as F
 
     return F.lit(None).cast("string") if column is None else _col(column).cast("string")
 
 
-def _payload(df, column: str | None):
+def _payload(df: DataFrame, column: str | None) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -136,7 +144,7 @@ def _payload(df, column: str | None):
     return _col(column).cast("string").cast("binary")  # text as UTF-8
 
 
-def _time(df, column: str | None):
+def _time(df: DataFrame, column: str | None) -> tuple[Column, str | None]:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -144,18 +152,18 @@ def _time(df, column: str | None):
         return F.lit(None).cast("string"), None
     kind = df.schema[column].dataType
     if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        return F.unix_millis(_col(column).cast("timestamp")).cast("string"), rows.TIME_AS_MS
+        return F.unix_millis(_col(column).cast("timestamp")).cast("string"), enqueue_rows.TIME_AS_MS
     if isinstance(kind, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
-        return _col(column).cast("string"), rows.TIME_AS_MS
+        return _col(column).cast("string"), enqueue_rows.TIME_AS_MS
     if isinstance(kind, T.StringType):
-        return _col(column), rows.TIME_AS_TEXT
+        return _col(column), enqueue_rows.TIME_AS_TEXT
     raise ValueError(
         f"time column {column!r} is {kind.simpleString()}: use a timestamp, a date, "
         "epoch milliseconds or text like 2030-01-31T12:00:00Z"
     )
 
 
-def _upstream_ids(df, column: str | None):
+def _upstream_ids(df: DataFrame, column: str | None) -> Column:
     """The after column as the UDF takes it: text as is, an array as array<string>."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -173,7 +181,8 @@ def _upstream_ids(df, column: str | None):
     )
 
 
-def _upstream_keys(df, column: str, key_columns: Sequence[str], name_column: str | None):
+def _upstream_keys(df: DataFrame, column: str, key_columns: Sequence[str],
+                   name_column: str | None) -> tuple[Column, Column]:
     """The after-keys column as the UDF takes it: (keys, their queues). Text (one key
     column) as is; an array becomes array<array<string>>, each upstream's key values as
     Spark's CAST(... AS STRING) writes them, as the rows' own keys are read (ids.py). An
@@ -210,7 +219,7 @@ def _upstream_keys(df, column: str, key_columns: Sequence[str], name_column: str
     )
 
 
-def _tag_values(df, column: str | None):
+def _tag_values(df: DataFrame, column: str | None) -> Column:
     """The tags column as the UDF takes it: text as is, an array as array<string>."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -228,7 +237,7 @@ def _tag_values(df, column: str | None):
     )
 
 
-def _constant_tags(tags) -> tuple[str, ...]:
+def _constant_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
     """Every row's tags, given as text (``a,b``) or a sequence, checked as -tags."""
     if tags is None:
         return ()
@@ -241,7 +250,7 @@ def _constant_tags(tags) -> tuple[str, ...]:
         raise ValueError(f"tags: {error.text}, got {tags!r}") from None
 
 
-def _id(df, column: str):
+def _id(df: DataFrame, column: str) -> Column:
     from pyspark.sql import types as T
 
     if isinstance(df.schema[column].dataType, T.BinaryType):
@@ -249,153 +258,174 @@ def _id(df, column: str):
     return _col(column).cast("string")
 
 
-def enqueue(
-    df,
-    *,
-    bootstrap: KafkaTarget | None = None,
-    topic: str | None = None,
-    settings=None,
-    name: str | None = None,
-    name_column: str | None = None,
-    id_column: str | None = None,
-    key_columns: Sequence[str] | None = None,
-    id_namespace=None,
-    payload_column: str | None = None,
-    ttr_ms: int | None = None,
-    ttr_column: str | None = None,
-    ttl_ms: int | None = None,
-    ttl_column: str | None = None,
-    priority: int | None = None,
-    priority_column: str | None = None,
-    max_attempts: int | None = None,
-    max_attempts_column: str | None = None,
-    max_fails: int | None = None,
-    max_fails_column: str | None = None,
-    time_column: str | None = None,
-    after_column: str | None = None,
-    after_keys_column: str | None = None,
-    tags: str | Sequence[str] | None = None,
-    tags_column: str | None = None,
-    rejects: str | None = None,
-    rejects_format: str = "parquet",
-    now_ms: int | None = None,
-    on_phase: Callable[[str], None] | None = None,
-) -> EnqueueReport:
-    """Enqueue every row of ``df`` as a job; returns counts (see the module docstring).
+@dataclass(frozen=True)
+class _Fields:
+    """Where each job field of an enqueue comes from: ``enqueue``'s arguments of the
+    same names, checked against each other (``ValueError`` for those that cannot work
+    together, before anything is read)."""
 
-    Kafka comes from ``bootstrap``/``topic``, else from ``settings`` (an
-    ``eventq.settings.Settings``), else the defaults (local broker, eventq.bulk).
-    Each job field is a constant (``ttr_ms=60000``) or a column (``ttr_column="ttr"``):
-    name, ttr and ttl are required; priority, max-attempts and max-fails default to 0
-    (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
-    Without ``payload_column`` the payload is the row as JSON. A row's upstreams come
-    from ``after_column`` (their ids) or ``after_keys_column`` (their keys, with
-    ``key_columns``); its tags from ``tags_column``, or ``tags`` for every row.
-    ``ValueError`` for arguments that cannot work (before anything is read or sent).
-    """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
-    from pyspark.util import PythonEvalType
+    name: str | None
+    name_column: str | None
+    id_column: str | None
+    key_columns: tuple[str, ...]
+    payload_column: str | None
+    ttr_ms: int | None
+    ttr_column: str | None
+    ttl_ms: int | None
+    ttl_column: str | None
+    priority: int | None
+    priority_column: str | None
+    max_attempts: int | None
+    max_attempts_column: str | None
+    max_fails: int | None
+    max_fails_column: str | None
+    time_column: str | None
+    after_column: str | None
+    after_keys_column: str | None
+    tags: str | Sequence[str] | None
+    tags_column: str | None
 
-    if settings is None:
-        from eventq.settings import Settings
+    def __post_init__(self) -> None:
+        _one_of("name", self.name, self.name_column, required=True)
+        _one_of("ttr", self.ttr_ms, self.ttr_column, required=True)
+        _one_of("ttl", self.ttl_ms, self.ttl_column, required=True)
+        _one_of("priority", self.priority, self.priority_column, required=False)
+        _one_of("max-attempts", self.max_attempts, self.max_attempts_column, required=False)
+        _one_of("max-fails", self.max_fails, self.max_fails_column, required=False)
+        if (self.id_column is None) == (not self.key_columns):
+            raise ValueError(
+                "give the job ids as id_column, or key_columns to derive them from "
+                "(deterministic ids make a re-run harmless), not both"
+            )
+        if self.after_column is not None and self.after_keys_column is not None:
+            raise ValueError("give the upstreams as after_column (ids) or after_keys_column "
+                             "(keys), not both")
+        if self.tags is not None and self.tags_column is not None:
+            raise ValueError("give the tags as tags (every row's) or tags_column, not both")
+        if self.after_keys_column is not None and not self.key_columns:
+            raise ValueError("after_keys_column derives upstream ids as the rows' own are: "
+                             "it needs key_columns")
 
-        settings = Settings()
-    bootstrap = bootstrap or settings.kafka
-    topic = topic or settings.bulk_topic
-    _one_of("name", name, name_column, required=True)
-    _one_of("ttr", ttr_ms, ttr_column, required=True)
-    _one_of("ttl", ttl_ms, ttl_column, required=True)
-    _one_of("priority", priority, priority_column, required=False)
-    _one_of("max-attempts", max_attempts, max_attempts_column, required=False)
-    _one_of("max-fails", max_fails, max_fails_column, required=False)
-    key_columns = list(key_columns or [])
-    if (id_column is None) == (not key_columns):
-        raise ValueError(
-            "give the job ids as id_column, or key_columns to derive them from "
-            "(deterministic ids make a re-run harmless), not both"
-        )
-    if after_column is not None and after_keys_column is not None:
-        raise ValueError("give the upstreams as after_column (ids) or after_keys_column "
-                         "(keys), not both")
-    if tags is not None and tags_column is not None:
-        raise ValueError("give the tags as tags (every row's) or tags_column, not both")
-    if after_keys_column is not None and not key_columns:
-        raise ValueError("after_keys_column derives upstream ids as the rows' own are: "
-                         "it needs key_columns")
+    def columns(self) -> list[str | None]:
+        """Every column named (None: a field given otherwise)."""
+        return [self.name_column, self.id_column, *self.key_columns, self.payload_column,
+                self.ttr_column, self.ttl_column, self.priority_column,
+                self.max_attempts_column, self.max_fails_column, self.time_column,
+                self.after_column, self.after_keys_column, self.tags_column]
+
+
+def _check_input(df: DataFrame, fields: _Fields, rejects: str | None,
+                 rejects_format: str) -> None:
+    """``ValueError`` for an input the fields and the reject output cannot work with."""
     if rejects_format not in REJECT_FORMATS:
         raise ValueError(f"rejects_format must be one of {', '.join(REJECT_FORMATS)}")
     clash = [c for c in REJECT_COLUMNS if c in df.columns]
     if rejects and clash:
         raise ValueError(f"the input has columns named like the reject columns: {clash}")
-    _check_columns(df, [name_column, id_column, *key_columns, payload_column, ttr_column,
-                        ttl_column, priority_column, max_attempts_column, max_fails_column,
-                        time_column, after_column, after_keys_column, tags_column])
-    if name is not None:
+    _check_columns(df, fields.columns())
+    if fields.name is not None:
         try:
-            values.parse_name(name)
+            values.parse_name(fields.name)
         except EventqError as error:
-            raise ValueError(f"name: {error.text}, got {name!r}") from None
-    time_value, time_kind = _time(df, time_column)
-    if after_keys_column is not None:
-        after_value, after_names = _upstream_keys(df, after_keys_column, key_columns,
-                                                  name_column)
-        after_kind: str | None = rows.AFTER_KEYS
-    else:
-        after_value = _upstream_ids(df, after_column)
-        after_names = F.lit(None).cast("array<string>")
-        after_kind = rows.AFTER_IDS if after_column is not None else None
-    partitions = kafkaio.topic_partitions(bootstrap, topic)
-    spec = rows.EnqueueSpec(
-        id_mode=rows.ID_FROM_COLUMN if id_column else rows.ID_FROM_KEYS,
+            raise ValueError(f"name: {error.text}, got {fields.name!r}") from None
+
+
+def _upstreams(df: DataFrame, fields: _Fields) -> tuple[Column, Column, str | None]:
+    """The upstreams' columns as the UDF takes them (the after cell, its queues) and
+    how to read them (``enqueue_rows.AFTER_KEYS``, ``AFTER_IDS``, or None: none)."""
+    from pyspark.sql import functions as F
+
+    if fields.after_keys_column is not None:
+        value, names = _upstream_keys(df, fields.after_keys_column, fields.key_columns,
+                                      fields.name_column)
+        return value, names, enqueue_rows.AFTER_KEYS
+    kind = enqueue_rows.AFTER_IDS if fields.after_column is not None else None
+    return _upstream_ids(df, fields.after_column), F.lit(None).cast("array<string>"), kind
+
+
+def _spec(fields: _Fields, *, partitions: int, id_namespace: uuid.UUID | str | None,
+          now_ms: int | None, time_kind: str | None,
+          after_kind: str | None) -> enqueue_rows.EnqueueSpec:
+    """How the rows become commands: the constants checked with the protocol's parsers
+    (``ValueError`` if one is invalid), and which fields come from columns."""
+    return enqueue_rows.EnqueueSpec(
+        id_mode=enqueue_rows.ID_FROM_COLUMN if fields.id_column else enqueue_rows.ID_FROM_KEYS,
         namespace=namespace_uuid(id_namespace).bytes,
         partitions=partitions,
         now_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
-        name=name,
-        ttr_ms=_constant("ttr", values.parse_ttr_ms, ttr_ms),
-        ttl_ms=_constant("ttl", values.parse_ttl_ms, ttl_ms),
-        priority=_constant("priority", values.parse_priority, priority) or 0,
-        max_attempts=_constant("max-attempts", values.parse_max_attempts, max_attempts) or 0,
-        max_fails=_constant("max-fails", values.parse_max_fails, max_fails) or 0,
-        priority_from_column=priority_column is not None,
-        max_attempts_from_column=max_attempts_column is not None,
-        max_fails_from_column=max_fails_column is not None,
+        name=fields.name,
+        ttr_ms=_constant("ttr", values.parse_ttr_ms, fields.ttr_ms),
+        ttl_ms=_constant("ttl", values.parse_ttl_ms, fields.ttl_ms),
+        priority=_constant("priority", values.parse_priority, fields.priority) or 0,
+        max_attempts=_constant("max-attempts", values.parse_max_attempts,
+                               fields.max_attempts) or 0,
+        max_fails=_constant("max-fails", values.parse_max_fails, fields.max_fails) or 0,
+        priority_from_column=fields.priority_column is not None,
+        max_attempts_from_column=fields.max_attempts_column is not None,
+        max_fails_from_column=fields.max_fails_column is not None,
         time_kind=time_kind,
         after_kind=after_kind,
-        key_count=len(key_columns),
-        tags=_constant_tags(tags),
-        tags_from_column=tags_column is not None,
+        key_count=len(fields.key_columns),
+        tags=_constant_tags(fields.tags),
+        tags_from_column=fields.tags_column is not None,
     )
+
+
+def _encoder(spec: enqueue_rows.EnqueueSpec) -> Callable[..., Column]:
+    """The scalar pandas UDF that encodes rows by ``spec`` (``enqueue_rows.encode_rows``)
+    into a struct of ``enqueue_rows.ENCODED_DDL``."""
+    from pyspark.sql.functions import pandas_udf
+    from pyspark.util import PythonEvalType
+
     with warnings.catch_warnings():  # "prefer type hints": a partial has none to give
         warnings.simplefilter("ignore", UserWarning)
-        encode = pandas_udf(
-            functools.partial(rows.encode_rows, spec),
-            returnType=rows.ENCODED_DDL,
+        encode: Callable[..., Column] = pandas_udf(
+            functools.partial(enqueue_rows.encode_rows, spec),
+            returnType=enqueue_rows.ENCODED_DDL,
             functionType=PythonEvalType.SQL_SCALAR_PANDAS_UDF,
         )
-    arguments = [
-        _id(df, id_column) if id_column else F.lit(None).cast("string"),
+    return encode
+
+
+def _udf_arguments(df: DataFrame, fields: _Fields, time_value: Column, after_value: Column,
+                   after_names: Column) -> list[Column]:
+    """The UDF's 13 arguments, in ``enqueue_rows.encode_rows``'s order (``ValueError``
+    for a tags column of no usable type)."""
+    from pyspark.sql import functions as F
+
+    key_columns = fields.key_columns
+    return [
+        _id(df, fields.id_column) if fields.id_column else F.lit(None).cast("string"),
         F.array(*[_col(c).cast("string") for c in key_columns]) if key_columns
         else F.lit(None).cast("array<string>"),
-        _text(df, name_column),
-        _payload(df, payload_column),
-        _text(df, ttr_column),
-        _text(df, ttl_column),
-        _text(df, priority_column),
-        _text(df, max_attempts_column),
-        _text(df, max_fails_column),
+        _text(df, fields.name_column),
+        _payload(df, fields.payload_column),
+        _text(df, fields.ttr_column),
+        _text(df, fields.ttl_column),
+        _text(df, fields.priority_column),
+        _text(df, fields.max_attempts_column),
+        _text(df, fields.max_fails_column),
         time_value,
         after_value,
         after_names,
-        _tag_values(df, tags_column),
+        _tag_values(df, fields.tags_column),
     ]
+
+
+def _encode_and_send(df: DataFrame, encoded: Column, *, bootstrap: KafkaTarget, topic: str,
+                     partitions: int, rejects: str | None, rejects_format: str,
+                     on_phase: Callable[[str], None] | None) -> EnqueueReport:
+    """Encode every row (``encoded``: the UDF over its arguments), count the rejects by
+    field, write them to ``rejects`` if given, and send the commands as batch records."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
     phase = on_phase or (lambda message: None)
     began = time.monotonic()
-    processed = df.withColumn(ENCODED, encode(*arguments)).persist(StorageLevel.MEMORY_AND_DISK)
+    processed = df.withColumn(ENCODED, encoded).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         phase("validating and encoding rows")
-        counts = {
+        counts: dict[str | None, int] = {
             r["field"]: r["count"]
             for r in processed.groupBy(F.col(f"{ENCODED}.reject_field").alias("field"))
             .count()
@@ -437,3 +467,76 @@ def enqueue(
         rejects_path=rejects,
         rejected_by_field=rejected_by_field,
     )
+
+
+def enqueue(
+    df: DataFrame,
+    *,
+    bootstrap: KafkaTarget | None = None,
+    topic: str | None = None,
+    settings: Settings | None = None,
+    name: str | None = None,
+    name_column: str | None = None,
+    id_column: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    id_namespace: uuid.UUID | str | None = None,
+    payload_column: str | None = None,
+    ttr_ms: int | None = None,
+    ttr_column: str | None = None,
+    ttl_ms: int | None = None,
+    ttl_column: str | None = None,
+    priority: int | None = None,
+    priority_column: str | None = None,
+    max_attempts: int | None = None,
+    max_attempts_column: str | None = None,
+    max_fails: int | None = None,
+    max_fails_column: str | None = None,
+    time_column: str | None = None,
+    after_column: str | None = None,
+    after_keys_column: str | None = None,
+    tags: str | Sequence[str] | None = None,
+    tags_column: str | None = None,
+    rejects: str | None = None,
+    rejects_format: str = "parquet",
+    now_ms: int | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> EnqueueReport:
+    """Enqueue every row of ``df`` as a job; returns counts (see the module docstring).
+
+    Kafka comes from ``bootstrap``/``topic``, else from ``settings`` (an
+    ``eventq.settings.Settings``), else the defaults (local broker, eventq.bulk).
+    Each job field is a constant (``ttr_ms=60000``) or a column (``ttr_column="ttr"``):
+    name, ttr and ttl are required; priority, max-attempts and max-fails default to 0
+    (also for null cells). A non-null ``time_column`` cell makes the row a schedule.
+    Without ``payload_column`` the payload is the row as JSON. A row's upstreams come
+    from ``after_column`` (their ids) or ``after_keys_column`` (their keys, with
+    ``key_columns``); its tags from ``tags_column``, or ``tags`` for every row.
+    ``ValueError`` for arguments that cannot work (before anything is read or sent).
+    """
+    if settings is None:
+        from eventq.settings import Settings
+
+        settings = Settings()
+    bootstrap = bootstrap or settings.kafka
+    topic = topic or settings.bulk_topic
+    fields = _Fields(
+        name=name, name_column=name_column, id_column=id_column,
+        key_columns=tuple(key_columns or ()), payload_column=payload_column,
+        ttr_ms=ttr_ms, ttr_column=ttr_column, ttl_ms=ttl_ms, ttl_column=ttl_column,
+        priority=priority, priority_column=priority_column,
+        max_attempts=max_attempts, max_attempts_column=max_attempts_column,
+        max_fails=max_fails, max_fails_column=max_fails_column, time_column=time_column,
+        after_column=after_column, after_keys_column=after_keys_column,
+        tags=tags, tags_column=tags_column,
+    )  # fmt: skip
+    _check_input(df, fields, rejects, rejects_format)
+    time_value, time_kind = _time(df, time_column)
+    after_value, after_names, after_kind = _upstreams(df, fields)
+    partitions = kafkaio.topic_partitions(bootstrap, topic)
+    spec = _spec(fields, partitions=partitions, id_namespace=id_namespace, now_ms=now_ms,
+                 time_kind=time_kind, after_kind=after_kind)
+    encode = _encoder(spec)
+    arguments = _udf_arguments(df, fields, time_value, after_value, after_names)
+    return _encode_and_send(df, encode(*arguments), bootstrap=bootstrap, topic=topic,
+                            partitions=partitions, rejects=rejects,
+                            rejects_format=rejects_format, on_phase=on_phase)

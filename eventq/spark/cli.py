@@ -11,7 +11,16 @@ import argparse
 import os
 import sys
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from eventq.settings import Settings
+
+    # What argparse's add_subparsers() returns (typeshed's name for it is private).
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -34,7 +43,7 @@ class _StageProgress(threading.Thread):
     """Prints Spark's task progress to stderr every few seconds while a job runs (only
     on a terminal; Spark's own progress bar is off)."""
 
-    def __init__(self, spark, every_s: float = 3.0) -> None:
+    def __init__(self, spark: SparkSession, every_s: float = 3.0) -> None:
         super().__init__(daemon=True)
         self._tracker = spark.sparkContext.statusTracker()
         self._every_s = every_s
@@ -55,7 +64,7 @@ class _StageProgress(threading.Thread):
         self._stop.set()
 
 
-def _run(args: argparse.Namespace, job: Callable[[object], int]) -> int:
+def _run(args: argparse.Namespace, job: Callable[[SparkSession], int]) -> int:
     """Start (or reuse) a SparkSession, run ``job(spark)``, turn errors into advice."""
     from eventq.spark.kafkaio import TopicMissing
     from eventq.spark.session import SparkOptions, SparkSetupError, spark_session
@@ -91,8 +100,8 @@ def _phase(message: str) -> None:
     say(f"  {message} ...")
 
 
-def cmd_enqueue(settings, args: argparse.Namespace) -> int:
-    def job(spark) -> int:
+def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    def job(spark: SparkSession) -> int:
         from eventq.spark.bulk import enqueue
 
         reader = spark.read.format(args.format)
@@ -144,7 +153,7 @@ def cmd_enqueue(settings, args: argparse.Namespace) -> int:
     return _run(args, job)
 
 
-def _wait_applied(settings, args: argparse.Namespace, rows: int) -> int:
+def _wait_applied(settings: Settings, args: argparse.Namespace, rows: int) -> int:
     """--wait: until the server has admitted and applied every record written."""
     from eventq.console.progress import Progress
     from eventq.kafka.bulklane import (
@@ -172,8 +181,8 @@ def _wait_applied(settings, args: argparse.Namespace, rows: int) -> int:
     return EXIT_OK
 
 
-def cmd_snapshot(settings, args: argparse.Namespace) -> int:
-    def job(spark) -> int:
+def cmd_snapshot(settings: Settings, args: argparse.Namespace) -> int:
+    def job(spark: SparkSession) -> int:
         from eventq.spark.statelog import snapshot
 
         say(f"eventq spark snapshot: {settings.jobs_topic} on {settings.kafka_bootstrap} "
@@ -188,8 +197,8 @@ def cmd_snapshot(settings, args: argparse.Namespace) -> int:
     return _run(args, job)
 
 
-def cmd_stats(settings, args: argparse.Namespace) -> int:
-    def job(spark) -> int:
+def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
+    def job(spark: SparkSession) -> int:
         from eventq.spark import stats
 
         say(f"eventq spark stats: {settings.commands_topic} and {settings.jobs_topic} "
@@ -234,7 +243,8 @@ def _spark_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _field_pair(group, field: str, what: str, required: bool = False) -> None:
+def _field_pair(group: argparse._ArgumentGroup, field: str, what: str,
+                required: bool = False) -> None:
     pair = group.add_mutually_exclusive_group(required=required)
     pair.add_argument(f"--{field}-ms" if field in ("ttr", "ttl") else f"--{field}",
                       type=int, default=None, metavar="N",
@@ -243,29 +253,7 @@ def _field_pair(group, field: str, what: str, required: bool = False) -> None:
                       help=f"{what} from column C (null: {'rejected' if required else '0'})")
 
 
-def register(
-    subparsers,
-    add_settings_arguments: Callable[[argparse.ArgumentParser], None],
-    build_settings: Callable | None = None,
-) -> argparse.ArgumentParser:
-    """Add ``spark`` with ``enqueue``, ``snapshot`` and ``stats`` to ``subparsers``.
-
-    Each subcommand gets the settings flags (``add_settings_arguments``) and sets
-    ``handler(settings, args) -> exit code``, as eventq's other subcommands do.
-    ``build_settings`` is accepted for symmetry with ``main`` here (settings are built by
-    the caller before the handler runs).
-    """
-    spark = subparsers.add_parser(
-        "spark",
-        help="bulk enqueue, snapshot and statistics with Spark (needs the spark extra)",
-        description=(
-            "PySpark jobs on eventq's topics through Spark's Kafka connector: bulk "
-            "enqueue from files, a parquet snapshot of the live jobs with its state "
-            "digest, and per-queue statistics. Local Spark (local[2]) unless --master."
-        ),
-    )
-    actions = spark.add_subparsers(dest="spark_command", metavar="ACTION", required=True)
-
+def _add_enqueue(actions: Subparsers) -> argparse.ArgumentParser:
     enqueue = actions.add_parser(
         "enqueue",
         help="enqueue every row of a file as a job (add, or schedule with --time-column)",
@@ -277,6 +265,13 @@ def register(
             "derived from --key-columns, so running the same enqueue twice is harmless."
         ),
     )
+    _enqueue_io_arguments(enqueue)
+    _job_field_arguments(enqueue)
+    enqueue.set_defaults(handler=cmd_enqueue)
+    return enqueue
+
+
+def _enqueue_io_arguments(enqueue: argparse.ArgumentParser) -> None:
     io = enqueue.add_argument_group("input and output")
     io.add_argument("--input", required=True, metavar="PATH", help="file or directory to read")
     io.add_argument("--format", choices=INPUT_FORMATS, default="parquet",
@@ -293,6 +288,9 @@ def register(
     io.add_argument("--wait-timeout", type=float, default=60.0, metavar="S",
                     help="with --wait: give up when nothing is applied for S seconds "
                     "(default 60)")
+
+
+def _job_field_arguments(enqueue: argparse.ArgumentParser) -> None:
     fields = enqueue.add_argument_group("job fields (a constant or a column each)")
     names = fields.add_mutually_exclusive_group(required=True)
     names.add_argument("--name", default=None, metavar="NAME", help="queue name of every job")
@@ -331,10 +329,9 @@ def register(
     tags.add_argument("--tags-column", default=None, metavar="C",
                       help="each job's tags from column C (an array, or text with ',' "
                       "between the tags, as -tags; null or empty array: none)")
-    _spark_arguments(enqueue)
-    add_settings_arguments(enqueue)
-    enqueue.set_defaults(handler=cmd_enqueue)
 
+
+def _add_snapshot(actions: Subparsers) -> argparse.ArgumentParser:
     snapshot = actions.add_parser(
         "snapshot",
         help="write the live jobs of the state log to parquet and print their digest",
@@ -357,10 +354,11 @@ def register(
                           help="also write the recurring jobs, one row per live "
                           "recurrence with its definition, the last slot fired and when "
                           "the next is due, to directory PATH (replaced)")
-    _spark_arguments(snapshot)
-    add_settings_arguments(snapshot)
     snapshot.set_defaults(handler=cmd_snapshot)
+    return snapshot
 
+
+def _add_stats(actions: Subparsers) -> argparse.ArgumentParser:
     stats = actions.add_parser(
         "stats",
         help="per queue: jobs by state, and wait/run time histograms from the log",
@@ -379,9 +377,36 @@ def register(
     stats.add_argument("--output", default=None, metavar="PATH",
                        help="also write the tables as parquet to PATH/{states,events,"
                        "histogram,summary,tags,groups,recurrences}")
-    _spark_arguments(stats)
-    add_settings_arguments(stats)
     stats.set_defaults(handler=cmd_stats)
+    return stats
+
+
+def register(
+    subparsers: Subparsers,
+    add_settings_arguments: Callable[[argparse.ArgumentParser], None],
+    build_settings: Callable[..., Settings] | None = None,
+) -> argparse.ArgumentParser:
+    """Add ``spark`` with ``enqueue``, ``snapshot`` and ``stats`` to ``subparsers``.
+
+    Each subcommand gets the settings flags (``add_settings_arguments``) and sets
+    ``handler(settings, args) -> exit code``, as eventq's other subcommands do.
+    ``build_settings`` is accepted for symmetry with ``main`` here (settings are built by
+    the caller before the handler runs).
+    """
+    spark = subparsers.add_parser(
+        "spark",
+        help="bulk enqueue, snapshot and statistics with Spark (needs the spark extra)",
+        description=(
+            "PySpark jobs on eventq's topics through Spark's Kafka connector: bulk "
+            "enqueue from files, a parquet snapshot of the live jobs with its state "
+            "digest, and per-queue statistics. Local Spark (local[2]) unless --master."
+        ),
+    )
+    actions = spark.add_subparsers(dest="spark_command", metavar="ACTION", required=True)
+    for add_action in (_add_enqueue, _add_snapshot, _add_stats):
+        action = add_action(actions)
+        _spark_arguments(action)
+        add_settings_arguments(action)
     return spark
 
 
@@ -404,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = build_settings(args, os.environ)
     except ValueError as error:
         parser.error(str(error))
-    return args.handler(settings, args)
+    handler: Callable[[Settings, argparse.Namespace], int] = args.handler  # set by register
+    return handler(settings, args)
 
 
 if __name__ == "__main__":

@@ -7,25 +7,29 @@ agree.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eventq.core.histogram import DAY_S, HOUR_S, MINUTE_S, RESOLUTIONS
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
-def bucket_columns(duration_ms_column: str):
+
+def bucket_columns(duration_ms_column: str) -> tuple[Column, Column, Column]:
     """Spark columns ``(lower_s, width_s, label)`` of the bucket of a duration column."""
     from pyspark.sql import functions as F
 
     seconds = F.floor(F.greatest(F.col(duration_ms_column), F.lit(0)) / 1000).cast("long")
-    width = None
-    for below, step in RESOLUTIONS:
-        if below is None:
-            width = width.otherwise(F.lit(step))
-        elif width is None:
-            width = F.when(seconds < below, F.lit(step))
-        else:
-            width = width.when(seconds < below, F.lit(step))
-    width = width.cast("long")
+    (first_below, first_step), *bounded = [
+        (below, step) for below, step in RESOLUTIONS if below is not None]
+    longest = next(step for below, step in RESOLUTIONS if below is None)
+    width = F.when(seconds < first_below, F.lit(first_step))
+    for below, step in bounded:
+        width = width.when(seconds < below, F.lit(step))
+    width = width.otherwise(F.lit(longest)).cast("long")
     lower = seconds - seconds % width
-    def whole(column, unit: int):
+
+    def whole(column: Column, unit: int) -> Column:
         return (column / unit).cast("long").cast("string")
 
     text = (

@@ -49,7 +49,7 @@ def canonical_key(name: str, values: Iterable[str | None]) -> bytes:
                 f"key values are strings (Spark's CAST(... AS STRING)) or None, "
                 f"not {type(value).__name__}"
             )
-    return msgpack.packb([name, items], use_bin_type=True)
+    return msgpack.packb([name, items], use_bin_type=True)  # type: ignore[no-any-return]  # msgpack is untyped
 
 
 def as_version4(digest: bytes) -> uuid.UUID:

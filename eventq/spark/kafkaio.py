@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from eventq.kafka.security import KafkaTarget, confluent_config, spark_options
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 METADATA_TIMEOUT_S = 15.0
 MAX_REQUEST_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: any command record fits
@@ -38,7 +43,7 @@ def topic_partitions(bootstrap: KafkaTarget, topic: str) -> int:
 
 
 @contextlib.contextmanager
-def _connector_needed():
+def _connector_needed() -> Iterator[None]:
     """A session without Spark's Kafka connector fails with DATA_SOURCE_NOT_FOUND: say
     how to get one."""
     try:
@@ -56,7 +61,8 @@ def _connector_needed():
         ) from error
 
 
-def read_topic(spark, bootstrap: KafkaTarget, topic: str, fail_on_data_loss: bool = True):
+def read_topic(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+               fail_on_data_loss: bool = True) -> DataFrame:
     """A batch DataFrame of every record of ``topic`` from the earliest offset to the
     latest as of planning (key, value, topic, partition, offset, timestamp, ...)."""
     with _connector_needed():
@@ -72,7 +78,7 @@ def read_topic(spark, bootstrap: KafkaTarget, topic: str, fail_on_data_loss: boo
         )
 
 
-def write_records(df, bootstrap: KafkaTarget, topic: str) -> None:
+def write_records(df: DataFrame, bootstrap: KafkaTarget, topic: str) -> None:
     """Write (key, value, partition) rows to ``topic`` with the gateway's guarantees:
     acks from all in-sync replicas and an idempotent producer (no duplicates on retry).
     The record timestamp is the broker's (the topic uses LogAppendTime)."""

@@ -20,6 +20,10 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[2]"
 LOCAL_SHUFFLE_PARTITIONS = 4
@@ -52,7 +56,8 @@ class SparkOptions:
         return self.master.startswith("local")
 
 
-def _pyspark():
+def _pyspark() -> tuple[str, Path]:
+    """(version, package directory) of the installed pyspark; SparkSetupError without."""
     try:
         import pyspark
     except ImportError:
@@ -60,13 +65,13 @@ def _pyspark():
             "pyspark is not installed: run `make deps` "
             "(or `.venv/bin/pip install -e '.[spark]'`)"
         ) from None
-    return pyspark
+    return pyspark.__version__, Path(pyspark.__file__).parent
 
 
 def pyspark_versions() -> tuple[str, str]:
     """(Spark version, Scala binary version) of the installed pyspark."""
-    pyspark = _pyspark()
-    jars = Path(pyspark.__file__).parent / "jars"
+    version, package = _pyspark()
+    jars = package / "jars"
     scala = None
     for jar in jars.glob("scala-library-*.jar"):
         match = re.fullmatch(r"scala-library-(\d+\.\d+)\.\d+\.jar", jar.name)
@@ -74,7 +79,7 @@ def pyspark_versions() -> tuple[str, str]:
             scala = match.group(1)
     if scala is None:
         raise SparkSetupError(f"cannot tell the Scala version of pyspark's jars in {jars}")
-    return pyspark.__version__, scala
+    return version, scala
 
 
 def connector_jars(jars_dir: Path | None = None) -> list[Path]:
@@ -167,13 +172,13 @@ def _log4j_config(level: str) -> Path:
     return path
 
 
-def spark_session(options: SparkOptions | None = None):
+def spark_session(options: SparkOptions | None = None) -> tuple[SparkSession, bool]:
     """The active SparkSession if there is one, else a new one built from ``options``.
 
     Returns ``(spark, created)``: stop the session only if ``created``.
     """
     options = options or SparkOptions()
-    pyspark = _pyspark()
+    version, _ = _pyspark()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -212,5 +217,5 @@ def spark_session(options: SparkOptions | None = None):
     except Exception as error:  # py4j / launcher errors
         raise SparkSetupError(f"Spark did not start ({options.master}): {error}") from error
     spark.sparkContext.setLogLevel(options.log_level)
-    assert pyspark.__version__ == spark.version, (pyspark.__version__, spark.version)
+    assert version == spark.version, (version, spark.version)
     return spark, True

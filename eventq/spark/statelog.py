@@ -3,19 +3,19 @@
 ``eventq.jobs`` is read in batch from the earliest to the latest offset; per key the
 newest record (highest offset within its partition) wins, tombstones and keys starting
 with byte 0x00 (the processor's bookkeeping) are dropped, and every ``Job`` field is
-decoded into a column (``rows.JOB_DDL``: ids as canonical text, times in epoch ms,
+decoded into a column (``state_rows.JOB_DDL``: ids as canonical text, times in epoch ms,
 TTL and deadlines as decimal(20,0) since they reach 2^64-1).
 
 The records beside the jobs (a dependent's inputs, an upstream's registrations: keys
 ``\x00eventq.reg:``/``\x00eventq.input:``, eventq/core/workflow.py) are among those
 0x00 keys, so they never reach the job rows. A dependent's row shows its upstreams
 (``after``) and how many it still waits for (``waiting``); ``edges`` makes one row
-per link (``rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
+per link (``state_rows.EDGE_DDL``: upstream, dependent, the upstream's latest outcome).
 
 A recurrence's record (docs/workflows.md, "Recurring jobs": key
 ``\x00eventq.recur:<name>``, eventq/core/recurrence.py) is one of them too: the
 snapshot counts the live recurrences and, with ``recurrences_output``, writes one row
-each (``rows.RECURRENCE_DDL``: the definition, the last slot fired, when the next is
+each (``state_rows.RECURRENCE_DDL``: the definition, the last slot fired, when the next is
 due); they are not in the digest, as ``inspect digest`` leaves them out.
 
 ``dataframe_digest`` rebuilds each ``Job`` from its columns and sums the core's per-job
@@ -28,11 +28,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX
 from eventq.core.workflow import INPUT_KEY_PREFIX
 from eventq.kafka.security import KafkaTarget
-from eventq.spark import kafkaio, rows
+from eventq.spark import kafkaio, state_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eventq.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ class SnapshotReport:
         return text
 
 
-def _newest_values(spark, bootstrap: KafkaTarget, topic: str, keys: str):
+def _newest_values(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                   keys: str) -> DataFrame:
     """The newest live record of every key of the state log that ``keys`` (a SQL
     condition on ``key``) selects: (key, partition, offset, value); a key whose newest
     record is a tombstone is gone."""
@@ -90,11 +97,11 @@ def _newest_values(spark, bootstrap: KafkaTarget, topic: str, keys: str):
     )
 
 
-def decoded_states(spark, bootstrap: KafkaTarget, topic: str):
-    """The newest record of every job key, decoded (``rows.DECODED_STATE_DDL``; rows with
+def decoded_states(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
+    """The newest record of every job key, decoded (``state_rows.DECODED_STATE_DDL``; rows with
     ``undecodable`` set are records that could not be decoded)."""
     newest = _newest_values(spark, bootstrap, topic, "substring(key, 1, 1) != X'00'")
-    return newest.mapInArrow(rows.decode_states, rows.DECODED_STATE_DDL)
+    return newest.mapInArrow(state_rows.decode_states, state_rows.DECODED_STATE_DDL)
 
 
 def _starts_with(prefix: bytes) -> str:
@@ -102,7 +109,8 @@ def _starts_with(prefix: bytes) -> str:
     return f"substring(key, 1, {len(prefix)}) = X'{prefix.hex().upper()}'"
 
 
-def _keyed(spark, bootstrap: KafkaTarget, topic: str, prefix: bytes, newest=None):
+def _keyed(spark: SparkSession, bootstrap: KafkaTarget, topic: str, prefix: bytes,
+           newest: DataFrame | None = None) -> DataFrame:
     """The newest live record of every key that starts with ``prefix``: from ``newest``
     (``side_records``) when given, else from a read of the state log of its own."""
     from pyspark.sql import functions as F
@@ -112,7 +120,7 @@ def _keyed(spark, bootstrap: KafkaTarget, topic: str, prefix: bytes, newest=None
     return newest.where(F.expr(_starts_with(prefix)))
 
 
-def side_records(spark, bootstrap: KafkaTarget, topic: str):
+def side_records(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """The newest live record of every input and every recurrence key: the records
     beside the jobs a snapshot reads, in one read of the state log (the job rows are
     read and decoded apart, ``decoded_states``)."""
@@ -120,69 +128,70 @@ def side_records(spark, bootstrap: KafkaTarget, topic: str):
                           f"OR {_starts_with(RECURRENCE_TABLE_PREFIX)}")
 
 
-def input_digest_parts(spark, bootstrap: KafkaTarget, topic: str,
-                       newest=None) -> list[tuple[bytes, int]]:
+def input_digest_parts(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                       newest: DataFrame | None = None) -> list[tuple[bytes, int]]:
     """The digest's partial sums of the inputs beside the dependents (the newest record
     of each input key, of ``newest`` = ``side_records`` when given), to add to the
     jobs' (eventq/core/digest.py: ``inspect digest`` covers both)."""
     inputs = _keyed(spark, bootstrap, topic, INPUT_KEY_PREFIX, newest)
     parts = (inputs.select("key", "value")
-             .mapInArrow(rows.hash_inputs, rows.PARTIAL_DIGEST_DDL).collect())
+             .mapInArrow(state_rows.hash_inputs, state_rows.PARTIAL_DIGEST_DDL).collect())
     return [(part["sum"], part["count"]) for part in parts]
 
 
-def decoded_recurrences(spark, bootstrap: KafkaTarget, topic: str, newest=None):
+def decoded_recurrences(spark: SparkSession, bootstrap: KafkaTarget, topic: str,
+                        newest: DataFrame | None = None) -> DataFrame:
     """The newest record of every recurrence key (of ``newest`` = ``side_records`` when
-    given), decoded (``rows.DECODED_RECURRENCE_DDL``; rows with ``undecodable`` set are
+    given), decoded (``state_rows.DECODED_RECURRENCE_DDL``; rows with ``undecodable`` set are
     records that could not be decoded)."""
     records = _keyed(spark, bootstrap, topic, RECURRENCE_TABLE_PREFIX, newest)
     return records.select("key", "value", "partition", "offset").mapInArrow(
-        rows.decode_recurrences, rows.DECODED_RECURRENCE_DDL)
+        state_rows.decode_recurrences, state_rows.DECODED_RECURRENCE_DDL)
 
 
-def read_recurrences(spark, bootstrap: KafkaTarget, topic: str):
-    """The live recurrences of the state log, one row each (``rows.RECURRENCE_DDL``)."""
+def read_recurrences(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
+    """The live recurrences of the state log, one row each (``state_rows.RECURRENCE_DDL``)."""
     from pyspark.sql import functions as F
 
     decoded = decoded_recurrences(spark, bootstrap, topic)
-    return decoded.where(F.col("undecodable").isNull()).select(*rows.RECURRENCE_COLUMNS)
+    return decoded.where(F.col("undecodable").isNull()).select(*state_rows.RECURRENCE_COLUMNS)
 
 
-def read_jobs(spark, bootstrap: KafkaTarget, topic: str):
-    """The live jobs of the state log, one row per job (``rows.JOB_DDL``)."""
+def read_jobs(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
+    """The live jobs of the state log, one row per job (``state_rows.JOB_DDL``)."""
     from pyspark.sql import functions as F
 
     states = decoded_states(spark, bootstrap, topic)
-    return states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
+    return states.where(F.col("undecodable").isNull()).select(*state_rows.JOB_COLUMNS)
 
 
-def edges(jobs):
-    """The edges of the DAG of ``jobs`` (rows of ``rows.JOB_COLUMNS``): one row per
-    upstream of each dependent (``rows.EDGE_DDL``)."""
+def edges(jobs: DataFrame) -> DataFrame:
+    """The edges of the DAG of ``jobs`` (rows of ``state_rows.JOB_COLUMNS``): one row per
+    upstream of each dependent (``state_rows.EDGE_DDL``)."""
     from pyspark.sql import functions as F
 
     dependents = jobs.where(F.col("upstreams").isNotNull())
     return dependents.select("id", "name", "state_name", "upstreams").mapInArrow(
-        rows.explode_edges, rows.EDGE_DDL)
+        state_rows.explode_edges, state_rows.EDGE_DDL)
 
 
-def dataframe_digest(jobs, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
-    """The core's state digest of a DataFrame of job rows (``rows.JOB_COLUMNS``), with
+def dataframe_digest(jobs: DataFrame, inputs: Sequence[tuple[bytes, int]] = ()) -> str:
+    """The core's state digest of a DataFrame of job rows (``state_rows.JOB_COLUMNS``), with
     the inputs' partial sums (``input_digest_parts``) when the state has any."""
     parts = (
-        jobs.select(*rows.JOB_COLUMNS)
-        .mapInArrow(rows.hash_jobs, rows.PARTIAL_DIGEST_DDL)
+        jobs.select(*state_rows.JOB_COLUMNS)
+        .mapInArrow(state_rows.hash_jobs, state_rows.PARTIAL_DIGEST_DDL)
         .collect()
     )
-    return rows.combine_digest([(part["sum"], part["count"]) for part in parts] + list(inputs))
+    return state_rows.combine_digest([(part["sum"], part["count"]) for part in parts] + list(inputs))
 
 
 def snapshot(
-    spark,
+    spark: SparkSession,
     *,
     bootstrap: KafkaTarget | None = None,
     topic: str | None = None,
-    settings=None,
+    settings: Settings | None = None,
     output: str | None = None,
     output_format: str = "parquet",
     edges_output: str | None = None,
@@ -191,7 +200,7 @@ def snapshot(
     """Read the state log, write its live jobs to ``output`` (if given) and digest them;
     with ``edges_output``, write their DAG's edges there too (``edges``); count the
     live recurrences and, with ``recurrences_output``, write them there
-    (``rows.RECURRENCE_DDL``)."""
+    (``state_rows.RECURRENCE_DDL``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -215,12 +224,12 @@ def snapshot(
         undecodable += bad_recurrences.count()
         examples += [r["undecodable"] for r in
                      bad_recurrences.limit(max(0, 20 - len(examples))).collect()]
-        live = recurring.where(F.col("undecodable").isNull()).select(*rows.RECURRENCE_COLUMNS)
+        live = recurring.where(F.col("undecodable").isNull()).select(*state_rows.RECURRENCE_COLUMNS)
         if recurrences_output:
             live.write.mode("overwrite").format(output_format).save(recurrences_output)
         recurrences = live.count()
         recurring.unpersist()
-        jobs = states.where(F.col("undecodable").isNull()).select(*rows.JOB_COLUMNS)
+        jobs = states.where(F.col("undecodable").isNull()).select(*state_rows.JOB_COLUMNS)
         counted = jobs.groupBy("state_name").count().collect()
         by_state = {r["state_name"]: r["count"] for r in counted}
         if output:

@@ -28,29 +28,43 @@ retry"): a FAILED job's group as ``inspect failed`` counts it
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eventq.kafka.security import KafkaTarget
 from eventq.protocol.values import format_time
 from eventq.spark import histogram, kafkaio, rows, statelog
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eventq.settings import Settings
+
 STATE_ORDER = ("new", "pending", "leased", "completed", "failed", "waiting")
 METRICS = ("wait", "run")
+Rows = list[dict[str, Any]]  # a small table, collected: its rows by column name
+
+
+class Keyed(Protocol):
+    """A row read by column name: a pyspark ``Row``, or a dict."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 @dataclass
 class Stats:
     """Small collected results (lists of dicts) and, with ``spark``, their DataFrames."""
 
-    states: list[dict] = field(default_factory=list)  # queue, state, count
-    events: list[dict] = field(default_factory=list)  # queue, command, outcome, event, count
-    histogram: list[dict] = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count
+    states: Rows = field(default_factory=list)  # queue, state, count
+    events: Rows = field(default_factory=list)  # queue, command, outcome, event, count
+    histogram: Rows = field(default_factory=list)  # queue, metric, lower_s, width_s, label, count
     # queue, metric, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms
-    summary: list[dict] = field(default_factory=list)
-    tags: list[dict] = field(default_factory=list)  # tag, state, count (live jobs)
-    groups: list[dict] = field(default_factory=list)  # group, count (FAILED jobs)
+    summary: Rows = field(default_factory=list)
+    tags: Rows = field(default_factory=list)  # tag, state, count (live jobs)
+    groups: Rows = field(default_factory=list)  # group, count (FAILED jobs)
     # recurrence, queue, every_ms, fired, last_fired_ms, next_ms (null: unrecurred)
-    recurrences: list[dict] = field(default_factory=list)
+    recurrences: Rows = field(default_factory=list)
     commands: int = 0
     seconds: float = 0.0
 
@@ -67,7 +81,7 @@ class Stats:
         "last_fired_ms bigint, next_ms bigint",
     }
 
-    def dataframe(self, spark, which: str):
+    def dataframe(self, spark: SparkSession, which: str) -> DataFrame:
         """One of ``SCHEMAS`` (``states``, ``events``, ``histogram``, ``summary``,
         ``tags``, ``groups``, ``recurrences``) as a DataFrame."""
         columns = [part.split()[0] for part in self.SCHEMAS[which].split(",")]
@@ -81,7 +95,7 @@ class Stats:
         return sorted(names)
 
 
-def outcomes(spark, bootstrap: KafkaTarget, topic: str):
+def outcomes(spark: SparkSession, bootstrap: KafkaTarget, topic: str) -> DataFrame:
     """One row per command of the command log with its outcome (``rows.OUTCOME_DDL``)."""
     from pyspark.sql import functions as F
 
@@ -99,11 +113,11 @@ def outcomes(spark, bootstrap: KafkaTarget, topic: str):
     )
 
 
-def durations(outcome_rows):
+def durations(outcome_rows: DataFrame) -> DataFrame:
     """(queue, metric, ms) of every wait and run sample."""
     from pyspark.sql import functions as F
 
-    def samples(metric: str, column: str):
+    def samples(metric: str, column: str) -> DataFrame:
         return outcome_rows.where(F.col(column).isNotNull()).select(
             "queue", F.lit(metric).alias("metric"), F.col(column).alias("ms")
         )
@@ -112,12 +126,12 @@ def durations(outcome_rows):
 
 
 def compute(
-    spark,
+    spark: SparkSession,
     *,
     bootstrap: KafkaTarget | None = None,
     commands_topic: str | None = None,
     jobs_topic: str | None = None,
-    settings=None,
+    settings: Settings | None = None,
     queue: str | None = None,
 ) -> Stats:
     """Read both topics and compute the statistics (optionally of one queue)."""
@@ -224,7 +238,8 @@ def compute(
     )
 
 
-def recurrence_rows(defined, logged, queue: str | None = None) -> list[dict]:
+def recurrence_rows(defined: Iterable[Keyed], logged: Iterable[Keyed],
+                    queue: str | None = None) -> Rows:
     """``Stats.recurrences``: one row per recurrence the state log defines (``defined``:
     name, job_name, every_ms, fired_ms, next_ms) or the command log names (``logged``:
     recurrence, fired, last_fired_ms, queue), by name bytewise. Its fired slots are the
@@ -234,7 +249,7 @@ def recurrence_rows(defined, logged, queue: str | None = None) -> list[dict]:
 
     With ``queue`` (``logged`` then counts only the commands of its recurrences while
     they added to it): the recurrences that add to it now, or did by the log."""
-    by_name: dict[str, dict] = {}
+    by_name: dict[str, dict[str, Any]] = {}
     for r in logged:
         by_name[r["recurrence"]] = {
             "recurrence": r["recurrence"], "queue": r["queue"], "every_ms": None,
@@ -254,7 +269,8 @@ def recurrence_rows(defined, logged, queue: str | None = None) -> list[dict]:
 WRITTEN = ("states", "events", "histogram", "summary", "tags", "groups", "recurrences")
 
 
-def write(stats: Stats, spark, output: str, output_format: str = "parquet") -> None:
+def write(stats: Stats, spark: SparkSession, output: str,
+          output_format: str = "parquet") -> None:
     """``output``/states, /events, /histogram, /summary, /tags, /groups and
     /recurrences."""
     for which in WRITTEN:
@@ -279,7 +295,7 @@ def _duration(ms: float | None) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-def _is_registration(event: dict) -> bool:
+def _is_registration(event: Mapping[str, object]) -> bool:
     """A ``depend`` (docs/workflows.md, "Command types"): it registers a dependent
     beside its upstream and never changes the upstream, so the fold counts it as ignored
     (eventq/core/machine.py, REGISTERED); the table counts it as a registration. The

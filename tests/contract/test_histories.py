@@ -86,7 +86,8 @@ from eventq.core.partitioner import job_key, partition_for_key
 from eventq.core.step import step
 from eventq.core.workflow import INPUT_KEY_PREFIX, REGISTRATION_KEY_PREFIX
 from eventq.run.replay import Derived, compare
-from eventq.spark import rows
+from eventq.spark import rows, state_rows
+from eventq.spark.arrow import arrow_schema
 from eventq.state.jobs_table import PAUSED_KEY_PREFIX
 from streams.memory import Driver, MemoryLog, Message
 from support.core_strategies import ALL_KINDS, small_command, time_steps
@@ -329,7 +330,7 @@ def spark_fold(log: MemoryLog) -> SparkFold:
     # Spark sorts a null first: a queue's command in a batch names no job.
     exploded.sort(key=lambda row: (row["job_id"] is not None, row["job_id"] or "",
                                    row["partition"], row["position"]))
-    command_schema = rows._arrow_schema(rows.COMMAND_DDL)
+    command_schema = arrow_schema(rows.COMMAND_DDL)
     outcomes = [row for batch in rows.fold_commands(
         iter([pa.RecordBatch.from_pylist(exploded, schema=command_schema)]))
         for row in batch.to_pylist()]
@@ -345,7 +346,7 @@ def spark_fold(log: MemoryLog) -> SparkFold:
             continue
         stepped.append(folds.setdefault(row["job_id"], JobFold()).step(
             command, row["at_ms"], row["position"]))
-    columns = [field.name for field in rows._arrow_schema(rows.OUTCOME_DDL)]
+    columns = [field.name for field in arrow_schema(rows.OUTCOME_DDL)]
     assert [{c: row.get(c) for c in columns} for row in stepped] == outcomes
     jobs = {fold.job.id: fold.job for fold in folds.values() if fold.job is not None}
     return SparkFold(jobs, outcomes, {
@@ -354,12 +355,12 @@ def spark_fold(log: MemoryLog) -> SparkFold:
 
 
 def spark_digest(jobs: list[Job]) -> str:
-    """A state digest the way ``eventq spark`` computes one (rows.hash_jobs)."""
-    batch = pa.RecordBatch.from_pylist([rows.job_row(job) for job in jobs],
-                                       schema=rows._arrow_schema(rows.JOB_DDL))
+    """A state digest the way ``eventq spark`` computes one (state_rows.hash_jobs)."""
+    batch = pa.RecordBatch.from_pylist([state_rows.job_row(job) for job in jobs],
+                                       schema=arrow_schema(state_rows.JOB_DDL))
     parts = [(row["sum"], row["count"])
-             for out in rows.hash_jobs(iter([batch])) for row in out.to_pylist()]
-    return rows.combine_digest(parts)
+             for out in state_rows.hash_jobs(iter([batch])) for row in out.to_pylist()]
+    return state_rows.combine_digest(parts)
 
 
 # ------------------------------------------------------------------------ the contract

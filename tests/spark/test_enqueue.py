@@ -25,7 +25,7 @@ from eventq.run.replay import derive_from_commands, derive_more
 from eventq.spark import cli as spark_cli
 from eventq.spark import dataframe_digest, enqueue
 from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id
-from eventq.spark.rows import JOB_COLUMNS, job_of_row
+from eventq.spark.state_rows import JOB_COLUMNS, job_of_row
 from support.spark_helpers import queue_lengths, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
