@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 
 import pytest
 
-from eventq.settings import Settings, add_arguments, build_settings, was_given
+from eventq.settings import GROUPS, Settings, add_arguments, build_settings, was_given
 
 
 def settings_of(*argv: str, **env: str) -> Settings:
@@ -28,14 +29,6 @@ def test_the_http_port_is_host_port_a_port_or_off_and_actions_a_switch():
             Settings(http_port=bad)
 
 
-def test_the_command_producer_is_faust_unless_librdkafka_is_named():
-    assert Settings().command_producer == "faust"
-    assert settings_of("--command-producer", "librdkafka").command_producer == "librdkafka"
-    assert settings_of(EVENTQ_COMMAND_PRODUCER="librdkafka").command_producer == "librdkafka"
-    with pytest.raises(ValueError, match="command_producer must be one of faust, librdkafka"):
-        Settings(command_producer="kafka-python")
-
-
 def test_partitions_are_given_by_a_flag_or_a_variable_not_by_the_default():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -43,3 +36,23 @@ def test_partitions_are_given_by_a_flag_or_a_variable_not_by_the_default():
     assert was_given("partitions", parser.parse_args(["--partitions", "4"]), {})
     assert was_given("partitions", parser.parse_args([]), {"EVENTQ_PARTITIONS": "4"})
     assert not was_given("partitions", parser.parse_args([]), {"EVENTQ_LISTEN_PORT": "1"})
+
+
+def test_every_setting_has_its_help_and_group_and_help_lists_them_by_group():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    headings = [group.title for group in parser._action_groups][2:]  # after the two built in
+    assert headings == [f"{group.title} settings" for group in GROUPS]
+    for item in fields(Settings):
+        assert item.metadata["help"] and item.metadata["group"] in GROUPS, item.name
+        [heading] = [group for group in parser._action_groups
+                     if any(action.dest == item.name for action in group._group_actions)]
+        assert heading.title == f"{item.metadata['group'].title} settings"
+
+
+def test_a_command_that_lists_a_few_settings_shows_only_their_groups():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, ("listen_host", "listen_port"))
+    [server] = parser._action_groups[2:]
+    assert server.title == "server settings"
+    assert [action.dest for action in server._group_actions] == ["listen_host", "listen_port"]
