@@ -200,11 +200,12 @@ def port_answers(host: str, port: int, timeout_s: float = 0.5) -> bool:
 def broker_answers(bootstrap: KafkaAccess | str, timeout_s: float = 2.0) -> bool:
     """True once the broker answers a metadata request (not just accepts TCP). Raises
     KafkaRefused if it refuses the client's credentials or TLS (waiting would not help)."""
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
-    refusals: list = []
+    refusals: list[KafkaError] = []
 
-    def note(error) -> None:  # librdkafka's error_cb
+    def note(error: KafkaError) -> None:  # librdkafka's error_cb
         if is_refusal(error.code(), error.str()):
             refusals.append(error)
 
