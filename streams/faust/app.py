@@ -82,9 +82,9 @@ class Streams:
     changelogs: Changelogs
     steward: Steward
     admitter: BulkAdmitter
-    owner_of: object  # partition -> gateway address of its active owner, or None
-    members: object  # () -> gateway addresses of every process in the group
-    lag: object  # () -> {owned partition: (last offset applied, log end or None)}
+    owner_of: Callable[[int], str | None]  # gateway address of a partition's active owner
+    members: Callable[[], list[str]]  # gateway addresses of every process in the group
+    lag: Callable[[], dict[int, tuple[int, int | None]]]  # owned: (applied through, log end)
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
     fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
     # What writes commands (the gateway's, the timers', the follow-ups'), None while it
