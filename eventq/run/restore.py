@@ -118,6 +118,7 @@ def restore_tables(
             report.records += len(messages)
             for message in messages:
                 partition, key = message.partition(), message.key()
+                assert partition is not None  # a consumed message's
                 if key is None:
                     continue  # not a table record: faust's changelog always has keys
                 value = message.value()
