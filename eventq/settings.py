@@ -3,8 +3,9 @@ and passed down; nothing reads the environment anywhere else or at import time.
 
 Every setting is one flat attribute (``settings.listen_port``), one flag
 (``--listen-port``) and one variable (``EVENTQ_LISTEN_PORT``). They are declared in
-groups (GROUPS: the local broker, Kafka access, topics, the server, security), each with
-its help beside it; a group is one heading of ``--help`` and is validated together.
+groups (GROUPS: general, the local broker, Kafka access, topics, the server, security),
+each with its help beside it; a group is one heading of ``--help`` and is validated
+together.
 """
 
 from __future__ import annotations
@@ -74,13 +75,15 @@ GROUPS = (GENERAL, LOCAL_BROKER, KAFKA_ACCESS, TOPICS, SERVER, SECURITY)
 
 @dataclass(frozen=True)
 class Settings:
-    # --- general ---------------------------------------------------------------------
+    """Every setting, validated and completed (derived defaults, absolute paths)."""
+
+    # --- general --------------------------------------------------------------------------
     data_dir: Path = GENERAL.setting(
         Path("var"), "directory for the local broker's data and the RocksDB state")
     log_level: str = GENERAL.setting(  # INFO: normal events; WARNING: look at it
         "INFO", "log level (DEBUG, INFO, WARNING, ERROR)")
 
-    # --- local broker ----------------------------------------------------------------
+    # --- local broker ---------------------------------------------------------------------
     kafka_host: str = LOCAL_BROKER.setting("127.0.0.1", "address the local broker listens on")
     kafka_port: int = LOCAL_BROKER.setting(9092, "port of the local broker")
     controller_port: int = LOCAL_BROKER.setting(
@@ -90,8 +93,8 @@ class Settings:
         "nodes of the local Kafka (`eventq kafka start`): 3 runs a cluster on "
         "consecutive port pairs from --kafka-port/--controller-port"))
 
-    # --- Kafka access: eventq/kafka/security.py maps these to each client library's
-    # options (docs/security.md) ---------------------------------------------------------
+    # --- Kafka access ---------------------------------------------------------------------
+    # eventq/kafka/security.py maps these to each client library's options.
     bootstrap: str = KAFKA_ACCESS.setting(  # empty: the local broker(s)
         "", "Kafka bootstrap servers (default: the local broker)")
     kafka_security_protocol: str = KAFKA_ACCESS.setting("PLAINTEXT", (
@@ -110,7 +113,7 @@ class Settings:
         "", "PEM client certificate, for brokers that require one (mTLS)")
     kafka_ssl_keyfile: str = KAFKA_ACCESS.setting("", "PEM private key of --kafka-ssl-certfile")
 
-    # --- topics ------------------------------------------------------------------------
+    # --- topics ---------------------------------------------------------------------------
     # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
     # (README, "Scaling out"). Topics that exist keep their count (server.with_existing_partitions).
     partitions: int = TOPICS.setting(4, "partitions of eventq's topics (fixed at creation)")
@@ -125,7 +128,7 @@ class Settings:
     commands_retention_ms: int = TOPICS.setting(
         ONE_WEEK_MS, "retention of the command log, ms")
 
-    # --- server --------------------------------------------------------------------------
+    # --- server ---------------------------------------------------------------------------
     listen_host: str = SERVER.setting(
         "127.0.0.1", "address eventq serves the workq protocol on")
     listen_port: int = SERVER.setting(9922, "port eventq serves the workq protocol on")
@@ -158,7 +161,7 @@ class Settings:
         "let the dashboard pause/resume queues and delete or retry jobs (read-only "
         "without it)"))
 
-    # --- security --------------------------------------------------------------------
+    # --- security -------------------------------------------------------------------------
     # Tokens and roles: read at start and on SIGHUP; none: every client may do
     # everything, as workq. TLS on the gateway, the dashboard and the links between
     # processes: a client CA makes client certificates required (mTLS).
