@@ -1,14 +1,20 @@
 """The one settings object. Built once in the CLI from flags and ``EVENTQ_*`` variables
 and passed down; nothing reads the environment anywhere else or at import time.
+
+Every setting is one flat attribute (``settings.listen_port``), one flag
+(``--listen-port``) and one variable (``EVENTQ_LISTEN_PORT``). They are declared in
+groups (GROUPS: general, the local broker, Kafka access, topics, the server, security),
+each with its help beside it; a group is one heading of ``--help`` and is validated
+together.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 from eventq.address import host_and_port
 from eventq.kafka.security import SETTINGS as KAFKA_SECURITY_SETTINGS
@@ -23,6 +29,14 @@ from eventq.kafka.topics import (
 from eventq.limits import MAX_STATE_RECORD_BYTES
 
 HTTP_OFF = "off"
+MAX_PARTITIONS = 1024
+MAX_BROKERS = 9
+MAX_PROCESSES = 64
+MAX_STANDBY_REPLICAS = 8
+SESSION_TIMEOUT_MS_RANGE = (3000, 300_000)
+MAX_TCP_PORT = 65535
+
+T = TypeVar("T")
 
 
 def local_node_ports(port: int, controller_port: int, brokers: int) -> list[tuple[int, int]]:
@@ -31,96 +45,195 @@ def local_node_ports(port: int, controller_port: int, brokers: int) -> list[tupl
     return [(port + 2 * i, controller_port + 2 * i) for i in range(brokers)]
 
 
-APPLY_FETCH = "fetch"  # streams/faust/command_fetch.py
-APPLY_AGENT = "agent"  # faust's agent (streams/faust/app.py)
-APPLY_PATHS = (APPLY_FETCH, APPLY_AGENT)
-# What writes the gateway's, the timers' and the follow-ups' commands to the command log
-# (docs/architecture.md, "Batches"): faust's producer, or a librdkafka one of their own.
-COMMAND_PRODUCERS = ("faust", "librdkafka")
+@dataclass(frozen=True)
+class Group:
+    """Settings that belong together: one heading of ``--help``, validated together."""
+
+    title: str
+    about: str
+
+    def setting(self, default: T, text: str, *, secret: bool = False) -> T:
+        """A field of Settings in this group, ``text`` its help (``secret``: kept out of
+        the settings' repr, so never logged nor shown)."""
+        return field(default=default, repr=not secret,
+                     metadata={"help": text, "group": self})
+
+
+GENERAL = Group("general", "Where eventq keeps its data and how much it logs")
+LOCAL_BROKER = Group(
+    "local broker", "The local Kafka of `eventq kafka start` (and of `eventq up` "
+    "without --bootstrap)")
+KAFKA_ACCESS = Group(
+    "Kafka access", "The brokers eventq's Kafka clients use and how they authenticate "
+    "and encrypt (docs/security.md)")
+TOPICS = Group("topics", "eventq's topics, created by eventq with exact configs")
+SERVER = Group(
+    "server", "The gateway, its processes, scaling out, metrics and the dashboard")
+SECURITY = Group("security", "The gateway's tokens and TLS (docs/security.md)")
+GROUPS = (GENERAL, LOCAL_BROKER, KAFKA_ACCESS, TOPICS, SERVER, SECURITY)
 
 
 @dataclass(frozen=True)
 class Settings:
-    data_dir: Path = Path("var")
-    bootstrap: str = ""  # empty: the local broker started by `eventq kafka start`
-    kafka_host: str = "127.0.0.1"
-    kafka_port: int = 9092
-    controller_port: int = 9093
-    kafka_heap_mb: int = 768
-    brokers: int = 1  # nodes of the local Kafka cluster (`eventq kafka start --brokers 3`)
-    # How every Kafka client of eventq authenticates and encrypts (docs/security.md;
-    # eventq/kafka/security.py maps them to each client library's options).
-    kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
-    kafka_sasl_mechanism: str = "SCRAM-SHA-512"  # or SCRAM-SHA-256, PLAIN
-    kafka_sasl_username: str = ""
-    kafka_sasl_password: str = field(default="", repr=False)  # never logged nor shown
-    kafka_ssl_cafile: str = ""  # empty: the system's CAs
-    kafka_ssl_certfile: str = ""  # this client's certificate (mTLS) and its key
-    kafka_ssl_keyfile: str = ""
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9922
+    """Every setting, validated and completed (derived defaults, absolute paths)."""
+
+    # --- general --------------------------------------------------------------------------
+    data_dir: Path = GENERAL.setting(
+        Path("var"), "directory for the local broker's data and the RocksDB state")
+    log_level: str = GENERAL.setting(  # INFO: normal events; WARNING: look at it
+        "INFO", "log level (DEBUG, INFO, WARNING, ERROR)")
+
+    # --- local broker ---------------------------------------------------------------------
+    kafka_host: str = LOCAL_BROKER.setting("127.0.0.1", "address the local broker listens on")
+    kafka_port: int = LOCAL_BROKER.setting(9092, "port of the local broker")
+    controller_port: int = LOCAL_BROKER.setting(
+        9093, "KRaft controller port of the local broker")
+    kafka_heap_mb: int = LOCAL_BROKER.setting(768, "JVM heap of the local broker, MiB")
+    brokers: int = LOCAL_BROKER.setting(1, (
+        "nodes of the local Kafka (`eventq kafka start`): 3 runs a cluster on "
+        "consecutive port pairs from --kafka-port/--controller-port"))
+
+    # --- Kafka access ---------------------------------------------------------------------
+    # eventq/kafka/security.py maps these to each client library's options.
+    bootstrap: str = KAFKA_ACCESS.setting(  # empty: the local broker(s)
+        "", "Kafka bootstrap servers (default: the local broker)")
+    kafka_security_protocol: str = KAFKA_ACCESS.setting("PLAINTEXT", (
+        "how eventq's Kafka clients talk to the brokers: PLAINTEXT, SSL (TLS), "
+        "SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"))
+    kafka_sasl_mechanism: str = KAFKA_ACCESS.setting(
+        "SCRAM-SHA-512", "SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")
+    kafka_sasl_username: str = KAFKA_ACCESS.setting("", "SASL user (with a SASL_* protocol)")
+    kafka_sasl_password: str = KAFKA_ACCESS.setting("", (
+        "SASL password; prefer the variable to the flag, which `ps` shows (never logged)"),
+        secret=True)
+    kafka_ssl_cafile: str = KAFKA_ACCESS.setting("", (
+        "PEM CA file the brokers' certificates are checked against (default: the "
+        "system's CAs)"))
+    kafka_ssl_certfile: str = KAFKA_ACCESS.setting(
+        "", "PEM client certificate, for brokers that require one (mTLS)")
+    kafka_ssl_keyfile: str = KAFKA_ACCESS.setting("", "PEM private key of --kafka-ssl-certfile")
+
+    # --- topics ---------------------------------------------------------------------------
     # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
     # (README, "Scaling out"). Topics that exist keep their count (server.with_existing_partitions).
-    partitions: int = 4
-    replication_factor: int = 0  # 0: as many copies as local brokers (at most 3), else 1
-    commands_topic: str = "eventq.commands"
-    jobs_topic: str = "eventq.jobs"
-    bulk_topic: str = ""  # empty: the command log's name, "commands" -> "bulk"
-    commands_retention_ms: int = ONE_WEEK_MS
-    app_id: str = "eventq"
-    write_timeout_ms: int = 5000  # a command not written and applied by then: -SERVER-ERROR
-    max_state_record_bytes: int = MAX_STATE_RECORD_BYTES
-    log_level: str = "INFO"  # INFO: normal events; WARNING: look at it
-    command_producer: str = "faust"  # the cheaper on 2 cores (docs/architecture.md, "Batches")
+    partitions: int = TOPICS.setting(4, "partitions of eventq's topics (fixed at creation)")
+    replication_factor: int = TOPICS.setting(0, (
+        "replication factor of eventq's topics (0: one per local broker, at most 3; "
+        "1 with --bootstrap)"))
+    commands_topic: str = TOPICS.setting("eventq.commands", "name of the command log topic")
+    jobs_topic: str = TOPICS.setting("eventq.jobs", "name of the compacted state log topic")
+    bulk_topic: str = TOPICS.setting("", (
+        "name of the staging topic bulk producers write to (default: the command log's "
+        "name with 'commands' replaced by 'bulk': eventq.bulk)"))
+    commands_retention_ms: int = TOPICS.setting(
+        ONE_WEEK_MS, "retention of the command log, ms")
+
+    # --- server ---------------------------------------------------------------------------
+    listen_host: str = SERVER.setting(
+        "127.0.0.1", "address eventq serves the workq protocol on")
+    listen_port: int = SERVER.setting(9922, "port eventq serves the workq protocol on")
+    app_id: str = SERVER.setting("eventq", "faust application id (consumer group)")
+    write_timeout_ms: int = SERVER.setting(5000, (
+        "the write deadline: how long a command may take to be written to Kafka and "
+        "applied before the client gets -SERVER-ERROR (saying whether it may still take "
+        "effect), ms"))
+    max_state_record_bytes: int = SERVER.setting(MAX_STATE_RECORD_BYTES, (
+        "largest job state record the processor stores; a command that would exceed it "
+        "is rejected (lower it only to test that; replays must use the same value)"))
     # Scaling out (docs/architecture.md, "Scaling out"): the address other eventq
-    # processes reach this one's gateway at (default: listen host and port), warm copies
-    # of each partition's table kept by other processes, and how soon a silent process
-    # counts as dead.
-    advertise: str = ""
-    standby_replicas: int = 1
-    session_timeout_ms: int = 6000
-    processes: int = 1  # `eventq up`: gateways to start, on consecutive ports
+    # processes reach this one's gateway at, warm copies of each partition's table kept
+    # by other processes, and how soon a silent process counts as dead.
+    advertise: str = SERVER.setting("", (
+        "host:port other eventq processes reach this one's gateway at (default: "
+        "listen host and port); they forward requests for this process's jobs there"))
+    standby_replicas: int = SERVER.setting(
+        1, "warm copies of each partition's table kept by other processes, for fail-over")
+    session_timeout_ms: int = SERVER.setting(
+        6000, "a process silent this long counts as dead and its partitions move, ms")
+    processes: int = SERVER.setting(
+        1, "eventq up: how many eventq processes to start, on consecutive ports")
     # Metrics and the dashboard (docs/architecture.md, "Metrics and the dashboard";
     # "off": neither, and no live statistics).
-    http_port: str = "127.0.0.1:9980"
-    http_actions: bool = False
-    # How the processor reads the command log (docs/architecture.md, "Batches"):
-    # whole fetches on the main loop, or faust's agent, a record at a time (the path
-    # before; kept to compare and to fall back on).
-    apply_path: str = APPLY_FETCH
-    # Tokens and roles (docs/security.md): a file of `<token> <role>[,<role>...]
-    # [<prefix>]` lines, read at start and on SIGHUP (empty: no tokens, every client
-    # may do everything, as workq).
-    tokens_file: str = ""
-    # TLS on the gateway and the links between processes (docs/security.md): the
-    # certificate and its key (both or neither); a client CA makes client certificates
-    # required (mTLS).
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_client_ca: str = ""
+    http_port: str = SERVER.setting("127.0.0.1:9980", (
+        "[host:]port of the Prometheus metrics (/metrics) and the web dashboard (/), or "
+        "'off'; eventq up gives each process the next port"))
+    http_actions: bool = SERVER.setting(False, (
+        "let the dashboard pause/resume queues and delete or retry jobs (read-only "
+        "without it)"))
+
+    # --- security -------------------------------------------------------------------------
+    # Tokens and roles: read at start and on SIGHUP; none: every client may do
+    # everything, as workq. TLS on the gateway, the dashboard and the links between
+    # processes: a client CA makes client certificates required (mTLS).
+    tokens_file: str = SECURITY.setting("", (
+        "file of tokens and their roles, one `<token> <role>[,<role>...] [<prefix>]` per "
+        "line (roles: reader, worker, producer, admin); clients must `auth` first; read "
+        "again on SIGHUP (default: no tokens)"))
+    tls_cert: str = SECURITY.setting("", (
+        "PEM certificate (chain) the gateway and the dashboard present: both then speak "
+        "TLS"))
+    tls_key: str = SECURITY.setting("", "PEM private key of --tls-cert")
+    tls_client_ca: str = SECURITY.setting("", (
+        "PEM CA that must have signed every client's certificate (mTLS, the dashboard's "
+        "and /metrics' clients too); also what links between eventq processes trust"))
 
     def __post_init__(self) -> None:
+        """Each group validated, what is derived filled in, files made absolute."""
+        self._check_general()
+        self._check_local_broker()
+        self._check_kafka_access()
+        self._check_topics()
+        self._check_server()
+        self._check_security()
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)  # frozen: only __post_init__ completes it
+
+    def _resolve_files(self, *names: str) -> None:
+        # Resolved once: the broker JVM and faust run in other working directories, and
+        # `eventq up` starts its processes elsewhere.
+        for name in names:
+            if getattr(self, name):
+                self._set(name, str(Path(getattr(self, name)).resolve()))
+
+    def _check_port(self, name: str) -> None:
+        port = getattr(self, name)
+        if not 0 <= port <= MAX_TCP_PORT:
+            raise ValueError(f"{name} must be a TCP port, not {port}")
+
+    def _check_general(self) -> None:
+        self._set("data_dir", Path(self.data_dir).resolve())
+
+    def _check_local_broker(self) -> None:
+        self._check_port("kafka_port")
+        self._check_port("controller_port")
+        if not 1 <= self.brokers <= MAX_BROKERS:
+            raise ValueError(f"brokers must be 1..{MAX_BROKERS}, not {self.brokers}")
+
+    def _check_kafka_access(self) -> None:
+        self._resolve_files("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile")
+        security = self.kafka_security  # validates the group: an error says what to set
+        self._set("kafka_security_protocol", security.protocol)
+        self._set("kafka_sasl_mechanism", security.sasl_mechanism)
+
+    def _check_topics(self) -> None:
         if not self.bulk_topic:
-            object.__setattr__(self, "bulk_topic", bulk_name_for(self.commands_topic))
-        # Resolved once: the broker JVM and faust run in other working directories.
-        object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
-        if not 1 <= self.partitions <= 1024:
-            raise ValueError(f"partitions must be 1..1024, not {self.partitions}")
-        for name in ("kafka_port", "controller_port", "listen_port"):
-            port = getattr(self, name)
-            if not 0 <= port <= 65535:
-                raise ValueError(f"{name} must be a TCP port, not {port}")
-        if not 1 <= self.brokers <= 9:
-            raise ValueError(f"brokers must be 1..9, not {self.brokers}")
-        if not 1 <= self.processes <= 64:
-            raise ValueError(f"processes must be 1..64, not {self.processes}")
-        if not 0 <= self.standby_replicas <= 8:
-            raise ValueError(f"standby_replicas must be 0..8, not {self.standby_replicas}")
-        if not 3000 <= self.session_timeout_ms <= 300_000:
-            raise ValueError("session_timeout_ms must be 3000..300000")
+            self._set("bulk_topic", bulk_name_for(self.commands_topic))
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be 1..{MAX_PARTITIONS}, not {self.partitions}")
         if self.replication_factor == 0:
-            copies = min(self.brokers, 3) if not self.bootstrap else 1
-            object.__setattr__(self, "replication_factor", copies)
+            self._set("replication_factor", min(self.brokers, 3) if not self.bootstrap else 1)
+
+    def _check_server(self) -> None:
+        self._check_port("listen_port")
+        if not 1 <= self.processes <= MAX_PROCESSES:
+            raise ValueError(f"processes must be 1..{MAX_PROCESSES}, not {self.processes}")
+        if not 0 <= self.standby_replicas <= MAX_STANDBY_REPLICAS:
+            raise ValueError(f"standby_replicas must be 0..{MAX_STANDBY_REPLICAS}, "
+                             f"not {self.standby_replicas}")
+        low, high = SESSION_TIMEOUT_MS_RANGE
+        if not low <= self.session_timeout_ms <= high:
+            raise ValueError(f"session_timeout_ms must be {low}..{high}")
         if self.advertise:
             try:
                 host_and_port(self.advertise)
@@ -133,24 +246,6 @@ class Settings:
                 raise ValueError(
                     f"http_port must be host:port, a port or {HTTP_OFF!r}, not "
                     f"{self.http_port!r}") from None
-        if self.apply_path not in APPLY_PATHS:
-            raise ValueError(f"apply_path must be one of {', '.join(APPLY_PATHS)}, "
-                             f"not {self.apply_path!r}")
-        if self.command_producer not in COMMAND_PRODUCERS:
-            raise ValueError(f"command_producer must be one of {', '.join(COMMAND_PRODUCERS)}, "
-                             f"not {self.command_producer!r}")
-        # Files resolved once, like data_dir: `eventq up` starts its processes elsewhere.
-        for name in ("tokens_file", "tls_cert", "tls_key", "tls_client_ca",
-                     "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile"):
-            if getattr(self, name):
-                object.__setattr__(self, name, str(Path(getattr(self, name)).resolve()))
-        if bool(self.tls_cert) != bool(self.tls_key):
-            raise ValueError("tls_cert and tls_key go together: give both, or neither")
-        if self.tls_client_ca and not self.tls_cert:
-            raise ValueError("tls_client_ca needs tls_cert and tls_key (the server's own)")
-        security = self.kafka_security  # validates the group: an error says what to set
-        object.__setattr__(self, "kafka_security_protocol", security.protocol)
-        object.__setattr__(self, "kafka_sasl_mechanism", security.sasl_mechanism)
         if self.write_timeout_ms <= 0:
             raise ValueError("write_timeout_ms must be positive")
         if not 1 <= self.max_state_record_bytes <= MAX_STATE_RECORD_BYTES:
@@ -158,6 +253,13 @@ class Settings:
                 f"max_state_record_bytes must be 1..{MAX_STATE_RECORD_BYTES}, "
                 f"not {self.max_state_record_bytes}"
             )
+
+    def _check_security(self) -> None:
+        self._resolve_files("tokens_file", "tls_cert", "tls_key", "tls_client_ca")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both, or neither")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ValueError("tls_client_ca needs tls_cert and tls_key (the server's own)")
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -220,124 +322,38 @@ class Settings:
         return self.data_dir / "state"
 
 
-HELP = {
-    "data_dir": "directory for the local broker's data and the RocksDB state",
-    "bootstrap": "Kafka bootstrap servers (default: the local broker)",
-    "kafka_host": "address the local broker listens on",
-    "kafka_port": "port of the local broker",
-    "controller_port": "KRaft controller port of the local broker",
-    "kafka_heap_mb": "JVM heap of the local broker, MiB",
-    "brokers": (
-        "nodes of the local Kafka (`eventq kafka start`): 3 runs a cluster on "
-        "consecutive port pairs from --kafka-port/--controller-port"
-    ),
-    "kafka_security_protocol": (
-        "how eventq's Kafka clients talk to the brokers: PLAINTEXT, SSL (TLS), "
-        "SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"
-    ),
-    "kafka_sasl_mechanism": "SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN",
-    "kafka_sasl_username": "SASL user (with a SASL_* protocol)",
-    "kafka_sasl_password": (
-        "SASL password; prefer the variable to the flag, which `ps` shows (never logged)"
-    ),
-    "kafka_ssl_cafile": (
-        "PEM CA file the brokers' certificates are checked against (default: the "
-        "system's CAs)"
-    ),
-    "kafka_ssl_certfile": "PEM client certificate, for brokers that require one (mTLS)",
-    "kafka_ssl_keyfile": "PEM private key of --kafka-ssl-certfile",
-    "listen_host": "address eventq serves the workq protocol on",
-    "listen_port": "port eventq serves the workq protocol on",
-    "partitions": "partitions of eventq's topics (fixed at creation)",
-    "replication_factor": (
-        "replication factor of eventq's topics (0: one per local broker, at most 3; "
-        "1 with --bootstrap)"
-    ),
-    "commands_topic": "name of the command log topic",
-    "jobs_topic": "name of the compacted state log topic",
-    "bulk_topic": (
-        "name of the staging topic bulk producers write to (default: the command log's "
-        "name with 'commands' replaced by 'bulk': eventq.bulk)"
-    ),
-    "commands_retention_ms": "retention of the command log, ms",
-    "app_id": "faust application id (consumer group)",
-    "write_timeout_ms": (
-        "the write deadline: how long a command may take to be written to Kafka and "
-        "applied before the client gets -SERVER-ERROR (saying whether it may still take "
-        "effect), ms"
-    ),
-    "max_state_record_bytes": (
-        "largest job state record the processor stores; a command that would exceed it "
-        "is rejected (lower it only to test that; replays must use the same value)"
-    ),
-    "log_level": "log level (DEBUG, INFO, WARNING, ERROR)",
-    "command_producer": (
-        "what writes commands to the command log: faust (the faust app's producer, "
-        "shared with the bulk lane's admitted slices) or librdkafka (a producer of "
-        "their own, with threads of its own)"
-    ),
-    "advertise": (
-        "host:port other eventq processes reach this one's gateway at (default: "
-        "listen host and port); they forward requests for this process's jobs there"
-    ),
-    "standby_replicas": (
-        "warm copies of each partition's table kept by other processes, for fail-over"
-    ),
-    "session_timeout_ms": (
-        "a process silent this long counts as dead and its partitions move, ms"
-    ),
-    "processes": "eventq up: how many eventq processes to start, on consecutive ports",
-    "http_port": (
-        "[host:]port of the Prometheus metrics (/metrics) and the web dashboard (/), or "
-        "'off'; eventq up gives each process the next port"
-    ),
-    "apply_path": (
-        "how the processor reads the command log: 'fetch' (whole fetches, on the main "
-        "event loop) or 'agent' (faust's agent, one event per record)"
-    ),
-    "tokens_file": (
-        "file of tokens and their roles, one `<token> <role>[,<role>...] [<prefix>]` per "
-        "line (roles: reader, worker, producer, admin); clients must `auth` first; read "
-        "again on SIGHUP (default: no tokens)"
-    ),
-    "tls_cert": (
-        "PEM certificate (chain) the gateway and the dashboard present: both then speak TLS"
-    ),
-    "tls_key": "PEM private key of --tls-cert",
-    "tls_client_ca": (
-        "PEM CA that must have signed every client's certificate (mTLS, the dashboard's "
-        "and /metrics' clients too); also what links between eventq processes trust"
-    ),
-    "http_actions": (
-        "let the dashboard pause/resume queues and delete or retry jobs (read-only "
-        "without it)"
-    ),
-}
-
-
 def env_name(field_name: str) -> str:
     return "EVENTQ_" + field_name.upper()
 
 
 def add_arguments(parser: argparse.ArgumentParser,
                   only: Sequence[str] | None = None) -> None:
-    """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT); with ``only``,
-    just those settings' (a command that uses a few lists just those)."""
-    group = parser.add_argument_group("settings (flags override EVENTQ_* variables)")
-    for item in fields(Settings):
-        if only is not None and item.name not in only:
+    """One flag per setting, e.g. --listen-port (env EVENTQ_LISTEN_PORT), under one
+    heading per group of settings; with ``only``, just those settings' (a command that
+    uses a few lists just those)."""
+    shown = [item for item in fields(Settings) if only is None or item.name in only]
+    note = "Flags override EVENTQ_* variables."
+    for group in GROUPS:
+        members = [item for item in shown if item.metadata["group"] is group]
+        if not members:
             continue
-        flag = "--" + item.name.replace("_", "-")
+        arguments = parser.add_argument_group(
+            f"{group.title} settings", f"{group.about}. {note}".strip())
+        note = ""
+        for item in members:
+            _add_flag(arguments, item)
+
+
+def _add_flag(arguments: argparse._ArgumentGroup, item: Field[Any]) -> None:
+    flag = "--" + item.name.replace("_", "-")
+    text = f"{item.metadata['help']} [env {env_name(item.name)}; default {item.default}]"
+    if isinstance(item.default, bool):
         # A switch may stand alone (--http-actions) or take a value (--http-actions no).
-        switch = {"nargs": "?", "const": "true"} if isinstance(item.default, bool) else {}
-        group.add_argument(
-            flag,
-            dest=item.name,
-            default=None,
-            metavar=item.name.upper(),
-            help=f"{HELP[item.name]} [env {env_name(item.name)}; default {item.default}]",
-            **switch,
-        )
+        arguments.add_argument(flag, dest=item.name, default=None, metavar=item.name.upper(),
+                               help=text, nargs="?", const="true")
+    else:
+        arguments.add_argument(flag, dest=item.name, default=None, metavar=item.name.upper(),
+                               help=text)
 
 
 def was_given(name: str, args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
@@ -361,7 +377,8 @@ def _convert(value: str, like: object, name: str) -> object:
 def build_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
     """Defaults, then EVENTQ_* variables, then flags."""
     defaults = Settings()
-    changes = {}
+    # Any: each value converted to its field's type by _convert; Settings checks them.
+    changes: dict[str, Any] = {}
     for item in fields(Settings):
         default = getattr(defaults, item.name)
         flag_value = getattr(args, item.name, None)

@@ -13,10 +13,10 @@ import itertools
 import logging
 import time
 import uuid
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from eventq.core import Command, Job, encode_command
-from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, command_key
+from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, RecurrenceCommand, command_key
 from eventq.core.machine import Rejected
 from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import Recurrence
@@ -28,6 +28,9 @@ from eventq.state.offers import Offers
 from eventq.state.waiters import Applied, Waiters
 from streams.deadlines import Deadlines
 from streams.store import JobStore, NotOwned
+
+if TYPE_CHECKING:
+    from streams.command_writer import CommandWriter
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ class Engine:
         # read from their state, nor a command's outcome awaited, once it may not.
         self.holds = holds
         self.ready = asyncio.Event()  # set once owned partitions are recovered
-        self.writer = None  # a CommandWriter, set by the app on start
+        self.writer: CommandWriter | None = None  # set by the app on start
         self.started_ms = time.time_ns() // 1_000_000
         self.claimed: set[uuid.UUID] = set()  # jobs a lease is claiming right now
         self.offers = Offers()  # claims for other processes' leases, until confirmed
@@ -141,7 +144,8 @@ class Engine:
         return in_log()
 
     async def submit(
-        self, command: Command, on_abandoned: Callable[[int], None] | None = None
+        self, command: Command | RecurrenceCommand,
+        on_abandoned: Callable[[int], None] | None = None
     ) -> Applied:
         """Write a command and wait until this process's processor has applied it: one
         deadline for both (the write and the apply), ``write_timeout_ms``.

@@ -330,7 +330,7 @@ def _print_states(counts: dict[str, int]) -> None:
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from eventq.console.progress import Progress, reporter
+    from eventq.console.progress import Progress, Reporter
     from eventq.kafka.logreader import latest_state
     from eventq.run import replay
     from eventq.run.statedir import StateDirInUse
@@ -338,7 +338,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     progress = Progress()
     try:
         if not args.from_commands:
-            bar = reporter(progress, f"reading {settings.jobs_topic}")
+            bar = Reporter(progress, f"reading {settings.jobs_topic}")
             report = replay.rebuild_from_state_log(
                 settings.kafka, settings.jobs_topic, settings.state_dir, bar
             )
@@ -352,13 +352,13 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
             for example in report.undecodable.examples:
                 say(f"  undecodable (skipped): {example}")
             return EXIT_OK
-        bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
+        bar = Reporter(progress, f"re-deriving from {settings.commands_topic}")
         derived = replay.derive_from_commands(
             settings.kafka, settings.commands_topic, bar,
             settings.max_state_record_bytes,
         )
         bar.finish()
-        bar = reporter(progress, f"reading {settings.jobs_topic}")
+        bar = Reporter(progress, f"reading {settings.jobs_topic}")
         state = latest_state(settings.kafka, settings.jobs_topic, bar)
         logged, bad = state.jobs, state.undecodable
         bar.finish()
@@ -387,7 +387,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
-    from eventq.console.progress import Progress, reporter
+    from eventq.console.progress import Progress, Reporter
     from eventq.kafka.logreader import LoggedState, latest_state
     from eventq.run.replay import Derived, ReplayError, derive_from_commands
 
@@ -395,13 +395,13 @@ def cmd_digest(settings: Settings, args: argparse.Namespace) -> int:
     try:
         # Either way jobs and the workflows' inputs beside them, as `inspect digest`.
         if args.from_commands:
-            bar = reporter(progress, f"re-deriving from {settings.commands_topic}")
+            bar = Reporter(progress, f"re-deriving from {settings.commands_topic}")
             state: Derived | LoggedState = derive_from_commands(
                 settings.kafka, settings.commands_topic, bar,
                 settings.max_state_record_bytes,
             )
         else:
-            bar = reporter(progress, f"reading {settings.jobs_topic}")
+            bar = Reporter(progress, f"reading {settings.jobs_topic}")
             state = latest_state(settings.kafka, settings.jobs_topic, bar)
         bar.finish()
     except (ReplayError, LookupError) as error:
@@ -426,7 +426,7 @@ def did_you_mean(unknown: str, known: Sequence[str]) -> list[str]:
     """The flags of ``known`` that ``unknown`` may have meant, likeliest first (pure)."""
     name = unknown.split("=", 1)[0]
     alias = FLAG_ALIASES.get(name)
-    found = [alias] if alias in known else []
+    found = [alias] if alias is not None and alias in known else []
     for flag in difflib.get_close_matches(name, known, n=SUGGESTIONS, cutoff=0.6):
         if flag not in found:
             found.append(flag)
@@ -449,7 +449,9 @@ class CommandParser(argparse.ArgumentParser):
     usage and the flags it may have meant (`eventq serve --port 9999` used to show the
     top-level usage and no hint of --listen-port)."""
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # type: ignore[override]  # one signature for typeshed's two
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             flags = [flag for action in self._actions for flag in action.option_strings]
@@ -458,9 +460,9 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def _subcommand(
-    subparsers, name: str, handler: Handler, help_text: str,
-    settings: Sequence[str] | None = None,
-) -> argparse.ArgumentParser:
+    subparsers: argparse._SubParsersAction[CommandParser], name: str, handler: Handler,
+    help_text: str, settings: Sequence[str] | None = None,
+) -> CommandParser:
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
     add_arguments(parser, settings)
     parser.set_defaults(handler=handler)
@@ -571,13 +573,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "worker_main", None) is not None:  # a client of a server: no settings
-        return args.worker_main(args)
+    worker_main: Callable[[argparse.Namespace], int] | None = getattr(args, "worker_main", None)
+    if worker_main is not None:  # a client of a server: no settings
+        return worker_main(args)
     try:
         settings = build_settings(args, os.environ)
     except ValueError as error:
         parser.error(str(error))
-    return args.handler(settings, args)
+    handler: Handler = args.handler
+    return handler(settings, args)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import functools
 import socket
 import ssl
 import uuid
-from typing import Callable, Iterable
+from typing import Any, Callable, Concatenate, Coroutine, Iterable, ParamSpec, TypeVar
 
 from eventq.client import calls
 from eventq.client.calls import Call
@@ -20,11 +20,15 @@ from eventq.client.sync import (
     MAX_RETRY_S,
     PIPELINE_WINDOW,
     RECV_BYTES,
+    Outcome,
     added_or_raise,
     merge,
     prepare,
 )
 from eventq.protocol.reply_reader import Shape, reply_end
+
+P = ParamSpec("P")  # a call's arguments
+T = TypeVar("T")  # what its reply is parsed into
 
 
 class AsyncConnection:
@@ -55,9 +59,12 @@ class AsyncConnection:
         self.writer.close()
 
 
-def _async(build: Callable[..., Call]):
+def _async(build: Callable[P, Call[T]],
+           ) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """The asyncio client's method of a call: build it, send it, its parsed reply."""
+
     @functools.wraps(build)
-    async def method(self: "AsyncClient", *args, **kwargs):
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.execute(build(*args, **kwargs))
 
     return method
@@ -150,7 +157,7 @@ class AsyncClient:
                 self._idle.append(connection)
         self._slots.release()
 
-    async def execute(self, call: Call):
+    async def execute(self, call: Call[T]) -> T:
         """Send one call and return its parsed reply (the methods below use this)."""
         for attempt in (1, 2):
             connection = await self._acquire()
@@ -182,7 +189,7 @@ class AsyncClient:
     async def __aenter__(self) -> "AsyncClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     add = _async(calls.add)
@@ -216,10 +223,10 @@ class AsyncClient:
         """Add many jobs pipelined on one connection; see ``Client.add_many``."""
         prepared = prepare(jobs)
         built = [item for item in prepared if isinstance(item, Call)]
-        if not built:
-            return added_or_raise(prepared)
+        if not built:  # every job refused before sending
+            return added_or_raise(merge(prepared, []))
         connection = await self._acquire()
-        outcomes: list = []
+        outcomes: list[Outcome] = []
         try:
             sent = 0
             while len(outcomes) < len(built):

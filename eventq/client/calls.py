@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Callable, Generic, Iterable, TypeVar
 
 from eventq.client.errors import error_of
 from eventq.client.models import (
@@ -53,8 +53,11 @@ DEFAULT_TTR_MS = 60_000
 DEFAULT_TTL_MS = 86_400_000  # a day
 
 
+T = TypeVar("T")  # what a call's reply is parsed into
+
+
 @dataclass(frozen=True, slots=True)
-class Call:
+class Call(Generic[T]):
     """One request: ``data`` to send, its reply's ``shape``, ``parse`` of the reply.
     ``wait_s``: how long the server may rightly hold it (a blocking lease or result);
     ``retry_safe``: sending it twice changes nothing (reads), so a broken connection may
@@ -62,7 +65,7 @@ class Call:
 
     data: bytes
     shape: Shape
-    parse: Callable[[bytes], Any]
+    parse: Callable[[bytes], T]
     wait_s: float = 0.0
     retry_safe: bool = False
 
@@ -76,6 +79,16 @@ def check(reply: bytes) -> bytes:
 
 def _ok(reply: bytes) -> None:
     check(reply)
+
+
+def _ok_then(value: T) -> Callable[[bytes], T]:
+    """A status reply's parser that gives ``value`` (the id the client chose)."""
+
+    def parse(reply: bytes) -> T:
+        check(reply)
+        return value
+
+    return parse
 
 
 def _bytes(value: bytes | str, too_large: str = INVALID_PAYLOAD_SIZE) -> bytes:
@@ -236,7 +249,7 @@ def _digest(reply: bytes) -> str:
 def add(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
         ttl_ms: int = DEFAULT_TTL_MS, id: uuid.UUID | str | None = None, priority: int = 0,
         max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0,
-        after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call:
+        after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call[uuid.UUID]:
     """Enqueue a job; returns its id (generated when ``id`` is None).
 
     ``max_fails=N`` retries a failed job while it has failed fewer than N times;
@@ -251,10 +264,10 @@ def add(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
     job_id = uuid.uuid4() if id is None else _id(id)
     request = rq.Add(job_id, _name(name), ttr_ms, ttl_ms, _bytes(payload), priority, max_attempts,
                      max_fails, backoff_ms, _ids(after), _tags(tags))
-    return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
+    return Call(encode_request(request), Shape.STATUS, _ok_then(job_id))
 
 
-def add_job(job: NewJob) -> Call:
+def add_job(job: NewJob) -> Call[uuid.UUID]:
     return add(job.name, job.payload, ttr_ms=job.ttr_ms, ttl_ms=job.ttl_ms, id=job.id,
                priority=job.priority, max_attempts=job.max_attempts, max_fails=job.max_fails,
                backoff_ms=job.backoff_ms, after=job.after, tags=job.tags)
@@ -264,7 +277,7 @@ def schedule(name: str, payload: bytes | str, when: dt.datetime | int | str, *,
              ttr_ms: int = DEFAULT_TTR_MS, ttl_ms: int = DEFAULT_TTL_MS,
              id: uuid.UUID | str | None = None, priority: int = 0, max_attempts: int = 0,
              max_fails: int = 0, backoff_ms: int = 0,
-             after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call:
+             after: Iterable[uuid.UUID | str] = (), tags: Iterable[str] | str = ()) -> Call[uuid.UUID]:
     """Enqueue a job that becomes ready at ``when`` (aware datetime, unix ms or
     ``YYYY-MM-DDTHH:MM:SSZ``), or when its ``after`` jobs complete if that is later; its
     TTL counts from ``when``; ``tags`` as for ``add``. Returns its id."""
@@ -272,12 +285,12 @@ def schedule(name: str, payload: bytes | str, when: dt.datetime | int | str, *,
     request = rq.Schedule(job_id, _name(name), ttr_ms, ttl_ms, _time_ms(when), _bytes(payload),
                           priority, max_attempts, max_fails, backoff_ms, _ids(after),
                           _tags(tags))
-    return Call(encode_request(request), Shape.STATUS, lambda reply: _ok(reply) or job_id)
+    return Call(encode_request(request), Shape.STATUS, _ok_then(job_id))
 
 
 def run(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
         wait_timeout_ms: int = 60_000, id: uuid.UUID | str | None = None,
-        priority: int = 0) -> Call:
+        priority: int = 0) -> Call[Result]:
     """Enqueue a job and wait for a worker's ``Result`` (``TimedOut`` if none leased it
     within ``wait_timeout_ms``). The job is deleted when run returns."""
     job_id = uuid.uuid4() if id is None else _id(id)
@@ -286,20 +299,20 @@ def run(name: str, payload: bytes | str, *, ttr_ms: int = DEFAULT_TTR_MS,
                 wait_s=(wait_timeout_ms + ttr_ms) / MS)
 
 
-def result(id: uuid.UUID | str, wait_timeout_ms: int = 0) -> Call:
+def result(id: uuid.UUID | str, wait_timeout_ms: int = 0) -> Call[Result]:
     """A finished job's ``Result``, waiting up to ``wait_timeout_ms`` for it."""
     request = rq.Result(_id(id), wait_timeout_ms)
     return Call(encode_request(request), Shape.DATA, _result, wait_s=wait_timeout_ms / MS,
                 retry_safe=True)
 
 
-def inputs(id: uuid.UUID | str) -> Call:
+def inputs(id: uuid.UUID | str) -> Call[list[Result]]:
     """eventq: the results of a job's finished upstreams, in its ``after`` order, each a
     ``Result`` (``ok`` False for a failed one); unfinished ones are left out."""
     return Call(encode_request(rq.Inputs(_id(id))), Shape.DATA, _inputs, retry_safe=True)
 
 
-def lease(names: str | Iterable[str], wait_timeout_ms: int = 30_000) -> Call:
+def lease(names: str | Iterable[str], wait_timeout_ms: int = 30_000) -> Call[Job]:
     """The next ready ``Job`` of any of ``names`` (``TimedOut`` after
     ``wait_timeout_ms``). Finish it with complete or fail within its TTR, or touch it."""
     names = tuple(map(_name, (names,) if isinstance(names, str) else names))
@@ -307,13 +320,13 @@ def lease(names: str | Iterable[str], wait_timeout_ms: int = 30_000) -> Call:
     return Call(encode_request(request), Shape.DATA, _leased, wait_s=wait_timeout_ms / MS)
 
 
-def complete(id: uuid.UUID | str, result: bytes | str = b"") -> Call:
+def complete(id: uuid.UUID | str, result: bytes | str = b"") -> Call[None]:
     """Complete a job with ``result`` (``DuplicateResult`` if it is already final)."""
     request = rq.Complete(_id(id), _bytes(result))
     return Call(encode_request(request), Shape.STATUS, _ok)
 
 
-def fail(id: uuid.UUID | str, result: bytes | str = b"", *, group: str | None = None) -> Call:
+def fail(id: uuid.UUID | str, result: bytes | str = b"", *, group: str | None = None) -> Call[None]:
     """Fail a job (retried while it has max-fails left, after its backoff). eventq:
     ``group``, the failure group it is in if this fail is final (default ``failed``)."""
     request = rq.Fail(_id(id), _bytes(result, INVALID_RESULT_SIZE),
@@ -321,7 +334,7 @@ def fail(id: uuid.UUID | str, result: bytes | str = b"", *, group: str | None = 
     return Call(encode_request(request), Shape.STATUS, _ok)
 
 
-def retry(id: uuid.UUID | str, delay_ms: int = 0) -> Call:
+def retry(id: uuid.UUID | str, delay_ms: int = 0) -> Call[None]:
     """eventq: a FAILED job runs again under its id, ready at once or after
     ``delay_ms``; its dependents failed because of it come back too (``NotFound`` if it
     is not FAILED)."""
@@ -329,38 +342,38 @@ def retry(id: uuid.UUID | str, delay_ms: int = 0) -> Call:
     return Call(encode_request(request), Shape.STATUS, _ok)
 
 
-def retry_group(group: str, count: int) -> Call:
+def retry_group(group: str, count: int) -> Call[int]:
     """eventq: retry up to ``count`` (1-10,000) FAILED jobs of a failure group, oldest
     failure first; how many were retried."""
     request = rq.RetryGroup(_group(group), parse_count(str(count)))
     return Call(encode_request(request), Shape.LINES, _retried)
 
 
-def inspect_failed(offset: int = 0, limit: int = 100) -> Call:
+def inspect_failed(offset: int = 0, limit: int = 100) -> Call[list[FailedGroup]]:
     """eventq: the failure groups that have FAILED jobs, by name, each a
     ``FailedGroup`` (its name and how many)."""
     return Call(encode_request(rq.InspectFailed(offset, limit)), Shape.BLOCKS, _failed_groups,
                 retry_safe=True)
 
 
-def inspect_failed_jobs(group: str, offset: int = 0, limit: int = 100) -> Call:
+def inspect_failed_jobs(group: str, offset: int = 0, limit: int = 100) -> Call[list[JobInfo]]:
     """eventq: a failure group's FAILED jobs, oldest failure first (``JobInfo``s)."""
     request = rq.InspectFailedJobs(_group(group), offset, limit)
     return Call(encode_request(request), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
-def delete(id: uuid.UUID | str) -> Call:
+def delete(id: uuid.UUID | str) -> Call[None]:
     """Remove a job in any state (``NotFound`` if there is none)."""
     return Call(encode_request(rq.Delete(_id(id))), Shape.STATUS, _ok, retry_safe=True)
 
 
-def touch(id: uuid.UUID | str, ttr_ms: int | None = None) -> Call:
+def touch(id: uuid.UUID | str, ttr_ms: int | None = None) -> Call[None]:
     """eventq: keep a lease alive; its deadline becomes now + ``ttr_ms`` (default the
     job's TTR). ``NotFound`` when the job is no longer leased (it timed out)."""
     return Call(encode_request(rq.Touch(_id(id), ttr_ms)), Shape.STATUS, _ok, retry_safe=True)
 
 
-def auth(token: str) -> Call:
+def auth(token: str) -> Call[None]:
     """eventq (docs/security.md): this connection's token, sent first on each connection
     of a client given one. ``Unauthorized`` if the server does not hold it."""
     if not token or any(c.isspace() for c in token):
@@ -368,23 +381,23 @@ def auth(token: str) -> Call:
     return Call(encode_request(rq.Auth(token)), Shape.STATUS, _ok)
 
 
-def pause(name: str) -> Call:
+def pause(name: str) -> Call[None]:
     """eventq: the queue hands out no jobs until ``resume``; adds still work."""
     return Call(encode_request(rq.Pause(_name(name))), Shape.STATUS, _ok, retry_safe=True)
 
 
-def resume(name: str) -> Call:
+def resume(name: str) -> Call[None]:
     """eventq: the queue hands out jobs again; waiting leases wake at once."""
     return Call(encode_request(rq.Resume(_name(name))), Shape.STATUS, _ok, retry_safe=True)
 
 
-def inspect_job(id: uuid.UUID | str) -> Call:
+def inspect_job(id: uuid.UUID | str) -> Call[JobInfo]:
     """A job's ``JobInfo`` in any state (``NotFound`` if unknown)."""
     return Call(encode_request(rq.InspectJob(_id(id))), Shape.BLOCKS, _one_job, retry_safe=True)
 
 
 def inspect_jobs(name: str, offset: int = 0, limit: int = 100, *, scheduled: bool = False,
-                 waiting: bool = False) -> Call:
+                 waiting: bool = False) -> Call[list[JobInfo]]:
     """Ready jobs of a queue in lease order (or, ``scheduled``, those not yet due; or,
     ``waiting`` (eventq), its WAITING jobs, in lease order too)."""
     if scheduled and waiting:
@@ -394,34 +407,34 @@ def inspect_jobs(name: str, offset: int = 0, limit: int = 100, *, scheduled: boo
     return Call(encode_request(kind(_name(name), offset, limit)), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
-def inspect_tagged(tag: str, offset: int = 0, limit: int = 100) -> Call:
+def inspect_tagged(tag: str, offset: int = 0, limit: int = 100) -> Call[list[JobInfo]]:
     """eventq: live jobs with ``tag``, in any state, by created time then id, each a
     ``JobInfo`` (none: ``[]``; ``limit`` at most 100 per call)."""
     request = rq.InspectTagged(parse_tag(str(tag)), offset, limit)
     return Call(encode_request(request), Shape.BLOCKS, _jobs, retry_safe=True)
 
 
-def inspect_queue(name: str) -> Call:
+def inspect_queue(name: str) -> Call[QueueInfo]:
     """A queue's ``QueueInfo`` (``NotFound`` if no command ever named it)."""
     return Call(encode_request(rq.InspectQueue(_name(name))), Shape.BLOCKS, _one_queue, retry_safe=True)
 
 
-def inspect_queues(offset: int = 0, limit: int = 100) -> Call:
+def inspect_queues(offset: int = 0, limit: int = 100) -> Call[list[QueueInfo]]:
     """Known queues by name (bytewise), ``limit`` at most 100 per call."""
     return Call(encode_request(rq.InspectQueues(offset, limit)), Shape.BLOCKS, _queues,
                 retry_safe=True)
 
 
-def inspect_server() -> Call:
+def inspect_server() -> Call[ServerInfo]:
     return Call(encode_request(rq.InspectServer()), Shape.BLOCKS, _server, retry_safe=True)
 
 
-def digest() -> Call:
+def digest() -> Call[str]:
     """eventq: the order-independent digest of every job's state (hex)."""
     return Call(encode_request(rq.InspectDigest()), Shape.LINES, _digest, retry_safe=True)
 
 
-def edges(id: uuid.UUID | str, limit: int = 100) -> Call:
+def edges(id: uuid.UUID | str, limit: int = 100) -> Call[JobEdges]:
     """eventq, internal (the dashboard's job page): a job's ``JobEdges``, its upstreams
     and up to ``limit`` (1-100) of the dependents registered with it."""
     return Call(encode_request(rq.Edges(_id(id), limit)), Shape.LINES, _edges, retry_safe=True)
@@ -430,7 +443,7 @@ def edges(id: uuid.UUID | str, limit: int = 100) -> Call:
 def recur(name: str, queue: str, payload: bytes | str, every_ms: int, *,
           ttr_ms: int = DEFAULT_TTR_MS, ttl_ms: int = DEFAULT_TTL_MS, priority: int = 0,
           max_attempts: int = 0, max_fails: int = 0, backoff_ms: int = 0,
-          tags: Iterable[str] = ()) -> Call:
+          tags: Iterable[str] = ()) -> Call[None]:
     """eventq: recurrence ``name`` adds a job to ``queue`` at each slot, slot n due at
     n x ``every_ms`` (1,000 ms to 365 days) since the epoch, its id derived from (name,
     every, n) so a slot is one job (docs/workflows.md, "Recurring jobs"); the job is
@@ -444,12 +457,12 @@ def recur(name: str, queue: str, payload: bytes | str, every_ms: int, *,
     return Call(encode_request(request), Shape.STATUS, _ok, retry_safe=True)
 
 
-def unrecur(name: str) -> Call:
+def unrecur(name: str) -> Call[None]:
     """eventq: the recurrence is gone (``NotFound`` if there is none); its jobs stay."""
     return Call(encode_request(rq.Unrecur(_name(name))), Shape.STATUS, _ok)
 
 
-def recurrences(offset: int = 0, limit: int = 100) -> Call:
+def recurrences(offset: int = 0, limit: int = 100) -> Call[list[RecurrenceInfo]]:
     """eventq: the recurrences by name (bytewise), ``RecurrenceInfo`` each, ``limit``
     at most 100 per call (``inspect recurring``)."""
     return Call(encode_request(rq.InspectRecurring(offset, limit)), Shape.BLOCKS, _recurrences,

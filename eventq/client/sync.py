@@ -9,7 +9,7 @@ import ssl
 import threading
 import time
 import uuid
-from typing import Callable, Iterable
+from typing import Callable, Concatenate, Iterable, ParamSpec, TypeVar
 
 from eventq.client import calls
 from eventq.client.calls import Call
@@ -22,6 +22,10 @@ RECV_BYTES = 256 * 1024
 FIRST_RETRY_S = 0.05  # reconnecting waits this, doubling up to MAX_RETRY_S
 MAX_RETRY_S = 1.0
 PIPELINE_WINDOW = 256  # add_many keeps at most this many requests unanswered
+
+P = ParamSpec("P")  # a call's arguments
+T = TypeVar("T")  # what its reply is parsed into
+C = TypeVar("C")  # what connect_with_backoff connects
 
 
 class Connection:
@@ -61,8 +65,8 @@ class Connection:
             pass
 
 
-def connect_with_backoff(connect: Callable[[], object], timeout_s: float,
-                         reporter: ConnectReporter):
+def connect_with_backoff(connect: Callable[[], C], timeout_s: float,
+                         reporter: ConnectReporter) -> C:
     """``connect()`` until it works, waiting longer each time, for up to ``timeout_s``;
     ``reporter`` says so soon if it keeps failing (docs/architecture.md, "Feedback to
     users")."""
@@ -86,9 +90,11 @@ def connect_with_backoff(connect: Callable[[], object], timeout_s: float,
         return connection
 
 
-def _sync(build: Callable[..., Call]):
+def _sync(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    """The blocking client's method of a call: build it, send it, its parsed reply."""
+
     @functools.wraps(build)
-    def method(self: "Client", *args, **kwargs):
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.execute(build(*args, **kwargs))
 
     return method
@@ -174,7 +180,7 @@ class Client:
                     self._idle.append(connection)
         self._slots.release()
 
-    def execute(self, call: Call):
+    def execute(self, call: Call[T]) -> T:
         """Send one call and return its parsed reply (the methods below use this)."""
         for attempt in (1, 2):
             connection = self._acquire()
@@ -203,7 +209,7 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- the operations (eventq/client/calls.py documents each) ------------------
@@ -255,9 +261,13 @@ class AddManyError(EventqError):
         self.ids = ids
 
 
-def prepare(jobs: Iterable[NewJob]) -> list:
+Prepared = Call[uuid.UUID] | EventqError  # a job's call, or its refusal before sending
+Outcome = uuid.UUID | EventqError  # a job's id, or the error its reply raised
+
+
+def prepare(jobs: Iterable[NewJob]) -> list[Prepared]:
     """Each job's call, or the error that refuses it before sending (a bad name)."""
-    prepared: list = []
+    prepared: list[Prepared] = []
     for job in jobs:
         try:
             prepared.append(calls.add_job(job))
@@ -266,24 +276,25 @@ def prepare(jobs: Iterable[NewJob]) -> list:
     return prepared
 
 
-def merge(prepared: list, replies: list) -> list:
+def merge(prepared: list[Prepared], replies: list[Outcome]) -> list[Outcome]:
     """The outcome of each prepared job: its reply's, or its refusal before sending."""
     answers = iter(replies)
     return [next(answers) if isinstance(item, Call) else item for item in prepared]
 
 
-def added_or_raise(outcomes: list) -> list[uuid.UUID]:
+def added_or_raise(outcomes: list[Outcome]) -> list[uuid.UUID]:
     errors = {i: o for i, o in enumerate(outcomes) if isinstance(o, EventqError)}
+    ids = [None if isinstance(o, EventqError) else o for o in outcomes]
     if errors:
-        raise AddManyError(errors, [None if isinstance(o, EventqError) else o for o in outcomes])
-    return outcomes
+        raise AddManyError(errors, ids)
+    return [o for o in ids if o is not None]
 
 
-def pipeline(client: Client, built: list[Call]) -> list:
+def pipeline(client: Client, built: list[Call[uuid.UUID]]) -> list[Outcome]:
     """Send ``built`` on one connection with up to ``PIPELINE_WINDOW`` unanswered;
     each call's parsed reply, or the error it raised."""
     connection = client._acquire()
-    outcomes: list = []
+    outcomes: list[Outcome] = []
     try:
         sent = 0
         while len(outcomes) < len(built):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import Callable, ClassVar, TypeVar, Union
 
 from .timefmt import TIME_LEN, TimeFormatError, decode_instant_ns, decode_time_ns, encode_time_ns
 from .varint import VarintError, decode_uvarint, decode_varint, encode_uvarint, encode_varint
@@ -119,7 +119,7 @@ Command = Union[
     WqAdd, WqSchedule, WqComplete, WqFail, WqDelete, WqExpire, WqStartAttempt, WqTimeoutAttempt
 ]
 
-COMMAND_CLASSES: dict[int, type] = {
+COMMAND_CLASSES: dict[int, type[Command]] = {
     cls.TYPE: cls
     for cls in (
         WqAdd, WqSchedule, WqComplete, WqFail, WqDelete, WqExpire, WqStartAttempt, WqTimeoutAttempt
@@ -168,6 +168,9 @@ def encode_payload(cmd: Command) -> bytes:
     raise TypeError(f"not a workq command: {type(cmd).__name__}")
 
 
+T = TypeVar("T")
+
+
 class _Reader:
     """Sequential field reader over one payload; every failure is a PayloadError."""
 
@@ -209,10 +212,18 @@ class _Reader:
     def blob(self, field: str) -> bytes:
         return self.take(field, self.uvarint(field + " length"))
 
-    def time(self, field: str, *, zero_is_none: bool) -> int | None:
+    def time(self, field: str) -> int | None:
+        """A time in Unix ns; Go's zero time is None."""
+        return self._time(field, decode_time_ns)
+
+    def instant(self, field: str) -> int:
+        """A time in Unix ns, Go's zero time as its own instant."""
+        return self._time(field, decode_instant_ns)
+
+    def _time(self, field: str, decode: Callable[[bytes], T]) -> T:
         raw = self.take(field, TIME_LEN)
         try:
-            return decode_time_ns(raw) if zero_is_none else decode_instant_ns(raw)
+            return decode(raw)
         except TimeFormatError as e:
             raise self._fail(field, str(e)) from None
 
@@ -233,7 +244,7 @@ def decode_payload(data: bytes) -> Command:
         raise PayloadError(f"unknown command type {cmd_type}")
     r = _Reader(data, cls.NAME)
     cmd: Command
-    if cls is WqAdd or cls is WqSchedule:
+    if issubclass(cls, _JobCommand):  # WqAdd, WqSchedule
         id_ = r.id()
         name_raw = r.blob("name")
         try:
@@ -249,10 +260,10 @@ def decode_payload(data: bytes) -> Command:
             max_attempts=r.uvarint("max-attempts"),
             max_fails=r.uvarint("max-fails"),
             payload=r.blob("payload"),
-            time_ns=r.time("time", zero_is_none=True),
-            created_ns=r.time("created", zero_is_none=False),  # type: ignore[arg-type]  # never None
+            time_ns=r.time("time"),
+            created_ns=r.instant("created"),
         )
-    elif cls is WqComplete or cls is WqFail:
+    elif issubclass(cls, (WqComplete, WqFail)):
         cmd = cls(id=r.id(), result=r.blob("result"))
     else:
         cmd = cls(id=r.id())

@@ -64,7 +64,8 @@ class ExportReport:
 
 def job_commands(job: WorkqJob) -> list[Command]:
     """The records that recreate one job (see module doc)."""
-    fields = dict(
+    kind = WqSchedule if job.time_ns is not None else WqAdd
+    cmds: list[Command] = [kind(
         id=job.id,
         name=job.name,
         ttr_ms=job.ttr_ms,
@@ -75,8 +76,7 @@ def job_commands(job: WorkqJob) -> list[Command]:
         payload=job.payload,
         time_ns=job.time_ns,
         created_ns=job.created_ns,
-    )
-    cmds: list[Command] = [WqSchedule(**fields) if job.time_ns is not None else WqAdd(**fields)]
+    )]
     start = WqStartAttempt(job.id)
     timeout = WqTimeoutAttempt(job.id)
     state = WorkqState(job.state)

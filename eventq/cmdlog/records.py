@@ -71,7 +71,9 @@ class CorruptRecord(Exception):
         self.reason = reason
         self.resume_offset = resume_offset
 
-    def __reduce__(self):  # keep all fields across pickling (multiprocessing)
+    def __reduce__(  # keep all fields across pickling (multiprocessing)
+        self,
+    ) -> tuple[type[CorruptRecord], tuple[str, int, str, str, int | None]]:
         return (
             type(self),
             (self.path, self.offset, self.kind, self.reason, self.resume_offset),
@@ -98,7 +100,8 @@ def encode_record(time_ns: int, payload: bytes) -> bytes:
     """Encode one record: time (Unix ns, written as UTC), payload, CRC-32C."""
     payload = bytes(payload)
     body = encode_time_ns(time_ns) + encode_uvarint(len(payload)) + payload
-    return body + google_crc32c.value(body).to_bytes(CRC_LEN, "big")
+    crc: int = google_crc32c.value(body)  # untyped: an int
+    return body + crc.to_bytes(CRC_LEN, "big")
 
 
 def read_record(

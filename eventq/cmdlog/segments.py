@@ -17,6 +17,7 @@ Reading applies a policy to corruption (see ``records`` for the kinds):
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import time
@@ -204,7 +205,7 @@ class SegmentWriter:
         os.makedirs(self.dirpath, exist_ok=True)
         existing = list_segments(self.dirpath)
         self._next_seq = existing[-1][0] + 1 if existing else 1
-        self._file = None
+        self._file: io.BufferedWriter | None = None
         self._size = 0
         self.paths: list[str] = []  # files written, in order
         self.records_written = 0
@@ -214,15 +215,16 @@ class SegmentWriter:
     def current_path(self) -> str | None:
         return self.paths[-1] if self._file is not None else None
 
-    def _open_next(self) -> None:
+    def _open_next(self) -> io.BufferedWriter:
         self._close_current()
         path = os.path.join(self.dirpath, segment_name(self._next_seq))
-        self._file = open(path, "xb")  # never clobber a file
+        self._file = file = open(path, "xb")  # never clobber a file
         self._next_seq += 1
-        self._file.write(HEADER)
+        file.write(HEADER)
         self._size = HEADER_LEN
         self.paths.append(path)
         _fsync_dir(self.dirpath)
+        return file
 
     def _close_current(self) -> None:
         if self._file is not None:
@@ -240,12 +242,13 @@ class SegmentWriter:
                 f"payload of {len(payload)} bytes exceeds the maximum {self.max_payload_bytes}"
             )
         rec = encode_record(time.time_ns() if time_ns is None else time_ns, payload)
-        if self._file is None or (
+        file = self._file
+        if file is None or (
             self._size > HEADER_LEN and self._size + len(rec) > self.max_segment_bytes
         ):
-            self._open_next()
+            file = self._open_next()
         offset = self._size
-        self._file.write(rec)
+        file.write(rec)
         self._size += len(rec)
         self.records_written += 1
         return self.paths[-1], offset

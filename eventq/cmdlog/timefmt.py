@@ -68,7 +68,8 @@ def decode_instant_ns(data: bytes, offset: int = 0) -> int:
             f"time at offset {offset} truncated: {max(len(data) - offset, 0)} of "
             f"{TIME_LEN} bytes"
         )
-    version, go_seconds, nanos, _zone = _TIME.unpack_from(data, offset)
+    fields: tuple[int, int, int, int] = _TIME.unpack_from(data, offset)  # struct's: Any
+    version, go_seconds, nanos, _zone = fields
     if version != TIME_VERSION:
         raise TimeFormatError(
             f"time at offset {offset} has version {version}, expected {TIME_VERSION}"
@@ -88,4 +89,5 @@ def time_zone_minutes(data: bytes, offset: int = 0) -> int:
     """The stored zone offset in minutes (-1 = UTC); for diagnostics only."""
     if len(data) - offset < TIME_LEN:
         raise TimeFormatError(f"time at offset {offset} truncated")
-    return _TIME.unpack_from(data, offset)[3]
+    zone: int = _TIME.unpack_from(data, offset)[3]  # struct's: Any
+    return zone

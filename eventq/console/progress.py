@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 from eventq.console.terminal import is_terminal
 
@@ -75,7 +75,7 @@ class Progress:
         enabled: bool = True,
         interval: float = 0.1,
         plain_interval: float = 10.0,
-        clock=time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._stream = stream
         self.enabled = enabled
@@ -158,14 +158,20 @@ class Progress:
         stream.flush()
 
 
-def reporter(progress: Progress, label: str, unit: str = "records"):
-    """A ``(done, total)`` callback (eventq.kafka.logreader) drawing on ``progress``."""
-    state = {"done": 0}
-    progress.start(label, unit=unit)
+class Reporter:
+    """A ``(done, total)`` callback (eventq.kafka.logreader) drawing on a Progress, and
+    ``finish`` for the phase's last line."""
 
-    def report(done: int, total: int) -> None:
-        state["done"] = done
-        progress.update(done, total=total)
+    def __init__(self, progress: Progress, label: str, unit: str = "records") -> None:
+        self._progress = progress
+        self._done = 0
+        progress.start(label, unit=unit)
 
-    report.finish = lambda extra="": progress.finish(state["done"], extra)  # type: ignore[attr-defined]  # a function attribute
-    return report
+    def __call__(self, done: int, total: int) -> None:
+        self._done = done
+        self._progress.update(done, total=total)
+
+    def finish(self, extra: str = "") -> float:
+        """The phase's final line; its duration in seconds."""
+        return self._progress.finish(self._done, extra)
+

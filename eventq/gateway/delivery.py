@@ -20,12 +20,15 @@ import logging
 import socket
 import struct
 import sys
+from typing import Protocol
 
 try:
     import fcntl
     import termios
+
+    POSIX = True
 except ImportError:  # not a POSIX system: no probes
-    fcntl = termios = None
+    POSIX = False
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ TCP_INFO_STATE_BYTES = 1  # struct tcp_info starts with the u8 tcpi_state
 OUTQ_INT = struct.Struct("i")
 # SIOCOUTQ (== TIOCOUTQ on Linux): bytes sent but not yet acknowledged by the peer. Other
 # systems number TCP states differently or have no such ioctl for sockets.
-PROBES_AVAILABLE = (sys.platform.startswith("linux") and termios is not None
+PROBES_AVAILABLE = (sys.platform.startswith("linux") and POSIX
                     and hasattr(termios, "TIOCOUTQ") and hasattr(socket, "TCP_INFO"))
 
 
@@ -49,7 +52,14 @@ class Delivery(enum.Enum):
     IN_FLIGHT = "in flight"  # neither yet
 
 
-def kernel_delivery(sock) -> Delivery:
+class ProbedSocket(Protocol):
+    """What the probes use of a transport's socket."""
+
+    def fileno(self) -> int: ...
+    def getsockopt(self, level: int, option: int, buflen: int, /) -> bytes: ...
+
+
+def kernel_delivery(sock: ProbedSocket) -> Delivery:
     """One look at what the kernel knows of bytes written to ``sock``.
 
     ``sock`` is ``transport.get_extra_info("socket")``: asyncio's TransportSocket or

@@ -15,10 +15,11 @@ import logging
 import socket
 import ssl
 from time import perf_counter
-from typing import Callable
+from typing import Callable, Iterable
 
 from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
+from eventq.gateway.dispatch import Gateway
 from eventq.gateway.leasing import Handover
 from eventq.gateway.listeners import LISTEN_BACKLOG
 from eventq.gateway.tls import TLS_HANDSHAKE_TIMEOUT_S
@@ -63,9 +64,12 @@ class GatewayStats:
         self.timings: dict[type, Histogram] | None = {} if timed else None
 
     def timing(self, request_type: type) -> Histogram:
-        histogram = self.timings.get(request_type)
+        """The histogram of a request type's timings (only with ``timed``)."""
+        timings = self.timings
+        assert timings is not None, "not timed"
+        histogram = timings.get(request_type)
         if histogram is None:
-            histogram = self.timings[request_type] = Histogram(REQUEST_SECONDS)
+            histogram = timings[request_type] = Histogram(REQUEST_SECONDS)
         return histogram
 
     @property
@@ -81,9 +85,9 @@ class GatewayStats:
 
 
 class GatewayServer:
-    def __init__(self, gateway, stats: GatewayStats, host: str, port: int, clock_ms,
-                 sock: socket.socket | None = None, tokens: TokenStore | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, gateway: Gateway, stats: GatewayStats, host: str, port: int,
+                 clock_ms: Callable[[], int], sock: socket.socket | None = None,
+                 tokens: TokenStore | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._gateway = gateway
         # TLS (docs/security.md; eventq/gateway/tls.py server_context); None: plain TCP.
         self._tls = tls
@@ -101,20 +105,21 @@ class GatewayServer:
     @property
     def port(self) -> int:
         assert self._server is not None
-        return self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]  # (host, port)
+        return port
 
     async def start(self) -> None:
         # With TLS the loop makes each connection's handshake before ``_serve`` runs; a
         # refusal is logged by the context (eventq/gateway/tls.py). (uvloop's start_tls on an
         # accepted connection stalled 2 handshakes in 3 in a test: not used.)
-        tls = {} if self._tls is None else {
-            "ssl": self._tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+        handshake_s = None if self._tls is None else TLS_HANDSHAKE_TIMEOUT_S
         if self._sock is not None:
-            self._server = await asyncio.start_server(self._serve, sock=self._sock, **tls)
+            self._server = await asyncio.start_server(
+                self._serve, sock=self._sock, ssl=self._tls, ssl_handshake_timeout=handshake_s)
             return
         self._server = await asyncio.start_server(
             self._serve, self._host, self._port, backlog=LISTEN_BACKLOG, reuse_address=True,
-            **tls)
+            ssl=self._tls, ssl_handshake_timeout=handshake_s)
 
     async def stop(self) -> None:
         """Close the listener and end every connection, whatever it is waiting for.
@@ -140,6 +145,7 @@ class GatewayServer:
         dropped (under uvloop a write to the closed transport raises RuntimeError,
         found by the fuzzer: docs/architecture.md, "Hostile inputs")."""
         task = asyncio.current_task()
+        assert task is not None  # each connection is served in a task of its own
         self._connections.add(task)
         self._stats.active_clients += 1
         connection = _Connection(self._tokens)
@@ -161,7 +167,8 @@ class GatewayServer:
             writer.close()
 
     async def _converse(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        connection: _Connection,
     ) -> None:
         parser = Parser(now_ms=self._clock_ms, access=connection.access)
         while True:
@@ -267,7 +274,7 @@ class GatewayServer:
         return True
 
     @staticmethod
-    async def _stream(pieces, writer: asyncio.StreamWriter) -> None:
+    async def _stream(pieces: Iterable[bytes], writer: asyncio.StreamWriter) -> None:
         """Write a long reply piece by piece, each only once the client took the last.
         A failure after the first piece cannot be answered (the reply's count is sent):
         it ends the connection."""

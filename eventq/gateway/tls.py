@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import ssl
 from pathlib import Path
+from typing import Callable
 
 from eventq.settings import Settings
 
@@ -49,7 +50,7 @@ class TlsUnusable(Exception):
     """The TLS files cannot be used: which and why, in one line."""
 
 
-def _load(what: str, action, *files: str) -> None:
+def _load(what: str, action: Callable[[], object], *files: str) -> None:
     for name in files:
         if not Path(name).is_file():
             raise TlsUnusable(f"cannot use {what}: {name} is not a file")

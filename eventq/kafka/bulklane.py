@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Collection
 
 from eventq.console.progress import Progress
 from eventq.kafka.security import KafkaTarget, confluent_config
@@ -49,7 +50,8 @@ def end_offsets(bootstrap: KafkaTarget, topic: str) -> dict[int, int]:
     return {partition: high for partition, (_low, high) in ends(bootstrap, topic).items()}
 
 
-def admitted_offsets(bootstrap: KafkaTarget, group: str, topic: str, partitions) -> dict[int, int]:
+def admitted_offsets(bootstrap: KafkaTarget, group: str, topic: str,
+                     partitions: Collection[int]) -> dict[int, int]:
     """The bulk group's committed offsets (0 for a partition never admitted from)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
@@ -65,7 +67,7 @@ def admitted_offsets(bootstrap: KafkaTarget, group: str, topic: str, partitions)
 
 
 def committed_command_offsets(bootstrap: KafkaTarget, app_id: str, commands_topic: str,
-                              partitions) -> dict[int, int]:
+                              partitions: Collection[int]) -> dict[int, int]:
     """The app's committed offsets on the command log (0 where none): each partition's
     changelog is committed with it, in one transaction (streams/faust/transactions.py)."""
     return admitted_offsets(bootstrap, app_id, commands_topic, partitions)

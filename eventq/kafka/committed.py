@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 from eventq.kafka.commit_metadata import changelog_end
 from eventq.kafka.security import KafkaTarget, aiokafka_options
@@ -33,7 +34,8 @@ class Committed:
     changelog_end: int | None
 
 
-def positions_of(response, topic: str, partitions) -> dict[int, Committed]:
+def positions_of(response: Any, topic: str, partitions: Sequence[int],
+                 ) -> dict[int, Committed]:  # Any: aiokafka's OffsetFetchResponse, untyped
     """{partition: Committed} from an OffsetFetch response; raises CommittedUnknown for
     an error at the top or at any partition asked, and for a partition missing."""
     from aiokafka.errors import for_code
@@ -59,21 +61,22 @@ def positions_of(response, topic: str, partitions) -> dict[int, Committed]:
     return {p: found[p] for p in partitions}
 
 
-async def committed_positions(bootstrap: KafkaTarget, group: str, topic: str, partitions,
-                              timeout_s: float = COMMITTED_TIMEOUT_S) -> dict[int, Committed]:
+async def committed_positions(bootstrap: KafkaTarget, group: str, topic: str,
+                              partitions: Iterable[int], timeout_s: float = COMMITTED_TIMEOUT_S,
+                              ) -> dict[int, Committed]:
     """{partition: Committed} as the group's coordinator answers now. Raises if Kafka
     does not answer within ``timeout_s`` or answers with an error."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.protocol.commit import OffsetFetchRequest
 
-    partitions = sorted(partitions)
+    asked = sorted(partitions)
     admin = AIOKafkaAdminClient(**aiokafka_options(bootstrap))
     try:
         async with asyncio.timeout(timeout_s):
             await admin.start()
             coordinator = await admin.find_coordinator(group)
             response = await admin._send_request(
-                OffsetFetchRequest(group, [(topic, partitions)]), coordinator)
+                OffsetFetchRequest(group, [(topic, asked)]), coordinator)
     finally:
         await admin.close()
-    return positions_of(response, topic, partitions)
+    return positions_of(response, topic, asked)

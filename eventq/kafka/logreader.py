@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from eventq.core import CodecError, Input, Job, decode_input, decode_state, state_digest
 from eventq.core.digest import input_entries
@@ -20,6 +20,10 @@ from eventq.core.recurrence import RECURRENCE_TABLE_PREFIX, recurrence_name_of
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
 from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES
+
+if TYPE_CHECKING:  # confluent_kafka is imported where it is used
+    from confluent_kafka import Consumer, Message, TopicPartition
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,15 @@ class Record:
     value: bytes | None
 
 
+def record_of(topic: str, message: Message) -> Record:
+    """A consumed message as a Record (confluent-kafka types partition and offset
+    Optional, for messages made by hand; a consumed one has both)."""
+    partition, offset = message.partition(), message.offset()
+    assert partition is not None and offset is not None
+    return Record(topic, partition, offset, message.timestamp()[1], message.key(),
+                  message.value())
+
+
 @dataclass
 class Undecodable:
     count: int = 0
@@ -51,7 +64,7 @@ class Undecodable:
             self.examples.append(f"{where}: {error}")
 
 
-def reader_consumer(bootstrap: KafkaTarget, purpose: str = "reader"):
+def reader_consumer(bootstrap: KafkaTarget, purpose: str = "reader") -> Consumer:
     """A consumer that reads whole topics fast and commits nothing (its group is
     throwaway: the partitions are assigned, never subscribed). It reads committed
     records only: `eventq.jobs` is written in transactions, and an aborted one was
@@ -93,7 +106,7 @@ def end_offsets(bootstrap: KafkaTarget, topic: str) -> dict[int, tuple[int, int]
         consumer.close()
 
 
-def watermarks(consumer, partition) -> tuple[int, int]:
+def watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
     """A partition's (low, high) watermarks, asked again while its leader is moving: a
     broker that just became leader answers OFFSET_NOT_AVAILABLE ("Leader high watermark
     is not caught up") until its followers report in (seen right after a broker was
@@ -125,7 +138,7 @@ def read_batches(
     partitions: Iterable[int] | None = None,
     ends: dict[int, tuple[int, int]] | None = None,
     stall_s: float | None = None,
-) -> Iterator[list]:
+) -> Iterator[list[Message]]:
     """Every record from the beginning (or from ``start``: {partition: offset}) up to
     the end as of the call, as lists of confluent-kafka ``Message`` objects of up to
     ``BATCH_MESSAGES``, per partition in offset order (partitions interleave).
@@ -161,11 +174,11 @@ def read_batches(
             for message in consumer.consume(BATCH_MESSAGES, POLL_TIMEOUT_S):
                 if message.error():
                     raise RuntimeError(f"reading {topic}: {message.error()}")
-                partition = message.partition()
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None  # a consumed message's
                 high = remaining.get(partition)
                 if high is None:
                     continue
-                offset = message.offset()
                 if offset >= high:
                     continue
                 batch.append(message)
@@ -194,7 +207,7 @@ class ReadStalled(Exception):
     """A read to a partition's end stopped getting nearer it."""
 
 
-def _drop_read_to_end(consumer, topic: str, remaining: dict[int, int]) -> None:
+def _drop_read_to_end(consumer: Consumer, topic: str, remaining: dict[int, int]) -> None:
     """Forget the partitions whose read position reached their end. The last offsets of
     a transactional topic (`eventq.jobs`: streams/faust/transactions.py) are commit and abort
     markers, and an aborted transaction's records are never delivered (the reader is
@@ -219,10 +232,7 @@ def read_topic(
     """``read_batches`` one ``Record`` at a time (for readers that decode each)."""
     for batch in read_batches(bootstrap, topic, progress, start):
         for message in batch:
-            yield Record(
-                topic, message.partition(), message.offset(), message.timestamp()[1],
-                message.key(), message.value(),
-            )
+            yield record_of(topic, message)
 
 
 META_KEY_PREFIX = b"\x00"  # table keys that are not jobs (eventq/state/jobs_table.py)
@@ -258,7 +268,7 @@ def latest_state(bootstrap: KafkaTarget, topic: str, progress: Progress | None =
     """The state log's newest record per key (tombstones remove): its live jobs and
     inputs. The other records beside the jobs (registrations, pauses, watermarks) are
     passed over."""
-    newest: dict[bytes, object] = {}  # key -> its newest Message
+    newest: dict[bytes, Message] = {}  # key -> its newest Message
     for batch in read_batches(bootstrap, topic, progress):
         for message in batch:
             key = message.key()
@@ -275,15 +285,15 @@ def latest_state(bootstrap: KafkaTarget, topic: str, progress: Progress | None =
         if key.startswith(RECURRENCE_TABLE_PREFIX):
             state.recurrences.append(recurrence_name_of(key))
             continue
+        value = message.value()
+        assert value is not None  # tombstones were dropped above
         try:
             if key.startswith(INPUT_KEY_PREFIX):
-                state.inputs[input_ids(key)] = decode_input(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
+                state.inputs[input_ids(key)] = decode_input(value)
                 continue
-            _, job = decode_state(message.value())  # type: ignore[attr-defined]  # newest holds Messages, typed object
+            _, job = decode_state(value)
         except (CodecError, ValueError) as error:
-            state.undecodable.note(
-                Record(topic, message.partition(), message.offset(),  # type: ignore[attr-defined]  # newest holds Messages, typed object
-                       message.timestamp()[1], message.key(), message.value()), error)  # type: ignore[attr-defined]  # newest holds Messages, typed object
+            state.undecodable.note(record_of(topic, message), error)
             continue
         if job is not None:
             state.jobs[job.id] = job
@@ -292,7 +302,7 @@ def latest_state(bootstrap: KafkaTarget, topic: str, progress: Progress | None =
 
 
 def committed_offsets(
-    admin, group: str, topic: str, partitions, timeout_s: float
+    admin: AdminClient, group: str, topic: str, partitions: Sequence[int], timeout_s: float
 ) -> dict[int, int]:
     """{partition: next offset the group will process} as committed, -1 where nothing
     is. Raises confluent_kafka.KafkaException when Kafka does not answer. (Not their

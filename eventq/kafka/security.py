@@ -22,7 +22,7 @@ import functools
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
@@ -300,8 +300,12 @@ def _jaas_quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _read_text(path: str) -> str:
+    return Path(path).read_text()
+
+
 def java_properties(security: KafkaSecurity,
-                    read_text=lambda path: Path(path).read_text()) -> dict[str, str]:
+                    read_text: Callable[[str], str] = _read_text) -> dict[str, str]:
     """The Kafka Java client's security properties. Trust comes from a PEM truststore
     (ssl.truststore.type=PEM, KIP-651) or the JVM's own CAs; a client certificate is
     given inline (its certificate chain and key, read with ``read_text``) since the PEM

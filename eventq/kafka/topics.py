@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.limits import KAFKA_MESSAGE_BYTES, MIN_TOPIC_MESSAGE_BYTES
+
+if TYPE_CHECKING:  # confluent_kafka is imported where it is used
+    from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 ONE_WEEK_MS = 7 * 24 * 3600 * 1000
 TOPIC_OPERATION_TIMEOUT_S = 30.0
@@ -137,13 +141,13 @@ class TopicReport:
         return f"{self.name}: {'created' if self.created else 'exists, config matches'}"
 
 
-def _admin(bootstrap: KafkaTarget):
+def _admin(bootstrap: KafkaTarget) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
 
 
-def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
+def describe_topic(admin: AdminClient, name: str) -> tuple[int, dict[str, str]] | None:
     """(partition count, configs) of an existing topic, or None if it does not exist."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -166,7 +170,7 @@ def describe_topic(admin, name: str) -> tuple[int, dict[str, str]] | None:
     return len(topic.partitions), {key: entry.value for key, entry in entries.items()}
 
 
-def partition_count(metadata, name: str) -> int | None:
+def partition_count(metadata: ClusterMetadata, name: str) -> int | None:
     """The partitions of topic ``name`` in a metadata answer (confluent-kafka's
     ``ClusterMetadata``), or None if it does not exist there."""
     topic = metadata.topics.get(name)
@@ -181,7 +185,7 @@ def existing_partitions(bootstrap: KafkaTarget, name: str) -> int | None:
     return partition_count(metadata, name)
 
 
-def _wait_visible(admin, name: str) -> tuple[int, dict[str, str]] | None:
+def _wait_visible(admin: AdminClient, name: str) -> tuple[int, dict[str, str]] | None:
     """A created topic reaches the metadata cache a moment after CreateTopics returns."""
     deadline = time.monotonic() + TOPIC_OPERATION_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 SAMPLE_EVERY_S = 5.0
 KEEP_SAMPLES = 180
@@ -68,7 +69,8 @@ class History:
         series = self.rate_series(name)
         return {k: (points[-1][1] if points else 0.0) for k, points in series.items()}
 
-    def _series(self, name, values_of, keys, rate: bool):
+    def _series(self, name: str | None, values_of: Callable[[Sample], Sequence[float]],
+                keys: Sequence[str], rate: bool) -> dict[str, list[tuple[float, float]]]:
         if name is None:
             chosen = list(self.queues.values())
         else:
@@ -77,7 +79,7 @@ class History:
         for samples in chosen:
             previous = None
             for sample in samples:
-                values = values_of(sample)
+                values: Sequence[float] = values_of(sample)
                 if rate:
                     if previous is None or sample.at_s <= previous.at_s:
                         previous = sample

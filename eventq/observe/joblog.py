@@ -51,7 +51,7 @@ def _detail(row: dict) -> str:
 def job_history(bootstrap: KafkaTarget, topic: str, partitions: int, job_id: uuid.UUID,
                 max_records: int = MAX_HISTORY_RECORDS) -> JobHistory:
     """Blocking (Kafka reads): run it in a thread."""
-    from eventq.kafka.logreader import end_offsets, read_batches
+    from eventq.kafka.logreader import end_offsets, read_batches, record_of
 
     key = job_key(job_id)
     partition = partition_for_key(key, partitions)
@@ -63,9 +63,10 @@ def job_history(bootstrap: KafkaTarget, topic: str, partitions: int, job_id: uui
     for batch in read_batches(bootstrap, topic, start={partition: start},
                               partitions=[partition], ends={partition: (low, high)}):
         for message in batch:
-            offset, at_ms = message.offset(), message.timestamp()[1]
+            record = record_of(topic, message)
+            offset, at_ms = record.offset, record.timestamp_ms
             try:
-                _, items = read_record(message.value())
+                _, items = read_record(record.value)
             except CodecError:
                 continue
             for index, item in enumerate(items):

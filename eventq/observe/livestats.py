@@ -22,7 +22,7 @@ job reads the whole log.
 
 from __future__ import annotations
 
-from eventq.core.events import EventType
+from eventq.core.events import Event, EventType
 from eventq.core.histogram import bucket_of, label
 from eventq.core.job import FINAL_STATES, Job, State
 from eventq.core.timing import Since, advance, ready_from_state
@@ -107,7 +107,7 @@ class LiveStats:
                 stats = self.queues[name] = QueueStats()
         return stats
 
-    def observe(self, event, before: Job | None, after: Job | None, at_ms: int) -> None:
+    def observe(self, event: Event, before: Job | None, after: Job | None, at_ms: int) -> None:
         """An accepted ``event`` took the job from ``before`` to ``after``."""
         job = after if after is not None else before
         if job is None:
@@ -115,7 +115,7 @@ class LiveStats:
         stats = self.queues.get(job.name) or self.queue(job.name)
         kind = event.type
         stats.events[kind] += 1
-        if kind is _ADDED and after.state is _NEW:
+        if kind is _ADDED and after is not None and after.state is _NEW:
             return  # the bulk of a load: no sample, its ready time is in its state
         key = event.job_id.int
         samples = advance(self._since(key, before), event, before, after, at_ms)

@@ -10,7 +10,7 @@ this process's own (no global registry: two servers in one test process stay apa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -18,10 +18,18 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
+from prometheus_client.registry import Collector
 
 from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.observe.buckets import Histogram
+from eventq.observe.livestats import LiveStats
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from eventq.gateway.server import GatewayStats
+    from eventq.state.indexes import JobIndex
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Wait and run time buckets, seconds: edges of qless's buckets (livestats), so they are
@@ -30,14 +38,43 @@ DURATION_BOUNDS_S = (1, 2, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86_400, 3 * 
 OUTCOMES = ("applied", "rejected", "ignored", "undecodable", "unappliable")
 
 
+class Counts(Protocol):
+    """The processor's counters the metrics read (streams/processor.py, Counters)."""
+
+    @property
+    def records(self) -> int: ...
+    @property
+    def evicted(self) -> int: ...
+    @property
+    def notices(self) -> int: ...
+    @property
+    def registrations(self) -> int: ...
+    @property
+    def fired(self) -> int: ...
+
+
+class ProcessorView(Protocol):
+    """What the metrics and the dashboard read of the processor (streams/processor.py,
+    which observe does not import: docs/architecture.md, "Layers"). The counters of
+    OUTCOMES are read by name."""
+
+    @property
+    def counters(self) -> Counts: ...
+    @property
+    def stats(self) -> LiveStats | None: ...
+    @property
+    def batch_commands(self) -> Histogram | None: ...
+    def catch_up_remaining(self) -> dict[int, int]: ...
+
+
 @dataclass
 class Sources:
     """What the metrics read (streams/faust/app.py and eventq/run/serve.py hand them over)."""
 
-    index: object  # eventq.state.indexes.JobIndex
-    processor: object  # streams.processor.Processor (counters, stats, batch_commands)
-    gateway_stats: object  # eventq.gateway.server.GatewayStats
-    lag: Callable[[], dict[int, tuple[int, int]]]  # partition -> (applied through, end)
+    index: JobIndex
+    processor: ProcessorView
+    gateway_stats: GatewayStats
+    lag: Callable[[], dict[int, tuple[int, int | None]]]  # partition -> (applied through, end)
     serving: Callable[[], bool]
     now_ms: Callable[[], int]
 
@@ -56,18 +93,18 @@ def _buckets(histogram: Histogram) -> list[tuple[str, int]]:
             for le, n in histogram.cumulative()]
 
 
-class EventqCollector:
+class EventqCollector(Collector):
     def __init__(self, sources: Sources) -> None:
         self._s = sources
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         yield from self._queues()
         yield from self._processor()
         yield from self._durations()
         yield from self._requests()
         yield from self._partitions()
 
-    def _queues(self):
+    def _queues(self) -> Iterator[Metric]:
         index, now_ms = self._s.index, self._s.now_ms()
         jobs = GaugeMetricFamily(
             "eventq_queue_jobs", "Live jobs of this process's partitions by queue and "
@@ -95,7 +132,7 @@ class EventqCollector:
             failed.add_metric([group], count)
         yield failed
 
-    def _processor(self):
+    def _processor(self) -> Iterator[Metric]:
         processor = self._s.processor
         counters = processor.counters
         commands = CounterMetricFamily(
@@ -127,7 +164,7 @@ class EventqCollector:
             yield events
 
     @staticmethod
-    def _workflows(counters):
+    def _workflows(counters: Counts) -> Iterator[Metric]:
         """docs/architecture.md, "Workflows": what partitions told each other."""
         yield CounterMetricFamily(
             "eventq_upstream_notices",
@@ -143,7 +180,7 @@ class EventqCollector:
             "partition (docs/workflows.md, 5; a repeated or stale fire not counted)",
             value=counters.fired)
 
-    def _durations(self):
+    def _durations(self) -> Iterator[Metric]:
         stats = self._s.processor.stats
         if stats is None:
             return
@@ -161,7 +198,7 @@ class EventqCollector:
                 family.add_metric([name], buckets, durations.sum_ms / 1000)
         yield from families.values()
 
-    def _requests(self):
+    def _requests(self) -> Iterator[Metric]:
         stats = self._s.gateway_stats
         yield GaugeMetricFamily("eventq_clients", "Connected clients", value=stats.active_clients)
         yield GaugeMetricFamily("eventq_peer_connections",
@@ -176,7 +213,7 @@ class EventqCollector:
             family.add_metric([verb], _buckets(histogram), histogram.total)
         yield family
 
-    def _partitions(self):
+    def _partitions(self) -> Iterator[Metric]:
         processor = self._s.processor
         lag = GaugeMetricFamily("eventq_consumer_lag",
                                 "Records of the command log not yet applied, by partition",

@@ -24,16 +24,18 @@ import socket
 import ssl
 import time
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from eventq.client import calls
 from eventq.client.errors import ClientError, NotFound
-from eventq.client.models import JobEdges
+from eventq.client.models import JobEdges, QueueInfo
 from eventq.core.events import EventType
 from eventq.core.job import State
 from eventq.errors import EventqError
+from eventq.gateway.leasing import Handover
 from eventq.kafka.security import KafkaTarget
 from eventq.limits import MAX_RETRY_COUNT
 from eventq.observe import pages, webauth
@@ -45,7 +47,12 @@ from eventq.observe.metrics import CONTENT_TYPE, exposition, records_behind, reg
 from eventq.protocol import Parser
 from eventq.protocol.access import Grant, TokenStore
 
+if TYPE_CHECKING:
+    from eventq.gateway.dispatch import Gateway
+    from eventq.observe.metrics import Sources
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")  # what a call's reply is parsed into
 
 GRANT = web.RequestKey("grant", Grant)  # the request's token's grant, for the frame
 PAGE_JOBS = 25
@@ -69,7 +76,8 @@ RATE_EVENTS = {  # history.RATES -> the events they count
 
 
 class Dashboard:
-    def __init__(self, *, gateway, sources, process: str, actions: bool, bootstrap: KafkaTarget,
+    def __init__(self, *, gateway: Gateway, sources: Sources, process: str, actions: bool,
+                 bootstrap: KafkaTarget,
                  commands_topic: str, partitions: int,
                  owner_of: Callable[[int], str | None], members: Callable[[], list[str]],
                  clock_ms: Callable[[], int],
@@ -97,13 +105,14 @@ class Dashboard:
 
     # --- talking to the gateway as a client would -------------------------------------
 
-    async def call(self, call: calls.Call):
+    async def call(self, call: calls.Call[T]) -> T:
         parser = Parser(now_ms=self.clock_ms)
         parser.feed(call.data)
         request = parser.next_event()
         if isinstance(request, EventqError):
             raise request
         reply = await self.gateway.handle(request)
+        assert not isinstance(reply, Handover), "a lease's reply: the dashboard never leases"
         if not isinstance(reply, bytes):
             reply = b"".join(reply)
         return call.parse(reply)
@@ -114,7 +123,7 @@ class Dashboard:
         index, stats = self.sources.index, self.sources.processor.stats
         now_ms = self.clock_ms()
         counts = index.state_counts()
-        queues = {}
+        queues: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for name in counts.keys() | (stats.queues.keys() if stats else set()):
             ready, scheduled = index.lengths(name, now_ms)
             leased = counts.get(name, {}).get(State.LEASED, 0)
@@ -155,7 +164,8 @@ class Dashboard:
             line_chart(self.history.rate_series(name), f"events per second ({what})", unit="/s"),
         ]
 
-    def _row(self, info, counts: dict | None = None) -> pages.QueueRow:
+    def _row(self, info: QueueInfo, counts: dict[str, dict[State, int]] | None = None,
+             ) -> pages.QueueRow:
         counts = self.sources.index.state_counts() if counts is None else counts
         by_state = counts.get(info.name, {})
         return pages.QueueRow(
@@ -314,9 +324,10 @@ class Dashboard:
         for partition in range(self.partitions):
             owner = self.owner_of(partition) or ("this process" if partition in offsets else "?")
             through, end = offsets.get(partition, (None, None))
+            behind = None if through is None or end is None else records_behind(through, end)
             rows.append(pages.PartitionRow(
                 partition, owner, partition in offsets or owner == self.process, through, end,
-                None if end is None else records_behind(through, end),
+                behind,
                 remaining.get(partition)))
         members = sorted(set(self.members()) | {self.process})
         return _html(pages.cluster_page(members, rows, self.sources.serving(),
@@ -429,7 +440,7 @@ class Dashboard:
     # --- tokens (docs/security.md; eventq/observe/webauth.py) ----------------------------
 
     @web.middleware
-    async def _auth(self, request: web.Request, handler):
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Every request but signing in and out presents a token (``Authorization:
         Bearer`` or the sign-in cookie) before anything is read; a POST (an action)
         needs admin. Its grant is kept on the request for the page's frame."""
@@ -448,8 +459,9 @@ class Dashboard:
                 "Refused", "An action from another site (or from a page without an "
                 "origin) was refused.", self.frame(request)), 403)
         if isinstance(decided, webauth.Refusal):
-            if decided.status == 403 and token is not None:  # its page offers to sign out
-                request[GRANT] = self.tokens.tokens.grant_for(token)
+            grant = None if token is None else self.tokens.tokens.grant_for(token)
+            if decided.status == 403 and grant is not None:  # its page offers to sign out
+                request[GRANT] = grant
             return self._refusal(request, decided, clear_cookie=from_cookie
                                  and decided is webauth.UNKNOWN_TOKEN)
         request[GRANT] = decided
@@ -519,7 +531,7 @@ class Dashboard:
                             httponly=True, samesite="Strict", secure=request.secure or None)
 
     @web.middleware
-    async def _errors(self, request: web.Request, handler):
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """A request the gateway refuses (not serving yet, an owner unreachable) is a
         page saying so, not a 500."""
         try:
@@ -568,7 +580,7 @@ class WebServer:
     def __init__(self, dashboard: Dashboard, host: str, port: int,
                  sock: socket.socket | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._dashboard = dashboard
-        self._host, self._port = host, port
+        self.host, self.asked_port = host, port
         self._sock = sock  # bound before faust started (eventq/gateway/listeners.py), or None
         self._tls = tls
         self._runner: web.AppRunner | None = None
@@ -579,10 +591,11 @@ class WebServer:
         self._runner = web.AppRunner(self._dashboard.application(), access_log=None,
                                      handle_signals=False)
         await self._runner.setup()
+        site: web.BaseSite
         if self._sock is not None:
             site = web.SockSite(self._runner, self._sock, ssl_context=self._tls)
         else:
-            site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True,
+            site = web.TCPSite(self._runner, self.host, self.asked_port, reuse_address=True,
                                ssl_context=self._tls)
         await site.start()
         self.port = self._runner.addresses[0][1]

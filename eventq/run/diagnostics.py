@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import traceback
+from typing import IO
 
 
-def print_thread_loop_tasks(file) -> None:
+def print_thread_loop_tasks(file: IO[str]) -> None:
     for thread in threading.enumerate():
-        loop = getattr(getattr(thread, "service", None), "thread_loop", None)
+        service = getattr(thread, "service", None)  # mode's ServiceThread
+        loop = getattr(service, "thread_loop", None)
         if loop is None:
             continue
-        print(f"TASKS OF THREAD {thread.name} ({thread.service!r})", file=file)
+        print(f"TASKS OF THREAD {thread.name} ({service!r})", file=file)
         for task in list(asyncio.all_tasks(loop)):
             print(f"  {task.get_name()}", file=file)
             for where in await_chain(task.get_coro()):
                 print(f"    {where}", file=file)
-        client = getattr(getattr(thread.service, "_consumer", None), "_client", None)
+        client = getattr(getattr(service, "_consumer", None), "_client", None)
         sync_task = getattr(client, "_sync_task", None)
         print(f"  consumer metadata task: {sync_task!r}", file=file)
         if sync_task is not None and sync_task.done() and not sync_task.cancelled():
@@ -27,7 +29,7 @@ def print_thread_loop_tasks(file) -> None:
     file.flush()
 
 
-def await_chain(coro) -> list[str]:
+def await_chain(coro: object) -> list[str]:
     """file:line of every coroutine a task is suspended in, outermost first
     (Task.print_stack shows only the outermost)."""
     chain = []

@@ -67,9 +67,11 @@ class RoutineRetries(logging.Filter):
         return True
 
     def _routine(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith(RETRIED_PRODUCE_ERROR) or len(record.args) != 2:
+        args = record.args
+        if (not str(record.msg).startswith(RETRIED_PRODUCE_ERROR)
+                or not isinstance(args, tuple) or len(args) != 2):
             return False
-        partition, error = record.args
+        partition, error = args
         name = getattr(error, "__name__", type(error).__name__)
         return (getattr(partition, "topic", None) == self._changelog_topic
                 and name == "NotEnoughReplicasError")

@@ -15,11 +15,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from eventq.core import CodecError, Input, Job, State, decode_command, decode_input, state_digest
 from eventq.core.batch import NOTHING_ADMITTED, admits, position, read_record
 from eventq.core.commands import NO_JOB_COMMANDS
 from eventq.core.digest import input_entries
+from eventq.core.followups import SideRecord
 from eventq.core.machine import ALREADY_APPLIED, Accepted, Ignored
 from eventq.core.step import Step, step
 from eventq.core.workflow import INPUT_KEY_PREFIX, input_ids
@@ -37,7 +39,7 @@ class ReplayError(RuntimeError):
 
 @dataclass
 class RebuildReport:
-    jobs_by_state: Counter = field(default_factory=Counter)
+    jobs_by_state: Counter[State] = field(default_factory=Counter)
     records_read: int = 0
     partitions: int = 0
     undecodable: Undecodable = field(default_factory=Undecodable)
@@ -133,10 +135,11 @@ class Derived:
                 self.jobs.pop(command.job_id, None)
                 self.watermarks[record.partition] = at
             else:
-                self.jobs[command.job_id] = result.job  # type: ignore[assignment]  # not None: an accepted step that keeps the job
+                assert result.job is not None  # an accepted step that keeps the job
+                self.jobs[command.job_id] = result.job
 
 
-    def _keep_inputs(self, side) -> None:
+    def _keep_inputs(self, side: tuple[SideRecord, ...]) -> None:
         # Only inputs: registrations are bookkeeping the processor reads, not state
         # (their effects are the notices, which are commands in this log).
         for key, value in side:
@@ -230,6 +233,6 @@ def compare_inputs(expected: InputsByEdge, actual: InputsByEdge) -> list[str]:
     return lines
 
 
-def count_by_state(jobs) -> dict[str, int]:
+def count_by_state(jobs: Iterable[Job]) -> dict[str, int]:
     counts = Counter(job.state for job in jobs)
     return {state.name: counts.get(state, 0) for state in State}

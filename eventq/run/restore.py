@@ -21,12 +21,15 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from eventq.kafka.logreader import Progress, end_offsets, read_batches
 from eventq.kafka.security import KafkaTarget
 from eventq.state.jobs_table import ROCKSDB_OPTIONS, persisted_offset_records
 from eventq.state.jobs_table import persisted_offset as table_persisted_offset
+
+if TYPE_CHECKING:
+    from rocksdict import Rdict
 
 WRITE_BATCH_RECORDS = 20_000  # per partition: ~5 MB of 225-byte records per write
 
@@ -36,12 +39,13 @@ def table_path(state_dir: Path, partition: int) -> Path:
     return state_dir / "v1" / "tables" / f"jobs-{partition}.db"
 
 
-def open_table(path: Path):
+def open_table(path: Path) -> Rdict:
     """A partition's table opened as faust opens it (the same options)."""
     from faust.stores.rocksdb import RocksDBOptions
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    return RocksDBOptions(**ROCKSDB_OPTIONS, use_rocksdict=True).open(path)
+    table: Rdict = RocksDBOptions(**ROCKSDB_OPTIONS, use_rocksdict=True).open(path)  # Any
+    return table
 
 
 def persisted_offset(path: Path) -> int | None:
@@ -96,7 +100,9 @@ def restore_tables(
     report = RestoreReport(partitions)
     dbs = {p: open_table(table_path(state_dir, p)) for p in partitions}
     no_wal = rocksdict.WriteOptions()
-    no_wal.disable_wal = True  # a crash mid-restore discards the tables anyway
+    # A crash mid-restore discards the tables anyway. (rocksdict's stub declares
+    # disable_wal a method; it is a property.)
+    no_wal.disable_wal = True  # type: ignore[method-assign, assignment]
     batches = {p: rocksdict.WriteBatch(raw_mode=True) for p in partitions}
     pending = dict.fromkeys(partitions, 0)
 
@@ -112,6 +118,7 @@ def restore_tables(
             report.records += len(messages)
             for message in messages:
                 partition, key = message.partition(), message.key()
+                assert partition is not None  # a consumed message's
                 if key is None:
                     continue  # not a table record: faust's changelog always has keys
                 value = message.value()

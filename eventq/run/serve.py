@@ -14,7 +14,7 @@ import ssl
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import mode
 
@@ -36,6 +36,12 @@ from eventq.settings import Settings
 from streams.command_writer import CommandWriter
 from streams.faust.aiokafka_uvloop import patch_closed_connection_writes
 
+if TYPE_CHECKING:  # faust is imported when the server starts, not with this module
+    import faust
+
+    from eventq.observe.web import WebServer
+    from streams.faust.app import Streams
+
 log = logging.getLogger("eventq")
 
 
@@ -54,9 +60,9 @@ class Tls:
 class EventqService(mode.Service):
     """Starts with the faust app: the command producer, the timers and the gateway."""
 
-    def __init__(self, settings: Settings, streams, listeners: Listeners | None = None,
-                 tokens: TokenStore | None = None, tls: Tls | None = None,
-                 **kwargs) -> None:
+    def __init__(self, settings: Settings, streams: Streams,
+                 listeners: Listeners | None = None, tokens: TokenStore | None = None,
+                 tls: Tls | None = None, **kwargs: Any) -> None:  # Any: mode.Service's
         super().__init__(**kwargs)
         self._settings = settings
         self._streams = streams
@@ -89,7 +95,7 @@ class EventqService(mode.Service):
             sock=listeners.gateway, tokens=tokens, tls=tls.server,
         )
         self.web = None if http is None else web_server(
-            settings, streams, self.gateway, stats, listeners.web, tls=tls.server,
+            settings, http, streams, self.gateway, stats, listeners.web, tls=tls.server,
             tokens=tokens)
 
     async def on_start(self) -> None:
@@ -97,25 +103,21 @@ class EventqService(mode.Service):
         if self._tokens is not None:  # docs/security.md: the file is read again on SIGHUP
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGHUP, reload_tokens, self._tokens, self._settings.tokens_file)
-        # Before the app starts (faust starts it after this service): the follow-ups of
-        # the first records applied are written with it (docs/architecture.md, "Batches").
-        if self._streams.own_command_producer is not None:
-            await self._streams.own_command_producer.start()
         self._streams.engine.writer = CommandWriter(
-            self._streams.command_producer,  # faust's, if chosen: started with the app
+            self._streams.command_producer,  # faust's: started with the app
             self._settings.commands_topic,
             self._settings.partitions,
             applied=self._streams.processor.applied,
         )
         await self.server.start()
         if self.web is not None:  # before "serving" is said: it may still fail
-            host, port = self._settings.http_address
             try:
                 await self.web.start()
             except OSError as error:  # only where run_server could not hold its socket
                 raise OSError(
-                    f"cannot serve the dashboard and metrics on {host}:{port} ({error}): "
-                    "give another --http-port, or --http-port off") from error
+                    f"cannot serve the dashboard and metrics on {self.web.host}:"
+                    f"{self.web.asked_port} ({error}): give another --http-port, or "
+                    "--http-port off") from error
         if self._settings.listen_host in ("0.0.0.0", "::") and not self._settings.advertise:
             log.warning(
                 "listening on %s without --advertise: other eventq processes would try to "
@@ -129,7 +131,7 @@ class EventqService(mode.Service):
             flush=True,
         )
         if self.web is not None:
-            host, _ = self._settings.http_address
+            host = self.web.host
             scheme = "https" if self._settings.tls_cert else "http"
             print(f"eventq dashboard on {scheme}://{host}:{self.web.port}/ and Prometheus "
                   f"metrics on {scheme}://{host}:{self.web.port}/metrics"
@@ -156,9 +158,6 @@ class EventqService(mode.Service):
         writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()
-        if self._streams.own_command_producer is not None:
-            # After both writers: the app's last commit waited for the follow-ups' acks.
-            await self._streams.own_command_producer.stop()
         if writer is not None:
             counters = self._streams.processor.counters
             changelogs = self._streams.changelogs
@@ -176,13 +175,15 @@ class EventqService(mode.Service):
             )
 
 
-def web_server(settings: Settings, streams, gateway, stats,
-               listener: socket.socket | None = None, tls: ssl.SSLContext | None = None,
-               tokens: TokenStore | None = None):
+def web_server(settings: Settings, address: tuple[str, int], streams: Streams,
+               gateway: Gateway, stats: GatewayStats, listener: socket.socket | None = None,
+               tls: ssl.SSLContext | None = None, tokens: TokenStore | None = None,
+               ) -> WebServer:
     """The metrics and dashboard server (eventq/observe/web.py) of this process, on
-    ``listener`` if run_server bound it (docs/architecture.md, "Feedback to users");
-    over TLS with the gateway's context, and with the gateway's tokens (the same store,
-    so SIGHUP's reload applies to both; docs/security.md)."""
+    ``address`` (the settings' http_address), or ``listener`` if run_server bound it
+    (docs/architecture.md, "Feedback to users"); over TLS with the gateway's context, and
+    with the gateway's tokens (the same store, so SIGHUP's reload applies to both;
+    docs/security.md)."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 
@@ -197,14 +198,14 @@ def web_server(settings: Settings, streams, gateway, stats,
         owner_of=streams.owner_of, members=streams.members, clock_ms=wall_clock_ms,
         tokens=tokens,
     )
-    host, port = settings.http_address
+    host, port = address
     return WebServer(dashboard, host, port, sock=listener, tls=tls)
 
 
 STOP_TIMEOUT_S = 20.0
 
 
-def eventq_worker_class(worker_class):
+def eventq_worker_class() -> type[faust.Worker]:
     """The faust worker whose stop is bounded and begins by closing the gateway.
 
     faust stops the app before the services handed to the worker (faust/worker.py
@@ -215,7 +216,9 @@ def eventq_worker_class(worker_class):
     never been reached; the commit's cause is mended in streams/faust/aiokafka_uvloop.py,
     the bound stays for causes not yet seen)."""
 
-    class EventqWorker(worker_class):
+    import faust
+
+    class EventqWorker(faust.Worker):
         async def on_stop(self) -> None:
             start_stop_watchdog(STOP_TIMEOUT_S)
             for service in self.services:
@@ -307,7 +310,8 @@ def kafka_silent(settings: Settings, probe_s: float = KAFKA_PROBE_S) -> str:
             f"{kafka_hint(settings)}")
 
 
-def wait_for_kafka(settings: Settings, say, probe_s: float = KAFKA_PROBE_S) -> None:
+def wait_for_kafka(settings: Settings, say: Callable[[str], None],
+                   probe_s: float = KAFKA_PROBE_S) -> None:
     """Return once Kafka answers a metadata request; ``say`` why it waits meanwhile."""
     from eventq.client.connecting import Reminder
     from eventq.run.localkafka.broker import broker_answers
@@ -505,17 +509,16 @@ def run_server(settings: Settings, adopt_partitions: bool = False) -> int:
     return code
 
 
-def run_faust(settings: Settings, listeners: Listeners, loop,
+def run_faust(settings: Settings, listeners: Listeners, loop: asyncio.AbstractEventLoop,
               tokens: TokenStore | None = None, tls: Tls | None = None) -> int:
     """The faust worker with eventq's service until it stops; its exit status."""
-    import faust
 
     from streams.faust.app import build_streams
 
     streams = build_streams(settings)
     demote_routine_retries(settings.jobs_topic)
     service = EventqService(settings, streams, listeners, tokens, tls, loop=loop)
-    worker = eventq_worker_class(faust.Worker)(
+    worker = eventq_worker_class()(
         streams.app,
         service,
         loglevel=logging.getLevelName(library_level(settings.log_level)),

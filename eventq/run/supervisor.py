@@ -12,7 +12,7 @@ import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Callable, Hashable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 RESTART_BACKOFF_FIRST_S = 1.0
 RESTART_BACKOFF_MAX_S = 30.0
@@ -23,7 +23,7 @@ POLL_INTERVAL_S = 0.5
 # thousands of times in a row from overflowing a float.
 _MAX_DOUBLINGS = 16
 
-Child = TypeVar("Child", bound=Hashable)
+Child = TypeVar("Child")  # a key of a mapping: hashable
 
 
 # --- the policy (pure) ------------------------------------------------------------------
@@ -55,7 +55,7 @@ def exited(state: ChildState, now: float) -> ChildState:
 def restart_delay_s(failures: int) -> float:
     """1 s after the first failure, doubling with each failure in a row, at most 30 s."""
     doublings = min(max(failures - 1, 0), _MAX_DOUBLINGS)
-    return min(RESTART_BACKOFF_FIRST_S * 2**doublings, RESTART_BACKOFF_MAX_S)
+    return min(RESTART_BACKOFF_FIRST_S * (1 << doublings), RESTART_BACKOFF_MAX_S)
 
 
 def restart_at(state: ChildState) -> float | None:
@@ -68,7 +68,7 @@ def restart_at(state: ChildState) -> float | None:
 def due_for_restart(states: Mapping[Child, ChildState], now: float) -> list[Child]:
     """What to do now: the children that are down and whose backoff has passed."""
     return [child for child, state in states.items()
-            if not state.running and restart_at(state) <= now]
+            if (at := restart_at(state)) is not None and at <= now]
 
 
 # --- describing an exit ------------------------------------------------------------------

@@ -125,7 +125,7 @@ class ServeProcess:
         self.command = [sys.executable, "-m", "eventq.cli", "serve",
                         *process_settings(settings, index)]
         self.env = kafka_security_env(settings.kafka_security, os.environ)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def name(self) -> str:
@@ -140,6 +140,7 @@ class ServeProcess:
             raise StartFailed(str(error)) from None
 
     def exit_reason(self) -> str | None:
+        assert self.process is not None, "asked before it was started"
         code = self.process.poll()
         if code is None:
             return None
@@ -148,8 +149,11 @@ class ServeProcess:
                     "configuration; its message above says what to change)")
         return describe_exit_status(code)
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def running(self) -> subprocess.Popen[bytes] | None:
+        """Its process while it runs, else None."""
+        if self.process is not None and self.process.poll() is None:
+            return self.process
+        return None
 
 
 def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] = (),
@@ -183,8 +187,8 @@ def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] 
 def _pass_on(children: Sequence[ServeProcess], signum: int, frame: object) -> None:
     """Send ``signum`` on to every running child (SIGHUP: read the tokens again)."""
     for child in children:
-        if child.running():
-            child.process.send_signal(signum)
+        if (process := child.running()) is not None:
+            process.send_signal(signum)
 
 
 def say_on_stderr(message: str) -> None:
@@ -194,19 +198,20 @@ def say_on_stderr(message: str) -> None:
 def stop_all(children: Sequence[ServeProcess]) -> int:
     """SIGTERM each running child, SIGKILL any still running after STOP_TIMEOUT_S.
     0 if each stopped cleanly, else 1 (its next start rebuilds state from the log)."""
-    running = [child for child in children if child.running()]
-    for child in running:
-        child.process.send_signal(signal.SIGTERM)
+    running = [(child, process) for child in children
+               if (process := child.running()) is not None]
+    for _, process in running:
+        process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     code = EXIT_OK
-    for child in running:
+    for child, process in running:
         try:
-            child.process.wait(max(0.1, deadline - time.monotonic()))
+            process.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
-        if child.process.returncode not in (0, -signal.SIGTERM):
-            say_on_stderr(f"{child.name} {describe_exit_status(child.process.returncode)} "
+            process.kill()
+            process.wait()
+        if process.returncode not in (0, -signal.SIGTERM):
+            say_on_stderr(f"{child.name} {describe_exit_status(process.returncode)} "
                           "while stopping: not a clean stop, its next start rebuilds its "
                           "state from the log")
             code = EXIT_FAILED

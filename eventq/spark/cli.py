@@ -12,15 +12,17 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from eventq.settings import Settings
 
-    # What argparse's add_subparsers() returns (typeshed's name for it is private).
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+# The command line's parser class (eventq's own subclass of ArgumentParser): what
+# add_subparsers() makes, and so what each subcommand's parser is.
+Parser = TypeVar("Parser", bound=argparse.ArgumentParser)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -253,7 +255,7 @@ def _field_pair(group: argparse._ArgumentGroup, field: str, what: str,
                       help=f"{what} from column C (null: {'rejected' if required else '0'})")
 
 
-def _add_enqueue(actions: Subparsers) -> argparse.ArgumentParser:
+def _add_enqueue(actions: argparse._SubParsersAction[Parser]) -> Parser:
     enqueue = actions.add_parser(
         "enqueue",
         help="enqueue every row of a file as a job (add, or schedule with --time-column)",
@@ -331,7 +333,7 @@ def _job_field_arguments(enqueue: argparse.ArgumentParser) -> None:
                       "between the tags, as -tags; null or empty array: none)")
 
 
-def _add_snapshot(actions: Subparsers) -> argparse.ArgumentParser:
+def _add_snapshot(actions: argparse._SubParsersAction[Parser]) -> Parser:
     snapshot = actions.add_parser(
         "snapshot",
         help="write the live jobs of the state log to parquet and print their digest",
@@ -358,7 +360,7 @@ def _add_snapshot(actions: Subparsers) -> argparse.ArgumentParser:
     return snapshot
 
 
-def _add_stats(actions: Subparsers) -> argparse.ArgumentParser:
+def _add_stats(actions: argparse._SubParsersAction[Parser]) -> Parser:
     stats = actions.add_parser(
         "stats",
         help="per queue: jobs by state, and wait/run time histograms from the log",
@@ -382,10 +384,10 @@ def _add_stats(actions: Subparsers) -> argparse.ArgumentParser:
 
 
 def register(
-    subparsers: Subparsers,
+    subparsers: argparse._SubParsersAction[Parser],
     add_settings_arguments: Callable[[argparse.ArgumentParser], None],
     build_settings: Callable[..., Settings] | None = None,
-) -> argparse.ArgumentParser:
+) -> Parser:
     """Add ``spark`` with ``enqueue``, ``snapshot`` and ``stats`` to ``subparsers``.
 
     Each subcommand gets the settings flags (``add_settings_arguments``) and sets

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import ssl
 import sys
 from collections.abc import Mapping
+from typing import TypeVar
 
 from eventq.address import host_and_port
 from eventq.client.tls import tls_context
@@ -26,11 +28,14 @@ EXIT_USAGE = 2  # as argparse: the command line cannot work as given
 TOKEN_ENV = "EVENTQ_TOKEN"  # the token, when --token is not given (not in `ps` output)
 
 
+Parser = TypeVar("Parser", bound=argparse.ArgumentParser)  # the command line's parser class
+
+
 class UsageError(Exception):
     """The arguments describe no worker that can run; the message says why."""
 
 
-def register(commands) -> None:
+def register(commands: argparse._SubParsersAction[Parser]) -> None:
     parser = commands.add_parser(
         "worker", help="run jobs: a program (-- argv...) or a Python Worker (--app)",
         description=(
@@ -96,7 +101,7 @@ def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the private key of --tls-cert")
 
 
-def tls_from_arguments(args: argparse.Namespace):
+def tls_from_arguments(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The TLS context the arguments ask for (None: plain TCP); ``UsageError`` if the
     files cannot be used."""
     if args.tls_ca is None and args.tls_cert is None:

@@ -240,6 +240,7 @@ class Program:
             )
         except OSError as error:  # gone or no longer executable: a line, not a traceback
             raise JobFailed(f"cannot start {self.argv[0]}: {error.strerror or error}") from None
+        assert process.stdin and process.stdout and process.stderr  # all three PIPE
         feeding = asyncio.ensure_future(_feed(process.stdin, payload))
         stdout = asyncio.ensure_future(_read_capped(process.stdout, MAX_PAYLOAD_BYTES + 1))
         stderr = asyncio.ensure_future(_read_tail(process.stderr, STDERR_TAIL_BYTES))

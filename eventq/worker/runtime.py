@@ -34,7 +34,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import Any, Awaitable, Callable, TextIO, TypeVar
 
 from eventq.client import AsyncClient
 from eventq.client.connecting import Reminder
@@ -67,6 +67,10 @@ TRACEBACK_CHARS = 2_000
 # Worker(status=...): stderr when it is a terminal and the program configured no logging
 # (the README's worker promises a status line on a terminal).
 STATUS_AUTO = "auto"
+
+
+# A handler: any callable of a WorkerJob (Any: what it returns is the result, as_result).
+HandlerFn = TypeVar("HandlerFn", bound=Callable[[WorkerJob], Any])
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ class Worker:
         self.tally = Tally()
         self._running: dict[object, Running] = {}
         self._leasing: set[asyncio.Task] = set()
-        self._stop: _Stop | None = None
+        self._stop = _Stop()  # a new one for each serve()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: AsyncClient | None = None
         self._executor: concurrent.futures.Executor | None = None
@@ -178,10 +182,11 @@ class Worker:
 
     # --- configuration --------------------------------------------------------------
 
-    def handler(self, queue: str, *, timeout_ms: int | None = None, inputs: bool = False):
+    def handler(self, queue: str, *, timeout_ms: int | None = None, inputs: bool = False,
+                ) -> Callable[[HandlerFn], HandlerFn]:
         """Decorate a callable to handle the jobs of ``queue`` (see ``add_handler``)."""
 
-        def register(fn: Callable[[WorkerJob], Any]) -> Callable[[WorkerJob], Any]:
+        def register(fn: HandlerFn) -> HandlerFn:
             self.add_handler(queue, fn, timeout_ms=timeout_ms, inputs=inputs)
             return fn
 
@@ -227,7 +232,6 @@ class Worker:
             self._loop.call_soon_threadsafe(self._request_stop)
 
     def _request_stop(self) -> None:
-        assert self._stop is not None
         self._stop.requests += 1
         if self._stop.requests == 1:
             log.warning("stopping: no new jobs; %d running may finish until their TTR "
@@ -239,10 +243,10 @@ class Worker:
     async def serve(self) -> None:
         if not self.handlers:
             raise ValueError("no handlers: add one with @worker.handler(queue) or add_program")
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self._stop = _Stop()
         self._started_s = time.monotonic()
-        signals = self._install_signals()
+        signals = self._install_signals(loop)
         # A slot holds one connection at a time, its heartbeat and its log's lookup one
         # each.
         self._client = AsyncClient(self.host, self.port, pool_size=3 * self.concurrency + 2,
@@ -258,8 +262,8 @@ class Worker:
             # the server already sent, and the job would wait out its TTR (CI, 2026-11-27).
             # Past that it cannot be a reply on its way (a server that is down: the lease
             # is still connecting), so it is cancelled.
-            self._loop.call_later(self.lease_wait_ms / 1000 + LEASE_REPLY_GRACE_S,
-                                  self._cancel_leases)
+            loop.call_later(self.lease_wait_ms / 1000 + LEASE_REPLY_GRACE_S,
+                            self._cancel_leases)
             await self._drain(slots)
         finally:
             for task in slots:
@@ -269,17 +273,17 @@ class Worker:
                 status.cancel()
                 self._draw_status(final=True)
             for sig in signals:
-                self._loop.remove_signal_handler(sig)
+                loop.remove_signal_handler(sig)
             self._executor.shutdown(wait=False, cancel_futures=True)
             await self._client.close()
         log.warning("stopped: %s", self.tally.line(time.monotonic(), self._started_s))
 
-    def _install_signals(self) -> list[int]:
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if threading.current_thread() is not threading.main_thread():
             return []  # signals reach the main thread only: use stop()
-        installed = []
+        installed: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._request_stop)
+            loop.add_signal_handler(sig, self._request_stop)
             installed.append(sig)
         return installed
 
@@ -294,7 +298,7 @@ class Worker:
         for running in self._running.values():
             if running.heartbeat is not None:
                 running.heartbeat.cancel()  # "until their TTR": the lease is not extended
-        second = asyncio.ensure_future(self._stop.second.wait())
+        second: asyncio.Future[object] = asyncio.ensure_future(self._stop.second.wait())
         try:
             while True:
                 now = time.monotonic()
@@ -330,11 +334,17 @@ class Worker:
 
     # --- a slot: lease, handle, report ----------------------------------------------
 
+    @property
+    def _server(self) -> AsyncClient:
+        """The client of the server, while serve() runs."""
+        assert self._client is not None, "only while serving"
+        return self._client
+
     async def _slot(self) -> None:
         names = list(self.handlers)
         failures = 0
         while not self._stop.first.is_set():
-            lease = asyncio.ensure_future(self._client.lease(names, self.lease_wait_ms))
+            lease = asyncio.ensure_future(self._server.lease(names, self.lease_wait_ms))
             self._leasing.add(lease)
             try:
                 job = await lease
@@ -390,7 +400,7 @@ class Worker:
         # The attempt number is not in a lease reply (workq's bytes): the log line reads
         # it meanwhile, a read per job (about 12% of the jobs/s of trivial jobs), so
         # only when the line is written (not with --quiet).
-        attempt = (asyncio.ensure_future(self._client.inspect_job(job.id))
+        attempt = (asyncio.ensure_future(self._server.inspect_job(job.id))
                    if log.isEnabledFor(logging.INFO) else None)
         work = asyncio.ensure_future(self._work(handler, job))
         running = Running(job, work, began + job.ttr_ms / 1000)
@@ -451,7 +461,7 @@ class Worker:
             if wait_s:
                 await asyncio.sleep(wait_s)
             try:
-                return tuple(await self._client.inputs(job.id))
+                return tuple(await self._server.inputs(job.id))
             except NotFound:
                 raise Unreported("gone before its handler ran") from None
             except ClientError as error:
@@ -461,7 +471,7 @@ class Worker:
         log.error("job %s: its inputs could not be fetched; its TTR will time it out", job.id)
         raise Unreported("its inputs could not be fetched")
 
-    async def _limited(self, work: asyncio.Future, handler: Handler):
+    async def _limited(self, work: asyncio.Future[Any], handler: Handler) -> Any:
         if handler.limit_s is None:  # add_program: the Program kills itself at its limit
             return await work
         try:
@@ -471,10 +481,11 @@ class Worker:
             work.cancel()
             raise JobFailed(f"the handler ran over its time limit of {handler.limit_s:g}s")
 
-    def _call(self, handler: Handler, job: WorkerJob):
+    def _call(self, handler: Handler, job: WorkerJob) -> Awaitable[Any]:
         if handler.is_async:
-            return handler.fn(job)
-        return self._loop.run_in_executor(self._executor, handler.fn, job)
+            awaitable: Awaitable[Any] = handler.fn(job)
+            return awaitable
+        return asyncio.get_running_loop().run_in_executor(self._executor, handler.fn, job)
 
     async def _heartbeat(self, running: Running) -> None:
         """Touch the lease every third of its TTR while the handler runs."""
@@ -483,7 +494,7 @@ class Worker:
         while True:
             await asyncio.sleep(every_s)
             try:
-                await self._client.touch(job.id)
+                await self._server.touch(job.id)
                 running.deadline_s = time.monotonic() + job.ttr_ms / 1000
             except NotFound:
                 log.warning("job %s: its lease is gone (timed out or deleted); the result "
@@ -501,11 +512,11 @@ class Worker:
                 await asyncio.sleep(wait_s)
             try:
                 if ok:
-                    await self._client.complete(job.id, result)
+                    await self._server.complete(job.id, result)
                 elif group is None:  # as a workq server takes it
-                    await self._client.fail(job.id, result)
+                    await self._server.fail(job.id, result)
                 else:
-                    await self._client.fail(job.id, result, group=group)
+                    await self._server.fail(job.id, result, group=group)
                 return "completed" if ok else "failed"
             except NotFound:
                 return "lost"
@@ -524,14 +535,15 @@ class Worker:
             await asyncio.sleep(STATUS_EVERY_S)
 
     def _status_line_stream(self) -> TextIO | None:
-        return None if self.status_stream == STATUS_AUTO else self.status_stream
+        stream = self.status_stream
+        return None if isinstance(stream, str) else stream  # STATUS_AUTO: run() decides
 
     def _draw_status(self, final: bool = False) -> None:
         stream = self._status_line_stream()
         if stream is None:
             return
         line = self.tally.line(time.monotonic(), self._started_s,
-                               stopping=self._stop is not None and self._stop.first.is_set())
+                               stopping=self._stop.first.is_set())
         stream.write(CLEAR_LINE + line + ("\n" if final else ""))
         stream.flush()
 

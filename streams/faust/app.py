@@ -27,7 +27,7 @@ from eventq.kafka.command_producer import CommandProducer
 from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
-from eventq.settings import APPLY_FETCH, Settings
+from eventq.settings import Settings
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import ROCKSDB_OPTIONS
 from eventq.state.waiters import Waiters
@@ -82,9 +82,9 @@ class Streams:
     changelogs: Changelogs
     steward: Steward
     admitter: BulkAdmitter
-    owner_of: object  # partition -> gateway address of its active owner, or None
-    members: object  # () -> gateway addresses of every process in the group
-    lag: object  # () -> {owned partition: (last offset applied, log end or None)}
+    owner_of: Callable[[int], str | None]  # gateway address of a partition's active owner
+    members: Callable[[], list[str]]  # gateway addresses of every process in the group
+    lag: Callable[[], dict[int, tuple[int, int | None]]]  # owned: (applied through, log end)
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
     fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
     # What writes commands (the gateway's, the timers', the follow-ups'), None while it
@@ -98,10 +98,7 @@ def command_producer_of(settings: Settings, app: faust.App,
     """The producer commands are written with (docs/architecture.md, "Batches"): one of
     their own (librdkafka), or faust's (acks=all, idempotent as well: build_streams), which
     they then share with the bulk lane's admitted slices."""
-    if settings.command_producer == "faust":
-        return (lambda: app.producer._producer), None
-    own = CommandProducer(settings.kafka, client_id=f"{settings.app_id}-commands")
-    return (lambda: own if own.running else None), own
+    return (lambda: app.producer._producer), None
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -113,7 +110,7 @@ def build_streams(settings: Settings) -> Streams:
     fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
     table_recovery.install()  # eventq recovers the tables of its active partitions
     lease_hooks.install()  # heartbeats renew the lease on the partitions
-    fetching = settings.apply_path == APPLY_FETCH
+    fetching = True
     # The command log is read on the main loop, a fetch at a time (streams/faust/command_fetch.py):
     # faust's consumer holds its partitions paused. faust's own assignor otherwise.
     assignor = ({"PartitionAssignor": faust_patches.commands_left_to_fetcher(
