@@ -7,10 +7,10 @@ Starts a throwaway Kafka broker and `eventq serve` (8 partitions), then prints:
 - per client count: the interactive cycles/s and p50/p99 per command without the load
   and during it, the bulk load's jobs/s meanwhile, and every reply that was not +OK.
 
-The load is what a pipeline with a plain Kafka producer writes (README): batch records
-of 500 adds per partition, to the bulk topic (or, for code without a bulk lane, to the
-command log). With ``--before REF`` the same runs first use the code of git revision
-REF (a temporary worktree; same broker, same run):
+The load is what a pipeline with a plain Kafka producer writes (docs/spark.md, "Bulk
+loads beside workers"): batch records of 500 adds per partition, to the bulk topic (or,
+for code without a bulk lane, to the command log). With ``--before REF`` the same runs
+first use the code of git revision REF (a temporary worktree; same broker, same run):
 
     .venv/bin/python bench/mixed_bench.py [--jobs 1000000] [--before d2812bf]
 """

@@ -115,7 +115,8 @@ class Settings:
 
     # --- topics ---------------------------------------------------------------------------
     # 4: fewer partitions carry more commands per record; 2 to 16 measured on 2 cores
-    # (README, "Scaling out"). Topics that exist keep their count (server.with_existing_partitions).
+    # (docs/operations.md, "On many machines"). Topics that exist keep their count
+    # (eventq/run/serve.py, with_existing_partitions).
     partitions: int = TOPICS.setting(4, "partitions of eventq's topics (fixed at creation)")
     replication_factor: int = TOPICS.setting(0, (
         "replication factor of eventq's topics (0: one per local broker, at most 3; "

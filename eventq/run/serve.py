@@ -425,7 +425,8 @@ def restore_missing_tables(settings: Settings) -> bool:
 def with_existing_partitions(settings: Settings, say: Callable[[str], None]) -> Settings:
     """The settings with the partition count of eventq's command log if it exists: for
     when --partitions was not given, so that topics made under an older default (8 before
-    issue 28's figures; README, "Scaling out") serve as they are instead of being refused
+    the partition sweep of docs/operations.md, "On many machines") serve as they are
+    instead of being refused
     (a count cannot shrink). Kafka must answer; a failure to ask leaves them as they are
     (the topic check that follows says what is wrong)."""
     from eventq.kafka.topics import existing_partitions

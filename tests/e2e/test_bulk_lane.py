@@ -29,7 +29,8 @@ RECORD_COMMANDS = 500  # what Spark enqueue puts in one bulk record
 
 def bulk_load(bootstrap: str, topic: str, partitions: int, name: str, count: int) -> list:
     """Write ``count`` adds as a pipeline would: batch records per partition (the
-    documented format for plain Kafka producers, README)."""
+    documented format for plain Kafka producers: docs/spark.md, "Bulk loads beside
+    workers")."""
     ids = [uuid.uuid4() for _ in range(count)]
     by_partition: dict[int, list[bytes]] = {}
     for job_id in ids:

@@ -87,7 +87,7 @@ def _topics_create(kafka_bootstrap: str, names: TopicNames, *flags: str):
 
 def test_topics_made_under_another_default_keep_their_count_unless_partitions_is_given(
         kafka_bootstrap, topic_prefix):
-    """The default went from 8 to 4 (README, "Scaling out"): a var/ whose topics have 8
+    """The default went from 8 to 4 (docs/operations.md, "On many machines"): a var/ whose topics have 8
     must still serve with `make run`, and `--partitions` still says what is wanted."""
     names = _names(topic_prefix)
     ensure_topics(kafka_bootstrap, eventq_topics(names, partitions=8))

@@ -409,7 +409,7 @@ async def _call(awaitable: Awaitable[None]) -> Reply:
 
 
 def bulk_record(jobs: Sequence[BulkJob]) -> bytes:
-    """One batch record of add commands, built as README.md "Bulk loads beside
+    """One batch record of add commands, built as docs/spark.md, "Bulk loads beside
     workers" says."""
     return encode_batch([
         encode_command(Add(uuid.UUID(job.job_id), job.queue, job.ttr_ms, job.ttl_ms,
