@@ -48,8 +48,7 @@ class CommandWriter:
     ) -> None:
         # Returns the producer to write with (acks=all, idempotent: its send_and_wait
         # gives the record's offset or raises the Kafka error), or None while it is not
-        # started: eventq/kafka/command_producer.py's, or faust's AIOKafkaProducer
-        # (--command-producer; docs/architecture.md, "Batches").
+        # started: faust's AIOKafkaProducer (docs/architecture.md, "Batches").
         self._producer = producer
         # Resolves once this process's processor has applied the record at (partition,
         # offset), or at once when it does not own the partition (see _drain).

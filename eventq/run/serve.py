@@ -97,12 +97,8 @@ class EventqService(mode.Service):
         if self._tokens is not None:  # docs/security.md: the file is read again on SIGHUP
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGHUP, reload_tokens, self._tokens, self._settings.tokens_file)
-        # Before the app starts (faust starts it after this service): the follow-ups of
-        # the first records applied are written with it (docs/architecture.md, "Batches").
-        if self._streams.own_command_producer is not None:
-            await self._streams.own_command_producer.start()
         self._streams.engine.writer = CommandWriter(
-            self._streams.command_producer,  # faust's, if chosen: started with the app
+            self._streams.command_producer,  # faust's: started with the app
             self._settings.commands_topic,
             self._settings.partitions,
             applied=self._streams.processor.applied,
@@ -156,10 +152,6 @@ class EventqService(mode.Service):
         writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()
-        if self._streams.own_command_producer is not None:
-            # After both writers: the app's last commit waited for the follow-ups' acks.
-            await self._streams.own_command_producer.stop()
-        if writer is not None:
             counters = self._streams.processor.counters
             changelogs = self._streams.changelogs
             log.info(

@@ -23,7 +23,6 @@ from faust.types import TP
 
 from eventq.address import address_of
 from eventq.kafka.bulklane import bulk_group_id
-from eventq.kafka.command_producer import CommandProducer
 from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
@@ -87,21 +86,9 @@ class Streams:
     lag: object  # () -> {owned partition: (last offset applied, log end or None)}
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
     fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
-    # What writes commands (the gateway's, the timers', the follow-ups'), None while it
-    # is not started; and the librdkafka producer to start and stop, if it is that.
+    # What writes commands (the gateway's, the timers', the follow-ups'): faust's
+    # producer, None until the app has started it (docs/architecture.md, "Batches").
     command_producer: Callable[[], object]
-    own_command_producer: CommandProducer | None
-
-
-def command_producer_of(settings: Settings, app: faust.App,
-                        ) -> tuple[Callable[[], object], CommandProducer | None]:
-    """The producer commands are written with (docs/architecture.md, "Batches"): one of
-    their own (librdkafka), or faust's (acks=all, idempotent as well: build_streams), which
-    they then share with the bulk lane's admitted slices."""
-    if settings.command_producer == "faust":
-        return (lambda: app.producer._producer), None
-    own = CommandProducer(settings.kafka, client_id=f"{settings.app_id}-commands")
-    return (lambda: own if own.running else None), own
 
 
 def build_streams(settings: Settings) -> Streams:
@@ -163,10 +150,9 @@ def build_streams(settings: Settings) -> Streams:
     )
     # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
     changelog_buffer = durable_flush.install(app)
-    # faust's producer writes the bulk lane's admitted slices, and the commands with
-    # --command-producer faust (streams/command_writer.py), which must never be
-    # duplicated by a retry (a second `fail` would count twice): idempotent, acks from
-    # all in-sync replicas.
+    # faust's producer writes the commands (streams/command_writer.py) and the bulk
+    # lane's admitted slices, which must never be duplicated by a retry (a second
+    # `fail` would count twice): idempotent, acks from all in-sync replicas.
     app.producer._settings_extra = lambda: {"acks": "all", "enable_idempotence": True}
     commands = app.topic(
         settings.commands_topic,
@@ -230,7 +216,9 @@ def build_streams(settings: Settings) -> Streams:
     # Workflows' follow-ups go to the command log with the gateway's command producer
     # (acks=all, idempotent), each partition's commit waiting for those of what it
     # covers (streams/follow_ups.py).
-    command_producer, own_command_producer = command_producer_of(settings, app)
+    def command_producer() -> object:
+        return app.producer._producer
+
     follow_ups = follow_up_writer(
         command_producer, settings.commands_topic, settings.partitions,
         changelogs)
@@ -384,5 +372,5 @@ def build_streams(settings: Settings) -> Streams:
     return Streams(
         app, table, engine, processor, index, waiters, timer, changelog_buffer,
         changelogs, steward, admitter, owner_of, members, lag, follow_ups, fetcher,
-        command_producer, own_command_producer,
+        command_producer,
     )
