@@ -106,9 +106,9 @@ class MemoryStore(JobStore):
 
 @dataclass(frozen=True)
 class Message:
-    """One record of a topic, as the processor is handed it (faust's Message: topic,
-    partition, offset, ``timestamp`` in seconds) and as eventq's log readers give it
-    (eventq/kafka/logreader.py ``Record``: ``timestamp_ms``, key, value)."""
+    """One record of a topic, as eventq's log readers give it
+    (eventq/kafka/logreader.py ``Record``: ``timestamp_ms``, key, value); ``fetched``
+    is the same record as the processor is handed it."""
 
     topic: str
     partition: int
@@ -116,10 +116,6 @@ class Message:
     timestamp_ms: int  # LogAppendTime: stamped by the broker
     key: bytes | None = None
     value: bytes | None = None
-
-    @property
-    def timestamp(self) -> float:
-        return self.timestamp_ms / 1000
 
     def fetched(self) -> Fetched:
         """This record as the fetcher hands it over (streams/faust/command_fetch.py), with
@@ -263,8 +259,8 @@ Changelog = list[tuple[bytes, "bytes | None"]]
 
 class Driver:
     """A processor over a ``MemoryStore`` fed a ``MemoryLog``, partition by partition in
-    offset order, as faust's agent feeds it (streams/faust/app.py), and a changelog per
-    partition with commit points (docs/architecture.md, "The changelog").
+    offset order, as the fetcher feeds it (streams/faust/command_fetch.py), and a
+    changelog per partition with commit points (docs/architecture.md, "The changelog").
 
     ``deliver`` hands records to the processor from each partition's fetch position;
     ``rewind`` and ``skip`` move that position back (records delivered again) or on
@@ -295,8 +291,8 @@ class Driver:
         by_fetch: bool = False,
     ) -> None:
         self.log = log
-        # ``deliver`` hands the records over as one fetch (``handle_batch``, as
-        # streams/faust/command_fetch.py does), else one at a time (``handle``, faust's agent).
+        # ``deliver`` hands the records over as one fetch, else each in a fetch of its
+        # own (``handle_batch``, as streams/faust/command_fetch.py does).
         self.by_fetch = by_fetch
         self.store = store if store is not None else MemoryStore(log.partitions)
         self.node = node
@@ -367,7 +363,7 @@ class Driver:
                 del self.seeking[partition]
             fetch.append(message)
             if not self.by_fetch:
-                await self.processor.handle(message, message.value)
+                await self.processor.handle_batch(partition, [message.fetched()])
         if self.by_fetch and fetch:
             await self.processor.handle_batch(partition, [m.fetched() for m in fetch])
         return len(fetch)

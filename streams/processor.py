@@ -1,5 +1,5 @@
-"""The agent's body: apply one record of `eventq.commands` (one command or a batch of
-them) to the `jobs` table.
+"""Apply the records of `eventq.commands` (each one command or a batch of them) to the
+`jobs` table.
 
 For each command of the record, in order (docs/architecture.md, "The processor" and
 "Batches"): decode it, take the job (from this batch if an earlier command changed it,
@@ -7,11 +7,10 @@ else from the table), ``step`` it with the pure core at the broker's LogAppendTi
 update the derived indexes. Then the batch's effect is stored once: one RocksDB write
 batch holding only the last state of each job, the same records handed to the
 partition's changelog transaction (streams/faust/transactions.py), and only then are the
-issuers answered. It is handed the records of the partitions this process owns, in
-whole fetches (``handle_batch``, streams/faust/command_fetch.py) or one event at a time by
-faust's agent (``handle``); it is the only writer of the tables (writes name their
-partition explicitly), and applies only while this process holds its partitions
-(docs/fencing.md).
+issuers answered. It is handed the records of the partitions this process owns in
+whole fetches (``handle_batch``, streams/faust/command_fetch.py); it is the only writer
+of the tables (writes name their partition explicitly), and applies only while this
+process holds its partitions (docs/fencing.md).
 
 At-least-once: after a crash the uncommitted tail of a partition is read again, whole
 records, so a crash in the middle of a batch re-reads all of it. Idempotency is
@@ -325,39 +324,18 @@ class Processor:
             self._watermarks[partition] = mark
         return mark
 
-    async def handle(self, message, value: bytes | None) -> None:
-        """Apply one record (``message`` is faust's Message of the event), if it is the
-        next one of its partition and this process still holds the partition.
-
-        A partition's state is the fold of its log, so its records are applied in
-        offset order, each once, without a gap (``_in_order``). And only while this
-        process's lease on its partitions holds (streams/faust/lease.py): a process that was
-        paused past its session must not apply what the partition's new owner is
-        applying; it stops and gives its partitions up (``ownership.lost``)."""
-        if self.suspended:
-            self.counters.skipped += 1
-            return
-        if not await self._in_order(message):
-            return
-        if not self._ownership.holds():
-            self._lease_lost(message.topic, message.partition, message.offset)
-            return
-        # LogAppendTime, stamped by the broker (faust's Message has it in seconds).
-        await self._apply_record(message, value, round(message.timestamp * 1000))
-        if self._next.get(message.partition) == message.offset:
-            # Unless the partition was given up while this record was applied (its
-            # transaction failed: streams/faust/ownership.py): then it resumes where it is
-            # taken again, not here.
-            self._next[message.partition] = message.offset + 1
-
     async def handle_batch(self, partition: int, records: Sequence) -> None:
         """Apply one fetch's records of ``partition`` (aiokafka ConsumerRecords, in
-        offset order, ``timestamp`` in milliseconds: streams/faust/command_fetch.py), each
-        exactly as ``handle`` applies one: only while this process is not suspended and
-        holds its partitions, and only the partition's next record. What ``handle`` pays
-        per record for being called (a coroutine, an await of ``_in_order``) is paid
-        here once per fetch: a record that is the one expected goes straight to its
-        apply; any other takes ``_in_order``'s path."""
+        offset order, ``timestamp`` the broker's LogAppendTime in milliseconds:
+        streams/faust/command_fetch.py), each only if it is the partition's next record
+        and this process still holds its partitions.
+
+        A partition's state is the fold of its log, so its records are applied in
+        offset order, each once, without a gap: a record that is the one expected goes
+        straight to its apply, any other takes ``_in_order``'s path. And only while this
+        process's lease on its partitions holds (streams/faust/lease.py): a process that
+        was paused past its session must not apply what the partition's new owner is
+        applying; it stops and gives its partitions up (``ownership.lost``)."""
         next_ = self._next
         holds = self._ownership.holds
         for at, record in enumerate(records):
@@ -375,12 +353,15 @@ class Processor:
                 self.counters.skipped += len(records) - at
                 return
             await self._apply_record(record, record.value, record.timestamp)
-            if next_.get(partition) == offset:  # (see ``handle``)
+            if next_.get(partition) == offset:
+                # Unless the partition was given up while this record was applied (its
+                # transaction failed: streams/faust/ownership.py): then it resumes where
+                # it is taken again, not here.
                 next_[partition] = offset + 1
 
     def _lease_lost(self, topic: str, partition: int, offset: int) -> None:
         """Stop applying and give the partitions up: the lease expired before the record
-        at ``offset`` was applied (``handle``)."""
+        at ``offset`` was applied (``handle_batch``)."""
         self.suspend()
         self._ownership.lost("its lease on its partitions expired (a pause, or cut off "
                              "from the group coordinator) before it applied "

@@ -1,4 +1,4 @@
-"""Reading the `jobs` table from outside the agent, only from actively owned partitions.
+"""Reading the `jobs` table outside faust's streams, only from actively owned partitions.
 
 faust's own ``table.get`` outside a stream searches every open RocksDB, standby copies
 included (a trap: a standby may be behind). eventq knows a job's partition from its id
@@ -114,7 +114,7 @@ class JobStore:
         # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
         return self._table.data._db_for_partition(partition)
 
-    # --- the processor's access (inside the agent, for the event's own partition) ---
+    # --- the processor's access (for the partition of the record it applies) -------
 
     def read(self, partition: int, key: bytes) -> bytes | None:
         return self.db(partition).get(key)

@@ -1,8 +1,7 @@
 """The faust application: the `jobs` table whose changelog is `eventq.jobs`, the group
 that assigns this process its partitions of `eventq.commands`, and what applies them:
-the fetcher on the main loop (streams/faust/command_fetch.py) or one agent on the topic
-(``apply_path``, eventq/settings.py), and the service that runs the producer, timers
-and gateway.
+the fetcher on the main loop (streams/faust/command_fetch.py), handing whole fetches to
+the processor (docs/architecture.md, "Batches").
 
 Built from the one Settings object; nothing here reads the environment.
 """
@@ -26,7 +25,7 @@ from eventq.kafka.bulklane import bulk_group_id
 from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
-from eventq.settings import APPLY_FETCH, Settings
+from eventq.settings import Settings
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import ROCKSDB_OPTIONS
 from eventq.state.waiters import Waiters
@@ -85,7 +84,7 @@ class Streams:
     members: object  # () -> gateway addresses of every process in the group
     lag: object  # () -> {owned partition: (last offset applied, log end or None)}
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
-    fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
+    fetcher: CommandFetcher  # reads the command log
     # What writes commands (the gateway's, the timers', the follow-ups'): faust's
     # producer, None until the app has started it (docs/architecture.md, "Batches").
     command_producer: Callable[[], object]
@@ -100,11 +99,6 @@ def build_streams(settings: Settings) -> Streams:
     fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
     table_recovery.install()  # eventq recovers the tables of its active partitions
     lease_hooks.install()  # heartbeats renew the lease on the partitions
-    fetching = settings.apply_path == APPLY_FETCH
-    # The command log is read on the main loop, a fetch at a time (streams/faust/command_fetch.py):
-    # faust's consumer holds its partitions paused. faust's own assignor otherwise.
-    assignor = ({"PartitionAssignor": faust_patches.commands_left_to_fetcher(
-        settings.commands_topic)} if fetching else {})
     app = faust.App(
         settings.app_id,
         **faust_options(settings.kafka),
@@ -146,7 +140,9 @@ def build_streams(settings: Settings) -> Streams:
         recovery_consistency_check=False,
         # The stream's queue fast path (research/faust-levers.md: ~5 us per event).
         cython_optimizations=True,
-        **assignor,
+        # The command log is read on the main loop, a fetch at a time
+        # (streams/faust/command_fetch.py): faust's consumer holds its partitions paused.
+        PartitionAssignor=faust_patches.commands_left_to_fetcher(settings.commands_topic),
     )
     # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
     changelog_buffer = durable_flush.install(app)
@@ -246,20 +242,14 @@ def build_streams(settings: Settings) -> Streams:
         on_error=lambda partition, error: steward.take_again(
             partition, f"applying a record of partition {partition} failed ({error!r})"),
         on_failure=lambda error: asyncio.ensure_future(app.crash(error)),
-    ) if fetching else None
+    )
 
-    # Subscribes faust's group to the command log either way: its assignor gives this
-    # process its partitions, with their tables (with a fetcher it reads none of them).
+    # Subscribes faust's group to the command log: its assignor gives this process its
+    # partitions, with their tables (the fetcher reads them, faust's consumer none).
     @app.agent(commands)
     async def process(stream):
-        # The changelog of each record is in its partition's open transaction before its
-        # event is acked; the transaction commits with the offset it covers
-        # (streams/faust/transactions.py).
         async for event in stream.events():
-            if fetcher is None:
-                await processor.handle(event.message, event.value)
-            else:
-                unread_by_faust(event.message)
+            unread_by_faust(event.message)
 
     def unread_by_faust(message) -> None:
         """faust's consumer was to leave the command log to the fetcher: what it read
@@ -278,8 +268,7 @@ def build_streams(settings: Settings) -> Streams:
         """Stopping: the streams are idle and this process is still in the group: commit
         what was applied (or roll it back), before the consumer leaves the group."""
         await steward.release_all()
-        if fetcher is not None:
-            await fetcher.close()
+        await fetcher.close()
 
     @app.task
     async def commit_periodically() -> None:

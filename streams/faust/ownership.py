@@ -18,7 +18,6 @@ import asyncio
 import logging
 import time
 
-from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
 from eventq.kafka.committed import Committed, committed_positions
@@ -46,12 +45,12 @@ class Steward:
         self.last_loss: str | None = None
 
     def attach(self, *, engine, store, index, processor, changelogs, admitter, timer,
-               fetcher=None) -> None:
+               fetcher) -> None:
         self._engine, self._store, self._index = engine, store, index
         self._processor, self._changelogs, self._admitter = processor, changelogs, admitter
         self._timer = timer
         # The command log's reader on the main loop (streams/faust/command_fetch.py), which
-        # reads exactly what this steward serves; None: faust's agent reads it.
+        # reads exactly what this steward serves.
         self._fetcher = fetcher
         self._retaking: dict[int, asyncio.Task] = {}  # partitions being taken again
         # The committed position each partition's table was recovered for: reading
@@ -91,8 +90,7 @@ class Steward:
         log.warning("giving up every partition: %s; rolling back what was applied since "
                     "the last commit and rejoining the group", reason)
         self._processor.suspend()
-        if self._fetcher is not None:
-            self._fetcher.drop_all()
+        self._fetcher.drop_all()
         self._engine.ready.clear()
         self._store.active = frozenset()
         self.lease.end()
@@ -117,8 +115,7 @@ class Steward:
                     reason)
         self._store.active = self._store.active - {partition}
         self._processor.set_aside(partition)
-        if self._fetcher is not None:
-            self._fetcher.drop([partition])
+        self._fetcher.drop([partition])
         self._index.drop_partition(partition)
         self.admit_served()
         self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
@@ -190,20 +187,11 @@ class Steward:
         return ends.get(partition, (None, None))[0]
 
     async def read_again(self, partition: int, offset: int) -> None:
-        if self._fetcher is not None:
-            self._fetcher.read_again(partition, offset)
-        else:
-            await self._app.consumer.seek(TP(self._settings.commands_topic, partition), offset)
+        self._fetcher.read_again(partition, offset)
 
     def highwater(self, partition: int) -> int | None:
         """The command log's end in ``partition`` as of its last fetch (None: unknown)."""
-        if self._fetcher is not None:
-            return self._fetcher.highwater(partition)
-        try:
-            end = self._app.consumer.highwater(TP(self._settings.commands_topic, partition))
-        except Exception:  # not assigned (any more), or no fetch yet
-            return None
-        return end if isinstance(end, int) else None
+        return self._fetcher.highwater(partition)
 
     # --- the rebalance -------------------------------------------------------------
 
@@ -324,20 +312,6 @@ class Steward:
         catch_up = await asyncio.to_thread(
             catch_up_targets, self._settings.kafka, self._settings.app_id,
             self._settings.commands_topic, partitions, recovered_at)
-        try:
-            # aiokafka's seek_to_committed leaves a never-committed partition wherever
-            # the fetcher stood, so place it at its first offset, as
-            # consumer_auto_offset_reset="earliest" promises; a partition taken again on
-            # its own is read again from its committed offset. (The fetcher on the main
-            # loop places every partition itself, below.)
-            for partition in partitions:
-                position = catch_up.positions[partition]
-                if self._fetcher is None and (partition in catch_up.uncommitted
-                                              or partition in self._retaking):
-                    await self.read_again(partition, position)
-        except IllegalStateError as error:  # a new rebalance took it meanwhile
-            log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
-            return None
         if self._letting_go is not None or generation != self._generation:
             return None  # lost meanwhile (the rejoin recovers), or a new rebalance
         for partition, offset in recovered_at.items():
@@ -345,10 +319,9 @@ class Steward:
                 del self._recovered_at[partition]
         for partition in partitions:
             self._processor.resume_partition(partition, catch_up.positions[partition])
-        if self._fetcher is not None:
-            # Fetched from now on, each from exactly where the processor expects its next
-            # record (a revocation or loss since the checks above would have said so).
-            self._fetcher.serve({p: catch_up.positions[p] for p in partitions})
+        # Fetched from now on, each from exactly where the processor expects its next
+        # record (a revocation or loss since the checks above would have said so).
+        self._fetcher.serve({p: catch_up.positions[p] for p in partitions})
         return catch_up
 
     def _drop_stale_changelog_events(self, partitions: list[int]) -> None:
@@ -371,10 +344,9 @@ class Steward:
         self._engine.ready.clear()
         self._store.active = self._store.active - set(partitions)
         self._engine.let_go(set(partitions))
-        if self._fetcher is not None:
-            # faust stopped only its own streams: no record of these is applied from now
-            # on, before anything is committed or rolled back below.
-            await self._fetcher.stop(partitions)
+        # faust stopped only its own streams: no record of these is applied from now
+        # on, before anything is committed or rolled back below.
+        await self._fetcher.stop(partitions)
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go
@@ -388,8 +360,7 @@ class Steward:
 
     async def release_all(self) -> None:
         """Stopping: commit what was applied (or roll it back) and close the producers."""
-        if self._fetcher is not None:
-            await self._fetcher.stop_all()  # (faust stopped only its own streams)
+        await self._fetcher.stop_all()  # (faust stopped only its own streams)
         offsets = self._processor.next_offsets() if self.may_commit() else None
         self._processor.suspend()
         self._stop_retaking(self._retaking)
