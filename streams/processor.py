@@ -65,9 +65,28 @@ READ_AGAIN_S = 10.0  # a partition read again that has not delivered by then: se
 
 class Ownership(Protocol):
     """What the processor asks of the process about its partitions
-    (streams/faust/ownership.py ``Steward``): whether it still holds them, what to do
-    when it may not, and how to read a partition again. These defaults (a subclass's,
-    ``AlwaysHeld``) hold always and read nothing (tests)."""
+    (streams/faust/ownership.py ``Steward``)."""
+
+    def holds(self) -> bool:
+        """Whether this process still holds its partitions."""
+        ...
+
+    def lost(self, reason: str) -> None:
+        """It may not: stop, and give them up."""
+        ...
+
+    async def log_start(self, partition: int) -> int | None:
+        """The command log's first offset in ``partition`` (None: unknown)."""
+        ...
+
+    async def read_again(self, partition: int, offset: int) -> None:
+        """Fetch ``partition`` again from ``offset``."""
+        ...
+
+
+class AlwaysHeld:
+    """The default ownership (tests): every partition is held always, and nothing is
+    read again."""
 
     def holds(self) -> bool:
         return True
@@ -80,10 +99,6 @@ class Ownership(Protocol):
 
     async def read_again(self, partition: int, offset: int) -> None:
         pass
-
-
-class AlwaysHeld(Ownership):
-    """The default ownership: every partition is held, and nothing is read again."""
 
 
 def _no_follow_ups(partition: int, follow_ups: Sequence[FollowUp]) -> None:
@@ -114,7 +129,7 @@ class Processor:
         # partition of the command log; the partition's next commit waits for their
         # acknowledgement (streams/follow_ups.py).
         self._follow_ups = follow_ups
-        self._ownership = ownership or AlwaysHeld()
+        self._ownership: Ownership = ownership or AlwaysHeld()
         self.suspended = False  # lost (or may have lost) its partitions: applies nothing
         self._admitted: dict[int, int] = {}  # partition -> next bulk position to admit
         self._progress = ApplyProgress()

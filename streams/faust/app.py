@@ -322,9 +322,7 @@ async def process(stream: StreamT[bytes]) -> None:
     assignor gives this process its partitions, with their tables. faust's consumer
     reads none of them (the fetcher does): what it reads anyway is not applied twice,
     and said."""
-    # faust declares StreamT.events an ``async def`` returning an AsyncIterable; it is
-    # an async generator, which that declaration makes a coroutine to mypy.
-    async for event in stream.events():  # type: ignore[attr-defined]
+    async for event in stream.events():
         message = event.message
         log.error("faust's consumer read %s[%d]@%d although its partitions are left to "
                   "the fetcher (a faust change? streams/faust/patches.py): not applied "
@@ -343,16 +341,17 @@ class Hooks:
     def connect(self, commands: TopicT) -> None:
         app = self._streams.app
         app.agent(commands)(process)
-        app.on_before_shutdown.connect(self.give_partitions_up)
+        # mode types a signal's handler (SignalHandlerT) so that, to mypy, only one
+        # taking ``*args, **kwargs`` alone fits; faust calls these with the sender and
+        # the signal's arguments, as they say.
+        app.on_before_shutdown.connect(self.give_partitions_up)  # type: ignore[arg-type]
         app.task(self.commit_periodically)
         self._streams.table.on_recover(self.rebuild_indexes)
-        app.on_partitions_revoked.connect(self.stop_serving)
+        app.on_partitions_revoked.connect(self.stop_serving)  # type: ignore[arg-type]
 
-    async def give_partitions_up(self, app: object, *args: object, **kwargs: object) -> None:
+    async def give_partitions_up(self, app: faust.App, **kwargs: object) -> None:
         """Stopping: the streams are idle and this process is still in the group: commit
-        what was applied (or roll it back), before the consumer leaves the group. (mode
-        calls a signal's handlers with the sender, the signal's arguments and
-        ``signal=``.)"""
+        what was applied (or roll it back), before the consumer leaves the group."""
         await self._streams.steward.release_all()
         await self._streams.fetcher.close()
 
@@ -361,12 +360,10 @@ class Hooks:
         await commit_loop(streams.changelogs, streams.processor.next_offsets,
                           streams.steward.commit_now)()
 
-    async def stop_serving(self, app: object, *args: set[TP], **kwargs: object) -> None:
+    async def stop_serving(self, app: faust.App, revoked: set[TP], **kwargs: object) -> None:
         """Partitions leave this worker (the streams are idle): stop serving them, and
         commit what was applied to them (or roll it back, if this process may no longer
-        commit), before anyone else may take them. (faust sends the revoked partitions
-        as the signal's one argument.)"""
-        revoked = args[0]
+        commit), before anyone else may take them."""
         commands_topic = self._settings.commands_topic
         lost = {tp.partition for tp in revoked if tp.topic == commands_topic}
         if lost:

@@ -17,21 +17,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any, Iterable
 
+import faust
 from faust.types import TP
 
 from eventq.kafka.committed import Committed, committed_positions
-from eventq.kafka.logreader import end_offsets
+from eventq.kafka.logreader import CatchUp, catch_up_targets, end_offsets
 from eventq.settings import Settings
+from eventq.state.indexes import JobIndex
+from streams.engine import Engine
+from streams.faust.admission import BulkAdmitter
+from streams.faust.command_fetch import CommandFetcher
 from streams.faust.lease import OwnershipLease
 from streams.faust.table_recovery import recover_tables
-from streams.faust.transactions import describe, is_fenced
+from streams.faust.transactions import Changelogs, describe, is_fenced
+from streams.processor import Processor, wall_clock_ms
+from streams.store import JobStore
+from streams.timers import DeadlineTimer
 
 log = logging.getLogger(__name__)
 
 
 class Steward:
-    def __init__(self, app, settings: Settings, lease: OwnershipLease) -> None:
+    def __init__(self, app: faust.App, settings: Settings, lease: OwnershipLease) -> None:
         self._app = app
         self._settings = settings
         self.lease = lease
@@ -44,8 +53,9 @@ class Steward:
         self.losses = 0
         self.last_loss: str | None = None
 
-    def attach(self, *, engine, store, index, processor, changelogs, admitter, timer,
-               fetcher) -> None:
+    def attach(self, *, engine: Engine, store: JobStore, index: JobIndex,
+               processor: Processor, changelogs: Changelogs, admitter: BulkAdmitter,
+               timer: DeadlineTimer, fetcher: CommandFetcher) -> None:
         self._engine, self._store, self._index = engine, store, index
         self._processor, self._changelogs, self._admitter = processor, changelogs, admitter
         self._timer = timer
@@ -154,7 +164,7 @@ class Steward:
 
         self._processor.expect_partition_caught_up(partition, target, caught_up)
 
-    def _stop_retaking(self, partitions) -> None:
+    def _stop_retaking(self, partitions: Iterable[int]) -> None:
         for partition in list(partitions):
             task = self._retaking.pop(partition, None)
             if task is not None:
@@ -173,8 +183,10 @@ class Steward:
     def _rejoin(self) -> None:
         """Ask the Kafka consumer (in faust's consumer thread) to rejoin the group: its
         partitions are revoked and assigned again, and recovered from the log."""
-        thread = getattr(self._app.consumer, "_thread", None)
-        consumer = getattr(thread, "_consumer", None)
+        # faust's consumer thread and the aiokafka consumer in it: not in faust's
+        # ConsumerT (nor has aiokafka types), hence Any.
+        thread: Any = getattr(self._app.consumer, "_thread", None)
+        consumer: Any = getattr(thread, "_consumer", None)
         if consumer is None:
             return
         coordinator = consumer._coordinator
@@ -184,7 +196,7 @@ class Steward:
         """The command log's first offset in ``partition`` (retention deletes before it)."""
         ends = await asyncio.to_thread(
             end_offsets, self._settings.kafka, self._settings.commands_topic)
-        return ends.get(partition, (None, None))[0]
+        return ends[partition][0] if partition in ends else None
 
     async def read_again(self, partition: int, offset: int) -> None:
         self._fetcher.read_again(partition, offset)
@@ -261,9 +273,9 @@ class Steward:
             failed |= dict.fromkeys(started, error)
         if failed:
             await changelogs.release(list(failed), None)
-            for partition, error in sorted(failed.items()):
+            for partition, why in sorted(failed.items()):
                 log.warning("could not take partition %d (%s); trying again shortly",
-                            partition, describe(error))
+                            partition, describe(why))
         done = [p for p in partitions if p not in failed]
         if report or failed:
             log.info("took partitions %s in %.2fs: fenced their previous owners, then read "
@@ -288,16 +300,14 @@ class Steward:
                 committed = {**committed, partition: Committed(-1, None)}
         return committed
 
-    async def resume(self, partitions: list[int], generation: int | None = None):
+    async def resume(self, partitions: list[int],
+                     generation: int | None = None) -> CatchUp | None:
         """Index ``partitions`` from their tables and have their uncommitted tails read
         again: where each resumes, and the offset it must reach before serving
         (eventq.kafka.logreader.CatchUp). None if a new rebalance came meanwhile (since
         the take of ``generation``, by default the last one)."""
         if generation is None:
             generation = self._generation
-        from eventq.kafka.logreader import catch_up_targets
-        from streams.processor import wall_clock_ms
-
         now_ms = wall_clock_ms()
         self.indexed = 0
         for partition in partitions:
@@ -328,7 +338,9 @@ class Steward:
         """faust may still hold changelog records it fetched while these partitions
         were its standbys: applied now, over what recover_tables writes, they would put
         older states back. Apply what it buffered, then have it drop the rest."""
-        recovery = self._app.tables.recovery
+        # faust's TableManager: its recovery is not in TableManagerT, hence Any.
+        tables: Any = self._app.tables
+        recovery = tables.recovery
         recovery.flush_buffers()
         for partition in partitions:
             recovery.active_offsets[TP(self._settings.jobs_topic, partition)] = NEVER
@@ -337,7 +349,7 @@ class Steward:
         """The partitions' records are applied again from their committed offsets."""
         self._processor.suspended = False
 
-    async def revoked(self, partitions) -> None:
+    async def revoked(self, partitions: set[int]) -> None:
         """A rebalance takes ``partitions`` away (faust has stopped the streams): commit
         what was applied to them, unless this process may no longer (then roll back)."""
         self._generation += 1  # a take or retake under way stops

@@ -261,7 +261,7 @@ def fetching_steward(monkeypatch, calls: Calls):
         it._store.recurrences_in) = lambda p: []
     it._timer = SimpleNamespace(consider=lambda now_ms: None)
     it._fetcher.applying = True
-    monkeypatch.setattr(logreader, "catch_up_targets", lambda bootstrap, group, topic, ps,
+    monkeypatch.setattr(ownership, "catch_up_targets", lambda bootstrap, group, topic, ps,
                         committed=None: logreader.CatchUp(
                             targets={}, uncommitted={}, positions={p: 10 + p for p in ps}))
     return it, it._fetcher
