@@ -12,7 +12,6 @@ import logging
 import uuid
 from typing import Any, Iterable, Iterator, Protocol
 
-from faust.types import TableT
 from rocksdict import WriteBatch
 
 from eventq.core import (
@@ -45,6 +44,14 @@ log = logging.getLogger(__name__)
 
 class NotOwned(Exception):
     """The job's partition is not actively owned by this worker (yet)."""
+
+
+class FaustTable(Protocol):
+    """What is read of faust's `jobs` Table (streams/faust/app.py): its Store, whose
+    per-partition RocksDB faust's types do not declare, hence Any."""
+
+    @property
+    def data(self) -> Any: ...
 
 
 class TableSnapshot(Protocol):
@@ -128,7 +135,7 @@ class PinnedJobs:
 
 
 class JobStore:
-    def __init__(self, table: TableT[bytes, bytes] | None, partitions: int) -> None:
+    def __init__(self, table: FaustTable | None, partitions: int) -> None:
         self._table = table
         self._partitions = partitions
         self.active: frozenset[int] = frozenset()  # set by the processor on recovery
@@ -139,8 +146,8 @@ class JobStore:
 
     def db(self, partition: int) -> TableDB:
         """The partition's rocksdict DB, owned or not (recovery and rollback write it)."""
-        # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py);
-        # its _db_for_partition is not in faust's types, hence Any.
+        # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
+        # (No table: a MemoryStore, which answers its own.)
         table: Any = self._table
         db: TableDB = table.data._db_for_partition(partition)
         return db
