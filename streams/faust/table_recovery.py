@@ -131,15 +131,15 @@ def recover_tables(bootstrap: KafkaTarget, topic: str, dbs: dict[int, TableDB],
                                      ends={p: ends[p] for p in behind},
                                      stall_s=READ_STALL_S):
             for message in messages:
-                key = message.key()
-                if key is None:
-                    continue  # not a table record
-                partition, value = message.partition(), message.value()
+                key, record_partition = message.key(), message.partition()
+                if key is None or record_partition is None:  # not a table record
+                    continue
+                value = message.value()
                 if value is None:
-                    batches[partition].delete(key)
+                    batches[record_partition].delete(key)
                 else:
-                    batches[partition].put(key, value)
-                pending[partition] += 1
+                    batches[record_partition].put(key, value)
+                pending[record_partition] += 1
             for partition in behind:
                 if pending[partition] >= WRITE_BATCH_RECORDS:
                     write(partition)
