@@ -18,16 +18,32 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from eventq.core.batch import BatchBuilder, position
+
+
+class Written(Protocol):
+    """Where Kafka put a record (what is read of aiokafka's RecordMetadata)."""
+
+    @property
+    def offset(self) -> int: ...
+
+
+class RecordProducer(Protocol):
+    """What is used of faust's AIOKafkaProducer (acks=all, idempotent): its
+    ``send_and_wait`` gives the record's place in the log, or raises the Kafka error."""
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None,
+                            key: bytes | None = None,
+                            partition: int | None = None) -> Written: ...
 
 
 class _Lane:
     __slots__ = ("pending", "busy")
 
     def __init__(self) -> None:
-        self.pending: deque[tuple[bytes, bytes, asyncio.Future]] = deque()
+        self.pending: deque[tuple[bytes, bytes, asyncio.Future[int]]] = deque()
         self.busy = False
 
 
@@ -41,33 +57,32 @@ async def _applied_at_once(partition: int, offset: int) -> None:
 class CommandWriter:
     def __init__(
         self,
-        producer,
+        producer: Callable[[], RecordProducer | None],
         topic: str,
         partitions: int,
         applied: Callable[[int, int], Awaitable[None]] = _applied_at_once,
     ) -> None:
         # Returns the producer to write with (acks=all, idempotent: its send_and_wait
         # gives the record's offset or raises the Kafka error), or None while it is not
-        # started: eventq/kafka/command_producer.py's, or faust's AIOKafkaProducer
-        # (--command-producer; docs/architecture.md, "Batches").
+        # started: faust's AIOKafkaProducer (docs/architecture.md, "Batches").
         self._producer = producer
         # Resolves once this process's processor has applied the record at (partition,
         # offset), or at once when it does not own the partition (see _drain).
         self._applied = applied
         self._topic = topic
         self._lanes = [_Lane() for _ in range(partitions)]
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.records = 0
         self.commands = 0
         self.last_write_at = 0.0  # time.monotonic() of the last command queued
 
-    def write(self, partition: int, key: bytes, data: bytes) -> asyncio.Future:
+    def write(self, partition: int, key: bytes, data: bytes) -> asyncio.Future[int]:
         """Queue one encoded command; the future is done when its record is in the log,
         with the command's position there (eventq/core/batch.py), or holds the Kafka
         error. Cancelled before its record leaves, the command is not sent; after that,
         cancelling does not unsend it."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[int] = loop.create_future()
         self.last_write_at = time.monotonic()
         lane = self._lanes[partition]
         lane.pending.append((key, data, future))
@@ -78,7 +93,7 @@ class CommandWriter:
             task.add_done_callback(self._tasks.discard)
         return future
 
-    def withdraw(self, partition: int, future: asyncio.Future) -> bool:
+    def withdraw(self, partition: int, future: asyncio.Future[int]) -> bool:
         """Take a command back if it has not left its lane: True if it never will (its
         future is then cancelled), False if it is already on its way to Kafka."""
         lane = self._lanes[partition]

@@ -13,10 +13,16 @@ import itertools
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
-from eventq.core import Command, Job, encode_command
-from eventq.core.commands import RECURRENCE_COMMANDS, CommandType, RecurrenceCommand, command_key
+from eventq.core import Command, Job, QueueCommand, encode_command
+from eventq.core.commands import (
+    RECURRENCE_COMMANDS,
+    CommandType,
+    RecurrenceCommand,
+    command_key,
+)
+from eventq.core.digest import StateDigest
 from eventq.core.machine import Rejected
 from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import Recurrence
@@ -26,11 +32,9 @@ from eventq.state.coalesce import Coalesced
 from eventq.state.indexes import JobIndex
 from eventq.state.offers import Offers
 from eventq.state.waiters import Applied, Waiters
+from streams.command_writer import CommandWriter
 from streams.deadlines import Deadlines
-from streams.store import JobStore, NotOwned
-
-if TYPE_CHECKING:
-    from streams.command_writer import CommandWriter
+from streams.store import JobStore, NotOwned, PinnedJobs
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +52,30 @@ _COMMAND_WORDS = {
 }
 
 
-def command_word(command: Command) -> str:
+def command_word(command: Command | QueueCommand | RecurrenceCommand) -> str:
     return _COMMAND_WORDS.get(command.type, command.type.name.lower().replace("_", "-"))
+
+
+def command_record(command: Command | QueueCommand | RecurrenceCommand, *,
+                   node: str | None = None, request_id: int | None = None,
+                   issuer: str | None = None) -> bytes:
+    """The command's record (eventq/core/codec.py ``encode_command``, which encodes a
+    recurrence's commands as well, though its signature names a job's and a queue's)."""
+    return encode_command(command, node=node, request_id=request_id,  # type: ignore[arg-type]
+                          issuer=issuer)
 
 
 HOLD_CHECK_S = 0.5  # a command waited for this long: is its partition still ours?
 
 
-def _abandoned(on_abandoned: Callable[[int], None] | None, written: asyncio.Future) -> None:
+def _abandoned(on_abandoned: Callable[[int], None] | None,
+               written: asyncio.Future[int]) -> None:
     """Call ``on_abandoned`` with the command's log position once Kafka has taken it
     (at once if it has; never if it does not take it: then nothing is to be undone)."""
     if on_abandoned is None:
         return
 
-    def in_log(future: asyncio.Future) -> None:
+    def in_log(future: asyncio.Future[int]) -> None:
         if not future.cancelled() and future.exception() is None:
             on_abandoned(future.result())
 
@@ -109,7 +123,8 @@ class Engine:
 
     # --- writing -----------------------------------------------------------------
 
-    def _write(self, command: Command, data: bytes) -> tuple[int, asyncio.Future]:
+    def _write(self, command: Command | RecurrenceCommand,
+               data: bytes) -> tuple[int, asyncio.Future[int]]:
         """Hand a command to the group-commit writer (streams/command_writer.py)."""
         if self.writer is None:
             raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
@@ -117,10 +132,10 @@ class Engine:
         partition = partition_for_key(key, self.partitions)
         return partition, self.writer.write(partition, key, data)
 
-    async def send(self, command: Command) -> None:
+    async def send(self, command: Command | RecurrenceCommand) -> None:
         """Write a command nobody waits for (timers: one not written in time is taken
         back and produced again by the next timer pass)."""
-        partition, written = self._write(command, encode_command(command))  # eventq's own
+        partition, written = self._write(command, command_record(command))  # eventq's own
         try:
             # asyncio.timeout, not wait_for: no task per write, and a cancellation is
             # never lost (3.11's wait_for can drop one, gh-86296).
@@ -145,7 +160,7 @@ class Engine:
 
     async def submit(
         self, command: Command | RecurrenceCommand,
-        on_abandoned: Callable[[int], None] | None = None
+        on_abandoned: Callable[[int], None] | None = None,
     ) -> Applied:
         """Write a command and wait until this process's processor has applied it: one
         deadline for both (the write and the apply), ``write_timeout_ms``.
@@ -164,7 +179,7 @@ class Engine:
         partition, written = -1, None
         try:
             # [eventq] audit (docs/security.md): the name of the token it is issued for.
-            partition, written = self._write(command, encode_command(
+            partition, written = self._write(command, command_record(
                 command, node=self.node, request_id=request_id, issuer=callers.issuer()))
             # Before any await, so nothing can be applied yet; with its partition, which a
             # rebalance lets go of (``let_go``).
@@ -177,18 +192,18 @@ class Engine:
             written.add_done_callback(submission.written)
             return await submission.answer
         except EventqError:
-            if submission is not None and submission.at is not None:
+            if submission is not None and submission.at is not None and written is not None:
                 _abandoned(on_abandoned, written)  # in the log; its outcome is not known
             raise
         except asyncio.CancelledError:
             in_log = submission is not None and submission.at is not None
-            if written is not None and (in_log or not self.writer.withdraw(partition, written)):
+            if written is not None and (in_log or not self._withdraw(partition, written)):
                 _abandoned(on_abandoned, written)  # on its way or in the log: nobody awaits it
             raise
         except Exception as error:
             in_log = submission is not None and submission.at is not None
             failure = self._not_applied(command, partition, written, error, in_log)
-            if isinstance(failure, MayTakeEffect):
+            if isinstance(failure, MayTakeEffect) and written is not None:
                 _abandoned(on_abandoned, written)
             raise failure from None
         finally:
@@ -200,8 +215,13 @@ class Engine:
             self._submit_deadlines = Deadlines(self.write_timeout_s)
         return self._submit_deadlines
 
+    def _withdraw(self, partition: int, written: asyncio.Future[int]) -> bool:
+        """Take a command back if it has not left its lane (``CommandWriter.withdraw``)."""
+        return self.writer is not None and self.writer.withdraw(partition, written)
+
     def _not_applied(
-        self, command: Command, partition: int, written, error: Exception, in_log: bool
+        self, command: Command | RecurrenceCommand, partition: int,
+        written: asyncio.Future[int] | None, error: Exception, in_log: bool,
     ) -> ServerError:
         what = command_word(command)
         if isinstance(command, RECURRENCE_COMMANDS):
@@ -219,7 +239,7 @@ class Engine:
                 f"the {what} is in the log but was not applied within {limit} (a backlog): "
                 f"it will still take effect; {check}"
             )
-        if self.writer is not None and self.writer.withdraw(partition, written):
+        if written is not None and self._withdraw(partition, written):
             return NotWritten(
                 f"the {what} was not written: Kafka did not take it within {limit}; "
                 "nothing happened, retrying is safe"
@@ -229,7 +249,7 @@ class Engine:
             f"still take effect; {check}"
         )
 
-    def let_go(self, partitions) -> None:
+    def let_go(self, partitions: set[int]) -> None:
         """``partitions`` left this process (a rebalance). Commands it awaits there are
         applied by their new owner, never here: their callers hear now that they may
         take effect (a lease gives its claim back at once, right behind it in the log,
@@ -252,7 +272,7 @@ class Engine:
                 continue
             in_log.add_done_callback(_log_failed_release)
 
-    async def submit_everywhere(self, command) -> None:
+    async def submit_everywhere(self, command: QueueCommand) -> None:
         """Write a queue command (pause, resume) to every partition and wait until it is
         in the log everywhere and applied in each partition this process owns (the
         others' owners apply it as they read on). A partition the write fails in fails
@@ -264,8 +284,8 @@ class Engine:
         key = b"queue:" + command.name.encode()
         owned = self.store.active
         issuer = callers.issuer()  # audit (docs/security.md)
-        expected: list[tuple[int, asyncio.Future]] = []
-        written: list[asyncio.Future] = []
+        expected: list[tuple[int, asyncio.Future[Applied]]] = []
+        written: list[asyncio.Future[int]] = []
         try:
             for partition in range(self.partitions):
                 request_id = next(self._request_ids)
@@ -335,7 +355,7 @@ class Engine:
         except NotOwned as error:
             raise _moving(error) from None
 
-    def pinned(self, job_ids):
+    def pinned(self, job_ids: Iterable[uuid.UUID]) -> PinnedJobs:
         """The jobs as they are now, for a reply written over many event-loop turns."""
         self._check_serving()
         try:
@@ -358,17 +378,15 @@ class Engine:
         state, _ = await self._digest()
         return state.hexdigest()
 
-    async def digest_part(self):
+    async def digest_part(self) -> tuple[StateDigest, list[int]]:
         """(StateDigest, partitions) of the jobs this process owns: a cluster's digest
         adds the parts of every process (docs/architecture.md, "Scaling out")."""
         return await self._digest()
 
-    async def _compute_digest(self):
-        from eventq.core.digest import StateDigest
-
+    async def _compute_digest(self) -> tuple[StateDigest, list[int]]:
         partitions = sorted(self.store.active)
 
-        def compute():
+        def compute() -> tuple[StateDigest, list[int]]:
             jobs = (job for p in partitions for job in self.store.jobs_in(p))
             inputs = (entry for p in partitions for entry in self.store.inputs_in(p))
             return StateDigest(jobs, inputs), partitions
@@ -392,13 +410,13 @@ class _Submission:
 
     __slots__ = ("answer", "at", "_applied", "_engine")
 
-    def __init__(self, engine: Engine, applied: asyncio.Future) -> None:
+    def __init__(self, engine: Engine, applied: asyncio.Future[Applied]) -> None:
         self.answer: asyncio.Future[Applied] = applied.get_loop().create_future()
         self.at: int | None = None
         self._applied = applied
         self._engine = engine
 
-    def written(self, written: asyncio.Future) -> None:
+    def written(self, written: asyncio.Future[int]) -> None:
         answer = self.answer
         if answer.done():
             return
@@ -416,14 +434,16 @@ class _Submission:
         self._applied.add_done_callback(self.outcome)
         self._engine.hold_checks.add(answer, self.check_hold)
 
-    def outcome(self, applied: asyncio.Future) -> None:
+    def outcome(self, applied: asyncio.Future[Applied]) -> None:
         answer = self.answer
         if answer.done():
             return
         if applied.cancelled():
             answer.cancel()
-        elif applied.exception() is not None:
-            answer.set_exception(applied.exception())
+            return
+        error = applied.exception()
+        if error is not None:
+            answer.set_exception(error)
         else:
             answer.set_result(applied.result())
 
@@ -443,7 +463,7 @@ def _moving(error: NotOwned) -> ServerError:
         "(it is moving between eventq processes); retry")
 
 
-def _log_failed_release(in_log: asyncio.Future) -> None:
+def _log_failed_release(in_log: asyncio.Future[None]) -> None:
     if not in_log.cancelled() and in_log.exception() is not None:
         log.warning("could not give back a claim offered to another process (%s): its "
                     "TTR will time the attempt out instead", in_log.exception())

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 from eventq.core import encode_command
 from eventq.core.followups import FollowUp
 from eventq.core.partitioner import partition_for_key
-from streams.command_writer import CommandWriter
+from streams.command_writer import CommandWriter, RecordProducer
 from streams.faust.transactions import Changelogs
 
 
@@ -63,7 +63,8 @@ class FollowUpWriter:
             self.written += 1
 
 
-def follow_up_writer(producer: Callable[[], object], commands_topic: str, partitions: int,
+def follow_up_writer(producer: Callable[[], RecordProducer | None], commands_topic: str,
+                     partitions: int,
                      changelogs: Changelogs) -> FollowUpWriter:
     """A writer of its own over the gateway's producer (its lanes never wait behind
     the gateway's commands). Its lanes send the next record once the last is

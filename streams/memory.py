@@ -27,17 +27,23 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Callable
 
-from eventq.core import encode_command
+from eventq.core import Command, QueueCommand
 from eventq.core.batch import BatchBuilder, SliceSource, encode_slice, position
-from eventq.core.commands import QUEUE_COMMANDS, RECURRENCE_COMMANDS
+from eventq.core.commands import QUEUE_COMMANDS, RECURRENCE_COMMANDS, RecurrenceCommand
 from eventq.core.followups import FollowUp
 from eventq.core.partitioner import job_key, partition_for_key
 from eventq.state.indexes import JobIndex
 from eventq.state.waiters import Waiters
-from streams.processor import Ownership, Processor
+from streams.engine import command_record
+from streams.processor import AlwaysHeld, Processor
 from streams.store import JobStore
 
 START_MS = 1_800_000_000_000  # a MemoryLog's broker clock starts here unless told
+
+# What a MemoryLog appends: a command, or an encoded record of one (any bytes, a broken
+# one too).
+LogCommand = Command | QueueCommand | RecurrenceCommand
+Appended = LogCommand | bytes
 
 
 class MemoryDB:
@@ -52,7 +58,8 @@ class MemoryDB:
     def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
         return self.data.get(key, default)
 
-    def items(self, from_key: bytes | None = None, read_opt=None) -> Iterator[tuple[bytes, bytes]]:
+    def items(self, from_key: bytes | None = None,
+              read_opt: object = None) -> Iterator[tuple[bytes, bytes]]:
         for key in sorted(self.data):
             if from_key is None or key >= from_key:
                 yield key, self.data[key]
@@ -106,9 +113,9 @@ class MemoryStore(JobStore):
 
 @dataclass(frozen=True)
 class Message:
-    """One record of a topic, as the processor is handed it (faust's Message: topic,
-    partition, offset, ``timestamp`` in seconds) and as eventq's log readers give it
-    (eventq/kafka/logreader.py ``Record``: ``timestamp_ms``, key, value)."""
+    """One record of a topic, as eventq's log readers give it
+    (eventq/kafka/logreader.py ``Record``: ``timestamp_ms``, key, value); ``fetched``
+    is the same record as the processor is handed it."""
 
     topic: str
     partition: int
@@ -116,10 +123,6 @@ class Message:
     timestamp_ms: int  # LogAppendTime: stamped by the broker
     key: bytes | None = None
     value: bytes | None = None
-
-    @property
-    def timestamp(self) -> float:
-        return self.timestamp_ms / 1000
 
     def fetched(self) -> Fetched:
         """This record as the fetcher hands it over (streams/faust/command_fetch.py), with
@@ -169,7 +172,7 @@ class MemoryLog:
         records.append(message)
         return message
 
-    def append_commands(self, partition: int, commands: Sequence) -> list[int]:
+    def append_commands(self, partition: int, commands: Sequence[Appended]) -> list[int]:
         """Append commands (``Command`` objects or encoded records) to ``partition`` as
         one record, as the gateway's writer does: a single command is a plain record
         under its job's key, more are a batch record without a key. Returns each
@@ -179,12 +182,12 @@ class MemoryLog:
         builder = BatchBuilder(max_commands=len(commands), max_bytes=2**62)
         for command in commands:
             self._check_partition(partition, command)
-            builder.add(command if isinstance(command, bytes) else encode_command(command))
+            builder.add(command if isinstance(command, bytes) else command_record(command))
         key = _key_of(commands[0]) if len(commands) == 1 else None
         message = self.append(partition, builder.take(), key)
         return [position(message.offset, index) for index in range(len(commands))]
 
-    def append_command(self, command) -> int:
+    def append_command(self, command: Command | RecurrenceCommand) -> int:
         """Append one job command to its job's partition: its position."""
         if isinstance(command, QUEUE_COMMANDS):
             raise ValueError("a queue's command goes to every partition: append_everywhere")
@@ -192,23 +195,23 @@ class MemoryLog:
             return self.append_commands(self.partition_of_key(command.key), [command])[0]
         return self.append_commands(self.partition_of(command.job_id), [command])[0]
 
-    def append_everywhere(self, command) -> None:
+    def append_everywhere(self, command: QueueCommand) -> None:
         """A queue's command (pause, resume) in every partition, as the gateway writes
         it (streams/engine.py ``submit_everywhere``)."""
         for partition in range(self.partitions):
             self.append_commands(partition, [command])
 
-    def append_slice(self, source: SliceSource, commands: Sequence) -> Message:
+    def append_slice(self, source: SliceSource, commands: Sequence[Appended]) -> Message:
         """A slice admitted from bulk partition ``source.partition`` into the same
         partition of this log (docs/architecture.md, "Lanes"); appending the same
         slice twice is an admission repeated after a crash."""
         encoded = []
         for command in commands:
             self._check_partition(source.partition, command)
-            encoded.append(command if isinstance(command, bytes) else encode_command(command))
+            encoded.append(command if isinstance(command, bytes) else command_record(command))
         return self.append(source.partition, encode_slice(source, encoded))
 
-    def _check_partition(self, partition: int, command) -> None:
+    def _check_partition(self, partition: int, command: Appended) -> None:
         if isinstance(command, bytes) or isinstance(command, QUEUE_COMMANDS):
             return
         if isinstance(command, RECURRENCE_COMMANDS):
@@ -233,7 +236,7 @@ class MemoryLog:
             yield from records
 
 
-def _key_of(command) -> bytes | None:
+def _key_of(command: Appended) -> bytes | None:
     if isinstance(command, bytes):
         return None
     if isinstance(command, QUEUE_COMMANDS):
@@ -243,7 +246,7 @@ def _key_of(command) -> bytes | None:
     return job_key(command.job_id)
 
 
-class _Seeks(Ownership):
+class _Seeks(AlwaysHeld):
     """The driver's ownership: partitions are always held, nothing is deleted by
     retention, and reading a partition again moves the driver's fetch position."""
 
@@ -263,8 +266,8 @@ Changelog = list[tuple[bytes, "bytes | None"]]
 
 class Driver:
     """A processor over a ``MemoryStore`` fed a ``MemoryLog``, partition by partition in
-    offset order, as faust's agent feeds it (streams/faust/app.py), and a changelog per
-    partition with commit points (docs/architecture.md, "The changelog").
+    offset order, as the fetcher feeds it (streams/faust/command_fetch.py), and a
+    changelog per partition with commit points (docs/architecture.md, "The changelog").
 
     ``deliver`` hands records to the processor from each partition's fetch position;
     ``rewind`` and ``skip`` move that position back (records delivered again) or on
@@ -295,8 +298,8 @@ class Driver:
         by_fetch: bool = False,
     ) -> None:
         self.log = log
-        # ``deliver`` hands the records over as one fetch (``handle_batch``, as
-        # streams/faust/command_fetch.py does), else one at a time (``handle``, faust's agent).
+        # ``deliver`` hands the records over as one fetch, else each in a fetch of its
+        # own (``handle_batch``, as streams/faust/command_fetch.py does).
         self.by_fetch = by_fetch
         self.store = store if store is not None else MemoryStore(log.partitions)
         self.node = node
@@ -336,7 +339,7 @@ class Driver:
         if not self.in_flight:
             self.acked[partition] = len(self.changelogs[partition])
 
-    def follow_up(self, partition: int, follow_ups) -> None:
+    def follow_up(self, partition: int, follow_ups: Sequence[FollowUp]) -> None:
         """The processor's ``follow_ups``: on their way to the log (streams/follow_ups.py)."""
         self.in_flight.extend(follow_ups)
         if self.acks_at_once:
@@ -359,7 +362,7 @@ class Driver:
     async def deliver(self, partition: int, count: int = 1) -> int:
         """Hand the processor up to ``count`` records of ``partition`` from its fetch
         position (one at a time, or ``by_fetch`` all at once): how many it was handed."""
-        fetch = []
+        fetch: list[Message] = []
         while len(fetch) < count and self.fetch[partition] < self.log.end(partition):
             message = self.log.records(partition, self.fetch[partition])[0]
             self.fetch[partition] += 1
@@ -367,7 +370,7 @@ class Driver:
                 del self.seeking[partition]
             fetch.append(message)
             if not self.by_fetch:
-                await self.processor.handle(message, message.value)
+                await self.processor.handle_batch(partition, [message.fetched()])
         if self.by_fetch and fetch:
             await self.processor.handle_batch(partition, [m.fetched() for m in fetch])
         return len(fetch)

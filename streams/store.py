@@ -1,4 +1,4 @@
-"""Reading the `jobs` table from outside the agent, only from actively owned partitions.
+"""Reading the `jobs` table outside faust's streams, only from actively owned partitions.
 
 faust's own ``table.get`` outside a stream searches every open RocksDB, standby copies
 included (a trap: a standby may be behind). eventq knows a job's partition from its id
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator
+from typing import Any, Iterable, Iterator, Protocol
 
 from rocksdict import WriteBatch
 
@@ -46,13 +46,47 @@ class NotOwned(Exception):
     """The job's partition is not actively owned by this worker (yet)."""
 
 
+class FaustTable(Protocol):
+    """What is read of faust's `jobs` Table (streams/faust/app.py): its Store, whose
+    per-partition RocksDB faust's types do not declare, hence Any."""
+
+    @property
+    def data(self) -> Any: ...
+
+
+class TableSnapshot(Protocol):
+    """A partition's table as it was at one moment (rocksdict's Snapshot)."""
+
+    def __getitem__(self, key: bytes) -> Any: ...
+
+    def keys(self, *, from_key: bytes | None = None) -> Iterable[Any]: ...
+
+
+class TableDB(Protocol):
+    """One partition's table: rocksdict's Rdict in raw mode (faust's RocksDB store),
+    whose keys and values are bytes but typed Any by its stubs; or, without RocksDB,
+    streams/memory.py's MemoryDB."""
+
+    def get(self, key: bytes, default: None = None) -> Any: ...
+
+    def items(self, *, from_key: bytes | None = None,
+              read_opt: Any = None) -> Iterator[tuple[Any, Any]]: ...
+
+    def keys(self, *, from_key: bytes | None = None) -> Iterable[Any]: ...
+
+    def snapshot(self) -> TableSnapshot: ...
+
+    def write(self, batch: Any, /) -> None:
+        """Rdict: a rocksdict WriteBatch (``write_records``); MemoryDB: the records."""
+
+
 class PinnedJobs:
     """Jobs read as they were at one moment (a RocksDB snapshot per partition), however
     long the reply that shows them takes to write: `inspect jobs` of 100 jobs of 1 MiB
     is streamed, not built in memory (docs/architecture.md, "Hostile inputs"), and the
     processor may change the jobs meanwhile."""
 
-    def __init__(self, store: "JobStore", snapshots: dict) -> None:
+    def __init__(self, store: "JobStore", snapshots: dict[int, TableSnapshot]) -> None:
         self._store = store
         self._snapshots = snapshots
 
@@ -94,13 +128,14 @@ class PinnedJobs:
     def _read(self, job_id: uuid.UUID, key: bytes) -> bytes | None:
         snapshot = self._snapshots[self._store.partition_of(job_id)]
         try:
-            return snapshot[key]
+            raw: bytes | None = snapshot[key]
         except Exception:  # rocksdict's snapshot says "key not found" this way
             return None
+        return raw
 
 
 class JobStore:
-    def __init__(self, table, partitions: int) -> None:
+    def __init__(self, table: FaustTable | None, partitions: int) -> None:
         self._table = table
         self._partitions = partitions
         self.active: frozenset[int] = frozenset()  # set by the processor on recovery
@@ -109,15 +144,19 @@ class JobStore:
     def partition_of(self, job_id: uuid.UUID) -> int:
         return partition_for_key(job_key(job_id), self._partitions)
 
-    def db(self, partition: int):
+    def db(self, partition: int) -> TableDB:
         """The partition's rocksdict DB, owned or not (recovery and rollback write it)."""
         # faust's RocksDB Store keeps one rocksdict DB per partition (tables/base.py).
-        return self._table.data._db_for_partition(partition)
+        # (No table: a MemoryStore, which answers its own.)
+        table: Any = self._table
+        db: TableDB = table.data._db_for_partition(partition)
+        return db
 
-    # --- the processor's access (inside the agent, for the event's own partition) ---
+    # --- the processor's access (for the partition of the record it applies) -------
 
     def read(self, partition: int, key: bytes) -> bytes | None:
-        return self.db(partition).get(key)
+        raw: bytes | None = self.db(partition).get(key)
+        return raw
 
     def scan(self, partition: int, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The records whose keys start with ``prefix``, in key order (a workflow's
@@ -247,7 +286,7 @@ class JobStore:
             self._undecodable(partition, key, error)
             return None
 
-    def pinned(self, job_ids) -> PinnedJobs:
+    def pinned(self, job_ids: Iterable[uuid.UUID]) -> PinnedJobs:
         """A consistent view of ``job_ids`` for a long reply (see ``PinnedJobs``)."""
         partitions = {self.partition_of(job_id) for job_id in job_ids}
         for partition in partitions:
@@ -299,7 +338,7 @@ class JobStore:
                 yield job
 
 
-def write_records(db, records) -> None:
+def write_records(db: TableDB, records: Iterable[tuple[bytes, bytes | None]]) -> None:
     """Write (key, value) records to a table's DB atomically (one RocksDB write batch;
     value None deletes)."""
     batch = WriteBatch(raw_mode=True)

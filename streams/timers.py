@@ -39,7 +39,8 @@ import uuid
 from typing import Awaitable, Callable
 
 from eventq.core import Command, Expire, Fire, ReleaseAttempt, TimeoutAttempt
-from eventq.state.indexes import TTR, JobIndex
+from eventq.core.commands import RecurrenceCommand
+from eventq.state.indexes import TTR, Due, JobIndex
 from eventq.state.waiters import Waiters
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class DeadlineTimer:
         self,
         index: JobIndex,
         waiters: Waiters,
-        send: Callable[[Command], Awaitable[None]],
+        send: Callable[[Command | RecurrenceCommand], Awaitable[None]],
         clock_ms: Callable[[], int],
         unconfirmed: Callable[[uuid.UUID, int], ReleaseAttempt | None] = lambda *_: None,
         registrations: Callable[[uuid.UUID], int | None] = lambda _: None,
@@ -105,7 +106,7 @@ class DeadlineTimer:
         woken = self._index.promote_due(now_ms)
         if woken:
             self._waiters.on_ready(woken)
-        commands: list[Command] = []
+        commands: list[Command | RecurrenceCommand] = []
         for due in self._index.due(now_ms):
             commands.append(self._command_for(due))
             # If it is not applied (Kafka down, broker clock behind), try again later.
@@ -147,7 +148,7 @@ class DeadlineTimer:
         failing_ms = now_ms - self._failing_since_ms
         return logging.WARNING if failing_ms >= WARN_AFTER_FAILING_MS else logging.INFO
 
-    def _command_for(self, due) -> Command:
+    def _command_for(self, due: Due) -> Command:
         if due.kind != TTR:
             return Expire(due.job_id)
         return self._unconfirmed(due.job_id, due.attempt) or TimeoutAttempt(

@@ -158,7 +158,6 @@ class EventqService(mode.Service):
         writer = self._streams.engine.writer
         if writer is not None:
             await writer.stop()
-        if writer is not None:
             counters = self._streams.processor.counters
             changelogs = self._streams.changelogs
             log.info(

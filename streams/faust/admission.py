@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 from eventq.core import CodecError
 from eventq.core.batch import (
@@ -39,8 +39,9 @@ from eventq.core.batch import (
     position,
     read_record,
 )
-from eventq.kafka.security import aiokafka_options
+from eventq.kafka.security import KafkaTarget, aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
+from streams.command_writer import RecordProducer
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +108,28 @@ class _Restart(Exception):
     """Reading must start again from the admitted offsets (a slice was a second copy)."""
 
 
+class Admitted(Protocol):
+    """What the admission asks of the processor (streams/processor.py)."""
+
+    def admitted_end(self, partition: int) -> int:
+        """The next bulk position to admit into ``partition``."""
+        ...
+
+    async def applied(self, partition: int, offset: int) -> None:
+        """Return once the record at ``offset`` of ``partition`` is applied."""
+        ...
+
+
 class BulkAdmitter:
     def __init__(
         self,
         *,
-        bootstrap: str,
+        bootstrap: KafkaTarget,
         bulk_topic: str,
         commands_topic: str,
         group_id: str,
-        producer: Callable[[], object],
-        processor,
+        producer: Callable[[], RecordProducer | None],
+        processor: Admitted,
         interactive_since: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._bootstrap = bootstrap
@@ -129,7 +142,9 @@ class BulkAdmitter:
         self._in_flight = 0
         self._released = asyncio.Event()
         self._partitions: list[int] = []
-        self._consumer = None
+        # The AIOKafkaConsumer while admitting (aiokafka has no types: Any, as every
+        # consumer and TopicPartition here).
+        self._consumer: Any = None
         self._lanes: dict[int, _Lane] = {}
         self._task: asyncio.Task | None = None
         self.slices = 0
@@ -234,7 +249,7 @@ class BulkAdmitter:
             self._consumer = None
             await consumer.stop()
 
-    async def _read(self, consumer) -> None:
+    async def _read(self, consumer: Any) -> None:
         while True:
             fetched = await consumer.getmany(timeout_ms=1000)
             for tp, records in fetched.items():
@@ -269,7 +284,7 @@ class BulkAdmitter:
         self._in_flight -= 1
         self._released.set()
 
-    async def _admit(self, consumer, partition: int, lane: _Lane) -> None:
+    async def _admit(self, consumer: Any, partition: int, lane: _Lane) -> None:
         from aiokafka import TopicPartition
 
         tp = TopicPartition(self._bulk_topic, partition)
@@ -370,7 +385,7 @@ class BulkAdmitter:
                             partition, error)
                 await asyncio.sleep(RETRY_AFTER_S)
 
-    async def _commit(self, consumer, tp, lane: _Lane, force: bool = False) -> None:
+    async def _commit(self, consumer: Any, tp: Any, lane: _Lane, force: bool = False) -> None:
         """Advisory: the first bulk record not wholly admitted, as the bulk group's
         committed offset."""
         admitted = offset_of(self._processor.admitted_end(tp.partition))

@@ -12,6 +12,7 @@ and the server's stop hung (tests/e2e/test_recovery.py, about 1 run in 3).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 CLOSED_HANDLE_TEXT = "the handler is closed"  # uvloop/handles/handle.pyx _ensure_alive
 
@@ -25,8 +26,9 @@ def patch_closed_connection_writes() -> None:
     if getattr(original, "eventq_patched", False):
         return
 
+    # aiokafka has no types: its connection, request and response are Any.
     @functools.wraps(original)
-    def send(self, request, expect_response=True):
+    def send(self: Any, request: Any, expect_response: bool = True) -> Any:
         try:
             return original(self, request, expect_response)
         except RuntimeError as error:
@@ -37,5 +39,5 @@ def patch_closed_connection_writes() -> None:
                 f"Connection at {self.host}:{self.port} broken: {error}"
             ) from error
 
-    send.eventq_patched = True
+    send.__dict__["eventq_patched"] = True
     AIOKafkaConnection.send = send

@@ -1,10 +1,13 @@
 """The faust application: the `jobs` table whose changelog is `eventq.jobs`, the group
 that assigns this process its partitions of `eventq.commands`, and what applies them:
-the fetcher on the main loop (streams/faust/command_fetch.py) or one agent on the topic
-(``apply_path``, eventq/settings.py), and the service that runs the producer, timers
-and gateway.
+the fetcher on the main loop (streams/faust/command_fetch.py), handing whole fetches to
+the processor (docs/architecture.md, "Batches").
 
-Built from the one Settings object; nothing here reads the environment.
+``build_streams`` reads top-down: the patches faust runs with, the app and its topics
+and table, the parts that apply and serve (``assemble``), and the hooks through which
+faust drives them (``Hooks``: the agent that subscribes the group, the recovery of an
+assignment, the revocations, the periodic commit, the stop). Built from the one
+Settings object; nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
+from typing import Any, Callable
 
 import faust
-from faust.types import TP
+from faust.types import TP, StreamT, TableT, TopicT
 
 from eventq.address import address_of
 from eventq.kafka.bulklane import bulk_group_id
-from eventq.kafka.command_producer import CommandProducer
 from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.observe.livestats import LiveStats
@@ -50,7 +53,8 @@ from streams.timers import DeadlineTimer
 
 log = logging.getLogger(__name__)
 
-CATCH_UP_REPORT_S = 30.0
+CATCH_UP_REPORT_S = 30.0  # a long catch-up says where it stands this often
+
 
 def instance_id(settings: Settings) -> str:
     """A stable consumer group instance id per data dir (one server per data dir)."""
@@ -69,12 +73,21 @@ def new_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def aiokafka_producer(app: faust.App) -> Any:
+    """faust's AIOKafkaProducer, None until the app has started it. Any: faust types its
+    producer as ProducerT, which does not declare its aiokafka driver's ``_producer``,
+    and aiokafka has no types."""
+    driver: Any = app.producer
+    return driver._producer
+
+
 @dataclass
 class Streams:
     app: faust.App
-    table: faust.Table
+    table: TableT[bytes, bytes]
     engine: Engine
     processor: Processor
+    store: JobStore
     index: JobIndex
     waiters: Waiters
     timer: DeadlineTimer
@@ -82,26 +95,49 @@ class Streams:
     changelogs: Changelogs
     steward: Steward
     admitter: BulkAdmitter
-    owner_of: Callable[[int], str | None]  # gateway address of a partition's active owner
-    members: Callable[[], list[str]]  # gateway addresses of every process in the group
-    lag: Callable[[], dict[int, tuple[int, int | None]]]  # owned: (applied through, log end)
     follow_ups: FollowUpWriter  # workflows' commands for other partitions
-    fetcher: CommandFetcher | None  # reads the command log (None: faust's agent does)
-    # What writes commands (the gateway's, the timers', the follow-ups'), None while it
-    # is not started; and the librdkafka producer to start and stop, if it is that.
-    command_producer: Callable[[], object]
-    own_command_producer: CommandProducer | None
+    fetcher: CommandFetcher  # reads the command log
+    # What writes commands (the gateway's, the timers', the follow-ups', the bulk
+    # lane's slices): faust's producer, None until the app has started it
+    # (docs/architecture.md, "Batches").
+    command_producer: Callable[[], Any]
+    jobs_topic: str
 
+    def owner_of(self, partition: int) -> str | None:
+        """The gateway address of ``partition``'s active owner, from faust's last
+        assignment (every member gets every owner's URL)."""
+        url = self._assignor()._tps_url.get(TP(self.jobs_topic, partition))
+        return None if url is None else address_of(str(url))
 
-def command_producer_of(settings: Settings, app: faust.App,
-                        ) -> tuple[Callable[[], object], CommandProducer | None]:
-    """The producer commands are written with (docs/architecture.md, "Batches"): one of
-    their own (librdkafka), or faust's (acks=all, idempotent as well: build_streams), which
-    they then share with the bulk lane's admitted slices."""
-    return (lambda: app.producer._producer), None
+    def members(self) -> list[str]:
+        """The gateway addresses of every process in the group."""
+        return [address_of(str(url)) for url in self._assignor().changelog_distribution]
+
+    def lag(self) -> dict[int, tuple[int, int | None]]:
+        """Each owned partition: the last offset applied, and the consumer's view of the
+        partition's end (its high watermark, as of the last fetch; None: unknown)."""
+        return {partition: (through, self.steward.highwater(partition))
+                for partition, through in self.processor.applied_offsets().items()}
+
+    def _assignor(self) -> Any:
+        """faust's PartitionAssignor: Any, as its ``_tps_url`` and
+        ``changelog_distribution`` are not in PartitionAssignorT."""
+        return self.app.assignor
 
 
 def build_streams(settings: Settings) -> Streams:
+    install_patches()
+    app = faust_app(settings)
+    # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
+    changelog_buffer = durable_flush.install(app)
+    commands = commands_topic(app, settings)
+    table = jobs_table(app, settings)
+    streams = assemble(settings, app, table, changelog_buffer)
+    Hooks(streams, settings).connect(commands)
+    return streams
+
+
+def install_patches() -> None:
     faust_patches.install()  # no wait_first per consumed record
     # eventq commits the command log's offsets in the changelog's transactions
     # (streams/faust/transactions.py), never through faust's consumer.
@@ -110,11 +146,9 @@ def build_streams(settings: Settings) -> Streams:
     fetch_wait.install()  # rebalances do not queue behind 1.5 s fetches; read committed
     table_recovery.install()  # eventq recovers the tables of its active partitions
     lease_hooks.install()  # heartbeats renew the lease on the partitions
-    fetching = True
-    # The command log is read on the main loop, a fetch at a time (streams/faust/command_fetch.py):
-    # faust's consumer holds its partitions paused. faust's own assignor otherwise.
-    assignor = ({"PartitionAssignor": faust_patches.commands_left_to_fetcher(
-        settings.commands_topic)} if fetching else {})
+
+
+def faust_app(settings: Settings) -> faust.App:
     app = faust.App(
         settings.app_id,
         **faust_options(settings.kafka),
@@ -156,16 +190,21 @@ def build_streams(settings: Settings) -> Streams:
         recovery_consistency_check=False,
         # The stream's queue fast path (research/faust-levers.md: ~5 us per event).
         cython_optimizations=True,
-        **assignor,
+        # The command log is read on the main loop, a fetch at a time
+        # (streams/faust/command_fetch.py): faust's consumer holds its partitions paused.
+        PartitionAssignor=faust_patches.commands_left_to_fetcher(settings.commands_topic),
     )
-    # faust's producer buffer (its send_soon) gives up after 0.1 s; eventq's waits.
-    changelog_buffer = durable_flush.install(app)
-    # faust's producer writes the bulk lane's admitted slices, and the commands with
-    # --command-producer faust (streams/command_writer.py), which must never be
-    # duplicated by a retry (a second `fail` would count twice): idempotent, acks from
-    # all in-sync replicas.
-    app.producer._settings_extra = lambda: {"acks": "all", "enable_idempotence": True}
-    commands = app.topic(
+    # faust's producer writes the commands (streams/command_writer.py) and the bulk
+    # lane's admitted slices, which must never be duplicated by a retry (a second
+    # `fail` would count twice): idempotent, acks from all in-sync replicas. (Any: the
+    # aiokafka driver's ``_settings_extra`` is not in ProducerT.)
+    producer: Any = app.producer
+    producer._settings_extra = lambda: {"acks": "all", "enable_idempotence": True}
+    return app
+
+
+def commands_topic(app: faust.App, settings: Settings) -> TopicT:
+    return app.topic(
         settings.commands_topic,
         key_type=bytes,
         value_type=bytes,
@@ -173,6 +212,9 @@ def build_streams(settings: Settings) -> Streams:
         value_serializer="raw",
         partitions=settings.partitions,
     )
+
+
+def jobs_table(app: faust.App, settings: Settings) -> TableT[bytes, bytes]:
     changelog = app.topic(
         settings.jobs_topic,
         key_type=bytes,
@@ -191,7 +233,7 @@ def build_streams(settings: Settings) -> Streams:
         # (docs/architecture.md, "The changelog").
         acks=False,
     )
-    table = app.Table(
+    return app.Table(
         "jobs",
         partitions=settings.partitions,
         changelog_topic=changelog,
@@ -199,6 +241,11 @@ def build_streams(settings: Settings) -> Streams:
         value_type=bytes,
         options=dict(ROCKSDB_OPTIONS),
     )
+
+
+def assemble(settings: Settings, app: faust.App, table: TableT[bytes, bytes],
+             changelog_buffer: durable_flush.DurableProducerBuffer) -> Streams:
+    """The parts that apply the command log and serve from it, wired to each other."""
     index = JobIndex()
     waiters = Waiters()
     node = new_node_id()
@@ -224,93 +271,122 @@ def build_streams(settings: Settings) -> Streams:
         topic=settings.jobs_topic, commands_topic=settings.commands_topic, store=store,
         on_lost=steward.changelog_lost,
     )
+    command_producer = partial(aiokafka_producer, app)
     # Workflows' follow-ups go to the command log with the gateway's command producer
     # (acks=all, idempotent), each partition's commit waiting for those of what it
     # covers (streams/follow_ups.py).
-    command_producer, own_command_producer = command_producer_of(settings, app)
     follow_ups = follow_up_writer(
-        command_producer, settings.commands_topic, settings.partitions,
-        changelogs)
+        command_producer, settings.commands_topic, settings.partitions, changelogs)
     processor = Processor(
         store, index, waiters, node, timer.consider, changelogs.persist,
         max_state_record_bytes=settings.max_state_record_bytes,
         stats=LiveStats() if settings.http_address is not None else None,
         ownership=steward, follow_ups=follow_ups,
     )
-
     admitter = BulkAdmitter(
         bootstrap=settings.kafka,
         bulk_topic=settings.bulk_topic,
         commands_topic=settings.commands_topic,
         group_id=bulk_group_id(settings.app_id),
-        producer=lambda: app.producer._producer,
+        producer=command_producer,
         processor=processor,
         interactive_since=lambda: engine.writer.last_write_at if engine.writer else 0.0,
     )
-
     fetcher = CommandFetcher(
         bootstrap=settings.kafka, topic=settings.commands_topic,
         partitions=settings.partitions, client_id=f"{settings.app_id}-commands",
         handle_batch=processor.handle_batch,
         on_error=lambda partition, error: steward.take_again(
             partition, f"applying a record of partition {partition} failed ({error!r})"),
-        on_failure=lambda error: asyncio.ensure_future(app.crash(error)),
-    ) if fetching else None
-
-    # Subscribes faust's group to the command log either way: its assignor gives this
-    # process its partitions, with their tables (with a fetcher it reads none of them).
-    @app.agent(commands)
-    async def process(stream):
-        # The changelog of each record is in its partition's open transaction before its
-        # event is acked; the transaction commits with the offset it covers
-        # (streams/faust/transactions.py).
-        async for event in stream.events():
-            if fetcher is None:
-                await processor.handle(event.message, event.value)
-            else:
-                unread_by_faust(event.message)
-
-    def unread_by_faust(message) -> None:
-        """faust's consumer was to leave the command log to the fetcher: what it read
-        anyway is not applied twice (the fetcher applies it), and said."""
-        log.error("faust's consumer read %s[%d]@%d although its partitions are left to "
-                  "the fetcher (a faust change? streams/faust/patches.py): not applied "
-                  "by faust", message.topic, message.partition, message.offset)
-
+        on_failure=lambda error: crash(app, error),
+    )
     steward.attach(
         engine=engine, store=store, index=index, processor=processor, changelogs=changelogs,
         admitter=admitter, timer=timer, fetcher=fetcher,
     )
+    return Streams(
+        app=app, table=table, engine=engine, processor=processor, store=store, index=index,
+        waiters=waiters, timer=timer, changelog_buffer=changelog_buffer,
+        changelogs=changelogs, steward=steward, admitter=admitter, follow_ups=follow_ups,
+        fetcher=fetcher, command_producer=command_producer, jobs_topic=settings.jobs_topic,
+    )
 
-    @app.on_before_shutdown.connect
-    async def give_partitions_up(app, **kwargs) -> None:
+
+def crash(app: faust.App, error: BaseException) -> None:
+    """Stop the process: reading the command log failed, so nothing would apply it."""
+    asyncio.ensure_future(app.crash(error))
+
+
+async def process(stream: StreamT[bytes]) -> None:
+    """The agent on the command log: it subscribes faust's group to the topic, whose
+    assignor gives this process its partitions, with their tables. faust's consumer
+    reads none of them (the fetcher does): what it reads anyway is not applied twice,
+    and said."""
+    async for event in stream.events():
+        message = event.message
+        log.error("faust's consumer read %s[%d]@%d although its partitions are left to "
+                  "the fetcher (a faust change? streams/faust/patches.py): not applied "
+                  "by faust", message.topic, message.partition, message.offset)
+
+
+class Hooks:
+    """What faust calls: the agent on the command log, and the steward's part in the
+    app's life (streams/faust/ownership.py): the recovery of an assignment, its
+    revocations, the periodic commit, the stop."""
+
+    def __init__(self, streams: Streams, settings: Settings) -> None:
+        self._streams = streams
+        self._settings = settings
+
+    def connect(self, commands: TopicT) -> None:
+        app = self._streams.app
+        app.agent(commands)(process)
+        # mode types a signal's handler (SignalHandlerT) so that, to mypy, only one
+        # taking ``*args, **kwargs`` alone fits; faust calls these with the sender and
+        # the signal's arguments, as they say.
+        app.on_before_shutdown.connect(self.give_partitions_up)  # type: ignore[arg-type]
+        app.task(self.commit_periodically)
+        self._streams.table.on_recover(self.rebuild_indexes)
+        app.on_partitions_revoked.connect(self.stop_serving)  # type: ignore[arg-type]
+
+    async def give_partitions_up(self, app: faust.App, **kwargs: object) -> None:
         """Stopping: the streams are idle and this process is still in the group: commit
         what was applied (or roll it back), before the consumer leaves the group."""
-        await steward.release_all()
-        if fetcher is not None:
-            await fetcher.close()
+        await self._streams.steward.release_all()
+        await self._streams.fetcher.close()
 
-    @app.task
-    async def commit_periodically() -> None:
-        await commit_loop(changelogs, processor.next_offsets, steward.commit_now)()
+    async def commit_periodically(self) -> None:
+        streams = self._streams
+        await commit_loop(streams.changelogs, streams.processor.next_offsets,
+                          streams.steward.commit_now)()
 
-    @table.on_recover
-    async def rebuild_indexes() -> None:
+    async def stop_serving(self, app: faust.App, revoked: set[TP], **kwargs: object) -> None:
+        """Partitions leave this worker (the streams are idle): stop serving them, and
+        commit what was applied to them (or roll it back, if this process may no longer
+        commit), before anyone else may take them."""
+        commands_topic = self._settings.commands_topic
+        lost = {tp.partition for tp in revoked if tp.topic == commands_topic}
+        if lost:
+            await self._streams.steward.revoked(lost)
+
+    async def rebuild_indexes(self) -> None:
         """faust's recovery done (of standbys only: streams/faust/table_recovery.py): fence the
         previous owners of the actively owned partitions, bring their tables up to the
         changelog, rebuild their derived indexes, and re-apply the uncommitted tail."""
+        streams, settings = self._streams, self._settings
+        steward, processor, engine = streams.steward, streams.processor, streams.engine
         began = time.monotonic()
         owned = sorted(
             tp.partition
-            for tp in app.assignor.assigned_actives()
+            for tp in streams.app.assignor.assigned_actives()
             if tp.topic == settings.commands_topic
         )
-        for partition in index.partitions() - set(owned):
-            index.drop_partition(partition)
+        for partition in streams.index.partitions() - set(owned):
+            streams.index.drop_partition(partition)
         taken = await steward.take(owned)
         if taken is None:
             return
-        store.active = frozenset(taken)
+        streams.store.active = frozenset(taken)
         processor.forget_watermarks()
         catch_up = await steward.resume(taken)
         if catch_up is None:
@@ -332,11 +408,12 @@ def build_streams(settings: Settings) -> Streams:
 
         processor.expect_catch_up(targets, caught_up)
         if not engine.ready.is_set():
-            asyncio.ensure_future(report_catch_up(catch_up.starts))
+            asyncio.ensure_future(self._report_catch_up(catch_up.starts))
 
-    async def report_catch_up(starts: dict[int, int]) -> None:
+    async def _report_catch_up(self, starts: dict[int, int]) -> None:
         """A catch-up that takes long says where it stands (a hang shows in the log),
         and a partition in it that stops moving is read again (streams/catch_up.py)."""
+        engine, processor = self._streams.engine, self._streams.processor
         watch = CatchUpWatch()
         reported = time.monotonic()
         while not engine.ready.is_set():
@@ -349,37 +426,8 @@ def build_streams(settings: Settings) -> Streams:
                 log.warning(
                     "catch-up of partition %d stalled for %.0fs behind its target: reading "
                     "it again from offset %d", partition, CATCH_UP_STALL_S, offset)
-                await steward.read_again(partition, offset)
+                await self._streams.steward.read_again(partition, offset)
             if now - reported >= CATCH_UP_REPORT_S:
                 reported = now
                 log.info("still re-applying the uncommitted tail: %s",
                          processor.catch_up_status())
-
-    @app.on_partitions_revoked.connect
-    async def stop_serving(app, revoked, **kwargs) -> None:
-        """Partitions leave this worker (the streams are idle): stop serving them, and
-        commit what was applied to them (or roll it back, if this process may no longer
-        commit), before anyone else may take them."""
-        lost = {tp.partition for tp in revoked if tp.topic == settings.commands_topic}
-        if lost:
-            await steward.revoked(lost)
-
-    def owner_of(partition: int) -> str | None:
-        """From faust's last assignment (every member gets every owner's URL)."""
-        url = app.assignor._tps_url.get(TP(settings.jobs_topic, partition))
-        return None if url is None else address_of(str(url))
-
-    def members() -> list[str]:
-        return [address_of(str(url)) for url in app.assignor.changelog_distribution]
-
-    def lag() -> dict[int, tuple[int, int | None]]:
-        """The consumer's view of each owned partition's end (its high watermark, as
-        of the last fetch), beside what was applied."""
-        return {partition: (through, steward.highwater(partition))
-                for partition, through in processor.applied_offsets().items()}
-
-    return Streams(
-        app, table, engine, processor, index, waiters, timer, changelog_buffer,
-        changelogs, steward, admitter, owner_of, members, lag, follow_ups, fetcher,
-        command_producer, own_command_producer,
-    )

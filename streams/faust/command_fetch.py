@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 from aiokafka.structs import TopicPartition
 
-from eventq.kafka.security import aiokafka_options
+from eventq.kafka.security import KafkaTarget, aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
+from streams.apply import CommandRecord
 from streams.faust.fetch_wait import FETCH_MAX_WAIT_MS
 
 log = logging.getLogger(__name__)
@@ -59,21 +60,25 @@ FETCH_ERROR_BACKOFF_S = 0.5  # a failed fetch (a broker away) is tried again aft
 # partition normally answers within fetch_max_wait_ms, so this finds a stalled reader.
 UNFETCHED_WARNING_S = 5.0
 
-HandleBatch = Callable[[int, Sequence], Awaitable[None]]
+HandleBatch = Callable[[int, Sequence[CommandRecord]], Awaitable[None]]
 
 
 class CommandFetcher:
+    """Reads the command log for the processor. Its consumer is aiokafka's
+    AIOKafkaConsumer, and what that hands back (TopicPartitions, ConsumerRecords) is
+    Any here: aiokafka has no types."""
+
     def __init__(
         self,
         *,
-        bootstrap: str,
+        bootstrap: KafkaTarget,
         topic: str,
         partitions: int,
         client_id: str,
         handle_batch: HandleBatch,
         on_error: Callable[[int, BaseException], None],
         on_failure: Callable[[BaseException], None],
-        consumer_factory: Callable[[], object] | None = None,
+        consumer_factory: Callable[[], Any] | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topic
@@ -89,13 +94,13 @@ class CommandFetcher:
         # Counts every change of where a partition is read (served, dropped, sought):
         # records fetched before one are not handed over.
         self._epochs = [0] * partitions
-        self._consumer = None  # the AIOKafkaConsumer, once started
+        self._consumer: Any = None  # the AIOKafkaConsumer, once started
         self._task: asyncio.Task | None = None
         self._applying = asyncio.Lock()  # held while a fetch is handed to the processor
         self.fetches = 0
         self.records = 0
 
-    def _aiokafka_consumer(self):
+    def _aiokafka_consumer(self) -> Any:
         from aiokafka import AIOKafkaConsumer
 
         return AIOKafkaConsumer(
@@ -159,7 +164,7 @@ class CommandFetcher:
         except Exception as error:  # the internals moved: say so, never fail the loop
             return f"fetcher state unreadable ({error!r})"
 
-    def drop(self, partitions) -> None:
+    def drop(self, partitions: Iterable[int]) -> None:
         """Fetch nothing more of ``partitions`` (now: a record of theirs being applied
         finishes; ``stop`` waits for it)."""
         tps = []
@@ -173,7 +178,7 @@ class CommandFetcher:
     def drop_all(self) -> None:
         self.drop(list(self._serving))
 
-    async def stop(self, partitions) -> None:
+    async def stop(self, partitions: Iterable[int]) -> None:
         """Fetch nothing more of ``partitions``, and return once no record of theirs is
         being applied (a fetch being handed over is finished first)."""
         self.drop(partitions)
@@ -198,7 +203,8 @@ class CommandFetcher:
         """The partition's end as of its last fetch (None: not fetched yet)."""
         if self._consumer is None or partition not in self._serving:
             return None
-        return self._consumer.highwater(self._tps[partition])
+        end: int | None = self._consumer.highwater(self._tps[partition])
+        return end
 
     async def close(self) -> None:
         """Stop reading and close the consumer (the process stops)."""
@@ -229,7 +235,7 @@ class CommandFetcher:
         if placed:
             consumer.resume(*placed)
 
-    async def _start(self):
+    async def _start(self) -> Any:
         consumer = self._new_consumer()
         try:
             await consumer.start()
@@ -281,7 +287,7 @@ class CommandFetcher:
             log.critical("reading %s failed: stopping", self._topic, exc_info=True)
             self._on_failure(error)
 
-    async def _hand_over(self, fetched: dict) -> None:
+    async def _hand_over(self, fetched: dict[Any, Any]) -> None:
         """Each partition's records to the processor, unless the partition was stopped,
         dropped or sought since they were fetched."""
         epochs = list(self._epochs)

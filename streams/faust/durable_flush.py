@@ -22,8 +22,11 @@ marker and the next start rebuilds its state from the log.
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Awaitable, Callable
 
+import faust
 from faust.transport.producer import ProducerBuffer
+from faust.types import FutureMessage
 from mode import Service
 
 STOP_FLUSH_TIMEOUT_S = 10.0  # when stopping, give up on a Kafka that takes no records
@@ -54,7 +57,8 @@ class DurableProducerBuffer(ProducerBuffer):
                 self.in_flight -= 1
                 self.message_sent.set()
 
-    async def _send_until_taken(self, send_pending, message) -> None:
+    async def _send_until_taken(self, send_pending: Callable[[FutureMessage], Awaitable[None]],
+                                message: FutureMessage) -> None:
         """Hand one record to the producer, retrying until it takes it.
 
         faust's own loop let the first error end this task, which crashed the worker
@@ -117,10 +121,12 @@ class DurableProducerBuffer(ProducerBuffer):
             )
 
 
-def install(app) -> DurableProducerBuffer:
+def install(app: faust.App) -> DurableProducerBuffer:
     """Give the app's producer a durable buffer (before the app starts)."""
     producer = app.producer
-    old = producer.buffer
+    # faust's ProducerBuffer: its ProducerBufferT declares neither app nor
+    # threaded_producer, hence Any.
+    old: Any = producer.buffer
     buffer = DurableProducerBuffer(loop=producer.loop, beacon=producer.beacon)
     buffer.app = old.app
     buffer.threaded_producer = getattr(old, "threaded_producer", None)

@@ -14,6 +14,10 @@ arrives, so a shorter wait costs no latency, only a few idle fetches a second.
 
 from __future__ import annotations
 
+from typing import Any
+
+from streams.faust.monkeypatch import original_of, replace
+
 FETCH_MAX_WAIT_MS = 200
 
 
@@ -22,10 +26,12 @@ def install() -> None:
 
     thread_class = driver.AIOKafkaConsumerThread
     original = thread_class._create_worker_consumer
-    if getattr(original, "__eventq_original__", None) is not None:
+    if original_of(original) is not None:
         return
 
-    def create_worker_consumer(self, transport):
+    # ``self``: faust's AIOKafkaConsumerThread, patched (streams/faust/monkeypatch.py);
+    # the consumer it creates is aiokafka's.
+    def create_worker_consumer(self: Any, transport: Any) -> Any:
         consumer = original(self, transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by its Fetcher at start
         # Standby copies read `eventq.jobs` committed records only: it is written in
@@ -35,5 +41,4 @@ def install() -> None:
         consumer._isolation_level = "read_committed"
         return consumer
 
-    create_worker_consumer.__eventq_original__ = original
-    thread_class._create_worker_consumer = create_worker_consumer
+    replace(thread_class, "_create_worker_consumer", create_worker_consumer)

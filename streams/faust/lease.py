@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
+
+from streams.faust.monkeypatch import original_of, replace
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +86,14 @@ def install() -> None:
 
     coordinator_class = module.GroupCoordinator
     rebalance_class = module.CoordinatorGroupRebalance
-    if getattr(coordinator_class._do_heartbeat, "__eventq_original__", None) is not None:
+    if original_of(coordinator_class._do_heartbeat) is not None:
         return
     heartbeat = coordinator_class._do_heartbeat
     sync = rebalance_class._send_sync_group_request
 
-    async def do_heartbeat(self):
+    # ``self``: aiokafka's GroupCoordinator, then its CoordinatorGroupRebalance (aiokafka
+    # has no types), patched: streams/faust/monkeypatch.py.
+    async def do_heartbeat(self: Any) -> Any:
         sent_at = time.monotonic()
         rejoin_pending = self._rejoin_needed_fut.done()
         answered = await heartbeat(self)
@@ -102,7 +106,7 @@ def install() -> None:
                 lease.renew(sent_at)
         return answered
 
-    async def send_sync_group_request(self, request):
+    async def send_sync_group_request(self: Any, request: Any) -> Any:
         sent_at = time.monotonic()
         assignment = await sync(self, request)
         if assignment is not None:  # aiokafka returns None on every error
@@ -111,7 +115,5 @@ def install() -> None:
                 lease.renew(sent_at)
         return assignment
 
-    do_heartbeat.__eventq_original__ = heartbeat
-    send_sync_group_request.__eventq_original__ = sync
-    coordinator_class._do_heartbeat = do_heartbeat
-    rebalance_class._send_sync_group_request = send_sync_group_request
+    replace(coordinator_class, "_do_heartbeat", do_heartbeat)
+    replace(rebalance_class, "_send_sync_group_request", send_sync_group_request)

@@ -17,22 +17,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any, Iterable
 
-from aiokafka.errors import IllegalStateError
+import faust
 from faust.types import TP
 
 from eventq.kafka.committed import Committed, committed_positions
-from eventq.kafka.logreader import end_offsets
+from eventq.kafka.logreader import CatchUp, catch_up_targets, end_offsets
 from eventq.settings import Settings
+from eventq.state.indexes import JobIndex
+from streams.engine import Engine
+from streams.faust.admission import BulkAdmitter
+from streams.faust.command_fetch import CommandFetcher
 from streams.faust.lease import OwnershipLease
 from streams.faust.table_recovery import recover_tables
-from streams.faust.transactions import describe, is_fenced
+from streams.faust.transactions import Changelogs, describe, is_fenced
+from streams.processor import Processor, wall_clock_ms
+from streams.store import JobStore
+from streams.timers import DeadlineTimer
 
 log = logging.getLogger(__name__)
 
 
 class Steward:
-    def __init__(self, app, settings: Settings, lease: OwnershipLease) -> None:
+    def __init__(self, app: faust.App, settings: Settings, lease: OwnershipLease) -> None:
         self._app = app
         self._settings = settings
         self.lease = lease
@@ -45,13 +53,14 @@ class Steward:
         self.losses = 0
         self.last_loss: str | None = None
 
-    def attach(self, *, engine, store, index, processor, changelogs, admitter, timer,
-               fetcher=None) -> None:
+    def attach(self, *, engine: Engine, store: JobStore, index: JobIndex,
+               processor: Processor, changelogs: Changelogs, admitter: BulkAdmitter,
+               timer: DeadlineTimer, fetcher: CommandFetcher) -> None:
         self._engine, self._store, self._index = engine, store, index
         self._processor, self._changelogs, self._admitter = processor, changelogs, admitter
         self._timer = timer
         # The command log's reader on the main loop (streams/faust/command_fetch.py), which
-        # reads exactly what this steward serves; None: faust's agent reads it.
+        # reads exactly what this steward serves.
         self._fetcher = fetcher
         self._retaking: dict[int, asyncio.Task] = {}  # partitions being taken again
         # The committed position each partition's table was recovered for: reading
@@ -91,8 +100,7 @@ class Steward:
         log.warning("giving up every partition: %s; rolling back what was applied since "
                     "the last commit and rejoining the group", reason)
         self._processor.suspend()
-        if self._fetcher is not None:
-            self._fetcher.drop_all()
+        self._fetcher.drop_all()
         self._engine.ready.clear()
         self._store.active = frozenset()
         self.lease.end()
@@ -117,8 +125,7 @@ class Steward:
                     reason)
         self._store.active = self._store.active - {partition}
         self._processor.set_aside(partition)
-        if self._fetcher is not None:
-            self._fetcher.drop([partition])
+        self._fetcher.drop([partition])
         self._index.drop_partition(partition)
         self.admit_served()
         self._retaking[partition] = asyncio.ensure_future(self._retake(partition))
@@ -157,7 +164,7 @@ class Steward:
 
         self._processor.expect_partition_caught_up(partition, target, caught_up)
 
-    def _stop_retaking(self, partitions) -> None:
+    def _stop_retaking(self, partitions: Iterable[int]) -> None:
         for partition in list(partitions):
             task = self._retaking.pop(partition, None)
             if task is not None:
@@ -176,8 +183,10 @@ class Steward:
     def _rejoin(self) -> None:
         """Ask the Kafka consumer (in faust's consumer thread) to rejoin the group: its
         partitions are revoked and assigned again, and recovered from the log."""
-        thread = getattr(self._app.consumer, "_thread", None)
-        consumer = getattr(thread, "_consumer", None)
+        # faust's consumer thread and the aiokafka consumer in it: not in faust's
+        # ConsumerT (nor has aiokafka types), hence Any.
+        thread: Any = getattr(self._app.consumer, "_thread", None)
+        consumer: Any = getattr(thread, "_consumer", None)
         if consumer is None:
             return
         coordinator = consumer._coordinator
@@ -187,23 +196,14 @@ class Steward:
         """The command log's first offset in ``partition`` (retention deletes before it)."""
         ends = await asyncio.to_thread(
             end_offsets, self._settings.kafka, self._settings.commands_topic)
-        return ends.get(partition, (None, None))[0]
+        return ends[partition][0] if partition in ends else None
 
     async def read_again(self, partition: int, offset: int) -> None:
-        if self._fetcher is not None:
-            self._fetcher.read_again(partition, offset)
-        else:
-            await self._app.consumer.seek(TP(self._settings.commands_topic, partition), offset)
+        self._fetcher.read_again(partition, offset)
 
     def highwater(self, partition: int) -> int | None:
         """The command log's end in ``partition`` as of its last fetch (None: unknown)."""
-        if self._fetcher is not None:
-            return self._fetcher.highwater(partition)
-        try:
-            end = self._app.consumer.highwater(TP(self._settings.commands_topic, partition))
-        except Exception:  # not assigned (any more), or no fetch yet
-            return None
-        return end if isinstance(end, int) else None
+        return self._fetcher.highwater(partition)
 
     # --- the rebalance -------------------------------------------------------------
 
@@ -273,9 +273,9 @@ class Steward:
             failed |= dict.fromkeys(started, error)
         if failed:
             await changelogs.release(list(failed), None)
-            for partition, error in sorted(failed.items()):
+            for partition, why in sorted(failed.items()):
                 log.warning("could not take partition %d (%s); trying again shortly",
-                            partition, describe(error))
+                            partition, describe(why))
         done = [p for p in partitions if p not in failed]
         if report or failed:
             log.info("took partitions %s in %.2fs: fenced their previous owners, then read "
@@ -300,16 +300,14 @@ class Steward:
                 committed = {**committed, partition: Committed(-1, None)}
         return committed
 
-    async def resume(self, partitions: list[int], generation: int | None = None):
+    async def resume(self, partitions: list[int],
+                     generation: int | None = None) -> CatchUp | None:
         """Index ``partitions`` from their tables and have their uncommitted tails read
         again: where each resumes, and the offset it must reach before serving
         (eventq.kafka.logreader.CatchUp). None if a new rebalance came meanwhile (since
         the take of ``generation``, by default the last one)."""
         if generation is None:
             generation = self._generation
-        from eventq.kafka.logreader import catch_up_targets
-        from streams.processor import wall_clock_ms
-
         now_ms = wall_clock_ms()
         self.indexed = 0
         for partition in partitions:
@@ -324,20 +322,6 @@ class Steward:
         catch_up = await asyncio.to_thread(
             catch_up_targets, self._settings.kafka, self._settings.app_id,
             self._settings.commands_topic, partitions, recovered_at)
-        try:
-            # aiokafka's seek_to_committed leaves a never-committed partition wherever
-            # the fetcher stood, so place it at its first offset, as
-            # consumer_auto_offset_reset="earliest" promises; a partition taken again on
-            # its own is read again from its committed offset. (The fetcher on the main
-            # loop places every partition itself, below.)
-            for partition in partitions:
-                position = catch_up.positions[partition]
-                if self._fetcher is None and (partition in catch_up.uncommitted
-                                              or partition in self._retaking):
-                    await self.read_again(partition, position)
-        except IllegalStateError as error:  # a new rebalance took it meanwhile
-            log.info("recovery interrupted by a rebalance (%s); the next one recovers", error)
-            return None
         if self._letting_go is not None or generation != self._generation:
             return None  # lost meanwhile (the rejoin recovers), or a new rebalance
         for partition, offset in recovered_at.items():
@@ -345,17 +329,18 @@ class Steward:
                 del self._recovered_at[partition]
         for partition in partitions:
             self._processor.resume_partition(partition, catch_up.positions[partition])
-        if self._fetcher is not None:
-            # Fetched from now on, each from exactly where the processor expects its next
-            # record (a revocation or loss since the checks above would have said so).
-            self._fetcher.serve({p: catch_up.positions[p] for p in partitions})
+        # Fetched from now on, each from exactly where the processor expects its next
+        # record (a revocation or loss since the checks above would have said so).
+        self._fetcher.serve({p: catch_up.positions[p] for p in partitions})
         return catch_up
 
     def _drop_stale_changelog_events(self, partitions: list[int]) -> None:
         """faust may still hold changelog records it fetched while these partitions
         were its standbys: applied now, over what recover_tables writes, they would put
         older states back. Apply what it buffered, then have it drop the rest."""
-        recovery = self._app.tables.recovery
+        # faust's TableManager: its recovery is not in TableManagerT, hence Any.
+        tables: Any = self._app.tables
+        recovery = tables.recovery
         recovery.flush_buffers()
         for partition in partitions:
             recovery.active_offsets[TP(self._settings.jobs_topic, partition)] = NEVER
@@ -364,17 +349,16 @@ class Steward:
         """The partitions' records are applied again from their committed offsets."""
         self._processor.suspended = False
 
-    async def revoked(self, partitions) -> None:
+    async def revoked(self, partitions: set[int]) -> None:
         """A rebalance takes ``partitions`` away (faust has stopped the streams): commit
         what was applied to them, unless this process may no longer (then roll back)."""
         self._generation += 1  # a take or retake under way stops
         self._engine.ready.clear()
         self._store.active = self._store.active - set(partitions)
         self._engine.let_go(set(partitions))
-        if self._fetcher is not None:
-            # faust stopped only its own streams: no record of these is applied from now
-            # on, before anything is committed or rolled back below.
-            await self._fetcher.stop(partitions)
+        # faust stopped only its own streams: no record of these is applied from now
+        # on, before anything is committed or rolled back below.
+        await self._fetcher.stop(partitions)
         await self._admitter.stop()
         if self._letting_go is not None:
             await self._letting_go
@@ -388,8 +372,7 @@ class Steward:
 
     async def release_all(self) -> None:
         """Stopping: commit what was applied (or roll it back) and close the producers."""
-        if self._fetcher is not None:
-            await self._fetcher.stop_all()  # (faust stopped only its own streams)
+        await self._fetcher.stop_all()  # (faust stopped only its own streams)
         offsets = self._processor.next_offsets() if self.may_commit() else None
         self._processor.suspend()
         self._stop_retaking(self._retaking)

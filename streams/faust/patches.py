@@ -32,6 +32,13 @@ import inspect
 import logging
 import textwrap
 import time
+from typing import Any
+
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+from faust.assignor import PartitionAssignor
+from faust.types import TP
+
+from streams.faust.monkeypatch import original_of, replace
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +68,7 @@ DIRECT_CALLBACK = """\
 def original_source() -> str:
     from faust.transport.consumer import Consumer
 
-    method = getattr(Consumer._drain_messages, "__eventq_original__", Consumer._drain_messages)
+    method = original_of(Consumer._drain_messages) or Consumer._drain_messages
     return inspect.getsource(method)
 
 
@@ -75,16 +82,18 @@ def patched_source(source: str) -> str:
     return source.replace(RACED_CALLBACK, DIRECT_CALLBACK)
 
 
-def _count_flow_epochs(Consumer) -> None:
-    """``stop_flow`` and ``seek`` advance ``_eventq_flow_epoch`` (see the docstring)."""
+def _count_flow_epochs(Consumer: Any) -> None:
+    """``stop_flow`` and ``seek`` advance ``_eventq_flow_epoch`` (see the docstring).
+    (``Consumer``, and each ``self`` below: faust's Consumer, whose methods are patched:
+    streams/faust/monkeypatch.py.)"""
     Consumer._eventq_flow_epoch = 0
     stop_flow, seek = Consumer.stop_flow, Consumer.seek
 
-    def counted_stop_flow(self) -> None:
+    def counted_stop_flow(self: Any) -> None:
         self._eventq_flow_epoch += 1
         stop_flow(self)
 
-    async def counted_seek(self, partition, offset: int) -> None:
+    async def counted_seek(self: Any, partition: TP, offset: int) -> None:
         self._eventq_flow_epoch += 1
         await seek(self, partition, offset)
         self._eventq_flow_epoch += 1
@@ -98,8 +107,8 @@ def install() -> bool:
     the version this patch was written for."""
     from faust.transport import consumer as module
 
-    Consumer = module.Consumer
-    if getattr(Consumer._drain_messages, "__eventq_original__", None) is not None:
+    Consumer: Any = module.Consumer
+    if original_of(Consumer._drain_messages) is not None:
         return True
     source = original_source()
     if not is_pinned_source(source):
@@ -109,13 +118,12 @@ def install() -> bool:
         )
         return False
     _count_flow_epochs(Consumer)
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     code = compile(textwrap.dedent(patched_source(source)), module.__file__, "exec")
     exec(code, module.__dict__, namespace)  # the module's globals, as the original's
     patched = namespace["_drain_messages"]
     patched.__qualname__ = Consumer._drain_messages.__qualname__
-    patched.__eventq_original__ = Consumer._drain_messages
-    Consumer._drain_messages = patched
+    replace(Consumer, "_drain_messages", patched)
     return True
 
 
@@ -129,17 +137,15 @@ def commit_in_transactions() -> None:
     from faust.transport.drivers import aiokafka as driver
 
     Consumer = driver.AIOKafkaConsumerThread
-    if getattr(Consumer._commit, "__eventq_original__", None) is not None:
+    if original_of(Consumer._commit) is not None:
         return
-    original = Consumer._commit
 
-    async def _commit(self, offsets) -> bool:
+    async def _commit(self: Any, offsets: Any) -> bool:  # (streams/faust/monkeypatch.py)
         now = time.monotonic()
         self.tp_last_committed_at.update({tp: now for tp in offsets})
         return True
 
-    _commit.__eventq_original__ = original
-    Consumer._commit = _commit
+    replace(Consumer, "_commit", _commit)
 
 
 def check_stalls_only_where_positioned() -> None:
@@ -153,24 +159,25 @@ def check_stalls_only_where_positioned() -> None:
     from faust.transport.drivers import aiokafka as driver
 
     Consumer = driver.AIOKafkaConsumerThread
-    if getattr(Consumer.verify_event_path, "__eventq_original__", None) is not None:
+    if original_of(Consumer.verify_event_path) is not None:
         return
     original = Consumer.verify_event_path
 
-    def verify_event_path(self, now: float, tp) -> None:
+    def verify_event_path(self: Any, now: float, tp: TP) -> None:  # (monkeypatch.py)
         if not _has_position(self, tp):
             return None
         return original(self, now, tp)
 
-    verify_event_path.__eventq_original__ = original
-    Consumer.verify_event_path = verify_event_path
+    replace(Consumer, "verify_event_path", verify_event_path)
 
 
-def _has_position(consumer_thread, tp) -> bool:
+def _has_position(consumer_thread: Any, tp: TP) -> bool:
     """Whether faust's consumer fetches ``tp`` from a known position: not when it is
     still being looked up, nor when the partition is paused in aiokafka (the command
     log, read by streams/faust/command_fetch.py: faust's check would report it as never
-    fetched, an ERROR every few seconds once ``stream_processing_timeout`` passed)."""
+    fetched, an ERROR every few seconds once ``stream_processing_timeout`` passed).
+    (``consumer_thread``: faust's AIOKafkaConsumerThread, whose aiokafka consumer and
+    its fetcher are read: Any.)"""
     from aiokafka.structs import TopicPartition
 
     consumer = consumer_thread._consumer
@@ -194,7 +201,7 @@ def join_complete_source() -> str:
     return inspect.getsource(GroupCoordinator._on_join_complete)
 
 
-def commands_left_to_fetcher(commands_topic: str):
+def commands_left_to_fetcher(commands_topic: str) -> type[PartitionAssignor]:
     """faust's assignor (faust.assignor.PartitionAssignor, its ``PartitionAssignor``
     setting) that also pauses ``commands_topic``'s partitions in faust's aiokafka
     consumer as they are assigned: streams/faust/command_fetch.py reads them on the main loop
@@ -207,14 +214,16 @@ def commands_left_to_fetcher(commands_topic: str):
     pause_partitions and resume_partitions keep sets of its own), and every new
     assignment pauses them again. faust keeps everything else: the group, the
     assignment, standbys, heartbeats."""
-    from faust.assignor import PartitionAssignor
 
     class CommandsLeftToFetcher(PartitionAssignor):
-        def on_assignment(self, assignment) -> None:
+        def on_assignment(self, assignment: ConsumerProtocolMemberMetadata) -> None:
             super().on_assignment(assignment)
             commands = [tp for tp in assignment.partitions() if tp.topic == commands_topic]
+            # faust's consumer runs aiokafka's in a thread of its own: neither is in
+            # faust's ConsumerT.
+            faust_consumer: Any = self.app.consumer
             try:
-                consumer = self.app.consumer._thread._consumer  # aiokafka's, this thread's
+                consumer = faust_consumer._thread._consumer  # aiokafka's, this thread's
                 consumer.pause(*commands)
             except Exception:  # a faust change: correct still, every record read twice
                 log.critical("could not pause %s in faust's consumer: it reads the "

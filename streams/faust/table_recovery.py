@@ -26,17 +26,20 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from rocksdict import WriteBatch
 
 from eventq.kafka.logreader import end_offsets, read_batches
+from eventq.kafka.security import KafkaTarget
 from eventq.state.jobs_table import (
     EVENTQ_OFFSET_KEY,
     FAUST_OFFSET_KEY,
     persisted_offset,
     persisted_offset_records,
 )
+from streams.faust.monkeypatch import original_of, replace
+from streams.store import TableDB
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ class Recovered:
     behind: ChangelogBehind | None = None
 
 
-def recover_tables(bootstrap: str, topic: str, dbs: dict,
+def recover_tables(bootstrap: KafkaTarget, topic: str, dbs: dict[int, TableDB],
                    at_least: dict[int, int] | None = None,
                    ends_of: Callable[[], Ends] | None = None,
                    wait_s: float = STALE_END_WAIT_S,
@@ -128,15 +131,15 @@ def recover_tables(bootstrap: str, topic: str, dbs: dict,
                                      ends={p: ends[p] for p in behind},
                                      stall_s=READ_STALL_S):
             for message in messages:
-                key = message.key()
-                if key is None:
-                    continue  # not a table record
-                partition, value = message.partition(), message.value()
+                key, record_partition = message.key(), message.partition()
+                if key is None or record_partition is None:  # not a table record
+                    continue
+                value = message.value()
                 if value is None:
-                    batches[partition].delete(key)
+                    batches[record_partition].delete(key)
                 else:
-                    batches[partition].put(key, value)
-                pending[partition] += 1
+                    batches[record_partition].put(key, value)
+                pending[record_partition] += 1
             for partition in behind:
                 if pending[partition] >= WRITE_BATCH_RECORDS:
                     write(partition)
@@ -178,7 +181,7 @@ def ends_reaching(ends_of: Callable[[], Ends], at_least: dict[int, int], wait_s:
         time.sleep(STALE_END_RETRY_S)
 
 
-def wipe(db) -> None:
+def wipe(db: TableDB) -> None:
     """Delete every key of a partition's table (its persisted offset too)."""
     batch = WriteBatch(raw_mode=True)
     for key in db.keys():
@@ -191,12 +194,10 @@ def install() -> None:
     standby copies it still keeps warm."""
     from faust.tables.recovery import Recovery
 
-    if getattr(Recovery.need_recovery, "__eventq_original__", None) is not None:
+    if original_of(Recovery.need_recovery) is not None:
         return
-    original = Recovery.need_recovery
 
-    def need_recovery(self) -> bool:
+    def need_recovery(self: Any) -> bool:  # faust's Recovery (streams/faust/monkeypatch.py)
         return False
 
-    need_recovery.__eventq_original__ = original
-    Recovery.need_recovery = need_recovery
+    replace(Recovery, "need_recovery", need_recovery)

@@ -39,15 +39,15 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from eventq.kafka.commit_metadata import commit_metadata
-from eventq.kafka.security import aiokafka_options
+from eventq.kafka.security import KafkaTarget, aiokafka_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
 from eventq.state.jobs_table import FAUST_OFFSET_KEY, persisted_offset, persisted_offset_records
-from streams.store import JobStore, write_records
+from streams.store import JobStore, TableDB, write_records
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class _Undo:
     before: dict[bytes, bytes | None] = field(default_factory=dict)
     persisted: bytes | None = None
 
-    def capture(self, db, records: Records) -> None:
+    def capture(self, db: TableDB, records: Records) -> None:
         before = self.before
         for key, _ in records:
             if key not in before:
@@ -128,15 +128,17 @@ class _Undo:
         """Both uncommitted spans as one: the older span's before-values win."""
         return _Undo({**self.before, **older.before}, older.persisted)
 
-    def write_back(self, db) -> int:
+    def write_back(self, db: TableDB) -> int:
         write_records(db, [*self.before.items(), *persisted_offset_records(self.persisted)])
         return len(self.before)
 
 
 class PartitionChangelog:
-    """One owned partition's changelog transaction."""
+    """One owned partition's changelog transaction. Its producer, an aiokafka
+    AIOKafkaProducer, and what it hands back (batches, futures of RecordMetadata) are
+    Any: aiokafka has no types."""
 
-    def __init__(self, partition: int, producer, store: JobStore, topic: str,
+    def __init__(self, partition: int, producer: Any, store: JobStore, topic: str,
                  commands_topic: str, group_id: str,
                  on_failure: Callable[[BaseException], None] | None = None) -> None:
         self.partition = partition
@@ -157,8 +159,9 @@ class PartitionChangelog:
         self._idle = asyncio.Event()  # set whenever no flusher is handing records over
         self._idle.set()
         self._last_offset: int | None = None  # of the open transaction's records
-        self._unacknowledged: set[asyncio.Future] = set()  # batches sent, not yet in the log
-        self._follow_ups: set[asyncio.Future] = set()  # follow-ups sent, not yet in the log
+        # batches sent, not yet in the log (futures of aiokafka's RecordMetadata)
+        self._unacknowledged: set[asyncio.Future[Any]] = set()
+        self._follow_ups: set[asyncio.Future[int]] = set()  # follow-ups sent, not yet in the log
         self._committing = False
         self.open = False  # a transaction was begun: what it holds can be committed
         # Commits take turns (the periodic one, a rebalance's last one): each needs the
@@ -197,7 +200,7 @@ class PartitionChangelog:
             log.debug("closing the changelog producer of partition %d: %s",
                       self.partition, error)
 
-    def _db(self):
+    def _db(self) -> TableDB:
         return self._store.db(self.partition)
 
     # --- writing ---------------------------------------------------------------
@@ -264,7 +267,7 @@ class PartitionChangelog:
                     raise RuntimeError(f"a changelog record for {key!r} fits no batch")
         await self._send_batch(batch)
 
-    async def _send_batch(self, batch) -> None:
+    async def _send_batch(self, batch: Any) -> None:
         count = batch.record_count()
         if not count:
             return
@@ -280,7 +283,7 @@ class PartitionChangelog:
         self._unacknowledged.add(future)
         future.add_done_callback(lambda done: self._acknowledged(done, count))
 
-    def _acknowledged(self, future, count: int) -> None:
+    def _acknowledged(self, future: asyncio.Future[Any], count: int) -> None:
         self._unacknowledged.discard(future)
         error = None if future.cancelled() else future.exception()
         if future.cancelled() or error is not None:
@@ -290,19 +293,21 @@ class PartitionChangelog:
         if self._last_offset is None or last > self._last_offset:
             self._last_offset = last
 
-    def follow_up(self, written: asyncio.Future) -> None:
+    def follow_up(self, written: asyncio.Future[int]) -> None:
         """A follow-up command of a record applied in this partition is on its way to
         the command log (``written``: done once the broker has it): the next commit
         waits for it; if the broker refuses it, the transaction cannot commit."""
         self._follow_ups.add(written)
         written.add_done_callback(self._followed_up)
 
-    def _followed_up(self, written: asyncio.Future) -> None:
+    def _followed_up(self, written: asyncio.Future[int]) -> None:
         self._follow_ups.discard(written)
         if written.cancelled():
             self._fail(RuntimeError("a follow-up command was withdrawn before it was written"))
-        elif written.exception() is not None:
-            self._fail(written.exception())  # type: ignore[arg-type]  # not None here
+            return
+        error = written.exception()
+        if error is not None:
+            self._fail(error)
 
     def fail(self, error: BaseException) -> None:
         """This transaction cannot commit (what it covers must be applied again)."""
@@ -452,13 +457,13 @@ class Changelogs:
     def __init__(
         self,
         *,
-        bootstrap: str,
+        bootstrap: KafkaTarget,
         app_id: str,
         topic: str,
         commands_topic: str,
         store: JobStore,
         on_lost: Callable[[int, BaseException], None],
-        producer_factory: Callable[[str], object] | None = None,
+        producer_factory: Callable[[str], Any] | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._app_id = app_id
@@ -482,7 +487,7 @@ class Changelogs:
     def commits(self) -> int:
         return self._released_commits + sum(log_.commits for log_ in self._logs.values())
 
-    def _aiokafka_producer(self, txn_id: str):
+    def _aiokafka_producer(self, txn_id: str) -> Any:
         from aiokafka import AIOKafkaProducer
 
         return AIOKafkaProducer(
@@ -507,7 +512,7 @@ class Changelogs:
         except KeyError:
             raise ChangelogLost(f"partition {partition} is not owned here") from None
 
-    async def take(self, partitions) -> dict[int, BaseException]:
+    async def take(self, partitions: Iterable[int]) -> dict[int, BaseException]:
         """Start (fence) a transactional producer for each partition not yet taken, in
         parallel. Returns the partitions whose producer could not start, with why (they
         are not taken)."""
@@ -589,7 +594,8 @@ class Changelogs:
         return {p: log_.failure for p, log_ in self._logs.items()
                 if log_.failure is not None}
 
-    async def release(self, partitions, next_offsets: dict[int, int] | None) -> None:
+    async def release(self, partitions: Iterable[int],
+                      next_offsets: dict[int, int] | None) -> None:
         """Give ``partitions`` up: commit them with ``next_offsets`` (None: this process
         may no longer commit) or else roll them back, and close their producers."""
         logs = [self._logs.pop(p) for p in sorted(partitions) if p in self._logs]

@@ -3,8 +3,8 @@ without a broker"): the same generated history of `eventq.commands` is folded
 
 (a) by the pure fold of ``eventq replay --from-commands`` (eventq/run/replay.py ``Derived``),
 (b) by the processor (streams/processor.py) over the in-memory engine (streams/memory.py),
-    applying records as faust's agent hands them (one at a time) or as the fetcher
-    does (streams/faust/command_fetch.py: a delivery's records at once): partitions
+    applying records as the fetcher hands them (streams/faust/command_fetch.py), one
+    to a fetch or a delivery's records at once: partitions
     interleaved, records delivered again, records passed over and read again,
     commits, and kills between apply and commit after which the table is what the
     changelog holds (its committed records, or any prefix of what was written since)

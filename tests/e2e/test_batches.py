@@ -151,13 +151,11 @@ def in_records(commands: list, size: int) -> list[list]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("apply_path", ["fetch", "agent"])  # eventq/settings.py
 def test_kill_9_while_batches_are_applied_then_every_command_counts_once(
-    kafka_bootstrap, tmp_path, apply_path
+    kafka_bootstrap, tmp_path
 ):
     prefix = f"killbatch-{uuid.uuid4().hex[:6]}"
-    server = ServerProcess(kafka_bootstrap, prefix, tmp_path / "server", partitions=2,
-                           apply_path=apply_path)
+    server = ServerProcess(kafka_bootstrap, prefix, tmp_path / "server", partitions=2)
     server.create_topics()
     server.start()
     topic, name, rounds = server.settings["commands-topic"], "crash", 5
@@ -186,8 +184,8 @@ def test_kill_9_while_batches_are_applied_then_every_command_counts_once(
     assert code == 0, server.log_tail()
     log = server.log_path.read_text()
     assert log.count("did not stop cleanly; rebuilding state") == 2, server.log_tail()
-    # Each path read the command log, and only it (faust's consumer left it alone).
-    assert log.count("in whole fetches on the main loop") == (3 if apply_path == "fetch" else 0)
+    # The fetcher read the command log, and only it (faust's consumer left it alone).
+    assert log.count("in whole fetches on the main loop") == 3
     assert "although its partitions are left to the fetcher" not in log
     derived = derive_from_commands(kafka_bootstrap, topic)
     deadline = time.monotonic() + 60

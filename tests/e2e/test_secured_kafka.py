@@ -6,9 +6,9 @@ The broker is the one `eventq kafka start --sasl-ssl --mtls` starts (its own CA 
 certificates, a SCRAM-SHA-512 user, `listener.name.sasl_ssl.ssl.client.auth=required`),
 whose only client listener is SASL_SSL: a client without the password or without the
 certificate is refused, so each kind of eventq's Kafka clients is shown to take the
-settings it prints by working at all: librdkafka (the command producer of its own, the
-admin clients: topics create, the topic check), aiokafka through faust (the processor,
-faust's command producer, the changelog's transactional producers), the restore and log
+settings it prints by working at all: librdkafka (the admin clients: topics create,
+the topic check), aiokafka through faust (the processor, faust's command producer, the
+changelog's transactional producers), the restore and log
 readers (a restart on an empty data dir, `eventq digest`), and Spark's connector (its PEM
 keystore: `eventq spark enqueue --wait`, `eventq spark snapshot`). A wrong password, a
 missing or foreign certificate and a plain client are told what to fix, at once. One
@@ -121,7 +121,6 @@ def test_kafka_start_prints_what_clients_need(secured_kafka):
 
 def test_eventq_serves_restarts_and_reads_its_logs(secured_kafka, tmp_path):
     process = serve(secured_kafka, tmp_path / "server", f"mtls-{uuid.uuid4().hex[:8]}")
-    process.settings["command-producer"] = "librdkafka"
     eventq("topics", "create", *topic_flags(process), env=secured_kafka.env)
     process.start()
     try:
@@ -136,9 +135,8 @@ def test_eventq_serves_restarts_and_reads_its_logs(secured_kafka, tmp_path):
         assert process.stop() == 0, process.log_tail()
     out = eventq("digest", *topic_flags(process), env=secured_kafka.env).stdout
     assert out.split()[0] == digest, out
-    # The restore child (the settings in its environment), then faust's producer.
+    # The restore child (the settings in its environment).
     shutil.rmtree(process.home / "state")
-    process.settings["command-producer"] = "faust"
     process.start()
     try:
         with Client("127.0.0.1", process.port) as client:

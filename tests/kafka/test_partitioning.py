@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import Producer
 
 from eventq.core.partitioner import CONFLUENT_PRODUCER_PARTITIONER, partition_for_key
-from eventq.kafka.command_producer import producer_config
 from eventq.kafka.topics import TopicSpec, ensure_topics
 
 pytestmark = pytest.mark.kafka
@@ -35,9 +34,8 @@ def keys():
     return [str(uuid.uuid4()).encode() for _ in range(KEY_COUNT)]
 
 
-def confluent_partitions(bootstrap, topic, keys, partitioner=None,
-                         config=None) -> dict[bytes, int]:
-    config = dict(config or {"bootstrap.servers": bootstrap, "linger.ms": 5})
+def confluent_partitions(bootstrap, topic, keys, partitioner=None) -> dict[bytes, int]:
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 5}
     if partitioner:
         config["partitioner"] = partitioner
     producer = Producer(config)
@@ -104,13 +102,8 @@ def test_all_producers_agree_on_the_partition_of_every_key(
     )
     aiokafka = aiokafka_partitions(kafka_bootstrap, topic, keys)
     faust_landed = faust_partitions(kafka_bootstrap, topic, keys, tmp_path)
-    # eventq's command producer names each record's partition, but were one sent
-    # without, its own settings must still agree.
-    commands = confluent_partitions(kafka_bootstrap, topic, keys,
-                                    config=producer_config(kafka_bootstrap, "test"))
 
     assert confluent == expected
-    assert commands == expected
     assert aiokafka == expected
     assert faust_landed == expected
 

@@ -237,11 +237,6 @@ CLIENTS = {"Producer", "Consumer", "AdminClient", "SerializingProducer",
            "DeserializingConsumer", "AIOKafkaProducer", "AIOKafkaConsumer",
            "AIOKafkaAdminClient", "AIOKafkaClient", "App"}
 MAPPINGS = {"confluent_config", "aiokafka_options", "faust_options", "spark_options"}
-# Configurations built with a mapping elsewhere in their module: (file, argument).
-BUILT_BEFORE = {
-    # CommandProducer.__init__: producer_config(), which is confluent_config(...).
-    ("eventq/kafka/command_producer.py", "{**self._config, 'error_cb': self._kafka_error}"),
-}
 # What names the servers to a client: only eventq/kafka/security.py may.
 SERVER_WORDS = ("bootstrap.servers", "bootstrap_servers")
 
@@ -279,9 +274,7 @@ def test_every_kafka_client_is_made_with_the_security_settings():
                 continue
             used = {called_name(inner) for inner in ast.walk(node)
                     if isinstance(inner, ast.Call)}
-            arguments = [ast.unparse(argument) for argument in node.args]
-            if not used & MAPPINGS and not any((path, argument) in BUILT_BEFORE
-                                               for argument in arguments):
+            if not used & MAPPINGS:
                 unmapped.append(f"{path}:{node.lineno}: {ast.unparse(node)[:100]}")
     assert not naming, naming
     assert not unmapped, "Kafka clients made without eventq/kafka/security.py:\n" + "\n".join(

@@ -1,5 +1,5 @@
 """The processor applies a partition's records in offset order, each once, and only
-while this process holds its partitions (streams/processor.py ``handle``): a record
+while this process holds its partitions (streams/processor.py ``handle_batch``): a record
 before the next one was applied already, one after it means records were skipped (the
 partition is read again from the one expected), and an expired lease stops every apply
 and reports the loss."""
@@ -12,7 +12,7 @@ import uuid
 from eventq.core import Add, encode_command
 from eventq.state.indexes import JobIndex
 from eventq.state.waiters import Waiters
-from streams.memory import MemoryStore, Message
+from streams.memory import MemoryStore
 from streams.processor import Ownership, Processor
 
 AT_MS = 1_800_000_000_000
@@ -41,6 +41,19 @@ def add_record(n: int) -> bytes:
     return encode_command(Add(uuid.UUID(int=n, version=4), "q", 1000, 60_000, b"p%d" % n))
 
 
+def fetched(offset: int, partition: int = 0, value: bytes | None = None):
+    """A record as the fetcher hands it over: aiokafka's, its timestamp in ms."""
+    from aiokafka.structs import ConsumerRecord
+
+    value = add_record(offset) if value is None else value
+    return ConsumerRecord("c", partition, offset, AT_MS, 1, None, value, None, 0,
+                          len(value), ())
+
+
+def fetch(*offsets: int, partition: int = 0) -> list:
+    return [fetched(offset, partition) for offset in offsets]
+
+
 def processor(store: MemoryStore, ownership: Held) -> Processor:
     return Processor(store, JobIndex(), Waiters(), "node", lambda deadline: None,
                      store.persist, ownership=ownership)
@@ -59,10 +72,10 @@ def test_records_apply_in_order_from_where_the_partition_resumed():
     p = processor(store, held)
 
     async def scenario():
-        await p.handle(Message("c", 0, 4, AT_MS), add_record(4))  # before any resume: not ours
+        await p.handle_batch(0, fetch(4))  # before any resume: not ours
         p.resumed_at({0: 5})
         for offset in (5, 6, 7):
-            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
+            await p.handle_batch(0, fetch(offset))
 
     run(scenario())
     assert jobs(store) == 3 and p.next_offsets() == {0: 8}
@@ -75,9 +88,9 @@ def test_a_record_delivered_again_is_not_applied_again():
 
     async def scenario():
         p.resumed_at({0: 0})
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle_batch(0, fetch(0))
         before = dict(store.table(0))
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle_batch(0, fetch(0))
         return before
 
     before = run(scenario())
@@ -93,11 +106,11 @@ def test_a_gap_is_never_applied_over_the_partition_is_read_again():
 
     async def scenario():
         p.resumed_at({0: 10})
-        await p.handle(Message("c", 0, 10, AT_MS), add_record(10))
-        await p.handle(Message("c", 0, 13, AT_MS), add_record(13))  # 11 and 12 were skipped
-        await p.handle(Message("c", 0, 14, AT_MS), add_record(14))  # fetched before the seek
+        await p.handle_batch(0, fetch(10))
+        await p.handle_batch(0, fetch(13))  # 11 and 12 were skipped
+        await p.handle_batch(0, fetch(14))  # fetched before the seek
         for offset in (11, 12, 13, 14):  # read again
-            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
+            await p.handle_batch(0, fetch(offset))
 
     run(scenario())
     assert held.reads_again == [(0, 11)]  # once, not once per stale record
@@ -115,7 +128,7 @@ def test_records_deleted_by_retention_are_passed_over_with_an_error():
 
     async def scenario():
         p.resumed_at({0: 3})
-        await p.handle(Message("c", 0, 20, AT_MS), add_record(20))
+        await p.handle_batch(0, fetch(20))
 
     run(scenario())
     assert held.reads_again == [] and jobs(store) == 1
@@ -127,14 +140,14 @@ def test_an_expired_lease_stops_every_apply_until_resumed():
 
     async def scenario():
         p.resumed_at({0: 0})
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle_batch(0, fetch(0))
         held.held = False  # paused past the session: the partitions may be elsewhere
-        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
+        await p.handle_batch(0, fetch(1))
         held.held = True  # a heartbeat got through: still, nothing until resumed
-        await p.handle(Message("c", 0, 2, AT_MS), add_record(2))
+        await p.handle_batch(0, fetch(2))
         assert len(held.losses) == 1 and p.suspended
         p.resumed_at({0: 1})  # after the rebalance, from the committed offset
-        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
+        await p.handle_batch(0, fetch(1))
 
     run(scenario())
     assert jobs(store) == 2 and not p.suspended
@@ -150,7 +163,7 @@ def test_a_forgotten_partition_applies_nothing_and_releases_its_waiters():
         await asyncio.sleep(0)
         p.forget([0])
         await asyncio.wait_for(waiting, 1)
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle_batch(0, fetch(0))
 
     run(scenario())
     assert jobs(store) == 0 and p.next_offsets() == {}
@@ -175,7 +188,7 @@ def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_tak
 
     async def scenario():
         p.resumed_at({0: 0})
-        applying = asyncio.ensure_future(p.handle(Message("c", 0, 0, AT_MS), add_record(0)))
+        applying = asyncio.ensure_future(p.handle_batch(0, fetch(0)))
         await storing.wait()
         p.forget([0])  # given up mid-apply ...
         proceed.set()
@@ -183,7 +196,7 @@ def test_a_partition_given_up_while_its_record_is_stored_resumes_where_it_is_tak
         assert p.next_offsets() == {}  # ... so the finished apply counts for nothing
         p.resumed_at({0: 0})  # taken again from the committed offset
         for offset in (0, 1):
-            await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
+            await p.handle_batch(0, fetch(offset))
         return p.next_offsets()
 
     assert run(scenario()) == {0: 2} and jobs(store) == 2
@@ -202,8 +215,8 @@ def test_a_partition_set_aside_during_the_catch_up_does_not_hold_the_others_back
     async def scenario():
         p.resumed_at({0: 0, 1: 0})
         p.expect_catch_up({0: 1, 1: 1}, lambda: serving.append("all"))
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
-        await p.handle(Message("c", 0, 1, AT_MS), add_record(1))
+        await p.handle_batch(0, fetch(0))
+        await p.handle_batch(0, fetch(1))
         assert serving == []  # partition 1 is still behind
         p.set_aside(1)
 
@@ -220,27 +233,14 @@ def test_a_partition_set_aside_after_the_catch_up_calls_nothing_again():
     async def scenario():
         p.resumed_at({0: 0})
         p.expect_catch_up({0: 0}, lambda: serving.append("all"))
-        await p.handle(Message("c", 0, 0, AT_MS), add_record(0))
+        await p.handle_batch(0, fetch(0))
         p.set_aside(0)
 
     run(scenario())
     assert serving == ["all"]
 
 
-# --- whole fetches (Processor.handle_batch: streams/faust/command_fetch.py) ----------------
-
-
-def fetched(offset: int, partition: int = 0, value: bytes | None = None):
-    """A record as the fetcher hands it over: aiokafka's, its timestamp in ms."""
-    from aiokafka.structs import ConsumerRecord
-
-    value = add_record(offset) if value is None else value
-    return ConsumerRecord("c", partition, offset, AT_MS, 1, None, value, None, 0,
-                          len(value), ())
-
-
-def fetch(*offsets: int, partition: int = 0) -> list:
-    return [fetched(offset, partition) for offset in offsets]
+# --- fetches of several records ----------------------------------------------------
 
 
 def test_a_fetch_applies_in_order_from_where_the_partition_resumed():
@@ -258,21 +258,21 @@ def test_a_fetch_applies_in_order_from_where_the_partition_resumed():
     assert p.counters.skipped == 3 and p.counters.records == 3
 
 
-def test_a_fetch_and_single_records_apply_alike():
-    """The same records, one at a time through ``handle`` or as fetches: the same table,
-    the same replies' positions."""
-    def applied(by_fetch: bool) -> dict:
+def test_records_fetched_together_or_one_by_one_apply_alike():
+    """The same records, each in a fetch of its own or several to a fetch: the same
+    table."""
+    def applied(together: bool) -> dict:
         store, held = MemoryStore(), Held()
         p = processor(store, held)
 
         async def scenario():
             p.resumed_at({0: 0})
-            if by_fetch:
+            if together:
                 await p.handle_batch(0, fetch(0, 1, 2))
                 await p.handle_batch(0, fetch(3, 4))
             else:
                 for offset in range(5):
-                    await p.handle(Message("c", 0, offset, AT_MS), add_record(offset))
+                    await p.handle_batch(0, fetch(offset))
 
         run(scenario())
         return dict(store.table(0))

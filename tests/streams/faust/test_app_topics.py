@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from eventq.kafka.command_producer import CommandProducer
 from eventq.settings import Settings
 from streams.faust.app import build_streams
 
@@ -23,26 +20,10 @@ def test_the_changelog_is_declared_without_acks_so_faust_never_waits_for_a_strea
     assert streams.app.agents["streams.faust.app.process"].channel.acks is True
 
 
-def test_commands_are_written_with_the_producer_the_settings_name(tmp_path):
-    """--command-producer (docs/architecture.md, "Batches"): faust's (the writers ask the
-    app for it at each send), or a librdkafka one the server starts and stops, which
-    the writers see only while it runs; the follow-ups use the same one."""
-    faust_ = build_streams(Settings(bootstrap="127.0.0.1:1", data_dir=tmp_path / "f"))
-    assert faust_.own_command_producer is None
-    assert faust_.command_producer() is faust_.app.producer._producer
-    assert faust_.follow_ups.writer._producer is faust_.command_producer
-
-    own = build_streams(Settings(bootstrap="127.0.0.1:1", data_dir=tmp_path / "l",
-                                 command_producer="librdkafka"))
-    producer = own.own_command_producer
-    assert isinstance(producer, CommandProducer)
-    assert own.command_producer() is None  # not started: a write fails, saying so
-
-    async def started_and_stopped() -> tuple[object, object]:
-        await producer.start()
-        running = own.command_producer()
-        await producer.stop()
-        return running, own.command_producer()
-
-    assert asyncio.run(started_and_stopped()) == (producer, None)
-    assert own.follow_ups.writer._producer is own.command_producer
+def test_commands_are_written_with_fausts_producer(tmp_path):
+    """docs/architecture.md, "Batches": the gateway's, the timers' and the follow-ups'
+    commands leave through faust's producer, which the writers ask the app for at each
+    send."""
+    streams = build_streams(Settings(bootstrap="127.0.0.1:1", data_dir=tmp_path))
+    assert streams.command_producer() is streams.app.producer._producer
+    assert streams.follow_ups.writer._producer is streams.command_producer

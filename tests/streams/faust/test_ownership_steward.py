@@ -92,7 +92,45 @@ class Lease:
         pass
 
 
-def steward(changelogs: GatedChangelogs) -> Steward:
+class Calls(list):
+    """What happened, in order, across the fakes below."""
+
+
+class Fetcher:
+    """The fetcher as the steward drives it; ``stop`` takes a turn of the loop while a
+    fetch is being applied (``applying``), as the real one does."""
+
+    def __init__(self, calls: Calls, applying: bool = False) -> None:
+        self.calls = calls
+        self.applying = applying
+        self.serving: dict[int, int] = {}
+
+    def serve(self, positions) -> None:
+        self.calls.append(("serve", dict(positions)))
+        self.serving.update(positions)
+
+    def drop(self, partitions) -> None:
+        self.calls.append(("drop", sorted(partitions)))
+        for partition in partitions:
+            self.serving.pop(partition, None)
+
+    def drop_all(self) -> None:
+        self.drop(list(self.serving))
+
+    async def stop(self, partitions) -> None:
+        self.drop(partitions)
+        if self.applying:
+            await asyncio.sleep(0)
+        self.calls.append(("stopped", sorted(partitions)))
+
+    async def stop_all(self) -> None:
+        await self.stop(list(self.serving))
+
+    def read_again(self, partition, offset) -> None:
+        self.calls.append(("read again", partition, offset))
+
+
+def steward(changelogs: GatedChangelogs, calls: Calls | None = None) -> Steward:
     app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace(
         flush_buffers=lambda: None, active_offsets={})), consumer=None)
     settings = SimpleNamespace(kafka="unused", jobs_topic="t.jobs",
@@ -101,7 +139,7 @@ def steward(changelogs: GatedChangelogs) -> Steward:
     made.attach(engine=SimpleNamespace(ready=asyncio.Event(), let_go=lambda partitions: None),
                 store=SimpleNamespace(active=frozenset(), db=lambda p: None),
                 index=Index(), processor=Processor(), changelogs=changelogs,
-                admitter=Admitter(), timer=None)
+                admitter=Admitter(), timer=None, fetcher=Fetcher(Calls() if calls is None else calls))
     return made
 
 
@@ -202,44 +240,8 @@ def test_the_bulk_lane_waits_for_the_process_to_serve(monkeypatch):
 # --- the command log's reader on the main loop (streams/faust/command_fetch.py) -------------
 
 
-class Calls(list):
-    """What happened, in order, across the fakes below."""
-
-
-class Fetcher:
-    """The fetcher as the steward drives it; ``stop`` takes a turn of the loop, as the
-    real one does while a fetch is being applied."""
-
-    def __init__(self, calls: Calls) -> None:
-        self.calls = calls
-        self.serving: dict[int, int] = {}
-
-    def serve(self, positions) -> None:
-        self.calls.append(("serve", dict(positions)))
-        self.serving.update(positions)
-
-    def drop(self, partitions) -> None:
-        self.calls.append(("drop", sorted(partitions)))
-        for partition in partitions:
-            self.serving.pop(partition, None)
-
-    def drop_all(self) -> None:
-        self.drop(list(self.serving))
-
-    async def stop(self, partitions) -> None:
-        self.drop(partitions)
-        await asyncio.sleep(0)
-        self.calls.append(("stopped", sorted(partitions)))
-
-    async def stop_all(self) -> None:
-        await self.stop(list(self.serving))
-
-    def read_again(self, partition, offset) -> None:
-        self.calls.append(("read again", partition, offset))
-
-
 def fetching_steward(monkeypatch, calls: Calls):
-    """A steward with a fetcher, whose changelogs and processor say when they are used."""
+    """A steward whose fetcher, changelogs and processor say when they are used."""
     from eventq.kafka import logreader
 
     changelogs = GatedChangelogs()
@@ -251,19 +253,18 @@ def fetching_steward(monkeypatch, calls: Calls):
         await release(partitions, next_offsets)
 
     changelogs.release = recorded_release
-    it = steward(changelogs)
+    it = steward(changelogs, calls)
     processor = it._processor
     processor.resume_partition = lambda p, offset: calls.append(("resume", p, offset))
     it._index.rebuild = lambda partition, *rest: 0
     it._store.slims_in = it._store.paused_in = it._store.registrations_in = (
         it._store.recurrences_in) = lambda p: []
     it._timer = SimpleNamespace(consider=lambda now_ms: None)
-    fetcher = Fetcher(calls)
-    it._fetcher = fetcher
-    monkeypatch.setattr(logreader, "catch_up_targets", lambda bootstrap, group, topic, ps,
+    it._fetcher.applying = True
+    monkeypatch.setattr(ownership, "catch_up_targets", lambda bootstrap, group, topic, ps,
                         committed=None: logreader.CatchUp(
                             targets={}, uncommitted={}, positions={p: 10 + p for p in ps}))
-    return it, fetcher
+    return it, it._fetcher
 
 
 def test_a_taken_partition_is_fetched_only_once_the_processor_resumed_it(monkeypatch):
