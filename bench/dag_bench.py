@@ -357,8 +357,6 @@ def main() -> int:
                         help="chains of the light DAG (default 8: fewer than the slots)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--command-producer", default=None,
-                        help="the server's --command-producer (default: its own default)")
     parser.add_argument("--light-rounds", type=int, default=1,
                         help="with --light-only: light DAGs one after another (default 1)")
     parser.add_argument("--light-only", action="store_true",
@@ -378,9 +376,8 @@ def main() -> int:
         config = broker.BrokerConfig(**{**config.__dict__, "heap_mb": 1024})
         broker.start(config)
         args.broker_pid_file = config.pid_file
-        extra = {"command_producer": args.command_producer} if args.command_producer else {}
         server = ServerProcess(config.bootstrap, "dagbench", home / "server",
-                               partitions=args.partitions, **extra)
+                               partitions=args.partitions)
         try:
             server.create_topics()
             server.start()
