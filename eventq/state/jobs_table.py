@@ -8,9 +8,10 @@ with, and a scan of a partition's jobs as their slim projections.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import cast
 
-from rocksdict import ReadOptions
+from rocksdict import Rdict, ReadOptions
 
 from eventq.core import CodecError
 from eventq.core.slim import Slim, project_state
@@ -45,7 +46,7 @@ assert REGISTRATION_KEY_PREFIX.startswith(META_KEY_PREFIX)
 assert INPUT_KEY_PREFIX.startswith(META_KEY_PREFIX)
 
 
-def persisted_offset(db) -> int | None:
+def persisted_offset(db: Rdict) -> int | None:
     """The table's persisted changelog offset, as faust keeps it (None: none yet)."""
     raw = db.get(FAUST_OFFSET_KEY)
     return None if raw is None else int(raw)
@@ -94,13 +95,17 @@ def scan_options() -> ReadOptions:
     would otherwise keep every block of 1,000,000 jobs resident (up to 64 MiB per
     partition, ROCKSDB_OPTIONS) for nothing."""
     options = ReadOptions()
-    options.fill_cache(False)
+    options.fill_cache(False)  # type: ignore[call-arg]  # the stub leaves out its flag
     options.set_readahead_size(2 * MIB)
     return options
 
 
-def slims_of(db, partition: int, on_undecodable) -> Iterator[Slim]:
-    for key, raw in db.items(read_opt=scan_options()):
+def slims_of(db: Rdict, partition: int,
+             on_undecodable: Callable[[int, bytes, CodecError], None]) -> Iterator[Slim]:
+    """The slim projection of each job of a partition's table (``on_undecodable``: told
+    of each record that does not project, which is skipped)."""
+    for item_key, raw in db.items(read_opt=scan_options()):
+        key = cast(bytes, item_key)  # faust opens its tables in raw mode: bytes keys
         if not is_job_key(key) or raw is None:
             continue
         try:
