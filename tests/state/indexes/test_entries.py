@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from eventq.core import (
-    State,
-)
+from eventq.core import State
 from eventq.state.indexes import JobIndex
 from support.jobs import NOW, job
 

@@ -8,11 +8,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventq.core import (
-    Accepted,
-    Job,
-    encode_state,
-)
+from eventq.core import Accepted, Job, encode_state
 from eventq.core.slim import project_state
 from eventq.state.indexes import JobIndex
 from support.core_strategies import histories

@@ -7,10 +7,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventq.core import (
-    Job,
-    State,
-)
+from eventq.core import Job, State
 from eventq.core.slim import slim_of
 from eventq.state.indexes import JobIndex
 from support.jobs import NOW, job
