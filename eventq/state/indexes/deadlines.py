@@ -6,9 +6,11 @@ id). Items are never taken out when a job changes or goes: a popped item is chec
 against the job's entry (``_live``) and a stale one dropped, and the heap is rebuilt
 from the entries when stale items outnumber live ones ``HEAP_SLACK`` times.
 
-Invariant: every live job's current deadline of each kind is in the heap (or was
-given by ``due`` since it was set); ``due`` gives only deadlines that are a live
-job's current ones, with its current attempts and version.
+Invariants: ``due(t)`` gives only deadlines that are a live job's current ones,
+passed by ``t``, with its current attempts and version; and once it returns, every
+deadline of a live job's current version passed by ``t`` has been given (a put within
+``REPUSH_WITHIN_MS`` of a deadline pushes it again for the new version), and so has
+every re-armed one whose time has come.
 """
 
 from __future__ import annotations

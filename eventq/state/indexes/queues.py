@@ -7,9 +7,10 @@ or scheduled while its time is ahead) or WAITING (docs/workflows.md: dependents
 waiting for their upstreams, never leased, in neither ready-len nor scheduled-len),
 and in none in any other state.
 
-Invariants: a queue is in ``by_name`` exactly while one of its lists holds a job, and
-its name is then not among the empty names; ``ready`` and ``waiting`` hold
-``order_key``s, ``scheduled`` ``scheduled_key``s (scheduled time, then lease order).
+Invariants: a queue is in ``by_name`` exactly while one of its lists holds a job
+(``queue`` makes one only to put a job in it), and its name is then not among the
+empty names; ``ready`` and ``waiting`` hold ``order_key``s, ``scheduled``
+``scheduled_key``s (scheduled time, then lease order).
 """
 
 from __future__ import annotations
