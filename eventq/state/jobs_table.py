@@ -8,7 +8,8 @@ with, and a scan of a partition's jobs as their slim projections.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from rocksdict import ReadOptions
 
@@ -45,7 +46,17 @@ assert REGISTRATION_KEY_PREFIX.startswith(META_KEY_PREFIX)
 assert INPUT_KEY_PREFIX.startswith(META_KEY_PREFIX)
 
 
-def persisted_offset(db) -> int | None:
+class Table(Protocol):
+    """A partition's table as read here: rocksdict's Rdict in raw mode (faust's RocksDB
+    store), whose keys and values are bytes but typed Any by its stubs; or, without
+    RocksDB, streams/memory.py's MemoryDB."""
+
+    def get(self, key: bytes, default: None = None) -> Any: ...
+
+    def items(self, *, read_opt: Any = None) -> Iterator[tuple[Any, Any]]: ...
+
+
+def persisted_offset(db: Table) -> int | None:
     """The table's persisted changelog offset, as faust keeps it (None: none yet)."""
     raw = db.get(FAUST_OFFSET_KEY)
     return None if raw is None else int(raw)
@@ -94,12 +105,15 @@ def scan_options() -> ReadOptions:
     would otherwise keep every block of 1,000,000 jobs resident (up to 64 MiB per
     partition, ROCKSDB_OPTIONS) for nothing."""
     options = ReadOptions()
-    options.fill_cache(False)
+    options.fill_cache(False)  # type: ignore[call-arg]  # the stub leaves out its flag
     options.set_readahead_size(2 * MIB)
     return options
 
 
-def slims_of(db, partition: int, on_undecodable) -> Iterator[Slim]:
+def slims_of(db: Table, partition: int,
+             on_undecodable: Callable[[int, bytes, CodecError], None]) -> Iterator[Slim]:
+    """The slim projection of each job of a partition's table (``on_undecodable``: told
+    of each record that does not project, which is skipped)."""
     for key, raw in db.items(read_opt=scan_options()):
         if not is_job_key(key) or raw is None:
             continue

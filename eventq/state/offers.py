@@ -26,7 +26,7 @@ timer (streams/timers.py) asks at a TTR.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from eventq.core import ReleaseAttempt
 
@@ -67,14 +67,15 @@ class Offers:
         return self._take(job_id, lambda release: release.attempt == attempt)
 
     def withdraw_partitions(
-        self, partitions, partition_of: Callable[[uuid.UUID], int]
+        self, partitions: Container[int], partition_of: Callable[[uuid.UUID], int]
     ) -> list[ReleaseAttempt]:
         """``partitions`` left this process: their offers' releases (the new owner
         never heard of them; given back now, they are applied before any TTR)."""
         lost = [job_id for job_id in self._open if partition_of(job_id) in partitions]
-        return [self._take(job_id, lambda _: True) for job_id in lost]
+        return [self._open.pop(job_id) for job_id in lost]
 
-    def _take(self, job_id: uuid.UUID, matches) -> ReleaseAttempt | None:
+    def _take(self, job_id: uuid.UUID,
+              matches: Callable[[ReleaseAttempt], bool]) -> ReleaseAttempt | None:
         release = self._open.get(job_id)
         if release is None or not matches(release):
             return None

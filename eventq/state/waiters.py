@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from eventq.core import Job
 from eventq.core.machine import Outcome
@@ -89,7 +89,7 @@ class Waiters:
         self.pending.pop(request_id, None)
         self._partition_of.pop(request_id, None)
 
-    def let_go(self, partitions, error: Callable[[], BaseException]) -> int:
+    def let_go(self, partitions: Container[int], error: Callable[[], BaseException]) -> int:
         """``partitions`` left this process: the commands awaited there are applied by
         their new owner, never here, so each waiter gets ``error`` now rather than at
         its deadline. How many there were."""
