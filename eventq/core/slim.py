@@ -7,7 +7,7 @@ records); the indexes need eleven of its fields. ``project_state`` unpacks the r
 with msgpack's C unpacker (1.5 us) and checks only the fields it returns, so a rebuild
 of 1,000,000 jobs costs seconds, not minutes. ``slim_of`` is the same projection of a
 decoded ``Job``: both feed ``JobIndex``, which therefore has one code path, and the
-property test in tests/state/test_indexes.py holds them equal on every valid record.
+property test in tests/state/indexes/test_job_index.py holds them equal on every valid record.
 
 A record whose projected fields are malformed raises ``CodecError`` (as ``decode_state``
 would); a record malformed only in fields the index does not read (say, a payload over

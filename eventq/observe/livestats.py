@@ -4,7 +4,7 @@
 Per queue: how many events of each kind were applied, and the wait and run time
 distributions in qless's buckets, the same buckets as ``eventq spark stats``
 (eventq/core/histogram.py) measured by the same rule (eventq/core/timing.py), so a
-test compares the two. Jobs by state come from the index (eventq/state/indexes.py), which
+test compares the two. Jobs by state come from the index (eventq/state/indexes/counts.py), which
 holds every live job of the owned partitions.
 
 What a job's times need (when it became ready, when its attempt started) is mostly in
