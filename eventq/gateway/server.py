@@ -59,7 +59,7 @@ class GatewayStats:
         self.peer_connections = 0
         self.released = 0  # leases given back because no client received them
         self._evicted = evicted
-        # Issue 13: seconds from a parsed request to its reply, by request type (None:
+        # Seconds from a parsed request to its reply, by request type (None:
         # metrics off). Fixed histograms: an observation allocates nothing.
         self.timings: dict[type, Histogram] | None = {} if timed else None
 

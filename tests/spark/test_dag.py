@@ -29,7 +29,7 @@ from tools.dag_helpers import chains_frame, edge_order_faults, timelines
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 CHAIN_LENGTH = 100  # jobs per chain: each waits for the one before it
-FULL_JOBS = 100_000  # issue 30's size: 1,000 chains
+FULL_JOBS = 100_000  # the full size: 1,000 chains of 100
 DEFAULT_JOBS = 10_000  # what `make test` runs (the full size: EVENTQ_DAG_JOBS=100000)
 JOBS = int(os.environ.get("EVENTQ_DAG_JOBS", DEFAULT_JOBS))
 WORKER_SLOTS = 32

@@ -1,4 +1,4 @@
-"""Issue 30's full size: the DAG of 100,000 jobs (1,000 chains of 100) of
+"""The full size: the DAG of 100,000 jobs (1,000 chains of 100) of
 tests/spark/test_dag.py, enqueued from Spark and worked to the end by the worker
 runtime, every job once and in edge order as the command log shows.
 
@@ -18,7 +18,7 @@ import pytest
 from support import beside
 from support.beside import Beside
 
-# issue 30's size; EVENTQ_DAG_FULL_JOBS sets another (a multiple of 100) to try it quickly
+# the full size; EVENTQ_DAG_FULL_JOBS sets another (a multiple of 100) to try it quickly
 FULL_JOBS = int(os.environ.get("EVENTQ_DAG_FULL_JOBS", 100_000))
 DAG_TEST = "tests/spark/test_dag.py"
 INSTEAD_OF = (DAG_TEST,)  # tests/conftest.py leaves these to this run
