@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-from eventq.core._check import check_bytes, check_int, check_name, check_tags, check_uuid
+from eventq.core._check import (
+    check_bytes,
+    check_int,
+    check_name,
+    check_tags,
+    check_uuid,
+    is_valid_name,
+)
 from eventq.errors import (
     INVALID_AFTER,
     INVALID_BACKOFF,
@@ -65,7 +72,9 @@ T = TypeVar("T")
 
 # ------------------------------------------------------------------------- rules
 # What values an option takes. Each rule is called with the attribute's name and a
-# value, and raises ValueError (eventq/core/_check.py) for one it refuses.
+# value, and raises ValueError (eventq/core/_check.py) for one it refuses; ``passes``
+# is the source of a test that a value (the variable it names) is surely taken, true
+# for the common values: the checks run once per command built, decoded ones too.
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,9 @@ class Ints:
     def __call__(self, name: str, value: object) -> None:
         check_int(name, value, self.lo, self.hi)
 
+    def passes(self, v: str) -> str:
+        return f"type({v}) is int and {self.lo} <= {v} <= {self.hi}"
+
 
 @dataclass(frozen=True, slots=True)
 class Name:
@@ -85,6 +97,9 @@ class Name:
 
     def __call__(self, name: str, value: object) -> None:
         check_name(name, value)
+
+    def passes(self, v: str) -> str:
+        return f"type({v}) is str and is_valid_name({v})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +111,19 @@ class Data:
     def __call__(self, name: str, value: object) -> None:
         check_bytes(name, value, self.most)
 
+    def passes(self, v: str) -> str:
+        return f"type({v}) is bytes and len({v}) <= {self.most}"
+
 
 @dataclass(frozen=True, slots=True)
 class Tags:
     """A tuple of 0 to 16 distinct tags (none: no -tags)."""
 
     def __call__(self, name: str, value: object) -> None:
-        if type(value) is not tuple or value:  # none (every workq job): one test
-            check_tags(name, value)
+        check_tags(name, value)
+
+    def passes(self, v: str) -> str:
+        return f"type({v}) is tuple and not {v}"  # none (every workq job): one test
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +142,9 @@ class Ids:
             check_uuid("an upstream id", upstream)
         if len(set(value)) != len(value):
             raise ValueError(f"{name} names an upstream twice")
+
+    def passes(self, v: str) -> str:
+        return f"type({v}) is tuple and not {v}"  # none (every workq job): one test
 
 
 Rule = Ints | Name | Data | Tags | Ids
@@ -230,13 +253,25 @@ WORKQ_OPTIONS: tuple[Option[Any], ...] = tuple(o for o in ADD_OPTIONS if o.workq
 
 
 def checker(options: tuple[Option[Any], ...]) -> Callable[[object], None]:
-    """What checks ``options`` of an object, in order (the first refused is reported)."""
-    pairs = tuple((o.attr, o.rule) for o in options)
+    """What checks ``options`` of an object, in order (the first refused is reported).
 
-    def check(c: object) -> None:
-        for attr, rule in pairs:
-            rule(attr, getattr(c, attr))
-
+    Made as Python source, as the codec's readers are (eventq/core/codec/compiled.py;
+    ``__source__`` shows it): each option costs a type test and a comparison, and its
+    rule is called only for a value the test does not surely take."""
+    lines = ["def check(c):"]
+    names: dict[str, Any] = {"is_valid_name": is_valid_name}
+    for index, option in enumerate(options):
+        assert option.attr.isidentifier(), option
+        rule = names[f"rule{index}"] = option.rule
+        lines += [
+            f"    v = c.{option.attr}",
+            f"    if not ({rule.passes('v')}):",
+            f"        rule{index}({option.attr!r}, v)",
+        ]
+    text = "\n".join(lines if options else [*lines, "    pass"])
+    exec(compile(text, "<eventq.core.fields: checker>", "exec"), names)
+    check: Callable[[object], None] = names["check"]
+    setattr(check, "__source__", text)  # for whoever debugs a table
     return check
 
 
