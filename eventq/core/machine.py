@@ -103,6 +103,7 @@ from eventq.core.workflow_transitions import (  # the tables' entries
     _upstream_noted,
     _upstream_retried,
     _upstream_waiting,
+    asked_again,
 )
 from eventq.errors import NotFound
 from eventq.limits import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
@@ -309,6 +310,7 @@ __all__ = [
     "Outcome",
     "Rejected",
     "apply",
+    "asked_again",
     "decide",
     "due_commands",
     "evolve",
