@@ -16,14 +16,17 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES
 from eventq.cmdlog.segments import SKIP, STOP
 from eventq.console.progress import Progress
 from eventq.errors import ClientError
-from eventq.migrate.exporter import ExportOptions, run_export
-from eventq.migrate.importer import ImportOptions, MigrateError, run_import
+from eventq.migrate.exporter import ExportOptions, ExportResult, run_export
+from eventq.migrate.importer import ImportOptions, ImportReport, MigrateError, run_import
+
+if TYPE_CHECKING:  # only named: the settings are built by whoever calls the handlers
+    from eventq.settings import Settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -88,7 +91,7 @@ def _progress(args: argparse.Namespace) -> Progress:
     return Progress(enabled=not args.no_progress)
 
 
-def _print_report(report, args: argparse.Namespace) -> None:
+def _print_report(report: ImportReport | ExportResult, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True), flush=True)
     else:
@@ -100,7 +103,7 @@ def _fail(message: str) -> int:
     return EXIT_FAILED
 
 
-def cmd_import_cmdlog(settings, args: argparse.Namespace) -> int:
+def cmd_import_cmdlog(settings: Settings, args: argparse.Namespace) -> int:
     options = ImportOptions(
         directory=args.directory,
         now_ns=args.now,
@@ -130,7 +133,7 @@ def cmd_import_cmdlog(settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_export_cmdlog(settings, args: argparse.Namespace) -> int:
+def cmd_export_cmdlog(settings: Settings, args: argparse.Namespace) -> int:
     options = ExportOptions(directory=args.directory, max_segment_bytes=args.max_segment_bytes)
     try:
         result = run_export(settings, options, _progress(args))
@@ -145,7 +148,7 @@ def cmd_export_cmdlog(settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-Handler = Callable[[object, argparse.Namespace], int]
+Handler = Callable[["Settings", argparse.Namespace], int]
 
 
 def _common_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -158,7 +161,7 @@ def _common_output_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(
-    subparsers,
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     add_settings_arguments: Callable[[argparse.ArgumentParser], None],
     settings_from_args: Callable[[argparse.Namespace], object] | None = None,
 ) -> None:
@@ -237,7 +240,9 @@ def register(
     exp.set_defaults(handler=cmd_export_cmdlog)
 
 
-def build_parser(settings_from_args=None) -> argparse.ArgumentParser:
+def build_parser(
+    settings_from_args: Callable[[argparse.Namespace], object] | None = None,
+) -> argparse.ArgumentParser:
     from eventq.settings import add_arguments
 
     parser = argparse.ArgumentParser(
@@ -251,7 +256,7 @@ def build_parser(settings_from_args=None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from eventq.settings import build_settings
 
-    def settings_from_args(args: argparse.Namespace):
+    def settings_from_args(args: argparse.Namespace) -> Settings:
         return build_settings(args, os.environ)
 
     parser = build_parser(settings_from_args)
@@ -260,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
     except ValueError as error:
         parser.error(str(error))
-    return args.handler(settings, args)
+    handler: Handler = args.handler
+    return handler(settings, args)
 
 
 if __name__ == "__main__":
