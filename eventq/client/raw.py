@@ -12,14 +12,7 @@ import ssl
 import uuid
 from dataclasses import dataclass
 
-from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
-
-_ERRORS = {
-    b"CLIENT-ERROR": ClientError,
-    b"NOT-FOUND": NotFound,
-    b"TIMEOUT": Timeout,
-    b"SERVER-ERROR": ServerError,
-}
+from eventq.errors import ErrorReply, EventqError, ServerError
 
 
 @dataclass(frozen=True)
@@ -94,8 +87,7 @@ class RawClient:
         """Reads `+OK` / `+OK n` (returns n, 0 for a bare +OK) or raises the error."""
         line = await self._line()
         if line.startswith(b"-"):
-            code, _, text = line[1:].partition(b" ")
-            raise _ERRORS.get(code, ServerError)(text.decode(errors="replace"))
+            raise ErrorReply.of(line).error()
         if line == b"+OK":
             return 0
         if line.startswith(b"+OK "):
