@@ -21,7 +21,6 @@ the core accepts any UUID.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,16 +36,14 @@ from eventq.core.fields import (
     BACKOFF,
     MAX_ATTEMPTS,
     MAX_FAILS,
-    NO_TTL,
     PRIORITY,
     RECUR_OPTIONS,
     TAGS,
     TIME,
-    TTL,
     WORKQ_OPTIONS,
-    Ints,
     check_declared,
     checker,
+    with_no_ttl,
 )
 from eventq.core.job import (
     JOB_FIELD_NAMES,
@@ -125,9 +122,7 @@ def in_scope(scope: str | None, name: str) -> bool:
 
 # The options of add and schedule (eventq/core/fields.py), checked in their records'
 # order; add also takes a TTL of 0, no TTL (a run job's), where schedule does not.
-_check_add_options = checker(tuple(
-    dataclasses.replace(o, rule=Ints(NO_TTL, TTL.ints.hi)) if o is TTL else o for o in ADD_OPTIONS
-))
+_check_add_options = checker(with_no_ttl(ADD_OPTIONS))
 _check_schedule_options = checker(ADD_OPTIONS)
 
 

@@ -252,6 +252,13 @@ RECUR_OPTIONS: tuple[Option[Any], ...] = (
 WORKQ_OPTIONS: tuple[Option[Any], ...] = tuple(o for o in ADD_OPTIONS if o.workq)
 
 
+def with_no_ttl(options: tuple[Option[Any], ...]) -> tuple[Option[Any], ...]:
+    """``options`` taking a TTL of 0 too: no TTL, a run job's (the core's ``Add`` and
+    ``Job`` take it; the protocol's add and schedule, and recur, do not)."""
+    no_ttl = dataclasses.replace(TTL, rule=Ints(NO_TTL, TTL.ints.hi))
+    return tuple(no_ttl if option is TTL else option for option in options)
+
+
 def checker(options: tuple[Option[Any], ...]) -> Callable[[object], None]:
     """What checks ``options`` of an object, in order (the first refused is reported).
 
