@@ -9,8 +9,8 @@ value it refuses, its keys in the records, and whether it is workq's own.
 
 Derived from this table, never written again:
 
-- the checks of ``Add``, ``Schedule``, ``Recur`` and a recurrence's ``Definition``
-  (eventq/core/commands.py), and the defaults of those and of ``Import``;
+- the checks and defaults of ``Add``, ``Schedule``, ``Recur``, a recurrence's
+  ``Definition`` and ``Job`` (eventq/core/commands.py, job.py), ``Import``'s defaults;
 - the codec's rows of these fields (eventq/core/codec): a workq option is in every
   record; an eventq one is left out at its default, so that a record that does not use
   it keeps the bytes it had before it existed;
@@ -207,36 +207,51 @@ class Option(Generic[T]):
         return dataclasses.replace(self, attr=attr)
 
 
-NAME: Option[str] = Option("name", "name", REQUIRED, Name(), INVALID_NAME, "n", "n", workq=True)
-TTR: Option[int] = Option("ttr_ms", "ttr", REQUIRED, Ints(MIN_TTR_MS, MAX_TTR_MS), INVALID_TTR, "r", "r",
-                  workq=True)
-# 0 is no TTL, a run job's: only the core's Add takes it (``NO_TTL``).
-TTL: Option[int] = Option("ttl_ms", "ttl", REQUIRED, Ints(MIN_TTL_MS, MAX_TTL_MS), INVALID_TTL, "l", "l",
-                  workq=True)
+# Each row: attribute, word, absent, rule; refusal, command key, job key, workq's.
+NAME: Option[str] = Option(
+    "name", "name", REQUIRED, Name(),
+    INVALID_NAME, "n", "n", workq=True)
+TTR: Option[int] = Option(
+    "ttr_ms", "ttr", REQUIRED, Ints(MIN_TTR_MS, MAX_TTR_MS),
+    INVALID_TTR, "r", "r", workq=True)
+# 0 is no TTL, a run job's: only the core's Add and Job take it (``with_no_ttl``).
+TTL: Option[int] = Option(
+    "ttl_ms", "ttl", REQUIRED, Ints(MIN_TTL_MS, MAX_TTL_MS),
+    INVALID_TTL, "l", "l", workq=True)
 NO_TTL = 0
 # schedule's time; the job holds it as ``scheduled_ms``.
-TIME: Option[int] = Option("time_ms", "time", REQUIRED, Ints(MIN_TIME_MS, MAX_TIME_MS), INVALID_TIME,
-                   "s", None, workq=True)
-# recur's every-ms (docs/protocol.md, "eventq extensions"); a job has none.
-EVERY: Option[int] = Option("every_ms", "every-ms", REQUIRED, Ints(MIN_EVERY_MS, MAX_EVERY_MS),
-                    INVALID_EVERY, "ev", None, workq=False)
-PAYLOAD: Option[bytes] = Option("payload", "payload", REQUIRED, Data(MAX_PAYLOAD_BYTES),
-                        INVALID_PAYLOAD_SIZE, "d", "d", workq=True)
-PRIORITY: Option[int] = Option("priority", "priority", 0, Ints(MIN_PRIORITY, MAX_PRIORITY),
-                       INVALID_PRIORITY, "p", "p", workq=True)
+TIME: Option[int] = Option(
+    "time_ms", "time", REQUIRED, Ints(MIN_TIME_MS, MAX_TIME_MS),
+    INVALID_TIME, "s", None, workq=True)
+# [eventq] recur's every-ms (docs/protocol.md, "eventq extensions"); a job has none.
+EVERY: Option[int] = Option(
+    "every_ms", "every-ms", REQUIRED, Ints(MIN_EVERY_MS, MAX_EVERY_MS),
+    INVALID_EVERY, "ev", None, workq=False)
+PAYLOAD: Option[bytes] = Option(
+    "payload", "payload", REQUIRED, Data(MAX_PAYLOAD_BYTES),
+    INVALID_PAYLOAD_SIZE, "d", "d", workq=True)
+PRIORITY: Option[int] = Option(
+    "priority", "priority", 0, Ints(MIN_PRIORITY, MAX_PRIORITY),
+    INVALID_PRIORITY, "p", "p", workq=True)
 # 0: the hard cap (job.attempt_limit).
-MAX_ATTEMPTS: Option[int] = Option("max_attempts", "max-attempts", 0, Ints(0, MAX_ATTEMPTS_LIMIT),
-                           INVALID_MAX_ATTEMPTS, "a", "ma", workq=True)
-MAX_FAILS: Option[int] = Option("max_fails", "max-fails", 0, Ints(0, MAX_FAILS_LIMIT), INVALID_MAX_FAILS,
-                        "f", "mf", workq=True)
+MAX_ATTEMPTS: Option[int] = Option(
+    "max_attempts", "max-attempts", 0, Ints(0, MAX_ATTEMPTS_LIMIT),
+    INVALID_MAX_ATTEMPTS, "a", "ma", workq=True)
+MAX_FAILS: Option[int] = Option(
+    "max_fails", "max-fails", 0, Ints(0, MAX_FAILS_LIMIT),
+    INVALID_MAX_FAILS, "f", "mf", workq=True)
 # [eventq] docs/protocol.md, "-backoff".
-BACKOFF: Option[int] = Option("backoff_ms", "backoff", 0, Ints(0, MAX_BACKOFF_MS), INVALID_BACKOFF,
-                      "b", "b", workq=False)
+BACKOFF: Option[int] = Option(
+    "backoff_ms", "backoff", 0, Ints(0, MAX_BACKOFF_MS),
+    INVALID_BACKOFF, "b", "b", workq=False)
 # [eventq] the upstreams, in -after order; a job holds them as links (``upstreams``).
-AFTER: Option[tuple[uuid.UUID, ...]] = Option("after", "after", (), Ids(MAX_AFTER_IDS), INVALID_AFTER,
-                                      "af", None, workq=False)
+AFTER: Option[tuple[uuid.UUID, ...]] = Option(
+    "after", "after", (), Ids(MAX_AFTER_IDS),
+    INVALID_AFTER, "af", None, workq=False)
 # [eventq] the job's tags, in -tags order.
-TAGS: Option[tuple[str, ...]] = Option("tags", "tags", (), Tags(), INVALID_TAGS, "tg", "tg", workq=False)
+TAGS: Option[tuple[str, ...]] = Option(
+    "tags", "tags", (), Tags(),
+    INVALID_TAGS, "tg", "tg", workq=False)
 
 # The options of each command that makes a job (or a recurrence of jobs), in the order
 # of its record's fields, which is the order the core checks them in.
