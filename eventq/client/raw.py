@@ -12,6 +12,7 @@ import ssl
 import uuid
 from dataclasses import dataclass
 
+from eventq.core.fields import MAX_ATTEMPTS, MAX_FAILS, PRIORITY, Option
 from eventq.errors import ErrorReply, EventqError, ServerError
 
 
@@ -30,8 +31,9 @@ class JobResult:
     result: bytes
 
 
-def _flags(**flags: int | None) -> list[str]:
-    return [f"-{k.replace('_', '-')}={v}" for k, v in flags.items() if v is not None]
+def _flags(*given: tuple[Option[int], int | None]) -> list[str]:
+    """The flags of a job's options given a value (eventq/core/fields.py names them)."""
+    return [f"-{option.word}={value}" for option, value in given if value is not None]
 
 
 class RawClient:
@@ -121,14 +123,14 @@ class RawClient:
 
     async def add(self, job_id, name, ttr_ms, ttl_ms, payload: bytes, *, priority=None,
                   max_attempts=None, max_fails=None) -> None:
-        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+        flags = _flags((PRIORITY, priority), (MAX_ATTEMPTS, max_attempts), (MAX_FAILS, max_fails))
         self.send(["add", str(job_id), name, str(ttr_ms), str(ttl_ms), str(len(payload)),
                    *flags], payload)
         await self._status()
 
     async def schedule(self, job_id, name, ttr_ms, ttl_ms, time: str, payload: bytes, *,
                        priority=None, max_attempts=None, max_fails=None) -> None:
-        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+        flags = _flags((PRIORITY, priority), (MAX_ATTEMPTS, max_attempts), (MAX_FAILS, max_fails))
         self.send(["schedule", str(job_id), name, str(ttr_ms), str(ttl_ms), time,
                    str(len(payload)), *flags], payload)
         await self._status()
@@ -136,7 +138,7 @@ class RawClient:
     async def run(self, job_id, name, ttr_ms, wait_timeout_ms, payload: bytes, *,
                   priority=None) -> JobResult:
         self.send(["run", str(job_id), name, str(ttr_ms), str(wait_timeout_ms),
-                   str(len(payload)), *_flags(priority=priority)], payload)
+                   str(len(payload)), *_flags((PRIORITY, priority))], payload)
         return await self._result()
 
     async def result(self, job_id, wait_timeout_ms: int) -> JobResult:
