@@ -46,7 +46,7 @@ for path in (ROOT,):
         sys.path.insert(0, str(path))
 
 from eventq.core import state_digest  # noqa: E402
-from eventq.errors import EventqError  # noqa: E402
+from eventq.errors import ERROR_CLASSES, EventqError  # noqa: E402
 from eventq.limits import MAX_LINE_BYTES, MAX_PAYLOAD_BYTES  # noqa: E402
 from eventq.protocol import Close, Parser, requests  # noqa: E402
 from eventq.protocol.access import Access, TokenStore, parse_tokens  # noqa: E402
@@ -415,7 +415,7 @@ class ReplyReader:
             return event.code
         if first.startswith(b"-"):
             code = first[1:].split(b" ", 1)[0].decode(errors="replace")
-            if code not in ("CLIENT-ERROR", "NOT-FOUND", "TIMEOUT", "SERVER-ERROR"):
+            if code not in ERROR_CLASSES:
                 raise Violation(f"unknown error reply {first!r}")
             return code
         if isinstance(event, (requests.Add, requests.Schedule, requests.Complete,

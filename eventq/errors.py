@@ -8,6 +8,8 @@ the reply for a failure is decided in exactly one place.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class EventqError(Exception):
     """Root of every error eventq reports to a client.
@@ -84,6 +86,39 @@ class MayTakeEffect(ServerError):
     it may still take effect (docs/architecture.md, "Abandoned commands")."""
 
 
+# Reading an error reply back: the class the server raised it as, by its code. The one
+# place a code meets its class (``code`` above is the other way): every reader of
+# replies (eventq/client/errors.py, eventq/client/raw.py) takes its errors from here.
+ERROR_CLASSES: dict[str, type[EventqError]] = {
+    cls.code: cls for cls in (ClientError, NotFound, Timeout, ServerError)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """An error reply line read back: its ``code`` and ``text`` (``-CODE text``)."""
+
+    code: str
+    text: str
+
+    @classmethod
+    def of(cls, line: bytes) -> ErrorReply:
+        """The reply ``line`` (an error's, without its CRLF). The code is read as
+        latin-1, the text as UTF-8 (a byte that is not is replaced)."""
+        code, _, text = line[1:].partition(b" ")
+        return cls(code.decode("latin-1"), text.decode("utf-8", errors="replace"))
+
+    @property
+    def error_class(self) -> type[EventqError]:
+        """The class the server raised it as; ``ServerError`` for a code eventq never
+        sends."""
+        return ERROR_CLASSES.get(self.code, ServerError)
+
+    def error(self) -> EventqError:
+        """The error itself, of ``error_class`` with the reply's text."""
+        return self.error_class(self.text)
+
+
 # The exact client error texts of the spec, named once so no code spells them twice.
 UNKNOWN_COMMAND = "Unknown command"
 LINE_TOO_LONG = "Line too long"
@@ -111,6 +146,8 @@ INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
 # [eventq] docs/security.md: a verb none of the token's roles may use, or a queue name
 # outside its prefix (check 6a)
 FORBIDDEN = "Forbidden"
+# [eventq] docs/security.md: a server with tokens, and none given that it holds
+UNAUTHORIZED = "Unauthorized"
 DUPLICATE_JOB = "Duplicate job"
 DUPLICATE_RESULT = "Duplicate result"
 INVALID_CURSOR_OFFSET = "Invalid cursor offset"

@@ -71,7 +71,7 @@ MAX_RECORD_FIELDS_BYTES = 16 * KIB
 # An import command carries a whole job: a payload and a result.
 MAX_COMMAND_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES
 # A state record (`eventq.jobs` value) holds the job (payload and result) once, and its
-# last event without copies of either (eventq/core/codec.py).
+# last event without copies of either (eventq/core/codec/states.py).
 MAX_STATE_RECORD_BYTES = MAX_PAYLOAD_BYTES + MAX_RESULT_BYTES + MAX_RECORD_FIELDS_BYTES
 # A Kafka record batch around one record: batch header (61 B), record header, key
 # (a 36-byte job id), headers. Generous on purpose.

@@ -10,7 +10,10 @@ from __future__ import annotations
 from eventq.errors import (
     DUPLICATE_JOB,
     DUPLICATE_RESULT,
+    FORBIDDEN,
+    UNAUTHORIZED,
     ClientError,
+    ErrorReply,
     EventqError,
     NotFound,
     ServerError,
@@ -48,21 +51,24 @@ class Forbidden(ClientError):
     """``-CLIENT-ERROR Forbidden``: the token's roles do not include this request."""
 
 
-_CLIENT_ERRORS = {DUPLICATE_JOB: DuplicateJob, DUPLICATE_RESULT: DuplicateResult,
-                  "Unauthorized": Unauthorized, "Forbidden": Forbidden}
+# The client's own classes of some replies (eventq.errors.ERROR_CLASSES gives the class
+# the server raised): a client error's by its text, the others' by that class.
+_CLIENT_ERRORS: dict[str, type[ClientError]] = {
+    DUPLICATE_JOB: DuplicateJob, DUPLICATE_RESULT: DuplicateResult,
+    UNAUTHORIZED: Unauthorized, FORBIDDEN: Forbidden,
+}
+_REFINED: dict[type[EventqError], type[EventqError]] = {Timeout: TimedOut}
 
 
 def error_of(line: bytes) -> EventqError:
     """The exception for an error reply line (without its CRLF)."""
-    code, _, text_bytes = line[1:].partition(b" ")
-    text = text_bytes.decode("utf-8", errors="replace")
-    if code == b"CLIENT-ERROR":
-        return _CLIENT_ERRORS.get(text, ClientError)(text)
-    if code == b"NOT-FOUND":
-        return NotFound(text)
-    if code == b"TIMEOUT":
-        return TimedOut(text)
-    return ServerError(text or code.decode("latin-1"))
+    reply = ErrorReply.of(line)
+    cls = reply.error_class
+    if cls is ClientError:
+        return _CLIENT_ERRORS.get(reply.text, ClientError)(reply.text)
+    if cls is ServerError:
+        return ServerError(reply.text or reply.code)
+    return _REFINED.get(cls, cls)(reply.text)
 
 
 __all__ = [

@@ -12,14 +12,10 @@ import ssl
 import uuid
 from dataclasses import dataclass
 
-from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
+from eventq.core.fields import MAX_ATTEMPTS, MAX_FAILS, PRIORITY, Option
+from eventq.errors import ErrorReply, EventqError, ServerError
 
-_ERRORS = {
-    b"CLIENT-ERROR": ClientError,
-    b"NOT-FOUND": NotFound,
-    b"TIMEOUT": Timeout,
-    b"SERVER-ERROR": ServerError,
-}
+JobId = uuid.UUID | str  # a job's id, as a UUID or its text
 
 
 @dataclass(frozen=True)
@@ -37,8 +33,9 @@ class JobResult:
     result: bytes
 
 
-def _flags(**flags: int | None) -> list[str]:
-    return [f"-{k.replace('_', '-')}={v}" for k, v in flags.items() if v is not None]
+def _flags(*given: tuple[Option[int], int | None]) -> list[str]:
+    """The flags of a job's options given a value (eventq/core/fields.py names them)."""
+    return [f"-{option.word}={value}" for option, value in given if value is not None]
 
 
 class RawClient:
@@ -73,7 +70,7 @@ class RawClient:
     async def __aenter__(self) -> "RawClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # --- wire ----------------------------------------------------------------------
@@ -94,8 +91,7 @@ class RawClient:
         """Reads `+OK` / `+OK n` (returns n, 0 for a bare +OK) or raises the error."""
         line = await self._line()
         if line.startswith(b"-"):
-            code, _, text = line[1:].partition(b" ")
-            raise _ERRORS.get(code, ServerError)(text.decode(errors="replace"))
+            raise ErrorReply.of(line).error()
         if line == b"+OK":
             return 0
         if line.startswith(b"+OK "):
@@ -127,51 +123,53 @@ class RawClient:
         self.send(["auth", token])
         await self._status()
 
-    async def add(self, job_id, name, ttr_ms, ttl_ms, payload: bytes, *, priority=None,
-                  max_attempts=None, max_fails=None) -> None:
-        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+    async def add(self, job_id: JobId, name: str, ttr_ms: int, ttl_ms: int, payload: bytes, *,
+                  priority: int | None = None, max_attempts: int | None = None,
+                  max_fails: int | None = None) -> None:
+        flags = _flags((PRIORITY, priority), (MAX_ATTEMPTS, max_attempts), (MAX_FAILS, max_fails))
         self.send(["add", str(job_id), name, str(ttr_ms), str(ttl_ms), str(len(payload)),
                    *flags], payload)
         await self._status()
 
-    async def schedule(self, job_id, name, ttr_ms, ttl_ms, time: str, payload: bytes, *,
-                       priority=None, max_attempts=None, max_fails=None) -> None:
-        flags = _flags(priority=priority, max_attempts=max_attempts, max_fails=max_fails)
+    async def schedule(self, job_id: JobId, name: str, ttr_ms: int, ttl_ms: int, time: str,
+                       payload: bytes, *, priority: int | None = None,
+                       max_attempts: int | None = None, max_fails: int | None = None) -> None:
+        flags = _flags((PRIORITY, priority), (MAX_ATTEMPTS, max_attempts), (MAX_FAILS, max_fails))
         self.send(["schedule", str(job_id), name, str(ttr_ms), str(ttl_ms), time,
                    str(len(payload)), *flags], payload)
         await self._status()
 
-    async def run(self, job_id, name, ttr_ms, wait_timeout_ms, payload: bytes, *,
-                  priority=None) -> JobResult:
+    async def run(self, job_id: JobId, name: str, ttr_ms: int, wait_timeout_ms: int,
+                  payload: bytes, *, priority: int | None = None) -> JobResult:
         self.send(["run", str(job_id), name, str(ttr_ms), str(wait_timeout_ms),
-                   str(len(payload)), *_flags(priority=priority)], payload)
+                   str(len(payload)), *_flags((PRIORITY, priority))], payload)
         return await self._result()
 
-    async def result(self, job_id, wait_timeout_ms: int) -> JobResult:
+    async def result(self, job_id: JobId, wait_timeout_ms: int) -> JobResult:
         self.send(["result", str(job_id), str(wait_timeout_ms)])
         return await self._result()
 
     async def lease(self, names: list[str] | str, wait_timeout_ms: int) -> Leased:
-        names = [names] if isinstance(names, str) else names
-        self.send(["lease", *names, str(wait_timeout_ms)])
+        self.send(["lease", *([names] if isinstance(names, str) else names),
+                   str(wait_timeout_ms)])
         await self._status()
         job_id, name, ttr, size = (await self._line()).split(b" ")
         payload = await self._block(int(size))
         return Leased(uuid.UUID(job_id.decode()), name.decode(), int(ttr), payload)
 
-    async def complete(self, job_id, result: bytes) -> None:
+    async def complete(self, job_id: JobId, result: bytes) -> None:
         self.send(["complete", str(job_id), str(len(result))], result)
         await self._status()
 
-    async def fail(self, job_id, result: bytes) -> None:
+    async def fail(self, job_id: JobId, result: bytes) -> None:
         self.send(["fail", str(job_id), str(len(result))], result)
         await self._status()
 
-    async def delete(self, job_id) -> None:
+    async def delete(self, job_id: JobId) -> None:
         self.send(["delete", str(job_id)])
         await self._status()
 
-    async def inspect_job(self, job_id) -> dict[str, bytes]:
+    async def inspect_job(self, job_id: JobId) -> dict[str, bytes]:
         self.send(["inspect", "job", str(job_id)])
         await self._status()
         return (await self._key_values())[1]
@@ -181,7 +179,8 @@ class RawClient:
         count = await self._status()
         return [await self._key_values() for _ in range(count)]
 
-    async def inspect_jobs(self, name: str, offset=0, limit=100, scheduled=False):
+    async def inspect_jobs(self, name: str, offset: int = 0, limit: int = 100,
+                           scheduled: bool = False) -> list[tuple[str, dict[str, bytes]]]:
         verb = "scheduled-jobs" if scheduled else "jobs"
         return await self._inspect_many([verb, name, str(offset), str(limit)])
 
@@ -189,7 +188,7 @@ class RawClient:
         [(_, values)] = await self._inspect_many(["queue", name])
         return {key: int(value) for key, value in values.items()}
 
-    async def inspect_queues(self, offset=0, limit=100) -> dict[str, dict[str, int]]:
+    async def inspect_queues(self, offset: int = 0, limit: int = 100) -> dict[str, dict[str, int]]:
         found = await self._inspect_many(["queues", str(offset), str(limit)])
         return {name: {k: int(v) for k, v in values.items()} for name, values in found}
 

@@ -6,8 +6,13 @@
   ``Import`` of a job snapshot).
 - ``events``: what happened when a command was applied (``Added`` … ``Expired``,
   ``Imported``).
-- ``machine``: ``decide`` / ``evolve`` / ``apply``, the transition table, timer helpers.
-- ``codec``: msgpack records of the command log and the state log.
+- ``fields``: a job's options as one table (add, schedule, recur, import, and the
+  protocol's requests and the records derive theirs from it).
+- ``machine``: ``decide`` / ``evolve`` / ``apply``, the transition table, timer helpers;
+  its entries are ``job_transitions``' and ``workflow_transitions``', its outcomes
+  ``outcomes``'.
+- ``codec``: msgpack records of the command log and the state log (a package, by
+  record).
 - ``digest``: order-independent digests of job state.
 - ``workflow``: the records of workflows kept beside the jobs (registrations, inputs)
   and their keys; ``followups``: what applying a command asks of other partitions and

@@ -22,13 +22,29 @@ the core accepts any UUID.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from operator import attrgetter
 from typing import ClassVar, TypeAlias
 
-from eventq.core._check import check_bytes, check_int, check_name, check_tags, check_uuid
+from eventq.core._check import check_bytes, check_int, check_name, check_uuid
+from eventq.core.fields import (
+    ADD_OPTIONS,
+    AFTER,
+    BACKOFF,
+    MAX_ATTEMPTS,
+    MAX_FAILS,
+    PRIORITY,
+    RECUR_OPTIONS,
+    TAGS,
+    TIME,
+    WORKQ_OPTIONS,
+    check_declared,
+    checker,
+    with_no_ttl,
+)
 from eventq.core.job import (
     JOB_FIELD_NAMES,
     NOTICE_OUTCOMES,
@@ -42,23 +58,15 @@ from eventq.core.job import (
     was_retried,
 )
 from eventq.limits import (
-    MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
-    MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
-    MAX_EVERY_MS,
-    MAX_FAILS_LIMIT,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
-    MAX_PRIORITY,
     MAX_RETRY_DELAY_MS,
     MAX_TIME_MS,
-    MAX_TTL_MS,
     MAX_TTR_MS,
     MIN_EVERY_MS,
-    MIN_PRIORITY,
     MIN_TIME_MS,
-    MIN_TTL_MS,
     MIN_TTR_MS,
 )
 
@@ -112,37 +120,21 @@ def in_scope(scope: str | None, name: str) -> bool:
     return scope is None or name.startswith(scope)
 
 
-def _check_job_fields(c: Add | Schedule, min_ttl_ms: int) -> None:
+# The options of add and schedule (eventq/core/fields.py), checked in their records'
+# order; add also takes a TTL of 0, no TTL (a run job's), where schedule does not.
+_check_add_options = checker(with_no_ttl(ADD_OPTIONS))
+_check_schedule_options = checker(ADD_OPTIONS)
+
+
+def _check_job_fields(c: Add | Schedule, check_options: Callable[[object], None]) -> None:
     check_uuid("job_id", c.job_id)
-    check_name("name", c.name)
-    check_int("ttr_ms", c.ttr_ms, MIN_TTR_MS, MAX_TTR_MS)
-    check_int("ttl_ms", c.ttl_ms, min_ttl_ms, MAX_TTL_MS)
-    check_bytes("payload", c.payload, MAX_PAYLOAD_BYTES)
-    check_int("priority", c.priority, MIN_PRIORITY, MAX_PRIORITY)
-    check_int("max_attempts", c.max_attempts, 0, MAX_ATTEMPTS_LIMIT)
-    check_int("max_fails", c.max_fails, 0, MAX_FAILS_LIMIT)
-    check_int("backoff_ms", c.backoff_ms, 0, MAX_BACKOFF_MS)
-    _check_after(c.job_id, c.after)
-    tags = c.tags
-    if type(tags) is not tuple or tags:  # none (every workq add): one test
-        check_tags("tags", tags)
+    check_options(c)
+    # -after names at most MAX_AFTER_IDS distinct ids (the protocol's "1-100" is its
+    # spelling: none is no -after), not the job's own.
+    if c.job_id in c.after:
+        raise ValueError("a job cannot be its own upstream")
     if c.scope is not None:
         check_scope(c.scope, c.name)
-
-
-def _check_after(job_id: uuid.UUID, after: object) -> None:
-    """-after: at most ``MAX_AFTER_IDS`` distinct ids, not the job's own (the protocol's
-    "1-100" is its spelling: none is no -after)."""
-    if type(after) is not tuple:
-        raise ValueError(f"after must be a tuple of UUIDs, got {type(after).__name__}")
-    if len(after) > MAX_AFTER_IDS:
-        raise ValueError(f"after names at most {MAX_AFTER_IDS} upstreams, not {len(after)}")
-    for upstream in after:
-        check_uuid("an upstream id", upstream)
-    if len(set(after)) != len(after):
-        raise ValueError("after names an upstream twice")
-    if job_id in after:
-        raise ValueError("a job cannot be its own upstream")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,16 +153,16 @@ class Add:
     ttr_ms: int
     ttl_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0
-    after: tuple[uuid.UUID, ...] = ()
-    tags: tuple[str, ...] = ()
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default
+    after: tuple[uuid.UUID, ...] = AFTER.default
+    tags: tuple[str, ...] = TAGS.default
     scope: str | None = None
 
     def __post_init__(self) -> None:
-        _check_job_fields(self, 0)
+        _check_job_fields(self, _check_add_options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,17 +176,17 @@ class Schedule:
     ttl_ms: int
     time_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0
-    after: tuple[uuid.UUID, ...] = ()
-    tags: tuple[str, ...] = ()
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default
+    after: tuple[uuid.UUID, ...] = AFTER.default
+    tags: tuple[str, ...] = TAGS.default
     scope: str | None = None  # as Add's
 
     def __post_init__(self) -> None:
-        _check_job_fields(self, MIN_TTL_MS)
-        check_int("time_ms", self.time_ms, MIN_TIME_MS, MAX_TIME_MS)
+        _check_job_fields(self, _check_schedule_options)
+        TIME.check(self.time_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,23 +458,15 @@ QueueCommand: TypeAlias = Pause | Resume
 QUEUE_COMMANDS = (Pause, Resume)  # isinstance(command, QUEUE_COMMANDS): it names no job
 
 
+_check_recur_options = checker(RECUR_OPTIONS)
+
+
 def check_recurrence_fields(c: object) -> None:
     """The fields a recurrence's definition shares with its ``recur`` command
     (eventq/core/recurrence.py ``Definition``): a name, and an add's job fields (the
     add a slot fires must be valid: docs/workflows.md, "Recurring jobs")."""
     check_name("name", getattr(c, "name"))
-    check_name("job_name", getattr(c, "job_name"))
-    check_int("ttr_ms", getattr(c, "ttr_ms"), MIN_TTR_MS, MAX_TTR_MS)
-    check_int("ttl_ms", getattr(c, "ttl_ms"), MIN_TTL_MS, MAX_TTL_MS)
-    check_int("every_ms", getattr(c, "every_ms"), MIN_EVERY_MS, MAX_EVERY_MS)
-    check_bytes("payload", getattr(c, "payload"), MAX_PAYLOAD_BYTES)
-    check_int("priority", getattr(c, "priority"), MIN_PRIORITY, MAX_PRIORITY)
-    check_int("max_attempts", getattr(c, "max_attempts"), 0, MAX_ATTEMPTS_LIMIT)
-    check_int("max_fails", getattr(c, "max_fails"), 0, MAX_FAILS_LIMIT)
-    check_int("backoff_ms", getattr(c, "backoff_ms"), 0, MAX_BACKOFF_MS)
-    check_tags("tags", getattr(c, "tags"))
-
-
+    _check_recur_options(c)
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,11 +483,11 @@ class Recur:
     ttl_ms: int
     every_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0
-    tags: tuple[str, ...] = ()
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default
+    tags: tuple[str, ...] = TAGS.default
     # [eventq] docs/security.md: the issuing token's prefix (its job_name is inside it);
     # a recurrence of that name whose queue is outside it is not replaced (Forbidden).
     scope: str | None = None
@@ -622,10 +606,10 @@ class Import:
     lease_deadline_ms: int | None
     result: bytes | None
     result_ok: bool | None
-    backoff_ms: int = 0
+    backoff_ms: int = BACKOFF.default
     returns: int = 0
     retry_ms: int | None = None
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = TAGS.default
 
     def __post_init__(self) -> None:
         check_uuid("job_id", self.job_id)
@@ -673,3 +657,9 @@ COMMAND_CLASSES: dict[CommandType, type] = {
 """The job commands (each names a job: ``job_id``); queue commands are apart."""
 
 QUEUE_COMMAND_CLASSES: dict[CommandType, type] = {cls.type: cls for cls in QUEUE_COMMANDS}
+
+# The table of options (eventq/core/fields.py) and the classes that hold them agree.
+for _cls, _options in ((Add, ADD_OPTIONS), (Schedule, ADD_OPTIONS + (TIME,)),
+                       (Recur, RECUR_OPTIONS), (Import, (BACKOFF, TAGS))):
+    check_declared(_cls, _options)
+check_declared(Import, WORKQ_OPTIONS, defaults=False)  # a snapshot: every field given

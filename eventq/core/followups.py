@@ -195,10 +195,11 @@ def depends(job: Job) -> tuple[FollowUp, ...]:
 
 
 def asked_again(before: Job, after: Job) -> Derived:
-    """A retried dependent asks again each upstream it knew ended (machine.asked_again):
-    a ``depend`` to each (a registration dropped by the upstream's removal is made
-    anew; a FAILED one answers at once), and the input a FAILED one handed it goes until
-    it answers again (spec: a retried upstream drops out of ``inputs``)."""
+    """A retried dependent asks again each upstream it knew ended
+    (workflow_transitions.asked_again): a ``depend`` to each (a registration dropped by
+    the upstream's removal is made anew; a FAILED one answers at once), and the input a
+    FAILED one handed it goes until it answers again (spec: a retried upstream drops out
+    of ``inputs``)."""
     ended = [link for link in before.upstreams if link.outcome in ENDED_UNCOMPLETED]
     follow_ups = tuple(
         FollowUp(Depend(link.id, after.id, after.added_at, after.expires_ms, after.scope))  # type: ignore[arg-type]  # added_at is set: a dependent's
@@ -229,7 +230,8 @@ def ending(before: Job | None, event: Event, after: Job | None) -> Notify | None
     job (COMPLETED or FAILED, from any other state), removes it (deleted or evicted
     while not finished: those words; finished: nobody is told), makes it unfinished
     again (retried), or changes the result of a FAILED one (a retried upstream's
-    dependent that stays FAILED naming another, machine._upstream_retried)."""
+    dependent that stays FAILED naming another:
+    workflow_transitions._upstream_retried)."""
     was_final = before is not None and before.state in FINAL_STATES
     if isinstance(event, UpstreamRetried) and after is not None and after.state is State.FAILED:
         # Still FAILED, its result now naming another ended upstream: its dependents'

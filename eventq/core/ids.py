@@ -3,9 +3,9 @@
 ``uuid.UUID(bytes=...)`` and ``uuid.UUID(int=...)`` check their argument in Python
 (which form was given, its length or range, the version to stamp) at about 2 us each,
 and the request path makes several a command: decoding a command and a job's state
-(eventq/core/codec.py), a request's id (eventq/protocol/values.py), an index entry
-(eventq/state/indexes/keys.py). Where the value is already known to be 16 bytes or 128 bits, these
-build the same object (equal, same hash, same str, same pickle) for a third of that.
+(eventq/core/codec), a request's id (eventq/protocol/values.py), an index entry
+(eventq/state/indexes/keys.py). Where the value is already known to be 16 bytes or 128
+bits, these build the same object (equal, same hash, same str, same pickle) for a third of that.
 """
 
 from __future__ import annotations

@@ -29,26 +29,26 @@ from eventq.core._check import (
     check_int,
     check_name,
     check_opt_int,
-    check_tags,
     check_uuid,
-    is_valid_name,
+)
+from eventq.core.fields import (
+    BACKOFF,
+    TAGS,
+    WORKQ_OPTIONS,
+    check_declared,
+    checker,
+    with_no_ttl,
 )
 from eventq.limits import (
     MAX_AFTER_IDS,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_MS,
     MAX_DEADLINE_MS,
-    MAX_FAILS_LIMIT,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
-    MAX_PRIORITY,
     MAX_RETURNS,
     MAX_TIME_MS,
-    MAX_TTL_MS,
-    MAX_TTR_MS,
-    MIN_PRIORITY,
     MIN_TIME_MS,
-    MIN_TTR_MS,
 )
 
 
@@ -151,6 +151,10 @@ def deadline_after(start_ms: int, duration_ms: int) -> int:
     return end if end <= MAX_DEADLINE_MS else MAX_DEADLINE_MS
 
 
+# A job's options (eventq/core/fields.py) as it holds them: a TTL of 0 is none.
+_check_options = checker(with_no_ttl(WORKQ_OPTIONS))
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A job's full state.
@@ -212,7 +216,7 @@ class Job:
     result: bytes | None
     result_ok: bool | None
     version: int
-    backoff_ms: int = 0
+    backoff_ms: int = BACKOFF.default
     returns: int = 0
     retry_ms: int | None = None
     upstreams: tuple[Link, ...] = ()
@@ -221,33 +225,19 @@ class Job:
     finished_at: int | None = None
     finished_ms: int | None = None
     group: str | None = None
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = TAGS.default
     delayed_ms: int | None = None
     early: bool = False
     scope: str | None = None
 
     def __post_init__(self) -> None:
         # Each check is an inline test, with the (slower) checker that builds the error
-        # called only when the fast test fails: jobs are built once per applied command.
+        # called only when the fast test fails: jobs are built once per applied command
+        # (its options' too: fields.checker makes them so).
         if type(self.id) is not uuid.UUID:
             check_uuid("id", self.id)
-        if type(self.name) is not str or not is_valid_name(self.name):
-            check_name("name", self.name)
-        ttr, ttl = self.ttr_ms, self.ttl_ms
-        if type(ttr) is not int or not MIN_TTR_MS <= ttr <= MAX_TTR_MS:
-            check_int("ttr_ms", ttr, MIN_TTR_MS, MAX_TTR_MS)
-        if type(ttl) is not int or not 0 <= ttl <= MAX_TTL_MS:
-            check_int("ttl_ms", ttl, 0, MAX_TTL_MS)
-        if type(self.payload) is not bytes or len(self.payload) > MAX_PAYLOAD_BYTES:
-            check_bytes("payload", self.payload, MAX_PAYLOAD_BYTES)
-        p = self.priority
-        if type(p) is not int or not MIN_PRIORITY <= p <= MAX_PRIORITY:
-            check_int("priority", p, MIN_PRIORITY, MAX_PRIORITY)
-        max_attempts, max_fails = self.max_attempts, self.max_fails
-        if type(max_attempts) is not int or not 0 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
-            check_int("max_attempts", max_attempts, 0, MAX_ATTEMPTS_LIMIT)
-        if type(max_fails) is not int or not 0 <= max_fails <= MAX_FAILS_LIMIT:
-            check_int("max_fails", max_fails, 0, MAX_FAILS_LIMIT)
+        _check_options(self)  # name, ttr, ttl, payload, priority, max-attempts, max-fails
+        ttl, max_attempts, max_fails = self.ttl_ms, self.max_attempts, self.max_fails
         state = self.state
         if type(state) is not State:
             if not isinstance(state, int) or isinstance(state, bool):
@@ -322,7 +312,7 @@ class Job:
             self._check_workflow(final)
         tags = self.tags
         if type(tags) is not tuple or tags:
-            check_tags("tags", tags)
+            TAGS.check(tags)
         if self.delayed_ms is not None or self.early is not False:
             check_opt_int("delayed_ms", self.delayed_ms, MIN_TIME_MS, MAX_TIME_MS)
             check_bool("early", self.early)
@@ -373,7 +363,7 @@ class Job:
             raise ValueError(f"finished_at and finished_ms are set only in final states, not {state.name}")
 
     def _check_backoff(self) -> None:
-        check_int("backoff_ms", self.backoff_ms, 0, MAX_BACKOFF_MS)
+        BACKOFF.check(self.backoff_ms)
         check_int("returns", self.returns, 0, MAX_RETURNS)
         if self.retry_ms is not None:
             check_int("retry_ms", self.retry_ms, MIN_TIME_MS, MAX_TIME_MS)
@@ -382,6 +372,8 @@ class Job:
 
 
 JOB_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclass_fields(Job))
+check_declared(Job, WORKQ_OPTIONS, defaults=False)
+check_declared(Job, (BACKOFF, TAGS))
 _field_values = attrgetter(*JOB_FIELD_NAMES)  # a job's values, in that order
 _FIELD_INDEX = {name: index for index, name in enumerate(JOB_FIELD_NAMES)}
 

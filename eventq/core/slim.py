@@ -40,8 +40,8 @@ from eventq.core.job import (
 )
 
 _STATES = {int(state): state for state in State}
-_STATE_RECORD_VERSIONS = (1, 2)  # codec.py: version 1 counted positions in offsets
-# The keys of the fields projected (codec.py's job table names them).
+_STATE_RECORD_VERSIONS = (1, 2)  # codec/states.py: version 1 counted positions in offsets
+# The keys of the fields projected (the codec's job table, codec/rows.py, names them).
 _ID, _NAME, _STATE, _PRIORITY, _CREATED, _TIME, _EXPIRES, _LEASE_DEADLINE, _ATTEMPTS = (
     JOB_KEYS[attr] for attr in ("id", "name", "state", "priority", "created_ms",
                                 "scheduled_ms", "expires_ms", "lease_deadline_ms", "attempts"))

@@ -16,14 +16,17 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES
 from eventq.cmdlog.segments import SKIP, STOP
 from eventq.console.progress import Progress
 from eventq.errors import ClientError
-from eventq.migrate.exporter import ExportOptions, run_export
-from eventq.migrate.importer import ImportOptions, MigrateError, run_import
+from eventq.migrate.exporter import ExportOptions, ExportResult, run_export
+from eventq.migrate.importer import ImportOptions, ImportReport, MigrateError, run_import
+
+if TYPE_CHECKING:  # only named: the settings are built by whoever calls the handlers
+    from eventq.settings import Settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -50,6 +53,10 @@ workq (or keep a portable backup). Jobs that cannot round-trip exactly are repor
 run jobs (no TTL) are not written, LEASED jobs lose their lease deadline, and fails
 that workq's records cannot carry are listed. Progress goes to stderr, the report to
 stdout."""
+
+# The command line's parser class (eventq's own subclass of ArgumentParser): what
+# add_subparsers() makes, and so what each subcommand's parser is.
+Parser = TypeVar("Parser", bound=argparse.ArgumentParser)
 
 
 def parse_now(text: str) -> int:
@@ -88,7 +95,7 @@ def _progress(args: argparse.Namespace) -> Progress:
     return Progress(enabled=not args.no_progress)
 
 
-def _print_report(report, args: argparse.Namespace) -> None:
+def _print_report(report: ImportReport | ExportResult, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True), flush=True)
     else:
@@ -100,7 +107,7 @@ def _fail(message: str) -> int:
     return EXIT_FAILED
 
 
-def cmd_import_cmdlog(settings, args: argparse.Namespace) -> int:
+def cmd_import_cmdlog(settings: Settings, args: argparse.Namespace) -> int:
     options = ImportOptions(
         directory=args.directory,
         now_ns=args.now,
@@ -130,7 +137,7 @@ def cmd_import_cmdlog(settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_export_cmdlog(settings, args: argparse.Namespace) -> int:
+def cmd_export_cmdlog(settings: Settings, args: argparse.Namespace) -> int:
     options = ExportOptions(directory=args.directory, max_segment_bytes=args.max_segment_bytes)
     try:
         result = run_export(settings, options, _progress(args))
@@ -145,7 +152,7 @@ def cmd_export_cmdlog(settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-Handler = Callable[[object, argparse.Namespace], int]
+Handler = Callable[["Settings", argparse.Namespace], int]
 
 
 def _common_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -158,7 +165,7 @@ def _common_output_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(
-    subparsers,
+    subparsers: argparse._SubParsersAction[Parser],
     add_settings_arguments: Callable[[argparse.ArgumentParser], None],
     settings_from_args: Callable[[argparse.Namespace], object] | None = None,
 ) -> None:
@@ -237,7 +244,9 @@ def register(
     exp.set_defaults(handler=cmd_export_cmdlog)
 
 
-def build_parser(settings_from_args=None) -> argparse.ArgumentParser:
+def build_parser(
+    settings_from_args: Callable[[argparse.Namespace], object] | None = None,
+) -> argparse.ArgumentParser:
     from eventq.settings import add_arguments
 
     parser = argparse.ArgumentParser(
@@ -251,7 +260,7 @@ def build_parser(settings_from_args=None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from eventq.settings import build_settings
 
-    def settings_from_args(args: argparse.Namespace):
+    def settings_from_args(args: argparse.Namespace) -> Settings:
         return build_settings(args, os.environ)
 
     parser = build_parser(settings_from_args)
@@ -260,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
     except ValueError as error:
         parser.error(str(error))
-    return args.handler(settings, args)
+    handler: Handler = args.handler
+    return handler(settings, args)
 
 
 if __name__ == "__main__":

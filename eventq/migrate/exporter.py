@@ -24,13 +24,16 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventq.cmdlog import DEFAULT_MAX_SEGMENT_BYTES, HEADER, segment_name, write_jobs
 from eventq.console.progress import Progress
 from eventq.core import Job, State
 from eventq.migrate.importer import MAX_LISTED, MigrateError
 from eventq.migrate.mapping import REPLAY_LOSSES, export_notes, exportable, workq_job
+
+if TYPE_CHECKING:  # only named: the settings are built by whoever runs the export
+    from eventq.settings import Settings
 
 
 @dataclass
@@ -142,7 +145,7 @@ def export_order(job: Job) -> tuple[int, bytes]:
     return (job.created_ms, job.id.bytes)
 
 
-def run_export(settings, options: ExportOptions, progress: Progress) -> ExportResult:
+def run_export(settings: Settings, options: ExportOptions, progress: Progress) -> ExportResult:
     from eventq.kafka.logreader import latest_state
     from eventq.migrate.kafka_io import KafkaUnavailable, topic_partitions
 
@@ -191,8 +194,8 @@ def write_export(jobs: Iterable[Job], options: ExportOptions, result: ExportResu
         chosen.append(workq_job(job))
     result.exported = len(chosen)
     counts: dict[str, int] = {}
-    for job in chosen:
-        name = State(int(job.state)).name
+    for exported in chosen:
+        name = State(int(exported.state)).name
         counts[name] = counts.get(name, 0) + 1
     result.by_state = counts
     progress.start("writing", len(chosen), "jobs")

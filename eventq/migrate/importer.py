@@ -28,8 +28,9 @@ import gc
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
@@ -43,6 +44,10 @@ from eventq.core.partitioner import job_key, partition_for_key
 from eventq.kafka.bulklane import end_offsets
 from eventq.migrate.mapping import Unimportable, import_command
 from eventq.protocol.values import format_time
+
+if TYPE_CHECKING:  # only named: the Kafka side is imported when it is used
+    from eventq.migrate.kafka_io import PublishResult
+    from eventq.settings import Settings
 
 MAX_LISTED = 50  # corrupt records, unimportable jobs and failures listed in a report
 
@@ -345,16 +350,16 @@ def plan_imports(
 
 
 def publish_imports(
-    settings, imports: list[Import], keys: list[bytes], report: ImportReport,
+    settings: Settings, imports: list[Import], keys: list[bytes], report: ImportReport,
     progress: Progress, partitions: int,
-):
+) -> PublishResult:
     from eventq.migrate.kafka_io import Publisher
 
     # The bulk lane (docs/architecture.md, "Lanes"): a large import never stalls workers.
     publisher = Publisher(settings.kafka, settings.bulk_topic)
     total = len(imports)
 
-    def records():
+    def records() -> Iterator[tuple[bytes, int, bytes]]:
         for command, key in zip(imports, keys):
             yield key, partition_for_key(key, partitions), encode_command(command)
 
@@ -399,7 +404,8 @@ def _imported_at(value: bytes) -> tuple[int | None, int | None]:
 
 
 def wait_applied(
-    settings, imports: list[Import], keys: list[bytes], publish_result, report: ImportReport,
+    settings: Settings, imports: list[Import], keys: list[bytes], publish_result: PublishResult,
+    report: ImportReport,
     progress: Progress, partitions: int, timeout_s: float, commands_before: dict[int, int],
 ) -> None:
     """Wait until the server has admitted and applied every published command (see the
@@ -487,7 +493,7 @@ def _same_job(value: bytes, command: Import) -> bool:
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc():
+def _no_cyclic_gc() -> Iterator[None]:
     """Reading creates millions of long-lived, acyclic objects (jobs, ids, payloads):
     the cyclic collector would rescan them all again and again for nothing."""
     enabled = gc.isenabled()
@@ -499,7 +505,7 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def run_import(settings, options: ImportOptions, progress: Progress) -> ImportReport:
+def run_import(settings: Settings, options: ImportOptions, progress: Progress) -> ImportReport:
     """The whole import; raises ``MigrateError`` for what stops it before publishing."""
     from eventq.migrate.kafka_io import KafkaUnavailable, topic_partitions
 
@@ -530,7 +536,10 @@ def run_import(settings, options: ImportOptions, progress: Progress) -> ImportRe
         return _read_publish_wait(settings, options, report, progress, partitions)
 
 
-def _read_publish_wait(settings, options, report, progress, partitions) -> ImportReport:
+def _read_publish_wait(
+    settings: Settings, options: ImportOptions, report: ImportReport, progress: Progress,
+    partitions: int,
+) -> ImportReport:
     jobs = read_log(report, progress)
     if report.stopped_at is not None:
         return report

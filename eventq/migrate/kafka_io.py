@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eventq.kafka.logreader import (
     META_KEY_PREFIX,
@@ -25,6 +26,10 @@ from eventq.kafka.logreader import (
 from eventq.kafka.security import KafkaTarget, confluent_config
 from eventq.kafka.topics import partition_count
 from eventq.limits import KAFKA_MESSAGE_BYTES
+
+if TYPE_CHECKING:  # only named: confluent_kafka is imported where it is used
+    from confluent_kafka import KafkaError, Message
+    from confluent_kafka.admin import AdminClient
 
 # The commands topic allows records up to 2 MiB (eventq/kafka/topics.py).
 MAX_MESSAGE_BYTES = KAFKA_MESSAGE_BYTES  # eventq/limits.py: an import carries payload and result
@@ -36,7 +41,7 @@ class KafkaUnavailable(RuntimeError):
     """Kafka cannot be reached, or a topic the command needs is missing."""
 
 
-def _admin(bootstrap: KafkaTarget):
+def _admin(bootstrap: KafkaTarget) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(confluent_config(bootstrap, {"log_level": 0}))
@@ -120,16 +125,17 @@ class Publisher:
         if len(r.failures) < MAX_FAILURE_EXAMPLES:
             r.failures.append((key.decode(errors="replace"), reason))
 
-    def _delivered(self, error, message) -> None:
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
         key = message.key()
+        assert isinstance(key, bytes), key  # every record is produced with its job's key
         if error is not None:
             self._fail(key, str(error))
             return
         self.result.published += 1
         if self.keep_deliveries:
-            self.result.deliveries[key] = Delivery(
-                message.partition(), message.offset(), message.timestamp()[1]
-            )
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # a delivered record's
+            self.result.deliveries[key] = Delivery(partition, offset, message.timestamp()[1])
 
     def publish(
         self,
@@ -208,7 +214,9 @@ class StateLogTail:
             for message in self.consumer.consume(10_000, 0.5):
                 if message.error():
                     continue  # transient (e.g. partition EOF); the position check decides
-                self.position[message.partition()] = message.offset() + 1
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None  # a consumed message's
+                self.position[partition] = offset + 1
                 self.records += 1
                 key = message.key()
                 if key is None or key.startswith(META_KEY_PREFIX) or key not in keys:

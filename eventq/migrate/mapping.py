@@ -40,9 +40,11 @@ a failure group other than the two workq's commands produce and a retry's time
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from eventq.cmdlog import WorkqJob, WorkqState
 from eventq.core import Import, Job, State
+from eventq.core.fields import WORKQ_OPTIONS
 from eventq.core.job import deadline_after, was_retried
 from eventq.core.partitioner import job_key, partition_for_key
 
@@ -56,6 +58,14 @@ class Unimportable(ValueError):
         super().__init__(f"job {job_id}: {reason}")
         self.job_id = job_id
         self.reason = reason
+
+
+def shared_options(job: WorkqJob | Job) -> dict[str, Any]:
+    """The options a workq job and an eventq job both hold, by the same names (name, TTR,
+    TTL, payload, priority, max-attempts, max-fails: eventq/core/fields.py's workq
+    options), as they are: each side checks them (``Import`` refuses what eventq's job
+    cannot hold)."""
+    return {option.attr: getattr(job, option.attr) for option in WORKQ_OPTIONS}
 
 
 def ns_to_ms(ns: int) -> int:
@@ -94,13 +104,7 @@ def import_command(job: WorkqJob) -> Import:
     try:
         return Import(
             job_id=job.id,
-            name=job.name,
-            ttr_ms=job.ttr_ms,
-            ttl_ms=job.ttl_ms,
-            payload=job.payload,
-            priority=job.priority,
-            max_attempts=job.max_attempts,
-            max_fails=job.max_fails,
+            **shared_options(job),
             attempts=job.attempts,
             fails=job.fails,
             state=state,
@@ -134,13 +138,7 @@ def workq_job(job: Job) -> WorkqJob:
     """The workq job that ``job`` is, for ``eventq.cmdlog.write_jobs``."""
     return WorkqJob(
         id=job.id,
-        name=job.name,
-        ttr_ms=job.ttr_ms,
-        ttl_ms=job.ttl_ms,
-        priority=job.priority,
-        max_attempts=job.max_attempts,
-        max_fails=job.max_fails,
-        payload=job.payload,
+        **shared_options(job),
         time_ns=None if job.scheduled_ms is None else ms_to_ns(job.scheduled_ms),
         created_ns=ms_to_ns(job.created_ms),
         attempts=job.attempts,

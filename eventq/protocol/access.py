@@ -31,14 +31,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from eventq.errors import FORBIDDEN, EventqError
+from eventq.errors import FORBIDDEN, UNAUTHORIZED, EventqError
 from eventq.limits import MAX_NAME_BYTES
 
 from . import requests as rq
 from .grammar import GRAMMAR
 
 AUTH_VERB = "auth"
-UNAUTHORIZED = "Unauthorized"
 COMMENT = "#"
 ROLE_SEPARATOR = ","
 # A token is one word of the protocol line (no space); a prefix is the start of a queue

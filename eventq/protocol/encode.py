@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable
 
+from eventq.core.fields import AFTER, BACKOFF, MAX_ATTEMPTS, MAX_FAILS, PRIORITY, TAGS, Option
+
 from . import requests as rq
 from .values import canonical_id, format_time_ms
 
@@ -20,19 +22,37 @@ def _line(*words: object) -> bytes:
 
 
 def _flags(**values: int | str) -> str:
-    """Non-default flags only (add and schedule take at most 3, plus one each for
-    -backoff, -after and -tags; run 1)."""
+    """Non-default flags only."""
     return " ".join(f"-{key.replace('_', '-')}={value}" for key, value in values.items() if value)
 
 
 def _after(ids: tuple[uuid.UUID, ...]) -> str:
-    """[eventq] -after's value, canonical ids in -after order ("" when there are none)."""
+    """[eventq] -after's value, canonical ids in -after order."""
     return ",".join(map(canonical_id, ids))
 
 
 def _tags(tags: tuple[str, ...]) -> str:
-    """[eventq] -tags's value, in -tags order ("" when there are none)."""
+    """[eventq] -tags's value, in -tags order."""
     return ",".join(tags)
+
+
+# How a job's option is written as a flag's value (an int's decimal when not here).
+_OPTION_TEXT: dict[str, Callable[[Any], str]] = {AFTER.word: _after, TAGS.word: _tags}
+# The flags of a job's options each request writes, in this order (add and schedule take
+# at most 3 of workq's, plus -backoff, -after and -tags; run takes 1).
+_ADD_FLAGS = (PRIORITY, MAX_ATTEMPTS, MAX_FAILS, BACKOFF, AFTER, TAGS)
+_RECUR_FLAGS = (PRIORITY, MAX_ATTEMPTS, MAX_FAILS, BACKOFF, TAGS)
+_RUN_FLAGS = (PRIORITY,)
+
+
+def _option_flags(r: object, options: tuple[Option[Any], ...]) -> str:
+    """The flags of ``r``'s options (eventq/core/fields.py) that are not their default."""
+    flags = []
+    for option in options:
+        value = getattr(r, option.attr)
+        if value != option.default:
+            flags.append(f"-{option.word}={_OPTION_TEXT.get(option.word, str)(value)}")
+    return " ".join(flags)
 
 
 def _with_data(line: bytes, data: bytes) -> bytes:
@@ -40,8 +60,7 @@ def _with_data(line: bytes, data: bytes) -> bytes:
 
 
 def _add(r: rq.Add) -> bytes:
-    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms, after=_after(r.after), tags=_tags(r.tags))
+    flags = _option_flags(r, _ADD_FLAGS)
     return _with_data(
         _line("add", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms, len(r.payload), flags),
         r.payload,
@@ -49,8 +68,7 @@ def _add(r: rq.Add) -> bytes:
 
 
 def _schedule(r: rq.Schedule) -> bytes:
-    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms, after=_after(r.after), tags=_tags(r.tags))
+    flags = _option_flags(r, _ADD_FLAGS)
     line = _line("schedule", canonical_id(r.id), r.name, r.ttr_ms, r.ttl_ms,
                  format_time_ms(r.time_ms), len(r.payload), flags)
     return _with_data(line, r.payload)
@@ -58,13 +76,12 @@ def _schedule(r: rq.Schedule) -> bytes:
 
 def _run(r: rq.Run) -> bytes:
     line = _line("run", canonical_id(r.id), r.name, r.ttr_ms, r.wait_timeout_ms,
-                 len(r.payload), _flags(priority=r.priority))
+                 len(r.payload), _option_flags(r, _RUN_FLAGS))
     return _with_data(line, r.payload)
 
 
 def _recur(r: rq.Recur) -> bytes:
-    flags = _flags(priority=r.priority, max_attempts=r.max_attempts, max_fails=r.max_fails,
-                   backoff=r.backoff_ms, tags=",".join(r.tags))
+    flags = _option_flags(r, _RECUR_FLAGS)
     line = _line("recur", r.name, r.job_name, r.ttr_ms, r.ttl_ms, r.every_ms, len(r.payload),
                  flags)
     return _with_data(line, r.payload)

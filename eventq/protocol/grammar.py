@@ -14,6 +14,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eventq.core.fields import (
+    AFTER,
+    BACKOFF,
+    EVERY,
+    MAX_ATTEMPTS,
+    MAX_FAILS,
+    NAME,
+    PAYLOAD,
+    PRIORITY,
+    TAGS,
+    TIME,
+    TTL,
+    TTR,
+    Option,
+)
 from eventq.errors import (
     INVALID_AFTER,
     INVALID_PAYLOAD_SIZE,
@@ -25,30 +40,23 @@ from eventq.limits import MAX_ADD_FLAGS, MAX_RUN_FLAGS
 
 from . import requests as rq
 from .values import (
-    parse_after,
-    parse_backoff_ms,
+    OPTION_PARSERS,
     parse_claim,
     parse_count,
     parse_cursor_offset,
     parse_delay_ms,
-    parse_every_ms,
     parse_group,
     parse_id,
     parse_limit,
-    parse_max_attempts,
-    parse_max_fails,
     parse_name,
-    parse_priority,
     parse_tag,
-    parse_tags,
-    parse_time_ms,
-    parse_ttl_ms,
     parse_ttr_ms,
     parse_wait_timeout_ms,
 )
 
 Clock = Callable[[], int]
 ParsedFields = Mapping[str, Any]  # request keyword -> value, in field order
+Check = Callable[[ParsedFields, Clock], None]
 
 # --- vocabulary of the table ----------------------------------------------------------
 
@@ -96,7 +104,7 @@ class Field:
     keyword: str
     source: Arg | Args | Flag
     parse: Callable[[str], Any]
-    check: Callable[[ParsedFields, Clock], None] | None = None
+    check: Check | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +163,7 @@ def _any_id(token: str) -> uuid.UUID:
 
 def _time_plus_ttl_in_future(values: ParsedFields, now_ms: Clock) -> None:
     """schedule: ``time + ttl`` must be in the future (a past time wakes at once)."""
-    if values["time_ms"] + values["ttl_ms"] <= now_ms():
+    if values[TIME.attr] + values[TTL.attr] <= now_ms():
         raise ClientError(INVALID_TIME)
 
 
@@ -163,32 +171,50 @@ def _after_excludes_own_id(values: ParsedFields, now_ms: Clock) -> None:
     """[eventq] -after: no upstream is the job itself (docs/workflows.md, "Values and checks"),
     compared as UUID values like the rest of -after. The id is the first
     field, so it is parsed by now."""
-    if values["id"] in values["after"]:
+    if values["id"] in values[AFTER.attr]:
         raise ClientError(INVALID_AFTER)
 
 
 # --- the table ------------------------------------------------------------------------
 
-_MAX_ATTEMPTS = Field("max_attempts", Flag("max-attempts", 0), parse_max_attempts)
-_MAX_FAILS = Field("max_fails", Flag("max-fails", 0), parse_max_fails)
-_PRIORITY = Field("priority", Flag("priority", 0), parse_priority)
+def _arg(option: Option[Any], index: int, check: Check | None = None) -> Field:
+    """The row of a job's option (eventq/core/fields.py) given as positional word
+    ``index``."""
+    return Field(option.attr, Arg(index), OPTION_PARSERS[option.word], check)
+
+
+def _flag(option: Option[Any], check: Check | None = None) -> Field:
+    """The row of a job's option given as its flag, ``-word=``, its default when absent."""
+    return Field(option.attr, Flag(option.word, option.default), OPTION_PARSERS[option.word], check)
+
+
+def _payload(size_index: int) -> DataBlock:
+    """A job's payload, the data block whose size is word ``size_index``."""
+    return DataBlock(size_index, PAYLOAD.error, PAYLOAD.attr)
+
+
 # pause, resume, touch and inputs judge every flag by its name (docs/protocol.md,
 # "eventq extensions"; docs/workflows.md, "Values and checks": new verbs have no flag
 # count): any other
 # flag is "Invalid command flags", however many there are (a line holds fewer than this).
 ANY_FLAG_COUNT = 10_000
-# [eventq] checked after priority; with it add and schedule take one flag more.
-_BACKOFF = Field("backoff_ms", Flag("backoff", 0), parse_backoff_ms)
-# [eventq] -after (docs/workflows.md, "Dependencies"): after backoff, before tags.
-_AFTER = Field("after", Flag("after", ()), parse_after, check=_after_excludes_own_id)
-# [eventq] -tags (docs/workflows.md, "Tags"): last in field order.
-_TAGS = Field("tags", Flag("tags", ()), parse_tags)
-# [eventq] add and schedule take at most MAX_ADD_FLAGS flags plus one for each of these
-# among them (docs/workflows.md, "Values and checks", flag counts), so a line without
-# them is judged as workq judges it. run knows none of them but -backoff's absence:
-# -after and -tags are unknown to it (Invalid command flags, or Invalid command args when
-# they make more than one flag).
-_EVENTQ_JOB_FLAGS = frozenset({"backoff", "after", "tags"})
+# The flags of add and schedule, in the order they are checked: max-attempts,
+# max-fails, priority, then [eventq] backoff, after (docs/workflows.md,
+# "Dependencies") and tags (docs/workflows.md, "Tags"), last in field order.
+_JOB_FLAGS = (
+    _flag(MAX_ATTEMPTS), _flag(MAX_FAILS), _flag(PRIORITY), _flag(BACKOFF),
+    _flag(AFTER, check=_after_excludes_own_id), _flag(TAGS),
+)  # fmt: skip
+# recur's: add's but -after (a recurrence's jobs have no upstreams).
+_RECUR_FLAGS = tuple(f for f in _JOB_FLAGS if f.keyword != AFTER.attr)
+# [eventq] add and schedule take at most MAX_ADD_FLAGS flags plus one for each of
+# eventq's among them (docs/workflows.md, "Values and checks", flag counts), so a line
+# without them is judged as workq judges it. run knows none of them but -backoff's
+# absence: -after and -tags are unknown to it (Invalid command flags, or Invalid command
+# args when they make more than one flag).
+_EVENTQ_JOB_FLAGS = frozenset(
+    o.word for o in (MAX_ATTEMPTS, MAX_FAILS, PRIORITY, BACKOFF, AFTER, TAGS) if not o.workq
+)
 
 # fmt: off
 GRAMMAR: Mapping[str, Command | Subcommands] = {
@@ -197,31 +223,25 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "add": Command(
         rq.Add, 5, 5,
         fields=(
-            Field("id", Arg(0), _job_id),
-            Field("name", Arg(1), parse_name),
-            Field("ttr_ms", Arg(2), parse_ttr_ms),
-            Field("ttl_ms", Arg(3), parse_ttl_ms),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER, _TAGS,
+            Field("id", Arg(0), _job_id), _arg(NAME, 1), _arg(TTR, 2), _arg(TTL, 3),
+            *_JOB_FLAGS,
         ),
         max_flags=MAX_ADD_FLAGS,
         extra_flags=_EVENTQ_JOB_FLAGS,
-        data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
+        data=_payload(4),
     ),
     # schedule <id> <name> <ttr> <ttl> <time> <size> [flags]; id, name, ttr, ttl, time,
     # max-attempts, max-fails, priority, [eventq] backoff, after, tags.
     "schedule": Command(
         rq.Schedule, 6, 6,
         fields=(
-            Field("id", Arg(0), _job_id),
-            Field("name", Arg(1), parse_name),
-            Field("ttr_ms", Arg(2), parse_ttr_ms),
-            Field("ttl_ms", Arg(3), parse_ttl_ms),
-            Field("time_ms", Arg(4), parse_time_ms, check=_time_plus_ttl_in_future),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF, _AFTER, _TAGS,
+            Field("id", Arg(0), _job_id), _arg(NAME, 1), _arg(TTR, 2), _arg(TTL, 3),
+            _arg(TIME, 4, check=_time_plus_ttl_in_future),
+            *_JOB_FLAGS,
         ),
         max_flags=MAX_ADD_FLAGS,
         extra_flags=_EVENTQ_JOB_FLAGS,
-        data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
+        data=_payload(5),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
     # wait-timeout. [eventq] -after and -tags are unknown to run (docs/workflows.md, flag
@@ -229,14 +249,11 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "run": Command(
         rq.Run, 5, 5,
         fields=(
-            Field("id", Arg(0), _job_id),
-            Field("name", Arg(1), parse_name),
-            Field("ttr_ms", Arg(2), parse_ttr_ms),
-            _PRIORITY,
+            Field("id", Arg(0), _job_id), _arg(NAME, 1), _arg(TTR, 2), _flag(PRIORITY),
             Field("wait_timeout_ms", Arg(3), parse_wait_timeout_ms),
         ),
         max_flags=MAX_RUN_FLAGS,
-        data=DataBlock(4, INVALID_PAYLOAD_SIZE, "payload"),
+        data=_payload(4),
     ),
     # result <id> <wait-timeout>; id (v4), wait-timeout.
     "result": Command(
@@ -310,16 +327,12 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "recur": Command(
         rq.Recur, 6, 6,
         fields=(
-            Field("name", Arg(0), parse_name),
-            Field("job_name", Arg(1), parse_name),
-            Field("ttr_ms", Arg(2), parse_ttr_ms),
-            Field("ttl_ms", Arg(3), parse_ttl_ms),
-            Field("every_ms", Arg(4), parse_every_ms),
-            _MAX_ATTEMPTS, _MAX_FAILS, _PRIORITY, _BACKOFF,
-            Field("tags", Flag("tags", ()), parse_tags),
+            Field("name", Arg(0), parse_name), _arg(NAME.held_as("job_name"), 1),
+            _arg(TTR, 2), _arg(TTL, 3), _arg(EVERY, 4),
+            *_RECUR_FLAGS,
         ),
         max_flags=ANY_FLAG_COUNT,
-        data=DataBlock(5, INVALID_PAYLOAD_SIZE, "payload"),
+        data=_payload(5),
     ),
     # unrecur <recurrence-name>; one positional, any flag "Invalid command flags".
     "unrecur": Command(

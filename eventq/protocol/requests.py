@@ -12,6 +12,22 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Union
 
+from eventq.core.fields import (
+    ADD_OPTIONS,
+    AFTER,
+    BACKOFF,
+    MAX_ATTEMPTS,
+    MAX_FAILS,
+    NAME,
+    PAYLOAD,
+    PRIORITY,
+    RECUR_OPTIONS,
+    SCHEDULE_OPTIONS,
+    TAGS,
+    TTR,
+    check_declared,
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Add:
@@ -22,16 +38,16 @@ class Add:
     ttr_ms: int
     ttl_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0  # [eventq] -backoff
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default  # [eventq] -backoff
     # [eventq] -after (docs/workflows.md, "Dependencies"): the upstreams, in -after
     # order; empty for a job without upstreams (every workq add).
-    after: tuple[uuid.UUID, ...] = ()
+    after: tuple[uuid.UUID, ...] = AFTER.default
     # [eventq] -tags (docs/workflows.md, "Tags"): the job's tags, in -tags order;
     # empty for a job without (every workq add).
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = TAGS.default
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +60,12 @@ class Schedule:
     ttl_ms: int
     time_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0  # [eventq] -backoff
-    after: tuple[uuid.UUID, ...] = ()  # [eventq] -after, as for Add
-    tags: tuple[str, ...] = ()  # [eventq] -tags, as for Add
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default  # [eventq] -backoff
+    after: tuple[uuid.UUID, ...] = AFTER.default  # [eventq] -after, as for Add
+    tags: tuple[str, ...] = TAGS.default  # [eventq] -tags, as for Add
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +77,7 @@ class Run:
     ttr_ms: int
     wait_timeout_ms: int
     payload: bytes
-    priority: int = 0
+    priority: int = PRIORITY.default
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,11 +343,11 @@ class Recur:
     ttl_ms: int
     every_ms: int
     payload: bytes
-    priority: int = 0
-    max_attempts: int = 0
-    max_fails: int = 0
-    backoff_ms: int = 0
-    tags: tuple[str, ...] = ()
+    priority: int = PRIORITY.default
+    max_attempts: int = MAX_ATTEMPTS.default
+    max_fails: int = MAX_FAILS.default
+    backoff_ms: int = BACKOFF.default
+    tags: tuple[str, ...] = TAGS.default
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,3 +408,9 @@ Request = Union[
     Unrecur,
     InspectRecurring,
 ]
+
+# A job's options (eventq/core/fields.py): the requests that carry them hold each, with
+# its default (a request that disagrees with the table does not load).
+for _request, _options in ((Add, ADD_OPTIONS), (Schedule, SCHEDULE_OPTIONS),
+                           (Run, (NAME, TTR, PAYLOAD, PRIORITY)), (Recur, RECUR_OPTIONS)):
+    check_declared(_request, _options)

@@ -18,61 +18,53 @@ from __future__ import annotations
 import calendar
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
+from eventq.core.fields import (
+    AFTER,
+    BACKOFF,
+    EVERY,
+    MAX_ATTEMPTS,
+    MAX_FAILS,
+    NAME,
+    PRIORITY,
+    TAGS,
+    TIME,
+    TTL,
+    TTR,
+    Option,
+)
 from eventq.core.ids import uuid_of_int
 from eventq.errors import (
-    INVALID_AFTER,
-    INVALID_BACKOFF,
     INVALID_COMMAND_ARGS,
     INVALID_COUNT,
     INVALID_CURSOR_OFFSET,
     INVALID_DELAY,
-    INVALID_EVERY,
     INVALID_GROUP,
     INVALID_ID,
     INVALID_LIMIT,
-    INVALID_MAX_ATTEMPTS,
-    INVALID_MAX_FAILS,
-    INVALID_NAME,
-    INVALID_PRIORITY,
-    INVALID_TAGS,
-    INVALID_TIME,
-    INVALID_TTL,
-    INVALID_TTR,
     INVALID_WAIT_TIMEOUT,
     ClientError,
     FramingError,
 )
 from eventq.limits import (
     MAX_AFTER_IDS,
-    MAX_ATTEMPTS_LIMIT,
-    MAX_BACKOFF_MS,
     MAX_CURSOR_OFFSET,
-    MAX_EVERY_MS,
-    MAX_FAILS_LIMIT,
     MAX_GROUP_BYTES,
     MAX_LIMIT,
     MAX_NAME_BYTES,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
-    MAX_PRIORITY,
     MAX_RETRY_COUNT,
     MAX_RETRY_DELAY_MS,
     MAX_TAG_BYTES,
     MAX_TAGS,
-    MAX_TIME_MS,
-    MAX_TTL_MS,
-    MAX_TTR_MS,
     MAX_WAIT_TIMEOUT_MS,
     MIN_AFTER_IDS,
-    MIN_EVERY_MS,
     MIN_LIMIT,
-    MIN_PRIORITY,
     MIN_RETRY_COUNT,
     MIN_TAGS,
-    MIN_TIME_MS,
-    MIN_TTL_MS,
-    MIN_TTR_MS,
 )
 
 # --- integers -------------------------------------------------------------------------
@@ -117,19 +109,25 @@ def _parse_signed(token: str, bound: int) -> int | None:
     return -magnitude if sign == "-" else magnitude
 
 
+def _parse_option(token: str, option: Option[int]) -> int:
+    """An unsigned decimal in an int option's range, else its ``ClientError``
+    (eventq/core/fields.py holds both)."""
+    return _parse_unsigned(token, option.ints.lo, option.ints.hi, option.error)
+
+
 def parse_ttr_ms(token: str) -> int:
     """ttr: integer ms, 1 … 86,400,000 (``Invalid TTR``)."""
-    return _parse_unsigned(token, MIN_TTR_MS, MAX_TTR_MS, INVALID_TTR)
+    return _parse_option(token, TTR)
 
 
 def parse_backoff_ms(token: str) -> int:
     """[eventq] -backoff: integer ms, 0 … 86,400,000 (``Invalid Backoff``)."""
-    return _parse_unsigned(token, 0, MAX_BACKOFF_MS, INVALID_BACKOFF)
+    return _parse_option(token, BACKOFF)
 
 
 def parse_ttl_ms(token: str) -> int:
     """ttl: integer ms, 1 … 2^64−1 ([eventq] as documented; ``Invalid TTL``)."""
-    return _parse_unsigned(token, MIN_TTL_MS, MAX_TTL_MS, INVALID_TTL)
+    return _parse_option(token, TTL)
 
 
 def parse_wait_timeout_ms(token: str) -> int:
@@ -139,12 +137,12 @@ def parse_wait_timeout_ms(token: str) -> int:
 
 def parse_max_attempts(token: str) -> int:
     """-max-attempts: 0 … 255, 0 meaning the hard cap (``Invalid Max Attempts``)."""
-    return _parse_unsigned(token, 0, MAX_ATTEMPTS_LIMIT, INVALID_MAX_ATTEMPTS)
+    return _parse_option(token, MAX_ATTEMPTS)
 
 
 def parse_max_fails(token: str) -> int:
     """-max-fails: 0 … 255 (``Invalid Max Fails``)."""
-    return _parse_unsigned(token, 0, MAX_FAILS_LIMIT, INVALID_MAX_FAILS)
+    return _parse_option(token, MAX_FAILS)
 
 
 def parse_cursor_offset(token: str) -> int:
@@ -169,7 +167,7 @@ def parse_count(token: str) -> int:
 
 def parse_every_ms(token: str) -> int:
     """[eventq] `recur`'s every-ms: 1,000 … 31,536,000,000 (365 days; ``Invalid Every``)."""
-    return _parse_unsigned(token, MIN_EVERY_MS, MAX_EVERY_MS, INVALID_EVERY)
+    return _parse_option(token, EVERY)
 
 
 def parse_limit(token: str) -> int:
@@ -179,9 +177,10 @@ def parse_limit(token: str) -> int:
 
 def parse_priority(token: str) -> int:
     """-priority: signed 32-bit, ``+`` and ``-`` accepted as by ParseInt (``Invalid Priority``)."""
-    value = _parse_signed(token, -MIN_PRIORITY)
-    if value is None or not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ClientError(INVALID_PRIORITY)
+    lo, hi = PRIORITY.ints.lo, PRIORITY.ints.hi
+    value = _parse_signed(token, -lo)
+    if value is None or not lo <= value <= hi:
+        raise ClientError(PRIORITY.error)
     return value
 
 
@@ -205,7 +204,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_NAME_BYTES)
 def parse_name(token: str) -> str:
     """name: 1–255 bytes of ``[A-Za-z0-9_.-]`` (``Invalid Name``)."""
     if _NAME.fullmatch(token) is None:
-        raise ClientError(INVALID_NAME)
+        raise ClientError(NAME.error)
     return token
 
 
@@ -226,7 +225,7 @@ def parse_tag(token: str) -> str:
     """[eventq] one tag (`inspect tagged`): 1–64 bytes of ``[A-Za-z0-9_.-]``
     (``Invalid Tags``)."""
     if _TAG.fullmatch(token) is None:
-        raise ClientError(INVALID_TAGS)
+        raise ClientError(TAGS.error)
     return token
 
 
@@ -235,7 +234,7 @@ def parse_tags(token: str) -> tuple[str, ...]:
     ``parse_tag`` takes it, all distinct, in the order given (``Invalid Tags``)."""
     tags = tuple(token.split(_TAGS_SEPARATOR))
     if not MIN_TAGS <= len(tags) <= MAX_TAGS or len(set(tags)) != len(tags):
-        raise ClientError(INVALID_TAGS)
+        raise ClientError(TAGS.error)
     for tag in tags:
         parse_tag(tag)
     return tags
@@ -293,13 +292,13 @@ def parse_after(token: str) -> tuple[uuid.UUID, ...]:
     """
     elements = token.split(_AFTER_SEPARATOR)
     if not MIN_AFTER_IDS <= len(elements) <= MAX_AFTER_IDS:
-        raise ClientError(INVALID_AFTER)
+        raise ClientError(AFTER.error)
     try:
         ids = tuple(parse_id(element, require_v4=True) for element in elements)
     except ClientError:
-        raise ClientError(INVALID_AFTER) from None
+        raise ClientError(AFTER.error) from None
     if len(set(ids)) != len(ids):
-        raise ClientError(INVALID_AFTER)
+        raise ClientError(AFTER.error)
     return ids
 
 
@@ -368,20 +367,20 @@ def parse_time_ms(token: str) -> int:
     """
     match = _TIME.fullmatch(token)
     if match is None:
-        raise ClientError(INVALID_TIME)
+        raise ClientError(TIME.error)
     year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
     if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
-        raise ClientError(INVALID_TIME)
+        raise ClientError(TIME.error)
     if hour > 23 or minute > 59 or second > 59:
-        raise ClientError(INVALID_TIME)
+        raise ClientError(TIME.error)
     seconds_of_day = (hour * 60 + minute) * 60 + second
     ms = (
         _days_from_civil(year, month, day) * _MS_PER_DAY
         + seconds_of_day * _MS_PER_SECOND
         + _fraction_ms(match.group(7))
     )
-    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
-        raise ClientError(INVALID_TIME)
+    if not TIME.ints.lo <= ms <= TIME.ints.hi:
+        raise ClientError(TIME.error)
     return ms
 
 
@@ -398,3 +397,22 @@ def format_time(ms: int) -> str:
     minutes, second = divmod(ms_of_day // _MS_PER_SECOND, 60)
     hour, minute = divmod(minutes, 60)
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+
+
+# --- a job's options -------------------------------------------------------------------
+
+# The parser of each option of a job (eventq/core/fields.py), by its word: the grammar's
+# rows of add, schedule, run and recur are made of the options and these.
+OPTION_PARSERS: dict[str, Callable[[str], Any]] = {
+    NAME.word: parse_name,
+    TTR.word: parse_ttr_ms,
+    TTL.word: parse_ttl_ms,
+    TIME.word: parse_time_ms,
+    EVERY.word: parse_every_ms,
+    PRIORITY.word: parse_priority,
+    MAX_ATTEMPTS.word: parse_max_attempts,
+    MAX_FAILS.word: parse_max_fails,
+    BACKOFF.word: parse_backoff_ms,
+    AFTER.word: parse_after,
+    TAGS.word: parse_tags,
+}

@@ -11,10 +11,11 @@ import eventq.core
 
 FORBIDDEN = {"asyncio", "socket", "time", "datetime", "threading", "random", "os",
              "kafka", "aiokafka", "confluent_kafka", "faust", "mode", "pyspark"}  # fmt: skip
-CORE_FILES = sorted(pathlib.Path(eventq.core.__file__).parent.glob("*.py"))
+CORE_DIR = pathlib.Path(eventq.core.__file__).parent
+CORE_FILES = sorted(CORE_DIR.rglob("*.py"))  # the codec package's too
 
 
-@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.relative_to(CORE_DIR).as_posix())
 def test_core_module_imports_nothing_impure(path):
     tree = ast.parse(path.read_text())
     imported = set()
