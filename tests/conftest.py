@@ -31,21 +31,15 @@ settings.load_profile("eventq")
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py; the fixed fault
-    campaign runs, tests/e2e/test_fault_campaign.py; the full-size Spark DAG,
-    tests/spark/test_dag_full.py) run beside the rest of the suite: the modules'
-    works start now, one after another in ``BESIDE_ORDER`` (tests/support/beside.py), and their
-    tests move to the end, where they collect the outcomes (a 7-minute soak costs the
-    suite no time of its own)."""
+    campaign run, tests/e2e/test_fault_campaign.py) run beside the rest of the suite:
+    the modules' works start now, one after another in ``BESIDE_ORDER``
+    (tests/support/beside.py), and their tests move to the end, where they collect the
+    outcomes (a 7-minute soak costs the suite no time of its own). Their works take a
+    share of the two cores all along, so what runs beside must be worth it: the
+    100,000-job Spark DAG, 9 minutes of a busy machine, is bench/dag_bench.py's."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
         return
-    covered = {path for item in beside for path in getattr(item.module, "INSTEAD_OF", ())}
-    if covered:  # what a beside run covers at full size is not run again in the suite
-        left_out = [item for item in items
-                    if item.path.relative_to(config.rootpath).as_posix() in covered]
-        for item in left_out:
-            items.remove(item)
-        config.hook.pytest_deselected(items=left_out)
     for item in beside:
         items.remove(item)
         items.append(item)
