@@ -7,6 +7,7 @@ topic names, so they never see each other's records.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import itertools
 import json
@@ -211,18 +212,18 @@ def own_broker(tmp_path):
 def kafka_cluster(request):
     """Three KRaft brokers (all controller voters) for the scale-out tests
     (docs/architecture.md, "Several brokers"), shared by the tests that use them (see
-    ``Shared``). Tests must not kill them: see ``own_kafka_cluster``."""
+    ``Shared``). Tests must not kill them (the fault campaign's cluster is one to kill:
+    tools/faults/cluster.py)."""
     return broker.cluster_bootstrap(shared(request.config, "kafka_cluster").get())
 
 
-@pytest.fixture
-def own_kafka_cluster(tmp_path):
-    """Three brokers of this test's own, which it may kill."""
-    configs = test_cluster_configs(tmp_path / "kafka-cluster")
-    broker.start_cluster(configs)
-    yield configs
+def end_test_cluster(configs) -> None:
+    """Three test brokers gone, their data thrown away: killed, not stopped. Stopped one
+    by one, the last waits out its whole stop timeout (30 s) for a controlled shutdown
+    the quorum, two voters gone, can no longer grant (docs/architecture.md, "Several
+    brokers")."""
     for config in configs:
-        broker.stop(config)
+        broker.kill(config)
 
 
 @pytest.fixture
@@ -242,8 +243,7 @@ def _shared_resources(config) -> dict[str, Shared]:
         return configs
 
     def stop_brokers(configs):
-        for node in configs:
-            broker.stop(node)
+        end_test_cluster(configs)
 
     def start_processes():
         bootstrap = broker.cluster_bootstrap(resources["kafka_cluster"].get())
@@ -251,7 +251,10 @@ def _shared_resources(config) -> dict[str, Shared]:
         return EventqCluster(bootstrap, f"c{os.getpid()}", directory).start()
 
     def stop_processes(cluster):
-        codes = cluster.stop()
+        # All at once: one by one, each departure moves partitions to the others, which
+        # the next stop then waits for.
+        with concurrent.futures.ThreadPoolExecutor(len(cluster.processes)) as pool:
+            codes = list(pool.map(lambda process: process.stop(), cluster.processes))
         for process in cluster.processes:
             print(process.log_tail(10))
         assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"
