@@ -9,8 +9,10 @@ every kind of fault: kill -9 of an eventq process, then of a broker while an eve
 process is paused past its session timeout, a broker cut off from the others and an
 eventq process's routes delayed. One run costs the suite's two cores half what the two
 runs before it did (seeds 7 and 11, three kinds between them), and it is also the
-suite's "kill a process, then a broker, under load" (docs/fencing.md, "The fault
-campaign").
+suite's "kill a process, then a broker, under load" and its paused owner (the stale
+owner of docs/fencing.md, "What went wrong without it": its partitions move while it
+sleeps, and it wakes believing it owns them), each once, under the load and checks
+that the tests of their own had (docs/fencing.md, "The fault campaign").
 
 It runs *beside* the rest of the suite in a process of its own (``start_beside``,
 tests/support/beside.py); the test waits for the run's report. Run alone, it is the
