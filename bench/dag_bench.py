@@ -24,7 +24,11 @@ above (where a released job queues behind others). Each split into upstream and
 dependent in the same partition or not (eventq/core/partitioner.py), with complete ->
 notice (the follow-up in the dependent's partition) beside complete -> lease.
 
-Figures only, never asserted: on a busy machine they say how busy it was too.
+Figures only, never asserted: on a busy machine they say how busy it was too. What is
+checked is the run's correctness, at this size (the suite's tests/spark/test_dag.py runs
+the same check on a few thousand jobs): the loaded DAG's command log must show every job
+worked once, each after its upstream (tools/dag_helpers.py, ``edge_order_faults``);
+otherwise the faults are printed and the exit status is 1.
 
     .venv/bin/python bench/dag_bench.py [--jobs 100000] [--workers 2] [--slots 16]
 
@@ -222,13 +226,23 @@ class Edges:
     last_notice_ms: int
 
 
+class EdgeOrderBroken(Exception):
+    """The command log shows a job not worked exactly once, or before its upstream."""
+
+
 def edge_latencies(server, load: Load, chain: int) -> Edges:
+    """The edges' latencies; EdgeOrderBroken if the log breaks "each job once, each after
+    its upstream"."""
     from eventq.spark.ids import DEFAULT_NAMESPACE, derive_job_id
-    from tools.dag_helpers import timelines
+    from tools.dag_helpers import edge_order_faults, timelines
 
     ids = [derive_job_id(DEFAULT_NAMESPACE, load.queue, [str(step)])
            for step in range(load.jobs)]
     lines = timelines(server.bootstrap, server.settings["commands-topic"], ids)
+    faults = edge_order_faults(lines) if len(lines) == load.jobs else [
+        f"{load.jobs - len(lines):,} jobs missing from the command log"]
+    if faults:
+        raise EdgeOrderBroken(faults)
     notice: dict[bool, list[int]] = {True: [], False: []}
     lease: dict[bool, list[int]] = {True: [], False: []}
     told = []
@@ -297,6 +311,8 @@ def bench(args, server) -> None:
     print(f"server CPU per edge (over the no-edge load): {extra_cpu * 1000 / dag.edges:.2f} ms "
           f"({dag.edges:,} edges: a depend and a notice each)")
     loaded = edge_latencies(server, dag, args.chain)
+    print(f"the command log: every one of the {dag.jobs:,} jobs worked once, each after its "
+          "upstream", flush=True)
     span_s = max(1e-3, (loaded.last_notice_ms - loaded.first_notice_ms) / 1000)
     print(f"notices applied: {loaded.notices:,} in {span_s:.1f}s of the work "
           f"= {loaded.notices / span_s:,.0f}/s (first to last, broker time)", flush=True)
@@ -382,6 +398,11 @@ def main() -> int:
             server.create_topics()
             server.start()
             bench(args, server)
+        except EdgeOrderBroken as broken:
+            faults = broken.args[0]
+            print(f"EDGE ORDER BROKEN: {len(faults):,} faults, the first:", *faults[:20],
+                  sep="\n  ")
+            return 1
         finally:
             server.stop()
             broker.stop(config)

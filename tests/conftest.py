@@ -7,6 +7,7 @@ topic names, so they never see each other's records.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import itertools
 import json
@@ -31,21 +32,15 @@ settings.load_profile("eventq")
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``beside`` (the soak, tests/e2e/test_soak.py; the fixed fault
-    campaign runs, tests/e2e/test_fault_campaign.py; the full-size Spark DAG,
-    tests/spark/test_dag_full.py) run beside the rest of the suite: the modules'
-    works start now, one after another in ``BESIDE_ORDER`` (tests/support/beside.py), and their
-    tests move to the end, where they collect the outcomes (a 7-minute soak costs the
-    suite no time of its own)."""
+    campaign run, tests/e2e/test_fault_campaign.py) run beside the rest of the suite:
+    the modules' works start now, one after another in ``BESIDE_ORDER``
+    (tests/support/beside.py), and their tests move to the end, where they collect the
+    outcomes (a 7-minute soak costs the suite no time of its own). Their works take a
+    share of the two cores all along, so what runs beside must be worth it: the
+    100,000-job Spark DAG, 9 minutes of a busy machine, is bench/dag_bench.py's."""
     beside = [item for item in items if item.get_closest_marker("beside")]
     if not beside or config.option.collectonly:
         return
-    covered = {path for item in beside for path in getattr(item.module, "INSTEAD_OF", ())}
-    if covered:  # what a beside run covers at full size is not run again in the suite
-        left_out = [item for item in items
-                    if item.path.relative_to(config.rootpath).as_posix() in covered]
-        for item in left_out:
-            items.remove(item)
-        config.hook.pytest_deselected(items=left_out)
     for item in beside:
         items.remove(item)
         items.append(item)
@@ -217,18 +212,18 @@ def own_broker(tmp_path):
 def kafka_cluster(request):
     """Three KRaft brokers (all controller voters) for the scale-out tests
     (docs/architecture.md, "Several brokers"), shared by the tests that use them (see
-    ``Shared``). Tests must not kill them: see ``own_kafka_cluster``."""
+    ``Shared``). Tests must not kill them (the fault campaign's cluster is one to kill:
+    tools/faults/cluster.py)."""
     return broker.cluster_bootstrap(shared(request.config, "kafka_cluster").get())
 
 
-@pytest.fixture
-def own_kafka_cluster(tmp_path):
-    """Three brokers of this test's own, which it may kill."""
-    configs = test_cluster_configs(tmp_path / "kafka-cluster")
-    broker.start_cluster(configs)
-    yield configs
+def end_test_cluster(configs) -> None:
+    """Three test brokers gone, their data thrown away: killed, not stopped. Stopped one
+    by one, the last waits out its whole stop timeout (30 s) for a controlled shutdown
+    the quorum, two voters gone, can no longer grant (docs/architecture.md, "Several
+    brokers")."""
     for config in configs:
-        broker.stop(config)
+        broker.kill(config)
 
 
 @pytest.fixture
@@ -248,8 +243,7 @@ def _shared_resources(config) -> dict[str, Shared]:
         return configs
 
     def stop_brokers(configs):
-        for node in configs:
-            broker.stop(node)
+        end_test_cluster(configs)
 
     def start_processes():
         bootstrap = broker.cluster_bootstrap(resources["kafka_cluster"].get())
@@ -257,7 +251,10 @@ def _shared_resources(config) -> dict[str, Shared]:
         return EventqCluster(bootstrap, f"c{os.getpid()}", directory).start()
 
     def stop_processes(cluster):
-        codes = cluster.stop()
+        # All at once: one by one, each departure moves partitions to the others, which
+        # the next stop then waits for.
+        with concurrent.futures.ThreadPoolExecutor(len(cluster.processes)) as pool:
+            codes = list(pool.map(lambda process: process.stop(), cluster.processes))
         for process in cluster.processes:
             print(process.log_tail(10))
         assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"

@@ -18,6 +18,7 @@ from tools.servers import ServerProcess
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
 LOAD_BEFORE_KILL_MAX_S = 30.0  # the kill -9 test loads at least 3 s, at most this long
+KILL_AFTER_S = 120.0  # a stop that did not end by itself by then is killed
 
 
 
@@ -39,7 +40,9 @@ def test_server_error_while_kafka_is_stopped_and_recovery(own_broker, tmp_path):
             with pytest.raises(ServerError) as raised:
                 await c.add(during, "q", 60000, 600000, b"during")
             elapsed = time.monotonic() - began
-            assert elapsed < 6, elapsed  # bounded by write_timeout_ms, never a +OK
+            # Ended by the write deadline (2 s), never a +OK: far below the 40 s a request
+            # of Kafka's client may take (streams/faust/transactions.py REQUEST_TIMEOUT_MS).
+            assert elapsed < 20, elapsed
             assert raised.value.reply.startswith(b"-SERVER-ERROR ")
             # Reads of the local state still answer.
             assert (await c.inspect_job(kept))["payload"] == b"before"
@@ -70,8 +73,10 @@ def test_server_error_while_kafka_is_stopped_and_recovery(own_broker, tmp_path):
     assert code == 0
 
 
-def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
-    server = ServerProcess(own_broker.bootstrap, "crash", tmp_path / "server", partitions=4)
+def test_kill_9_under_load_loses_no_acknowledged_command(kafka_bootstrap, topic_prefix,
+                                                        tmp_path):
+    # The session's broker: only the server dies here.
+    server = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server", partitions=4)
     server.create_topics()
     server.start()
 
@@ -135,20 +140,27 @@ def test_kill_9_under_load_loses_no_acknowledged_command(own_broker, tmp_path):
                 info = await c.inspect_job(job)  # NOT-FOUND would raise: a lost add
                 if job in completed:
                     if info["state"] != b"1":
-                        print_history(own_broker.bootstrap, "crash", job)
+                        print_history(kafka_bootstrap, topic_prefix, job)
                         print(server.log_tail(200))
                         raise AssertionError(f"acknowledged complete lost: {job} {info}")
                     result = await c.result(job, 0)
                     assert result.result == completed[job]
-            # Every job not completed is leased again (leased ones after their TTR).
+            # Every job not completed is leased again (leased ones after their TTR), and
+            # then whatever else is leasable: only jobs in doubt may be. (Until every
+            # remaining one was seen, then until nothing more comes for two leases' wait:
+            # a loop until exactly the remaining ones were seen waited its whole minute
+            # whenever an add in doubt had taken effect.)
             remaining = {job for job in added if job not in completed and job not in in_doubt}
             seen: set[uuid.UUID] = set()
             deadline = time.monotonic() + 60
-            while seen != remaining and time.monotonic() < deadline:
+            quiet = 0
+            while time.monotonic() < deadline and (not seen >= remaining or quiet < 2):
                 try:
                     job = await c.lease("load", 1000)
                 except Timeout:
+                    quiet += 1
                     continue
+                quiet = 0
                 assert job.id not in seen, "an attempt was leased twice"
                 seen.add(job.id)
                 await c.complete(job.id, b"after restart")
@@ -206,10 +218,12 @@ def test_a_stop_while_kafka_is_down_is_bounded_and_loses_nothing(own_broker, tmp
     time.sleep(1.0)
     with pytest.raises(OSError):  # no new requests once the stop has begun
         raw_exchange(server.port, b"inspect queues 0 1\r\n", timeout_s=2.0)
-    code = server.stop(timeout_s=60)
+    code = server.stop(timeout_s=KILL_AFTER_S)
     elapsed = time.monotonic() - began
     print(server.log_tail(20))
-    assert elapsed < STOP_TIMEOUT_S + 10, elapsed
+    # Ended by itself (the exit status below: a kill is -9), so by the watchdog at the
+    # latest: far before the kill, whatever the machine's load added to it.
+    assert elapsed < (STOP_TIMEOUT_S + KILL_AFTER_S) / 2, elapsed
     log = server.log_path.read_text()
     assert code == 0 or (code == 1 and ("stop did not finish" in log
                                         or "changelog records unwritten" in log)), code

@@ -246,17 +246,19 @@ def derived_events(bootstrap: str, topic: str) -> list:
     return events
 
 
-def test_undecodable_records_are_skipped_and_reported(own_broker, tmp_path):
-    server = ServerProcess(own_broker.bootstrap, "garbage", tmp_path / "server", partitions=2)
+def test_undecodable_records_are_skipped_and_reported(kafka_bootstrap, topic_prefix, tmp_path):
+    # The session's broker (only the server dies), on topics of this test's own.
+    server = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server", partitions=2)
+    commands, jobs = f"{topic_prefix}.commands", f"{topic_prefix}.jobs"
     server.create_topics()
     server.start()
-    producer = Producer({"bootstrap.servers": own_broker.bootstrap,
+    producer = Producer({"bootstrap.servers": kafka_bootstrap,
                          "partitioner": CONFLUENT_PRODUCER_PARTITIONER})
     good = uuid.uuid4()
     try:
-        producer.produce("garbage.commands", key=str(uuid.uuid4()).encode(), value=b"\xc1 not msgpack")
-        producer.produce("garbage.commands", key=b"no-value", value=None)
-        producer.produce("garbage.jobs", key=str(uuid.uuid4()).encode(), value=b"\x93\x01\x02")
+        producer.produce(commands, key=str(uuid.uuid4()).encode(), value=b"\xc1 not msgpack")
+        producer.produce(commands, key=b"no-value", value=None)
+        producer.produce(jobs, key=str(uuid.uuid4()).encode(), value=b"\x93\x01\x02")
         assert producer.flush(10) == 0
 
         async def still_serving():
@@ -270,16 +272,16 @@ def test_undecodable_records_are_skipped_and_reported(own_broker, tmp_path):
     finally:
         server.stop()
     log = server.log_path.read_text()
-    assert "command at garbage.commands[" in log and "rejected" in log
+    assert f"command at {commands}[" in log and "rejected" in log
     assert "undecodable command" in log
     assert "undecodable state record" in log
     out = subprocess.run(
-        [sys.executable, "-m", "eventq.cli", "replay", "--bootstrap", own_broker.bootstrap,
-         "--jobs-topic", "garbage.jobs", "--data-dir", str(tmp_path / "replayed")],
+        [sys.executable, "-m", "eventq.cli", "replay", "--bootstrap", kafka_bootstrap,
+         "--jobs-topic", jobs, "--data-dir", str(tmp_path / "replayed")],
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "undecodable (skipped): garbage.jobs[" in out.stdout
+    assert f"undecodable (skipped): {jobs}[" in out.stdout
     assert "rebuilt" in out.stdout and "1 jobs" in out.stdout
 
 
@@ -289,12 +291,12 @@ async def still_serving_after_restart(port: int, good: uuid.UUID) -> None:
 
 
 def test_a_kill_right_after_the_replies_keeps_every_acknowledged_change_once(
-        own_broker, tmp_path):
+        kafka_bootstrap, topic_prefix, tmp_path):
     """The changelog is written behind the replies and committed once a second
     (docs/architecture.md, "The changelog"): a kill -9 right after the last reply lands
     before any of it is committed. After the restart every acknowledged add, lease and
     complete is there, once: no lease counts twice, no job is missing or back."""
-    server = ServerProcess(own_broker.bootstrap, "window", tmp_path / "server", partitions=2)
+    server = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server", partitions=2)
     server.create_topics()
     server.start()
     jobs = [uuid.uuid4() for _ in range(40)]
@@ -332,5 +334,5 @@ def test_a_kill_right_after_the_replies_keeps_every_acknowledged_change_once(
             assert (state, attempts) == (4, 1), (job, after[job])  # LEASED
         else:
             assert (state, attempts) == (0, 0), (job, after[job])  # NEW
-    derived = derive_from_commands(own_broker.bootstrap, "window.commands")
+    derived = derive_from_commands(kafka_bootstrap, f"{topic_prefix}.commands")
     assert state_digest(derived.jobs.values()) == live_digest

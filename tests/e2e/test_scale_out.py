@@ -1,26 +1,27 @@
 """Three eventq processes on three Kafka brokers (docs/architecture.md, "Scaling out"):
-any process serves any job, a worker anywhere leases jobs from everywhere, and losing a
-process or a broker loses nothing that was acknowledged."""
+any process serves any job, and a worker anywhere leases jobs from everywhere.
+
+That losing a process, then a broker, under load loses nothing that was acknowledged is
+the fault campaign's run in the suite (tests/e2e/test_fault_campaign.py: a kill -9 of an
+eventq process, then of a broker, among its faults, and every check of
+tools/faults/checker.py after); the time to serve again after each is bench/faults.py's
+and bench/cluster_bench.py's figure."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
 import uuid
 
 import pytest
 
 from eventq.client.raw import RawClient as Client
-from eventq.core import state_digest
-from eventq.errors import ClientError, EventqError, NotFound, ServerError, Timeout
-from eventq.run.localkafka import broker
-from eventq.run.replay import derive_from_commands
-from tools.servers import EventqCluster
+from eventq.errors import Timeout
 
 pytestmark = [pytest.mark.kafka]
 
-COMPLETED, LEASED = b"1", b"4"
+COMPLETED = b"1"
+BLOCKED_LEASE_WAIT_MS = 60_000
 
 
 def run(coro):
@@ -105,10 +106,12 @@ def test_one_worker_on_a_leases_every_job_added_through_b_and_c(eventq_cluster):
         for job in added:
             assert (await a.inspect_job(job))["state"] == COMPLETED
 
-        # A worker blocked on A gets a job added through C at once, not at its timeout.
+        # A worker blocked on A gets a job added through C, not its timeout: the lease
+        # waits a minute and must return the job in far less (how soon is
+        # bench/cluster_bench.py's figure).
         latencies = []
         for _ in range(5):
-            waiting = asyncio.ensure_future(a.lease(name, 10_000))
+            waiting = asyncio.ensure_future(a.lease(name, BLOCKED_LEASE_WAIT_MS))
             await asyncio.sleep(0.3)
             job = uuid.uuid4()
             await c.add(job, name, 60000, 600000, b"late")
@@ -119,203 +122,8 @@ def test_one_worker_on_a_leases_every_job_added_through_b_and_c(eventq_cluster):
             await a.complete(job, b"done")
         print(f"blocked lease on A woken by an add through C after "
               f"{', '.join(f'{ms:.0f}' for ms in latencies)} ms")
-        assert max(latencies) < 2000  # woken by the job, far from the 10 s timeout
+        assert max(latencies) < BLOCKED_LEASE_WAIT_MS / 2  # woken by the job, not timed out
         for client in (a, b, c):
             await client.close()
 
     run(scenario())
-
-
-# --- losing a process, then a broker, under load ---------------------------------
-
-
-class Ledger:
-    """What clients were told: the truth the cluster must keep."""
-
-    def __init__(self) -> None:
-        self.added: set[uuid.UUID] = set()
-        self.leases = collections.Counter()  # job -> leases received
-        self.completed = collections.Counter()  # job -> +OK to complete
-        self.errors = collections.Counter()  # reply or exception kind -> count
-
-
-class Load:
-    """Producers and workers spread over the processes; a client whose process is
-    gone moves to a live one (as a real client's retry would)."""
-
-    def __init__(self, cluster: EventqCluster, name: str, ledger: Ledger) -> None:
-        self.cluster = cluster
-        self.name = name
-        self.ledger = ledger
-        self.running = True
-
-    async def _connect(self, preferred: int) -> Client:
-        while True:
-            live = self.cluster.live()
-            order = [self.cluster[preferred]] + live if self.cluster[preferred] in live else live
-            for process in order:
-                try:
-                    return await Client.connect(port=process.port)
-                except OSError:
-                    continue
-            await asyncio.sleep(0.1)
-
-    def _note(self, error: BaseException) -> None:
-        self.ledger.errors[type(error).__name__] += 1
-
-    async def producer(self, index: int) -> None:
-        client = await self._connect(index)
-        while self.running:
-            job = uuid.uuid4()
-            try:
-                await client.add(job, self.name, 120_000, 3_600_000, b"payload")
-                self.ledger.added.add(job)
-            except EventqError as error:
-                self._note(error)
-                await asyncio.sleep(0.05)
-            except (OSError, asyncio.IncompleteReadError) as error:
-                self._note(error)
-                client = await self._connect(index)
-
-    async def worker(self, index: int) -> None:
-        client = await self._connect(index)
-        while self.running:
-            try:
-                job = await client.lease(self.name, 500)
-            except Timeout:
-                continue
-            except EventqError as error:
-                self._note(error)
-                await asyncio.sleep(0.05)
-                continue
-            except (OSError, asyncio.IncompleteReadError) as error:
-                self._note(error)
-                client = await self._connect(index)
-                continue
-            self.ledger.leases[job.id] += 1
-            client = await self._complete(client, index, job.id)
-
-    async def _complete(self, client: Client, index: int, job: uuid.UUID) -> Client:
-        """Complete until the answer is known: +OK, or a duplicate (an earlier try that
-        took effect after its client gave up)."""
-        for _ in range(100):
-            try:
-                await client.complete(job, b"done")
-                self.ledger.completed[job] += 1
-                return client
-            except ClientError:  # Duplicate result: it took effect before
-                return client
-            except EventqError as error:
-                self._note(error)
-                await asyncio.sleep(0.1)
-            except (OSError, asyncio.IncompleteReadError) as error:
-                self._note(error)
-                client = await self._connect(index)
-        raise AssertionError(f"complete of {job} never answered")
-
-
-async def until_every_partition_serves(port: int, timeout_s: float = 60.0) -> float:
-    """Seconds until `inspect digest` through ``port`` succeeds: it needs every
-    partition served by a recovered process."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout_s:
-        try:
-            async with await Client.connect(port=port) as client:
-                await client.digest()
-                return time.monotonic() - began
-        except (EventqError, OSError, asyncio.IncompleteReadError):
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"partitions not all served {timeout_s}s after the kill")
-
-
-def enough_work(ledger: Ledger) -> bool:
-    return len(ledger.added) > 100 and sum(ledger.completed.values()) > 50
-
-
-ASK_AGAIN_FOR_S = 60.0  # as the fault campaign's read-back: only definite answers count
-
-
-async def inspect_asked_again(client, job):
-    """``inspect job``, asked again while the server answers -SERVER-ERROR (its lease
-    on the partitions may lapse for a moment after a broker dies: it then says retry)."""
-    give_up = time.monotonic() + ASK_AGAIN_FOR_S
-    while True:
-        try:
-            return await client.inspect_job(job)
-        except ServerError:
-            if time.monotonic() > give_up:
-                raise
-            await asyncio.sleep(0.5)
-
-
-@pytest.mark.timeout(420)
-def test_kill_a_process_then_a_broker_under_load_loses_nothing(own_kafka_cluster, tmp_path):
-    bootstrap = broker.cluster_bootstrap(own_kafka_cluster)
-    cluster = EventqCluster(bootstrap, "chaos", tmp_path / "eventq").start()
-    name = "chaos"
-    ledger = Ledger()
-    load = Load(cluster, name, ledger)
-    survivor = cluster[0].port
-
-    async def scenario():
-        tasks = [asyncio.ensure_future(load.producer(i % 3)) for i in range(3)]
-        tasks += [asyncio.ensure_future(load.worker(i % 3)) for i in range(3)]
-        await asyncio.sleep(5)
-        cluster[1].kill()
-        process_failover_s = await until_every_partition_serves(survivor)
-        await asyncio.sleep(4)
-        before = len(ledger.added)
-        broker.kill(own_kafka_cluster[0])
-        killed_at = time.monotonic()
-        broker_failover_s = await until_every_partition_serves(survivor)
-        while len(ledger.added) == before:  # writes go on with 2 brokers of 3
-            assert time.monotonic() - killed_at < 60, "no add succeeded after the broker died"
-            await asyncio.sleep(0.05)
-        writes_again_s = time.monotonic() - killed_at
-        await asyncio.sleep(4)
-        # Enough work for the ledger's check to mean something, however slow the machine
-        # (CI, two cores shared with other tests, once completed 49 in these 4 s).
-        while not enough_work(ledger):
-            assert time.monotonic() - killed_at < 180, "the cluster did too little after the kills"
-            await asyncio.sleep(0.1)
-        load.running = False
-        await asyncio.gather(*tasks)
-        print(f"kill -9 of an eventq process: every partition served again after "
-              f"{process_failover_s:.1f}s; kill -9 of a broker: after {broker_failover_s:.1f}s, "
-              f"adds acknowledged again after {writes_again_s:.1f}s; {len(ledger.added)} jobs "
-              f"added, {sum(ledger.leases.values())} leased, "
-              f"{sum(ledger.completed.values())} completed; errors {dict(ledger.errors)}")
-        await check_the_ledger(survivor)
-
-    async def check_the_ledger(port: int) -> None:
-        assert enough_work(ledger)
-        twice = [job for job, n in ledger.leases.items() if n > 1]
-        assert not twice, f"jobs received by two workers: {twice}"
-        twice = [job for job, n in ledger.completed.items() if n > 1]
-        assert not twice, f"jobs completed twice: {twice}"
-        async with await Client.connect(port=port) as client:
-            for job in ledger.added:
-                try:
-                    state = (await inspect_asked_again(client, job))["state"]
-                except NotFound:
-                    raise AssertionError(f"acknowledged job {job} is gone") from None
-                if ledger.completed[job]:
-                    assert state == COMPLETED, (job, state)
-                elif ledger.leases[job]:
-                    assert state in (LEASED, COMPLETED), (job, state)
-            # The survivors hold exactly what a replay of the command log derives.
-            for attempt in range(20):
-                live = await client.digest()
-                derived = derive_from_commands(bootstrap, cluster.settings["commands-topic"])
-                if state_digest(derived.jobs.values()) == live:
-                    break
-                await asyncio.sleep(0.5)  # a give-back may still be on its way
-            else:
-                raise AssertionError("the survivors' digest differs from a replay of the log")
-
-    try:
-        run(scenario())
-    finally:
-        cluster.stop()
-        for process in cluster.processes:
-            print(process.log_tail(15))

@@ -29,13 +29,16 @@ import pytest
 
 from eventq.client import Client
 from eventq.gateway.listeners import EXIT_CANNOT_START
+from support.shared import shared
 from tools.servers import ServerProcess, free_port
 from tools.tls_files import make_tls_files
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
+# The Spark test takes the suite's session (tests/support/shared.py), so the module runs
+# with the Spark tests, in their xdist group, and its broker starts once.
+SHARED_FIXTURES = ("spark",)
 
 PARTITIONS = 2
-FEEDBACK_S = 15.0  # a refusal is said within the first probe, not after retries
 CERT_VARIABLES = ("EVENTQ_KAFKA_SSL_CERTFILE", "EVENTQ_KAFKA_SSL_KEYFILE")
 
 
@@ -152,16 +155,19 @@ def test_eventq_serves_restarts_and_reads_its_logs(secured_kafka, tmp_path):
 
 
 def refused_serve(kafka: SecuredKafka, home, env: dict[str, str]) -> str:
-    """The log of a serve refused at its start, checked to be said at once."""
+    """The log of a serve refused at its start, checked to be said at once: at the first
+    answer of Kafka's, not after waiting for Kafka as for one that does not answer, and
+    then the exit (retrying would change nothing). How many seconds that took is the
+    machine's start of Python and a TLS handshake, printed, not asserted."""
     process = serve(kafka, home, f"no-{uuid.uuid4().hex[:8]}")
     process.env = env
     began = time.monotonic()
     process.launch()
-    code = process.process.wait(60)
-    took_s = time.monotonic() - began
+    code = process.process.wait(120)
+    print(f"refused after {time.monotonic() - began:.1f}s")
     log = process.log_tail()
-    assert code == EXIT_CANNOT_START, log  # retrying would change nothing
-    assert took_s < FEEDBACK_S, f"said after {took_s:.1f}s:\n{log}"
+    assert code == EXIT_CANNOT_START, log
+    assert "does not answer" not in log and "still waiting" not in log, log
     return log
 
 
@@ -192,7 +198,24 @@ def test_without_the_client_certificate_serve_is_told_what_to_set(secured_kafka,
 
 
 @pytest.mark.spark
-def test_spark_enqueues_and_snapshots(secured_kafka, tmp_path):
+def test_spark_enqueues_and_snapshots(secured_kafka, tmp_path, request, monkeypatch, capsys):
+    """`eventq spark` as the CLI runs it, in this process on the suite's Spark session
+    (``SHARED_FIXTURES``): the connector's security options go with each read and
+    write, not with the session, so a JVM of its own for each command proved nothing
+    more and cost two Spark starts."""
+    from eventq.spark import cli as spark_cli
+
+    shared(request.config, "spark").get()  # the active session the CLI takes
+    for variable, value in secured_kafka.env.items():
+        monkeypatch.setenv(variable, value)
+
+    def spark_command(*args: str) -> str:
+        capsys.readouterr()
+        code = spark_cli.main(["spark", *args])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        return out
+
     process = serve(secured_kafka, tmp_path / "server", f"spk-{uuid.uuid4().hex[:8]}")
     eventq("topics", "create", *topic_flags(process), env=secured_kafka.env)
     process.start()
@@ -201,18 +224,16 @@ def test_spark_enqueues_and_snapshots(secured_kafka, tmp_path):
         rows.write_text("".join(json.dumps({"n": i, "body": f"row {i}"}) + "\n"
                                 for i in range(50)))
         name = "spark-mtls"
-        out = eventq("spark", "enqueue", "--input", str(rows), "--format", "json",
-                     "--name", name, "--key-columns", "n", "--payload-column", "body",
-                     "--ttr-ms", "60000", "--ttl-ms", "600000", "--rejects",
-                     str(tmp_path / "rejects"), "--wait", *topic_flags(process),
-                     env=secured_kafka.env).stdout
+        out = spark_command("enqueue", "--input", str(rows), "--format", "json",
+                            "--name", name, "--key-columns", "n", "--payload-column", "body",
+                            "--ttr-ms", "60000", "--ttl-ms", "600000", "--rejects",
+                            str(tmp_path / "rejects"), "--wait", *topic_flags(process))
         assert "applied: all 50 rows are live" in out, out
         with Client("127.0.0.1", process.port) as client:
             job = client.lease(name, wait_timeout_ms=5_000)
             assert job.payload.startswith(b"row ")
-        out = eventq("spark", "snapshot", "--output", str(tmp_path / "snapshot"),
-                     "--output-format", "json", *topic_flags(process),
-                     env=secured_kafka.env).stdout
+        out = spark_command("snapshot", "--output", str(tmp_path / "snapshot"),
+                            "--output-format", "json", *topic_flags(process))
         jobs = [json.loads(line) for path in (tmp_path / "snapshot").rglob("*.json")
                 for line in path.read_text().splitlines()]
         assert sum(1 for job in jobs if job.get("name") == name) == 50, out

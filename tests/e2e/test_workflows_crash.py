@@ -144,8 +144,11 @@ def crash_after(coroutine, server: ServerProcess, port: int) -> None:
     until_every_partition_serves(port)
 
 
-def test_a_kill_with_notices_in_flight_releases_every_dependent_once(own_broker, tmp_path):
-    server = ServerProcess(own_broker.bootstrap, "dagkill", tmp_path / "server", partitions=4)
+def test_a_kill_with_notices_in_flight_releases_every_dependent_once(kafka_bootstrap,
+                                                                    topic_prefix, tmp_path):
+    # The session's broker: only the server dies here.
+    server = ServerProcess(kafka_bootstrap, topic_prefix, tmp_path / "server", partitions=4)
+    commands, jobs = f"{topic_prefix}.commands", f"{topic_prefix}.jobs"
     server.create_topics()
     server.start()
     graph = Graph()
@@ -164,13 +167,12 @@ def test_a_kill_with_notices_in_flight_releases_every_dependent_once(own_broker,
         server.stop()
     # Jobs and the inputs beside them (eventq/core/digest.py), folded from the command
     # log and read from the state log, as the live server holds them.
-    derived = derive_from_commands(own_broker.bootstrap, "dagkill.commands")
+    derived = derive_from_commands(kafka_bootstrap, commands)
     assert len(derived.inputs) == 3 * UPSTREAMS  # 2 per ring dependent, 16 of the fan-in
     assert derived.digest() == live_digest
-    assert latest_state(own_broker.bootstrap, "dagkill.jobs").digest() == live_digest
+    assert latest_state(kafka_bootstrap, jobs).digest() == live_digest
     # The CLI says the same, both ways.
-    flags = ["--bootstrap", own_broker.bootstrap, "--commands-topic", "dagkill.commands",
-             "--jobs-topic", "dagkill.jobs"]
+    flags = ["--bootstrap", kafka_bootstrap, "--commands-topic", commands, "--jobs-topic", jobs]
     for source in ([], ["--from-commands"]):
         out = subprocess.run([sys.executable, "-m", "eventq.cli", "digest", *source, *flags],
                              capture_output=True, text=True, timeout=120)

@@ -6,8 +6,10 @@ Its own server (module fixture), so the command log holds only this workload.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
+from dataclasses import dataclass
 
 import pytest
 
@@ -31,27 +33,61 @@ def kafka_flags(server) -> list[str]:
 LEASED_FOR_MS = 3_600_000
 
 
+@dataclass(frozen=True)
+class Spans:
+    """The longest each kind of interval of the workload can be, by this test's clock:
+    the broker stamps each command within its request's round trip, so an interval is at
+    most from the first request's send to the second's reply. Its sleeps make it at
+    least as long as they are. So a histogram is checked by the buckets those bounds
+    allow, however busy the machine (on an idle one that is the one bucket the sleeps
+    name: waits 1s, runs 2s), and the speed of the requests is not asserted."""
+
+    timed_wait_ms: int  # queue timed's adds to its leases
+    timed_run_ms: int  # its leases to the complete and the fail
+    quick_ms: int  # any interval of queue quick
+
+
+def labels_between(low_ms: int, high_ms: int) -> set[str]:
+    """The labels of the buckets from ``low_ms``'s to ``high_ms``'s."""
+    labels, at_ms = set(), low_ms
+    while at_ms <= high_ms:
+        lower_s, width_s = core_histogram.bucket_of(at_ms)
+        labels.add(core_histogram.label(lower_s, width_s))
+        at_ms = (lower_s + width_s) * 1000
+    return labels
+
+
+def ms_since(began: float) -> int:
+    """Milliseconds since ``began``, and one more: the broker stamps whole milliseconds."""
+    return math.ceil((time.monotonic() - began) * 1000) + 1
+
+
 @pytest.fixture(scope="module")
-def workload(server):
+def spans(server) -> Spans:
     """Queue `timed`: 4 adds; 1.5 s later 3 leases (waits in bucket 1s); 2.5 s later one
     complete and one fail (runs in bucket 2s); one job left leased, one new.
     Queue `quick`: a job leased and completed at once; a job failed at once (max-fails 2,
     so retried), leased again 1.2 s after that fail (wait 1s, from the retry) and completed.
     """
 
-    async def scenario():
+    async def scenario() -> Spans:
         async with await Client.connect(port=server.port) as c:
+            timed_began = time.monotonic()
             ids = [uuid.uuid4() for _ in range(4)]
             for job_id in ids:  # a TTR past the module's end: the job left leased stays
                 # so while Spark and the server are compared (CI 2026-11-27: a 60 s TTR
                 # ran out on a busy machine, and the server had it "new" again)
                 await c.add(job_id, "timed", LEASED_FOR_MS, 2 * LEASED_FOR_MS, b"t")
             await asyncio.sleep(1.5)
+            leases_began = time.monotonic()
             leased = [await c.lease("timed", 1000) for _ in range(3)]
+            timed_wait_ms = ms_since(timed_began)
             await asyncio.sleep(2.5)
             await c.complete(leased[0].id, b"ok")
             await c.fail(leased[1].id, b"no")
+            timed_run_ms = ms_since(leases_began)
 
+            quick_began = time.monotonic()
             quick, retried = uuid.uuid4(), uuid.uuid4()
             await c.add(quick, "quick", 60_000, 600_000, b"q")
             await c.complete((await c.lease("quick", 1000)).id, b"ok")
@@ -59,18 +95,26 @@ def workload(server):
             await c.fail((await c.lease("quick", 1000)).id, b"try again")
             await asyncio.sleep(1.2)
             await c.complete((await c.lease("quick", 1000)).id, b"ok at last")
+            quick_ms = ms_since(quick_began)
             with pytest.raises(NotFound):  # refused by the processor: in the log, not counted
                 await c.complete(uuid.uuid4(), b"")
+            return Spans(timed_wait_ms, timed_run_ms, quick_ms)
 
-    asyncio.run(scenario())
+    measured = asyncio.run(scenario())
     # The state log follows the applied commands: wait until it holds the server's state.
     deadline = time.monotonic() + 60
     while True:
         jobs, _ = latest_jobs(server.bootstrap, server.settings["jobs-topic"])
         if state_digest(jobs.values()) == asyncio.run(digest(server)):
-            return server
+            return measured
         assert time.monotonic() < deadline, "the state log never caught up with the server"
         time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def workload(server, spans):
+    """The server, once ``spans``'s workload is in its logs."""
+    return server
 
 
 async def digest(server) -> str:
@@ -82,7 +126,7 @@ def by_queue(rows, queue):
     return [r for r in rows if r["queue"] == queue]
 
 
-def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload):
+def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload, spans):
     stats = compute_stats(
         spark, bootstrap=workload.bootstrap,
         commands_topic=workload.settings["commands-topic"],
@@ -108,16 +152,25 @@ def test_counts_by_state_and_histograms_of_a_known_workload(spark, workload):
         return {r["label"]: r["count"] for r in stats.histogram
                 if r["queue"] == queue and r["metric"] == metric}
 
-    assert buckets("timed", "wait") == {"1s": 3}
-    assert buckets("timed", "run") == {"2s": 2}
-    assert buckets("quick", "wait") == {"0s": 2, "1s": 1}
-    assert buckets("quick", "run") == {"0s": 3}
+    def assert_within(counts: dict[str, int], total: int, low_ms: int, high_ms: int) -> None:
+        assert sum(counts.values()) == total, counts
+        assert set(counts) <= labels_between(low_ms, high_ms), (counts, low_ms, high_ms)
+
+    # Each measured from where it should be: a wait from the add (or the retry), a run
+    # from the lease; so the sleeps between them are in it (spans: where else it may fall).
+    assert_within(buckets("timed", "wait"), 3, 1500, spans.timed_wait_ms)
+    assert_within(buckets("timed", "run"), 2, 2500, spans.timed_run_ms)
+    quick_waits = buckets("quick", "wait")
+    assert_within(quick_waits, 3, 0, spans.quick_ms)
+    from_the_retry = labels_between(1200, spans.quick_ms)
+    assert sum(n for label, n in quick_waits.items() if label in from_the_retry) >= 1
+    assert_within(buckets("quick", "run"), 3, 0, spans.quick_ms)
     assert all(r["width_s"] == 1 for r in stats.histogram)
 
     summary = {(r["queue"], r["metric"]): r for r in stats.summary}
     timed_wait = summary["timed", "wait"]
-    assert timed_wait["count"] == 3 and 1500 <= timed_wait["p50_ms"] < 2000
-    assert 2500 <= summary["timed", "run"]["max_ms"] < 3000
+    assert timed_wait["count"] == 3 and 1500 <= timed_wait["p50_ms"] <= spans.timed_wait_ms
+    assert 2500 <= summary["timed", "run"]["max_ms"] <= spans.timed_run_ms
 
     table = format_stats(stats)
     assert "queue timed" in table and "queue quick" in table
@@ -150,7 +203,8 @@ def test_the_servers_live_statistics_equal_spark_stats(spark, workload):
     assert rows(live["states"], state_keys) == rows(stats.states, state_keys)
 
 
-def test_stats_cli_prints_the_table_and_writes_the_tables(spark, workload, tmp_path, capsys):
+def test_stats_cli_prints_the_table_and_writes_the_tables(spark, workload, spans, tmp_path,
+                                                         capsys):
     output = str(tmp_path / "stats")
     code = spark_cli.main(["spark", "stats", "--queue", "timed", "--output", output,
                            *kafka_flags(workload)])
@@ -158,8 +212,12 @@ def test_stats_cli_prints_the_table_and_writes_the_tables(spark, workload, tmp_p
     assert code == 0, out
     assert "queue timed" in out and "queue quick" not in out
     histogram_rows = spark.read.parquet(f"{output}/histogram").collect()
-    assert {(r["metric"], r["label"], r["count"]) for r in histogram_rows} == {
-        ("wait", "1s", 3), ("run", "2s", 2)}
+    for metric, total, low_ms, high_ms in (("wait", 3, 1500, spans.timed_wait_ms),
+                                           ("run", 2, 2500, spans.timed_run_ms)):
+        rows = [r for r in histogram_rows if r["metric"] == metric]
+        assert sum(r["count"] for r in rows) == total, rows
+        assert {r["label"] for r in rows} <= labels_between(low_ms, high_ms), rows
+    assert {r["metric"] for r in histogram_rows} == {"wait", "run"}
     assert spark.read.parquet(f"{output}/states").count() == 4
 
 

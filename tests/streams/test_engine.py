@@ -103,6 +103,12 @@ def test_a_cancelled_submit_abandons_only_what_may_be_in_the_log(sent):
     assert asyncio.run(main()) == ([0] if sent else [])
 
 
+# Far from anything the tests wait for: a submit that waited for it would fail them (by
+# the bounds below) instead of passing late.
+FAR_WRITE_TIMEOUT_MS = 60_000
+FAR_GUARD_S = 30.0
+
+
 def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
     """A rebalance takes the partition (streams/faust/ownership.py revoked -> Engine.let_go):
     its new owner applies the claim, never this process, so the lease hears at once
@@ -110,7 +116,7 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
     the claim's TTR could count the attempt (the paused-owner test's seed: a give-back
     5 s late, after the new owner had timed the attempt out)."""
     async def main() -> tuple[list[int], float]:
-        engine, producer = real_engine(write_timeout_ms=5000)
+        engine, producer = real_engine(write_timeout_ms=FAR_WRITE_TIMEOUT_MS)
         abandoned: list[int] = []
         claim = core.StartAttempt(uuid.uuid4(), 1)
         task = asyncio.ensure_future(engine.submit(claim, abandoned.append))
@@ -130,12 +136,13 @@ def test_a_command_awaited_in_a_partition_that_left_is_abandoned_at_once():
 
     abandoned, took_s = asyncio.run(main())
     assert abandoned == [0]
-    assert took_s < 1.0  # not the 5 s write deadline
+    assert took_s < FAR_WRITE_TIMEOUT_MS / 1000 / 2  # at the let-go, not the write deadline
 
 
 def test_a_command_in_the_log_but_not_applied_by_its_deadline_may_take_effect():
     """One timer for every submit (streams/deadlines.py) ends each at its own deadline,
-    as ``asyncio.timeout`` did: not before it."""
+    as ``asyncio.timeout`` did: not before it (how soon after is the timer's speed, not
+    asserted)."""
     async def main() -> tuple[list[int], float]:
         engine, producer = real_engine(write_timeout_ms=200)
         abandoned: list[int] = []
@@ -150,10 +157,13 @@ def test_a_command_in_the_log_but_not_applied_by_its_deadline_may_take_effect():
 
     abandoned, took_s = asyncio.run(main())
     assert abandoned == [0]
-    assert 0.2 <= took_s < 0.4
+    assert took_s >= 0.2  # the deadline, not before
 
 
 def test_a_submit_applied_in_time_is_answered_and_later_deadlines_still_fall_due():
+    """After an answer, the one timer still ends each later submit at its deadline, not
+    before: each raises ServerError itself (the far guard's TimeoutError would say the
+    deadline never fell due)."""
     async def main() -> tuple[object, list[float]]:
         engine, producer = real_engine(write_timeout_ms=300)
         loop = asyncio.get_running_loop()
@@ -167,13 +177,13 @@ def test_a_submit_applied_in_time_is_answered_and_later_deadlines_still_fall_due
         ends: list[float] = []
         for _ in range(2):
             with pytest.raises(ServerError):  # never acknowledged, or never sent
-                await asyncio.wait_for(engine.submit(core.Delete(uuid.uuid4())), 1)
+                await asyncio.wait_for(engine.submit(core.Delete(uuid.uuid4())), FAR_GUARD_S)
             ends.append(loop.time() - later_started)
         return answered, ends
 
     answered, ends = asyncio.run(main())
     assert answered == "applied"
-    assert 0.3 <= ends[0] < 0.5 and 0.6 <= ends[1] < 0.9
+    assert ends[0] >= 0.3 and ends[1] - ends[0] >= 0.3  # each its whole deadline
 
 
 def test_a_command_awaited_once_the_partitions_may_be_lost_is_answered_at_the_next_check():
@@ -181,10 +191,16 @@ def test_a_command_awaited_once_the_partitions_may_be_lost_is_answered_at_the_ne
     still holds its partitions (streams/faust/lease.py)."""
     from streams.engine import HOLD_CHECK_S
 
-    async def main() -> tuple[list[int], float]:
-        engine, producer = real_engine(write_timeout_ms=5000)
+    async def main() -> tuple[list[int], float, list[bool]]:
+        engine, producer = real_engine(write_timeout_ms=FAR_WRITE_TIMEOUT_MS)
         held = [True]
-        engine.holds = lambda: held[0]
+        asked: list[bool] = []
+
+        def holds() -> bool:
+            asked.append(held[0])
+            return held[0]
+
+        engine.holds = holds
         abandoned: list[int] = []
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(engine.submit(core.Delete(uuid.uuid4()), abandoned.append))
@@ -192,13 +208,16 @@ def test_a_command_awaited_once_the_partitions_may_be_lost_is_answered_at_the_ne
         producer.gate.set_result(None)
         await asyncio.sleep(0.01)
         taken = loop.time()
-        await asyncio.sleep(HOLD_CHECK_S * 1.5)  # one check passed: still held
-        assert not task.done()
+        # One check passed (still held): its timer was due before this sleep's, and the
+        # loop runs due timers in order, however late it runs them.
+        await asyncio.sleep(HOLD_CHECK_S * 1.5)
+        assert not task.done() and asked == [True, True]  # the submit's own, one check
         held[0] = False
         with pytest.raises(MayTakeEffect, match="may have lost the job's partition"):
             await task
-        return abandoned, loop.time() - taken
+        return abandoned, loop.time() - taken, asked
 
-    abandoned, took_s = asyncio.run(main())
+    abandoned, took_s, asked = asyncio.run(main())
     assert abandoned == [0]
-    assert 1.9 * HOLD_CHECK_S <= took_s < 2.6 * HOLD_CHECK_S  # at the second check
+    assert asked == [True, True, False]  # answered at the second check, the first "no"
+    assert took_s >= 1.9 * HOLD_CHECK_S  # not before it

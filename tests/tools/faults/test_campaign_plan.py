@@ -6,7 +6,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.faults.campaign import BROKER_FAULTS, PROCESS_FAULTS, QUIET_S, plan_faults
+from tools.faults.campaign import (
+    BROKER_FAULTS,
+    PROCESS_FAULTS,
+    QUIET_S,
+    SESSION_TIMEOUT_MS,
+    SUITE_SECONDS,
+    SUITE_SEED,
+    plan_faults,
+)
 
 
 def active_at(faults, moment):
@@ -37,3 +45,16 @@ def test_a_minute_has_several_faults_and_some_runs_have_two_at_once():
     assert kinds == set(PROCESS_FAULTS + BROKER_FAULTS)
     pauses = [f for plan in plans for f in plan if f.kind == "pause-process"]
     assert sum(f.duration_s > 6 for f in pauses) > len(pauses) / 2  # mostly past the session
+
+
+def test_the_suites_one_run_has_every_kind_of_fault():
+    """The suite runs the campaign once (tests/e2e/test_fault_campaign.py): its plan has
+    each kind, two at once, a pause past the session timeout, and a kill -9 of an eventq
+    process before one of a broker (what the suite's scale-out test did by hand)."""
+    plan = plan_faults(SUITE_SEED, SUITE_SECONDS)
+    assert {f.kind for f in plan} == set(PROCESS_FAULTS + BROKER_FAULTS)
+    assert any(len(active_at(plan, f.start_s)) == 2 for f in plan)
+    assert any(f.kind == "pause-process" and f.duration_s > SESSION_TIMEOUT_MS / 1000
+               for f in plan)
+    kills = [f.kind for f in plan if f.kind.startswith("kill-")]
+    assert kills.index("kill-process") < kills.index("kill-broker")

@@ -157,7 +157,7 @@ def test_owners_of_connections_finds_this_process_in_the_real_proc():
 
 QUIET_S = 0.5  # how long "nothing arrives" is watched
 RECV_TIMEOUT_S = 5.0
-DELAY_MS = 300
+DELAY_MS = 600
 DELAY_S = DELAY_MS / 1000
 TIMER_SLACK_S = 0.005  # the event loop's clock and timers are per millisecond
 
@@ -310,7 +310,9 @@ def test_delay_delays_each_chunk_and_keeps_order(proxy, route):
         first_s = time.monotonic() - sent
         assert receive_exactly(server, 1) == b"b"
         second_s = time.monotonic() - sent
-        assert DELAY_S - TIMER_SLACK_S <= first_s < DELAY_S + 0.3  # 2 busy cores
+        # Held for its delay, and once: not also behind another chunk's (how soon after
+        # its delay it passes is the proxy's speed, not asserted).
+        assert DELAY_S - TIMER_SLACK_S <= first_s < 2 * DELAY_S
         assert second_s >= DELAY_S + 0.1 - TIMER_SLACK_S
         began = time.monotonic()
         server.sendall(b"c")  # the way back is delayed too
