@@ -59,7 +59,7 @@ def command_word(command: Command | QueueCommand | RecurrenceCommand) -> str:
 def command_record(command: Command | QueueCommand | RecurrenceCommand, *,
                    node: str | None = None, request_id: int | None = None,
                    issuer: str | None = None) -> bytes:
-    """The command's record (eventq/core/codec.py ``encode_command``, which encodes a
+    """The command's record (eventq/core/codec/commands.py ``encode_command``, which encodes a
     recurrence's commands as well, though its signature names a job's and a queue's)."""
     return encode_command(command, node=node, request_id=request_id,  # type: ignore[arg-type]
                           issuer=issuer)

@@ -197,3 +197,22 @@ def test_the_checker_finds_paths_that_do_not_exist(tmp_path):
             "tests/nowhere.py, docs/<name>.md, bench/*_bench.py, tools/*.py, "
             "https://example.com/eventq/gone.py and my/eventq/gone.py")
     assert missing_paths(text, tmp_path) == ["tests/nowhere.py", "tools/*.py"]
+
+
+# An issue of the project's tracker, cited by number ("issue N's size"): a reader of the
+# code cannot follow it, and the number says nothing of why. Say what the figure or the
+# rule is, and cite docs/ for the design. Other projects' issues (faust-streaming#223)
+# are references a reader can follow, and are not matched.
+ISSUE_CITE = re.compile(r"\b[Ii]ssues? #?\d+")
+
+
+def test_no_comment_or_doc_cites_an_issue_number():
+    broken = [f"{name}: {cite}" for name, text in prose_of_sources()
+              for cite in ISSUE_CITE.findall(text)]
+    assert not broken, "say what the issue asked, not its number:\n" + "\n".join(broken)
+
+
+def test_the_checker_finds_issue_numbers():
+    assert ISSUE_CITE.findall("issue 30's size; Issue 13: metrics; issues #4") == [
+        "issue 30", "Issue 13", "issues #4"]
+    assert ISSUE_CITE.findall("faust-streaming#223 and an issue of faust's") == []

@@ -1,4 +1,4 @@
-"""Recurring jobs on a real broker (issue 31; docs/workflows.md, "Recurring jobs"): a
+"""Recurring jobs on a real broker (docs/workflows.md, "Recurring jobs"): a
 recurrence of every=1000 ms adds a job per second, each with the spec's id for its
 slot; across a kill -9 of the server and its restart, and across a fail-over of the
 recurrence's partition to another process, no slot fires twice (each slot's job exists

@@ -168,7 +168,7 @@ FAILOVER_S = 90.0  # a bound on the survivors taking the killed process's partit
 
 def test_three_processes_with_tls_and_tokens_forward_and_fail_over(kafka_bootstrap, tmp_path,
                                                                     files):
-    """Issue 32: three processes with one tokens file and one CA (mTLS), clients over TLS
+    """Three processes with one tokens file and one CA (mTLS), clients over TLS
     with a non-admin token. Requests for jobs another process owns are forwarded over
     the TLS peer links (as admin, for the client); after kill -9 of one process the
     others serve its partitions, and every acknowledged job is read back through a

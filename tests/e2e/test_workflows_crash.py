@@ -1,4 +1,4 @@
-"""Workflows survive a kill -9 with notices in flight (issue 30; docs/workflows.md, "Determinism"):
+"""Workflows survive a kill -9 with notices in flight (docs/workflows.md, "Determinism"):
 the processor that applies a complete writes the `upstream` notices
 into the dependents' partitions before its input is committed, so a crash repeats them
 at worst, and each is applied once by the positions it names.
