@@ -40,6 +40,7 @@ from eventq.console.progress import Progress
 from eventq.core import CodecError, EventType, Import, decode_state, encode_command
 from eventq.core.batch import offset_of
 from eventq.core.codec import EVENT_KEY, EVENT_KEYS, JOB_KEY, JOB_KEYS, TYPE_KEY, VERSION_KEY
+from eventq.core.job import has_workflow, was_retried
 from eventq.core.partitioner import job_key, partition_for_key
 from eventq.kafka.bulklane import end_offsets
 from eventq.migrate.mapping import Unimportable, import_command
@@ -482,11 +483,16 @@ def wait_applied(
 
 
 def _same_job(value: bytes, command: Import) -> bool:
+    """Whether the live job of a state record is the one ``command`` would import. A job
+    with upstreams, a failure group or a retry's fields was made by eventq after the
+    import (no workq job has them): never the same, and it has no snapshot to compare."""
     try:
         _, job = decode_state(value)
     except CodecError:
         return False
-    return job is not None and Import.from_job(job) == command
+    if job is None or has_workflow(job) or was_retried(job):
+        return False
+    return Import.from_job(job) == command
 
 
 # ---------------------------------------------------------------------------- run
