@@ -46,9 +46,9 @@ from eventq.gateway.dispatch import Gateway  # noqa: E402
 from eventq.gateway.handlers import LocalAnswers  # noqa: E402
 from eventq.gateway.leasing import Handover, Leasing  # noqa: E402
 from eventq.gateway.server import GatewayStats  # noqa: E402
-from eventq.observe.livestats import LiveStats  # noqa: E402
 from eventq.protocol import Parser  # noqa: E402
 from eventq.state.indexes import JobIndex  # noqa: E402
+from eventq.state.livestats import LiveStats  # noqa: E402
 from eventq.state.waiters import Waiters  # noqa: E402
 from streams.command_writer import CommandWriter  # noqa: E402
 from streams.engine import Engine  # noqa: E402

@@ -55,7 +55,6 @@ from eventq.core.partitioner import job_key
 from eventq.core.recurrence import Changed, recurrence_table_key
 from eventq.core.step import RecurrenceStep, Step, step, step_recurrence, unappliable
 from eventq.core.workflow import REGISTRATION_KEY_PREFIX, Registration, registration_ids
-from eventq.observe.livestats import LiveStats
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import (
     LEGACY_WATERMARK_KEY,
@@ -64,6 +63,7 @@ from eventq.state.jobs_table import (
     paused_key,
     read_pause_record,
 )
+from eventq.state.livestats import LiveStats
 from eventq.state.waiters import Applied, Waiters
 from streams.batch_effects import BatchEffects
 from streams.counters import Counters

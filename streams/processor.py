@@ -42,10 +42,10 @@ from eventq.core import CodecError
 from eventq.core.batch import NOTHING_ADMITTED, SliceSource, admits, position, read_record
 from eventq.core.followups import FollowUp
 from eventq.limits import MAX_STATE_RECORD_BYTES
-from eventq.observe.buckets import BATCH_COMMANDS, Histogram
-from eventq.observe.livestats import LiveStats
+from eventq.state.buckets import BATCH_COMMANDS, Histogram
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import BULK_ADMITTED_KEY
+from eventq.state.livestats import LiveStats
 from eventq.state.waiters import Waiters
 from streams.apply import CommandApplier, CommandRecord
 from streams.batch_effects import BatchEffects, Changelog

@@ -42,8 +42,9 @@ LAYERS = (
     ("eventq.core", "eventq.protocol", "eventq.cmdlog"),
     ("eventq.kafka", "eventq.state"),
     ("eventq.settings",),
-    ("eventq.gateway", "streams", "eventq.client", "eventq.worker", "eventq.observe",
-     "eventq.spark", "eventq.migrate"),
+    ("eventq.gateway", "streams", "eventq.client", "eventq.worker", "eventq.spark",
+     "eventq.migrate"),
+    ("eventq.observe",),  # the dashboard reads through the gateway, the metrics the processor
     ("eventq.run",),
     ("eventq.cli",),
 )
@@ -51,7 +52,7 @@ PURE = (
     "eventq.errors", "eventq.limits", "eventq.address", "eventq.core", "eventq.protocol",
     "eventq.state.indexes", "eventq.client.calls", "eventq.client.models",
     "eventq.client.errors", "eventq.spark.rows", "eventq.spark.ids", "eventq.observe.pages",
-    "eventq.observe.livestats",
+    "eventq.state.livestats",
     "eventq.spark.arrow", "eventq.spark.enqueue_rows", "eventq.spark.state_rows",
 )
 IO = (

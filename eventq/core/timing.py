@@ -1,7 +1,7 @@
 """When a job waited and ran: the one rule for wait and run times (pure).
 
 Both ``eventq spark stats`` (folding the command log, eventq/core/fold.py) and the
-processor's live statistics (eventq/observe/livestats.py) measure with this rule, so
+processor's live statistics (eventq/state/livestats.py) measure with this rule, so
 their histograms agree:
 
     wait = lease time (attempt started) - when the job became ready to lease: its add

@@ -23,11 +23,11 @@ from eventq.gateway.dispatch import Gateway
 from eventq.gateway.leasing import Handover
 from eventq.gateway.listeners import LISTEN_BACKLOG
 from eventq.gateway.tls import TLS_HANDSHAKE_TIMEOUT_S
-from eventq.observe.buckets import REQUEST_SECONDS, Histogram
 from eventq.protocol import As, Auth, Close, Parser, Peer
 from eventq.protocol.access import UNAUTHORIZED, Access, Caller, TokenStore
 from eventq.protocol.grammar import VERB_OF
 from eventq.state import callers
+from eventq.state.buckets import REQUEST_SECONDS, Histogram
 
 log = logging.getLogger(__name__)
 

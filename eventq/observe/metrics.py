@@ -2,7 +2,7 @@
 "Metrics and the dashboard").
 
 Nothing here runs on the hot path: the processor and the gateway keep plain integers
-and fixed histograms (eventq/observe/buckets.py, livestats.py), and this collector
+and fixed histograms (eventq/state/buckets.py, livestats.py), and this collector
 turns them into metric families only when ``/metrics`` is scraped. Its registry is
 this process's own (no global registry: two servers in one test process stay apart).
 """
@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector
 
 from eventq.core.events import EventType
 from eventq.core.job import State
-from eventq.observe.buckets import Histogram
-from eventq.observe.livestats import LiveStats
+from eventq.state.buckets import Histogram
+from eventq.state.livestats import LiveStats
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

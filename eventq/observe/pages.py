@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from eventq.client.models import JobInfo
 from eventq.limits import MAX_ATTEMPTS_LIMIT
-from eventq.observe.livestats import Durations
+from eventq.state.livestats import Durations
 
 REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048

@@ -42,10 +42,10 @@ from eventq.observe import pages, webauth
 from eventq.observe.chart import line_chart
 from eventq.observe.history import SAMPLE_EVERY_S, History
 from eventq.observe.joblog import JobHistory, job_history
-from eventq.observe.livestats import QueueStats
 from eventq.observe.metrics import CONTENT_TYPE, exposition, records_behind, registry_of
 from eventq.protocol import Parser
 from eventq.protocol.access import Grant, TokenStore
+from eventq.state.livestats import QueueStats
 
 if TYPE_CHECKING:
     from eventq.gateway.dispatch import Gateway

@@ -29,10 +29,10 @@ from eventq.address import address_of
 from eventq.kafka.bulklane import bulk_group_id
 from eventq.kafka.security import faust_options
 from eventq.limits import KAFKA_MESSAGE_BYTES
-from eventq.observe.livestats import LiveStats
 from eventq.settings import Settings
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import ROCKSDB_OPTIONS
+from eventq.state.livestats import LiveStats
 from eventq.state.waiters import Waiters
 from streams.catch_up import CHECK_EVERY_S as CATCH_UP_CHECK_S
 from streams.catch_up import STALL_S as CATCH_UP_STALL_S

@@ -22,10 +22,10 @@ from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.dispatch import Gateway
 from eventq.gateway.handlers import LocalAnswers
 from eventq.gateway.leasing import Handover, Leasing
-from eventq.observe.livestats import LiveStats
 from eventq.protocol.parser import Parser
 from eventq.protocol.reply_reader import reply_end
 from eventq.state import callers
+from eventq.state.livestats import LiveStats
 from eventq.state.offers import Offers
 from streams.memory import Driver, MemoryLog
 from streams.processor import Processor

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 from eventq.core import Accepted, Add, Complete, Fail, StartAttempt, apply
 from eventq.core.fold import JobFold
-from eventq.observe.livestats import LiveStats
+from eventq.state.livestats import LiveStats
 from support.core_strategies import histories
 
 T0 = 1_700_000_000_000
@@ -119,7 +119,7 @@ def test_remembered_times_are_bounded():
 
 
 def test_queues_past_the_limit_are_counted_together():
-    from eventq.observe.livestats import OTHER_QUEUES
+    from eventq.state.livestats import OTHER_QUEUES
 
     stats = LiveStats(max_queues=3)
     for n in range(10):

@@ -1,10 +1,10 @@
-"""Fixed-bucket histograms for metrics (eventq/observe/buckets.py)."""
+"""Fixed-bucket histograms for metrics (eventq/state/buckets.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from eventq.observe.buckets import Histogram
+from eventq.state.buckets import Histogram
 
 
 def test_a_fixed_histogram_counts_values_at_or_below_each_bound():
