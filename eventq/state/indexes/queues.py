@@ -216,20 +216,23 @@ class Queues:
     def ready_page_keys(
         self, name: str, now_ms: int, offset: int, limit: int
     ) -> list[tuple[int, uuid.UUID]]:
-        queue = self.by_name.get(name)
-        if queue is None:
-            return []
-        queue.promote_due(now_ms)
-        return [(key, id_of(key)) for key in queue.ready.islice(offset, offset + limit)]
+        return self._page_keys(name, now_ms, "ready", offset, limit)
 
     def scheduled_page_keys(
         self, name: str, now_ms: int, offset: int, limit: int
     ) -> list[tuple[int, uuid.UUID]]:
+        return self._page_keys(name, now_ms, "scheduled", offset, limit)
+
+    def _page_keys(
+        self, name: str, now_ms: int, which: str, offset: int, limit: int
+    ) -> list[tuple[int, uuid.UUID]]:
+        """A page of one of a queue's sorted lists, after moving what is due to ready."""
         queue = self.by_name.get(name)
         if queue is None:
             return []
         queue.promote_due(now_ms)
-        return [(key, id_of(key)) for key in queue.scheduled.islice(offset, offset + limit)]
+        keys = queue.ready if which == "ready" else queue.scheduled
+        return [(key, id_of(key)) for key in keys.islice(offset, offset + limit)]
 
     def waiting_page_keys(self, name: str, offset: int, limit: int) -> list[tuple[int, uuid.UUID]]:
         queue = self.by_name.get(name)
