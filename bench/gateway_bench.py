@@ -24,12 +24,13 @@ processes' CPU together. Variants are interleaved with ``--rounds``.
 the same way. After each server stops, its own account of what it wrote is printed
 (commands per record, records applied, changelog transactions).
 
-``--security`` measures the cost of TLS and tokens on the hot path (docs/security.md),
-interleaved with the plain variant: tokens only, TLS only, and both (a tokens file and
-a CA-signed certificate made in the run's temporary directory; every load client
-connects over TLS trusting that CA and/or sends ``auth`` with a producer,worker token
-first, so each request passes the role check). Give ``--security tls+tokens`` (or a
-comma-separated subset of ``tokens,tls,tls+tokens``) for fewer variants.
+``--security`` measures the cost of TLS and tokens on the hot path
+(docs/security.md, "Where tokens and certificates come from"), interleaved with the
+plain variant: tokens only, TLS only, and both (a tokens file and a CA-signed
+certificate made in the run's temporary directory; every load client connects over TLS
+trusting that CA and/or sends ``auth`` with a producer,worker token first, so each
+request passes the role check). Give ``--security tls+tokens`` (or a comma-separated
+subset of ``tokens,tls,tls+tokens``) for fewer variants.
 """
 
 from __future__ import annotations

@@ -143,10 +143,12 @@ INVALID_DELAY = "Invalid Delay"  # `retry -delay=`
 INVALID_COUNT = "Invalid Count"  # `retry-group`'s count
 INVALID_EVERY = "Invalid Every"  # `recur`'s every-ms
 INVALID_WAIT_TIMEOUT = "Invalid wait timeout"
-# [eventq] docs/security.md: a verb none of the token's roles may use, or a queue name
-# outside its prefix (check 6a)
+# [eventq] A verb none of the token's roles may use (docs/security.md, "Tokens and
+# roles"), or a queue name outside its prefix (check 6a: docs/security.md, "Queue-name
+# prefixes")
 FORBIDDEN = "Forbidden"
-# [eventq] docs/security.md: a server with tokens, and none given that it holds
+# [eventq] docs/security.md, "Fail closed": a server with tokens, and none given that it
+# holds
 UNAUTHORIZED = "Unauthorized"
 DUPLICATE_JOB = "Duplicate job"
 DUPLICATE_RESULT = "Duplicate result"

@@ -51,7 +51,8 @@ MAX_DEADLINE_MS = 2**64 - 1  # time + a huge TTL saturates here (msgpack's uint6
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
 MAX_REQUEST_ID = 2**64 - 1  # correlation id carried by a command, unsigned 64-bit
 MAX_NODE_BYTES = 255  # name of the node that issued a command (UTF-8)
-# [eventq] audit (docs/security.md): the name of the token that issued a command (UTF-8)
+# [eventq] audit (docs/security.md, "Queue-name prefixes"): the name of the token that
+# issued a command (UTF-8)
 MAX_ISSUER_BYTES = 255
 
 # --- Record sizes, from the protocol up (docs/architecture.md, "Limits") -----------------

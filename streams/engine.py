@@ -178,7 +178,8 @@ class Engine:
         submission: _Submission | None = None
         partition, written = -1, None
         try:
-            # [eventq] audit (docs/security.md): the name of the token it is issued for.
+            # [eventq] audit (docs/security.md, "Queue-name prefixes"): the name of the
+            # token it is issued for.
             partition, written = self._write(command, command_record(
                 command, node=self.node, request_id=request_id, issuer=callers.issuer()))
             # Before any await, so nothing can be applied yet; with its partition, which a
@@ -283,7 +284,7 @@ class Engine:
             raise NotWritten("eventq is starting: the Kafka producer is not ready yet; retry")
         key = b"queue:" + command.name.encode()
         owned = self.store.active
-        issuer = callers.issuer()  # audit (docs/security.md)
+        issuer = callers.issuer()  # audit (docs/security.md, "Queue-name prefixes")
         expected: list[tuple[int, asyncio.Future[Applied]]] = []
         written: list[asyncio.Future[int]] = []
         try:

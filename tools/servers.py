@@ -96,8 +96,8 @@ class ServerProcess:
         self.process = None
         self.log_path = home / f"server-{os.getpid()}.log"
         self.starts = 0
-        # Sent before a readiness probe to a server with tokens (docs/security.md), and
-        # the TLS context of the probe of a server that speaks TLS.
+        # Sent before a readiness probe to a server with tokens (docs/security.md, "Fail
+        # closed"), and the TLS context of the probe of a server that speaks TLS.
         self.ready_auth = b""
         self.ready_tls = None
         self.env: dict[str, str] = {}  # EVENTQ_* variables of its own (a secured Kafka's)

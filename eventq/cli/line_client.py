@@ -62,7 +62,8 @@ def run_line_client(host: str, port: int, token: str | None = None,
 
 
 def _authenticated(sock: socket.socket, token: str) -> bool:
-    """Send ``auth <token>`` first (docs/security.md) and read its one-line reply."""
+    """Send ``auth <token>`` first (docs/security.md, "Tokens and roles") and read its
+    one-line reply."""
     sock.sendall(b"auth " + token.encode("latin-1") + b"\r\n")
     reply = b""
     while not reply.endswith(b"\r\n"):

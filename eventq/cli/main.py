@@ -92,8 +92,9 @@ def kafka_start_nodes(settings: Settings,
 
 
 def say_client_settings(config: broker.BrokerConfig) -> None:
-    """What eventq's clients of a secured local Kafka must be given (docs/security.md),
-    as shell lines; the password as the file that holds it, never itself."""
+    """What eventq's clients of a secured local Kafka must be given, as shell lines
+    (docs/security.md, "A secured Kafka"); the password as the file that holds it, never
+    itself."""
     from eventq.kafka.security import settings_env
 
     client_env = config.security_file("client.env")

@@ -88,9 +88,11 @@ class AsyncClient:
                  timeout_s: float = 30.0, connect_timeout_s: float = 30.0,
                  token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
-        # A server speaking TLS (docs/security.md): eventq.client.tls_context(ca=...).
+        # A server speaking TLS: eventq.client.tls_context(ca=...) (docs/security.md,
+        # "TLS and client certificates").
         self._tls = tls
-        # Sent with `auth` first on every connection (docs/security.md); None: no auth.
+        # Sent with `auth` first on every connection; None: no auth (docs/security.md,
+        # "Tokens and roles").
         self._auth = None if token is None else calls.auth(token)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s

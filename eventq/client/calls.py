@@ -374,8 +374,9 @@ def touch(id: uuid.UUID | str, ttr_ms: int | None = None) -> Call[None]:
 
 
 def auth(token: str) -> Call[None]:
-    """eventq (docs/security.md): this connection's token, sent first on each connection
-    of a client given one. ``Unauthorized`` if the server does not hold it."""
+    """eventq (docs/security.md, "Tokens and roles"): this connection's token, sent first
+    on each connection of a client given one. ``Unauthorized`` if the server does not
+    hold it."""
     if not token or any(c.isspace() for c in token):
         raise ClientError("a token is one word, without spaces")
     return Call(encode_request(rq.Auth(token)), Shape.STATUS, _ok)

@@ -44,7 +44,8 @@ class Unavailable(ServerError):
 
 class Unauthorized(ClientError):
     """``-CLIENT-ERROR Unauthorized``: the server has tokens and this client gave none
-    that it holds (docs/security.md): pass ``token=`` (or ``--token``/``EVENTQ_TOKEN``)."""
+    that it holds (docs/security.md, "Fail closed"): pass ``token=`` (or
+    ``--token``/``EVENTQ_TOKEN``)."""
 
 
 class Forbidden(ClientError):

@@ -47,7 +47,7 @@ class RawClient:
     async def connect(cls, host: str = "127.0.0.1", port: int = 9922, *,
                       tls: ssl.SSLContext | None = None, token: str | None = None) -> "RawClient":
         """``tls``: the context for a gateway that speaks TLS; ``token``: sent with
-        ``auth`` first, for a server with tokens (docs/security.md)."""
+        ``auth`` first, for a server with tokens (docs/security.md, "Tokens and roles")."""
         reader, writer = await asyncio.open_connection(
             host, port, limit=4 * 1024 * 1024, ssl=tls,
             server_hostname=host if tls is not None else None)

@@ -1,4 +1,5 @@
-"""A client's TLS context for a gateway that speaks TLS (docs/security.md)::
+"""A client's TLS context for a gateway that speaks TLS (docs/security.md, "TLS and
+client certificates")::
 
     from eventq.client import Client, tls_context
 

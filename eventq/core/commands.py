@@ -103,10 +103,10 @@ assert min(t for t in CommandType if t > CommandType.TIMEOUT_ATTEMPT) == FIRST_E
 
 
 def check_scope(scope: object, name: str | None = None) -> None:
-    """[eventq] A command's ``scope`` (docs/security.md, step 6a): None (a server
-    without tokens, or a token without a prefix), or the token's queue-name prefix,
-    made of a name's characters; when the command names its queue (``name``), that
-    name is inside it."""
+    """[eventq] A command's ``scope`` (docs/security.md, "Queue-name prefixes": check
+    6a): None (a server without tokens, or a token without a prefix), or the token's
+    queue-name prefix, made of a name's characters; when the command names its queue
+    (``name``), that name is inside it."""
     if scope is None:
         return
     check_name("scope", scope)
@@ -116,7 +116,7 @@ def check_scope(scope: object, name: str | None = None) -> None:
 
 def in_scope(scope: str | None, name: str) -> bool:
     """Whether a queue ``name`` is inside ``scope`` (None: every queue): its bytes start
-    with the prefix's (docs/security.md)."""
+    with the prefix's (docs/security.md, "Queue-name prefixes")."""
     return scope is None or name.startswith(scope)
 
 
@@ -144,8 +144,9 @@ class Add:
     ``after`` (docs/workflows.md, -after): its upstreams; the job is then accepted
     WAITING until they complete. ``tags`` (docs/workflows.md, "Tags"): the job's,
     kept for its life (at most 16 distinct; none is no -tags). ``scope``
-    (docs/security.md): the prefix of the token that issued it (None: none), recorded so that
-    its upstreams outside it are absent to it (its ``depend``s carry it)."""
+    (docs/security.md, "Queue-name prefixes"): the prefix of the token that issued it
+    (None: none), recorded so that its upstreams outside it are absent to it (its
+    ``depend``s carry it)."""
 
     type: ClassVar[CommandType] = CommandType.ADD
     job_id: uuid.UUID
@@ -191,9 +192,9 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Complete:
-    """``complete``; ``scope`` (docs/security.md): the issuing token's prefix, a job
-    outside it being absent to it (``-NOT-FOUND``, decided where the job is: machine.py).
-    The same ``scope`` on fail, delete, retry and touch."""
+    """``complete``; ``scope`` (docs/security.md, "Queue-name prefixes"): the issuing
+    token's prefix, a job outside it being absent to it (``-NOT-FOUND``, decided where the
+    job is: machine.py). The same ``scope`` on fail, delete, retry and touch."""
 
     type: ClassVar[CommandType] = CommandType.COMPLETE
     job_id: uuid.UUID
@@ -382,10 +383,10 @@ class Depend:
     the position of the dependent's add (the notices for it name it) and
     ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which the
     registration is told nothing and may be dropped. ``scope`` (docs/security.md,
-    workflows.md "Command types"): the dependent's (its add's token prefix; None:
-    none): an upstream whose queue is outside it is absent to the dependent, which is
-    never told of it (decided by the upstream's processor, machine.py and
-    followups.py)."""
+    "Queue-name prefixes"; docs/workflows.md, "Command types"): the dependent's (its
+    add's token prefix; None: none): an upstream whose queue is outside it is absent to
+    the dependent, which is never told of it (decided by the upstream's processor,
+    machine.py and followups.py)."""
 
     type: ClassVar[CommandType] = CommandType.DEPEND
     upstream: uuid.UUID
@@ -488,8 +489,9 @@ class Recur:
     max_fails: int = MAX_FAILS.default
     backoff_ms: int = BACKOFF.default
     tags: tuple[str, ...] = TAGS.default
-    # [eventq] docs/security.md: the issuing token's prefix (its job_name is inside it);
-    # a recurrence of that name whose queue is outside it is not replaced (Forbidden).
+    # [eventq] docs/security.md, "Queue-name prefixes": the issuing token's prefix (its
+    # job_name is inside it); a recurrence of that name whose queue is outside it is not
+    # replaced (Forbidden).
     scope: str | None = None
 
     def __post_init__(self) -> None:
@@ -507,7 +509,8 @@ class Unrecur:
 
     type: ClassVar[CommandType] = CommandType.UNRECUR
     name: str
-    # [eventq] docs/security.md: a recurrence whose queue is outside it is absent to it.
+    # [eventq] docs/security.md, "Queue-name prefixes": a recurrence whose queue is
+    # outside it is absent to it.
     scope: str | None = None
 
     def __post_init__(self) -> None:

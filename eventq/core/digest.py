@@ -79,8 +79,8 @@ def job_digest_bytes(job: Job) -> bytes:
 def _workflow(job: Job) -> tuple[object, ...]:
     """Upstreams and their outcomes, and the group: a FAILED job's group is ``group`` or
     the one its fails give (job.failure_group), both digested; [eventq] a dependent's
-    scope (docs/security.md) only when set, so a dependent without one digests as it
-    did before scopes."""
+    scope (docs/security.md, "Queue-name prefixes") only when set, so a dependent without
+    one digests as it did before scopes."""
     links = tuple((link.id.bytes, int(link.outcome), link.completed_ms) for link in job.upstreams)
     scope = () if job.scope is None else (job.scope,)
     return (links, job.released_ms, job.finished_ms, job.group, *scope)

@@ -120,9 +120,9 @@ class Notify:
     ``notify``. Each registration whose dependent's deadline has not passed at ``at_ms``
     is told ``outcome`` (None: nobody is told, e.g. a COMPLETED upstream deleted),
     unless the upstream's queue ``name`` is outside the dependent's scope
-    (docs/security.md: absent to it); the others are dropped, and all of them when the job is
-    ``removed``. ``absent``: a timer's ``expire`` of an absent job, which only drops
-    what expired."""
+    (docs/security.md, "Queue-name prefixes": absent to it); the others are dropped, and
+    all of them when the job is ``removed``. ``absent``: a timer's ``expire`` of an
+    absent job, which only drops what expired."""
 
     upstream: uuid.UUID
     outcome: UpstreamOutcome | None

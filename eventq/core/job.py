@@ -189,9 +189,10 @@ class Job:
       then on (under a backoff's wait; a dependent released later is released no
       earlier); ``early``, a retry without delay found its time still ahead: it is
       ready at once, and its ``time`` (and place in lease order) stays.
-    - [eventq] ``scope`` (docs/security.md): a dependent's add's token prefix (None:
-      none, and always for a job without upstreams): its ``depend``s carry it, the
-      first ones and those a retry sends, so an upstream outside it never tells it.
+    - [eventq] ``scope`` (docs/security.md, "Queue-name prefixes"): a dependent's add's
+      token prefix (None: none, and always for a job without upstreams): its ``depend``s
+      carry it, the first ones and those a retry sends, so an upstream outside it never
+      tells it.
 
     A FAILED job's failure time is the broker time of the command that made it FAILED:
     ``finished_ms`` for a dependent; for a job without upstreams, which nothing changes

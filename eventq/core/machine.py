@@ -163,7 +163,8 @@ def _check_position(at_ms: int, offset: int) -> None:
 
 
 # [eventq] Commands a client issues about an existing job: with a ``scope`` (the issuing
-# token's prefix, docs/security.md), a job whose queue is outside it is absent to them.
+# token's prefix, docs/security.md, "Queue-name prefixes"), a job whose queue is outside
+# it is absent to them.
 _SCOPED = frozenset({Complete, Fail, Delete, Retry, Touch})
 
 

@@ -226,9 +226,9 @@ def decide(record: Recurrence | None, command: RecurrenceCommand, at_ms: int,
         return _fire(record, command, at_ms, position)
     if not isinstance(command, (Recur, Unrecur)):
         raise ValueError(f"not a recurrence's command: {command!r:.100}")
-    # [eventq] docs/security.md: a recurrence whose queue is outside the issuing token's
-    # prefix is absent to it (unrecur: -NOT-FOUND), and not replaced by its recur of the
-    # same name (Forbidden: names are global, as ids are).
+    # [eventq] docs/security.md, "Queue-name prefixes": a recurrence whose queue is
+    # outside the issuing token's prefix is absent to it (unrecur: -NOT-FOUND), and not
+    # replaced by its recur of the same name (Forbidden: names are global, as ids are).
     outside = (record is not None and command.scope is not None
                and not record.definition.job_name.startswith(command.scope))
     if isinstance(command, Recur):

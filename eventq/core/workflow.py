@@ -48,8 +48,8 @@ _UUID_CHARS = 36
 class Registration:
     """A dependent registered with an upstream (the upstream is the key's): the position
     of the dependent's add (``dependent_created``), its TTL deadline (None: none) and
-    its ``scope`` (docs/security.md: its token's prefix, None: none; an upstream whose
-    queue is outside it never tells it anything)."""
+    its ``scope`` (docs/security.md, "Queue-name prefixes": its token's prefix, None:
+    none; an upstream whose queue is outside it never tells it anything)."""
 
     dependent: uuid.UUID
     dependent_created: int

@@ -138,9 +138,9 @@ def _upstream_waiting(job: Job | None, c: Upstream, at_ms: int, offset: int) -> 
 
 def _registered_finished(job: Job | None, c: Depend, at_ms: int, offset: int) -> Outcome:
     """A depend on a finished upstream, told at once of its end, unless the upstream's
-    queue is outside the dependent's scope (docs/security.md: such an upstream is
-    absent to it, so it is registered as if unfinished and never told: the dependent
-    waits, deterministically, as every replay decides here)."""
+    queue is outside the dependent's scope (docs/security.md, "Queue-name prefixes": such
+    an upstream is absent to it, so it is registered as if unfinished and never told: the
+    dependent waits, deterministically, as every replay decides here)."""
     assert job is not None
     if c.scope is not None and not job.name.startswith(c.scope):
         return _REGISTERED

@@ -113,8 +113,9 @@ class Cluster:
 
     async def ask(self, address: str, request: object) -> bytes:
         """The complete reply of ``address`` to ``request`` (errors included), served
-        there for the client this process serves it for (eventq/state/callers.py: its scope,
-        and its name on the commands written; docs/security.md)."""
+        there for the client this process serves it for (eventq/state/callers.py: its
+        scope, and its name on the commands written; docs/security.md, "Queue-name
+        prefixes")."""
         timeout_s = self.request_timeout_s + wait_s(request)
         return await self.peers.exchange(
             address, encode_request(request), SHAPES[type(request)], timeout_s,

@@ -6,11 +6,11 @@ the processor, then answered); reads come from the indexes and the table of the
 partitions this process owns. Every failure is an ``EventqError`` whose ``reply`` is
 the answer.
 
-[eventq] A token with a prefix (docs/security.md): each answer is for the request's
-caller (eventq/state/callers.py). Commands it issues carry its prefix (``scope``), so a job
-or recurrence outside it is ``-NOT-FOUND`` where the command is applied (the core
-decides); reads of a job outside it are ``-NOT-FOUND`` here; listings see only its
-queues. Queue names it names are checked before (6a, the parser).
+[eventq] A token with a prefix (docs/security.md, "Queue-name prefixes"): each answer is
+for the request's caller (eventq/state/callers.py). Commands it issues carry its prefix
+(``scope``), so a job or recurrence outside it is ``-NOT-FOUND`` where the command is
+applied (the core decides); reads of a job outside it are ``-NOT-FOUND`` here; listings
+see only its queues. Queue names it names are checked before (6a, the parser).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def pinned_view(pinned: ports.PinnedJobs, job_id: uuid.UUID) -> replies.JobView:
 
 def _seen(job: Job | None) -> Job | None:
     """``job``, or None when its queue is outside the caller's prefix: absent to it
-    (docs/security.md, ``-NOT-FOUND``)."""
+    (docs/security.md, "Queue-name prefixes": ``-NOT-FOUND``)."""
     return job if job is None or callers.sees(job.name) else None
 
 

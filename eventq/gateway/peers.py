@@ -7,13 +7,13 @@ process's gateway over the workq protocol itself, on a connection that began wit
 relays the reply. Connections are pooled per peer, one request at a time each (a
 blocking lease holds its connection, as for any client).
 
-With tokens (docs/security.md) a connection authenticates as admin, then says for
-whom it serves: ``as <name> [-prefix=<prefix>]``, the client whose requests it forwards
-(eventq/state/callers.py), so the owner applies that client's scope and writes that client's
-name with the commands (audit), never the peer's. Connections are pooled per (peer,
-client): each says ``as`` once, when it opens, and a request forwarded is the client's
-own bytes (a workq request keeps them). Requests eventq makes on its own (no client)
-go on connections that say no ``as``: the admin's.
+With tokens (docs/architecture.md, "Scaling out") a connection authenticates as admin,
+then says for whom it serves: ``as <name> [-prefix=<prefix>]``, the client whose
+requests it forwards (eventq/state/callers.py), so the owner applies that client's scope
+and writes that client's name with the commands (audit), never the peer's. Connections
+are pooled per (peer, client): each says ``as`` once, when it opens, and a request
+forwarded is the client's own bytes (a workq request keeps them). Requests eventq makes
+on its own (no client) go on connections that say no ``as``: the admin's.
 
 Why forwarding and not routing through Kafka: a forwarded request costs one loopback
 or LAN round trip (~0.1-0.3 ms) on top of the owner's own work, and the owner answers
@@ -59,9 +59,9 @@ class PeerConnection:
                    tls: ssl.SSLContext | None = None,
                    caller: Caller | None = None) -> "PeerConnection":
         """A connection to the gateway at ``address`` that said yes to ``peer``, after
-        ``auth`` with ``token`` when the cluster has tokens (docs/security.md: processes
-        authenticate to each other as admin), then to ``as`` for ``caller`` (the client
-        its requests are forwarded for) when there is one."""
+        ``auth`` with ``token`` when the cluster has tokens (docs/security.md, "A tokens
+        file": processes authenticate to each other as admin), then to ``as`` for
+        ``caller`` (the client its requests are forwarded for) when there is one."""
         host, port = host_and_port(address)
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
             reader, writer = await asyncio.open_connection(

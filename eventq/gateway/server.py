@@ -43,7 +43,8 @@ class _Connection:
     def __init__(self, tokens: TokenStore | None) -> None:
         # Another eventq process's connection (docs/architecture.md, "Scaling out").
         self.peer = False
-        # Its standing with a server that has tokens (docs/security.md; None: no tokens).
+        # Its standing with a server that has tokens (docs/security.md, "Tokens and
+        # roles"; None: no tokens).
         self.access = None if tokens is None else Access(tokens)
 
     @property
@@ -89,7 +90,8 @@ class GatewayServer:
                  clock_ms: Callable[[], int], sock: socket.socket | None = None,
                  tokens: TokenStore | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._gateway = gateway
-        # TLS (docs/security.md; eventq/gateway/tls.py server_context); None: plain TCP.
+        # TLS (docs/security.md, "TLS"; eventq/gateway/tls.py server_context); None:
+        # plain TCP.
         self._tls = tls
         self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md)
         # A socket bound and listening before faust started (eventq/gateway/listeners.py), or
@@ -232,9 +234,9 @@ class GatewayServer:
 
     @staticmethod
     def _authenticate(request: Auth, connection: _Connection) -> bytes:
-        """``auth`` (docs/security.md): ``+OK`` for a configured token (any token when
-        the server has none), else Unauthorized, and the connection is unauthenticated
-        from then on. Writes nothing to the log."""
+        """``auth`` (docs/security.md, "Tokens and roles"): ``+OK`` for a configured
+        token (any token when the server has none), else Unauthorized, and the
+        connection is unauthenticated from then on. Writes nothing to the log."""
         access = connection.access
         if access is None or access.authenticate(request.token):
             return b"+OK\r\n"
@@ -242,10 +244,11 @@ class GatewayServer:
 
     @staticmethod
     def _act_as(request: As, connection: _Connection) -> bytes:
-        """``as`` (internal, docs/security.md): on a peer connection of an admin token
-        without a prefix, the next requests are served for the client named. To a client
-        the verb does not exist (as ``confirm``). A server without tokens serves every
-        request alike: ``+OK``, and nothing changes. Writes nothing to the log."""
+        """``as`` (internal, docs/architecture.md, "Scaling out"): on a peer connection
+        of an admin token without a prefix, the next requests are served for the client
+        named. To a client the verb does not exist (as ``confirm``). A server without
+        tokens serves every request alike: ``+OK``, and nothing changes. Writes nothing
+        to the log."""
         if not connection.peer:
             return ClientError(UNKNOWN_COMMAND).reply
         access = connection.access

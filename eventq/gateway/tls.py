@@ -1,5 +1,5 @@
-"""TLS and mTLS on the gateway and the links between processes (docs/security.md: "TLS
-is transport-level: ... nothing in the protocol changes").
+"""TLS and mTLS on the gateway and the links between processes (docs/security.md,
+"TLS": a matter of transport, and nothing in the protocol changes).
 
 The contexts are built once at start from the settings, so a missing file or a key that
 does not match its certificate is said in one line before anything starts (like a port

@@ -5,8 +5,8 @@ to (eventq/core/partitioner.py ``job_key``), so its history is one partition rea
 the last ``MAX_HISTORY_RECORDS`` records of it at most (a person waits for this page),
 folded with the core exactly as ``eventq spark stats`` folds it (eventq/core/fold.py),
 so each command shows whether it was accepted and what it did, and [eventq] who issued
-it: the name of its token (docs/security.md, audit; none without tokens, nor for what
-eventq wrote itself: timers, follow-ups).
+it: the name of its token (docs/security.md, "Queue-name prefixes": none without tokens,
+nor for what eventq wrote itself: timers, follow-ups).
 """
 
 from __future__ import annotations

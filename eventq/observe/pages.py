@@ -56,8 +56,8 @@ class Frame:
     actions: bool  # --http-actions
     flash: str | None = None
     cluster_note: str | None = None  # set when counts are this process's partitions only
-    # With tokens (docs/security.md): the roles of the token shown, and whether it may
-    # act (admin); None: a server without tokens.
+    # With tokens (docs/security.md, "The dashboard and metrics"): the roles of the
+    # token shown, and whether it may act (admin); None: a server without tokens.
     who: str | None = None
     may_act: bool = True
 
@@ -350,8 +350,8 @@ class HistoryRow:
     command: str
     outcome: str
     detail: str
-    # [eventq] audit (docs/security.md): the name of the token that issued the command
-    # (None: no tokens, or eventq's own command).
+    # [eventq] audit (docs/security.md, "Queue-name prefixes"): the name of the token
+    # that issued the command (None: no tokens, or eventq's own command).
     issuer: str | None = None
 
     @property
@@ -471,10 +471,10 @@ def message_page(title: str, text: str, frame: Frame) -> str:
 
 
 def signin_page(next_path: str, note: str) -> str:
-    """The sign-in form of a dashboard with tokens (docs/security.md): a browser cannot
-    send ``Authorization: Bearer``, so the token typed here is kept in a cookie
-    (HttpOnly, SameSite=Strict; Secure under TLS). It shows nothing of the server: it
-    is what a request without a good token gets (401)."""
+    """The sign-in form of a dashboard with tokens (docs/security.md, "The dashboard and
+    metrics"): a browser cannot send ``Authorization: Bearer``, so the token typed here is
+    kept in a cookie (HttpOnly, SameSite=Strict; Secure under TLS). It shows nothing of
+    the server: it is what a request without a good token gets (401)."""
     body = (
         f'<p id="signin-note">{e(note)}</p>'
         '<form method="post" action="/signin" id="signin-form">'

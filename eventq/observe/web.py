@@ -10,10 +10,11 @@ would send (pause, resume, delete; a retry is an add of a copy and a delete). Wh
 the processor knows (leased and failed job lists, jobs by state, rates, wait and run
 times, offsets and lag) is this process's partitions.
 
-With tokens (``--tokens-file``, docs/security.md) every page and ``/metrics`` needs a
-token of any role without a prefix, and an action an admin token (eventq/observe/
-webauth.py decides; ``_auth`` below asks it first, before any page is read). With a
-certificate the whole of it is served over TLS, with the gateway's context (mTLS too).
+With tokens (``--tokens-file``, docs/security.md, "The dashboard and metrics") every page
+and ``/metrics`` needs a token of any role without a prefix, and an action an admin
+token (eventq/observe/webauth.py decides; ``_auth`` below asks it first, before any page
+is read). With a certificate the whole of it is served over TLS, with the gateway's
+context (mTLS too).
 """
 
 from __future__ import annotations
@@ -437,7 +438,7 @@ class Dashboard:
         return await self._act(request, calls.retry_group(group, MAX_RETRY_COUNT),
                                f"/failed/{pages.q(group)}?done=group-retried")
 
-    # --- tokens (docs/security.md; eventq/observe/webauth.py) ----------------------------
+    # --- tokens (docs/security.md, "The dashboard and metrics"; eventq/observe/webauth.py)
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:

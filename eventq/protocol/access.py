@@ -1,5 +1,5 @@
-"""Tokens and roles (docs/security.md), pure: what a connection may do, decided from the
-tokens configured and the token it presented with ``auth``.
+"""Tokens and roles (docs/security.md, "Tokens and roles"), pure: what a connection may
+do, decided from the tokens configured and the token it presented with ``auth``.
 
 - ``parse_tokens``: the tokens file's text (one ``<token> <role>[,<role>...] [<prefix>]``
   per line, ``#`` comments) into ``Tokens``; an error names the line, never the token.
@@ -13,9 +13,10 @@ tokens configured and the token it presented with ``auth``.
 - ``Caller``: whom a request is served for, the token's ``name`` (audit) and ``prefix``
   (scope): the connection's own grant's, or, on a peer connection after ``as``, the
   client's another eventq process forwards it for. ``scope_denial`` is check 6a
-  (docs/security.md; workflows.md "Values and checks"): ``Forbidden`` for a request
-  naming a queue outside the prefix, and for ``inspect server``, ``digest`` and
-  ``bulk``; jobs, recurrences and listings outside it are the server's to hide (7).
+  (docs/security.md, "Queue-name prefixes"; docs/workflows.md, "Values and checks"):
+  ``Forbidden`` for a request naming a queue outside the prefix, and for ``inspect
+  server``, ``digest`` and ``bulk``; jobs, recurrences and listings outside it are the
+  server's to hide (7).
 
 The role table (``ROLE_VERBS``) is the spec's, as data; ``admin`` may use every verb of
 the grammar, the internal ones between eventq processes included (they authenticate to
@@ -121,7 +122,8 @@ class Caller:
         return self.prefix is None or name.startswith(self.prefix)
 
 
-# Check 6a (docs/security.md): the queue names each request names, by request type.
+# Check 6a (docs/security.md, "Queue-name prefixes"): the queue names each request names,
+# by request type.
 _NAMED_QUEUES = {
     rq.Add: lambda r: (r.name,),
     rq.Schedule: lambda r: (r.name,),
@@ -161,8 +163,8 @@ def _digest(token: str) -> bytes:
 class Tokens:
     """The configured tokens, each kept as its SHA-256 digest beside its grant, and
     ``peer_token``: the first admin token without a prefix, the one this process
-    presents to the others (docs/security.md: processes authenticate as admin; None:
-    there is none). Never shown (``repr``)."""
+    presents to the others (docs/security.md, "A tokens file": processes authenticate as
+    admin; None: there is none). Never shown (``repr``)."""
 
     entries: tuple[tuple[bytes, Grant], ...]
     peer_token: str | None = field(default=None, repr=False)

@@ -306,14 +306,16 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "inputs": Command(
         rq.Inputs, 1, 1, fields=(Field("id", Arg(0), _job_id),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension (docs/security.md): auth <token>; one positional, then any flag
-    # is "Invalid command flags" (no flag count); the token is any word.
+    # eventq extension (docs/security.md, "Tokens and roles"): auth <token>; one
+    # positional, then any flag is "Invalid command flags" (no flag count); the token is
+    # any word.
     "auth": Command(
         rq.Auth, 1, 1, fields=(Field("token", Arg(0), str),), max_flags=ANY_FLAG_COUNT
     ),
-    # eventq extension, internal (docs/security.md; eventq/gateway/peers.py): as <name>
-    # [-prefix=<prefix>], the client a peer forwards the next requests for; one
-    # positional, each flag judged by its name; name and prefix are names' characters.
+    # eventq extension, internal (docs/architecture.md, "Scaling out";
+    # eventq/gateway/peers.py): as <name> [-prefix=<prefix>], the client a peer forwards
+    # the next requests for; one positional, each flag judged by its name; name and
+    # prefix are names' characters.
     "as": Command(
         rq.As, 1, 1,
         fields=(Field("name", Arg(0), parse_name), Field("prefix", Flag("prefix", None), parse_name)),

@@ -13,8 +13,8 @@ consumed before its error is returned.
 Checks run in the spec's order: 1 flag syntax, 2 verb, 3 number of positional words
 and of flags, 4 flag names, 5 framing of the data block, 6 the fields in the order
 listed for each command, [eventq] 6a the scope of the connection's token
-(docs/security.md: a queue name outside its prefix is Forbidden). (7, state, belongs to the
-core.)
+(docs/security.md, "Queue-name prefixes": a queue name outside its prefix is Forbidden).
+(7, state, belongs to the core.)
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ class Parser:
     def __init__(self, now_ms: Clock, access: Access | None = None) -> None:
         self._now_ms = now_ms  # read only for schedule's "time + ttl in the future"
         # The connection's standing with a server that has tokens (None: no tokens):
-        # asked about each request's verb before any check (docs/security.md).
+        # asked about each request's verb before any check (docs/security.md, "Fail
+        # closed").
         self._access = access
         self._buffer = ReceiveBuffer()
         self._awaiting: _AwaitingBlock | None = None
@@ -180,8 +181,9 @@ def _interpret_line(line: str, now_ms: Clock, access: Access | None) -> Request 
 
 
 def _scoped(request: Request, access: Access | None) -> Request:
-    """Check 6a (docs/security.md), once the fields are valid: a request naming a queue
-    outside the token's prefix is Forbidden. A server without tokens skips it."""
+    """Check 6a (docs/security.md, "Queue-name prefixes"), once the fields are valid: a
+    request naming a queue outside the token's prefix is Forbidden. A server without
+    tokens skips it."""
     if access is not None:
         denied = access.scope_denial(request)
         if denied is not None:

@@ -156,9 +156,9 @@ class Inputs:
 
 @dataclass(frozen=True, slots=True)
 class Auth:
-    """``auth <token>``: eventq extension (docs/security.md). The token is one word;
-    whether it is configured is the server's to say. Never shown (``repr``): tokens
-    appear in no log."""
+    """``auth <token>``: eventq extension (docs/security.md, "Tokens and roles"). The
+    token is one word; whether it is configured is the server's to say. Never shown
+    (``repr``): tokens appear in no log."""
 
     token: str = field(repr=False)
 
@@ -166,11 +166,11 @@ class Auth:
 @dataclass(frozen=True, slots=True)
 class As:
     """``as <name> [-prefix=<prefix>]``: eventq extension, internal, on a ``peer``
-    connection of an admin token without a prefix (docs/security.md): the requests that
-    follow on this connection are served for the client a peer forwards them for, the
-    token named ``name`` (its audit name, never the token) with queue-name ``prefix``
-    (None: none), until another ``as``. So the process owning a job applies the client's
-    scope and writes its name, and a plain workq request keeps its bytes."""
+    connection of an admin token without a prefix (docs/architecture.md, "Scaling out"):
+    the requests that follow on this connection are served for the client a peer forwards
+    them for, the token named ``name`` (its audit name, never the token) with queue-name
+    ``prefix`` (None: none), until another ``as``. So the process owning a job applies
+    the client's scope and writes its name, and a plain workq request keeps its bytes."""
 
     name: str
     prefix: str | None = None

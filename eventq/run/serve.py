@@ -100,7 +100,8 @@ class EventqService(mode.Service):
 
     async def on_start(self) -> None:
         quiet_library_loggers(self._settings.log_level)
-        if self._tokens is not None:  # docs/security.md: the file is read again on SIGHUP
+        # docs/security.md, "A tokens file": the file is read again on SIGHUP
+        if self._tokens is not None:
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGHUP, reload_tokens, self._tokens, self._settings.tokens_file)
         self._streams.engine.writer = CommandWriter(
@@ -182,7 +183,7 @@ def web_server(settings: Settings, address: tuple[str, int], streams: Streams,
     ``address`` (the settings' http_address), or ``listener`` if run_server bound it
     (docs/architecture.md, "Feedback to users"); over TLS with the gateway's context, and
     with the gateway's tokens (the same store, so SIGHUP's reload applies to both;
-    docs/security.md)."""
+    docs/security.md, "The dashboard and metrics")."""
     from eventq.observe.metrics import Sources
     from eventq.observe.web import Dashboard, WebServer
 

@@ -165,7 +165,8 @@ def serve_processes(settings: Settings, brokers_started: Sequence[BrokerConfig] 
     nodes = [BrokerNode(config, list(cluster)) for config in brokers_started]
     could_not_start = False
     with stop_on_signals() as stop:  # from here on a signal stops the loop, never a stop
-        if settings.tokens_file:  # docs/security.md: each process reads it again on SIGHUP
+        # docs/security.md, "A tokens file": each process reads it again on SIGHUP
+        if settings.tokens_file:
             signal.signal(signal.SIGHUP, partial(_pass_on, children))
         try:
             for child in children:

@@ -60,7 +60,8 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "tags": "array<string>",
     # A retry's (docs/workflows.md, "Failure groups and retry"), null/false until one.
     "delayed_ms": "bigint", "early": "boolean",
-    # A dependent's scope (docs/security.md: its token's prefix), null for other jobs.
+    # A dependent's scope (docs/security.md, "Queue-name prefixes": its token's prefix),
+    # null for other jobs.
     "scope": "string",
 }  # fmt: skip
 # Columns written after a field's, derived from the job (never read back: job_of_row

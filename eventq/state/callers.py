@@ -1,5 +1,6 @@
-"""Whom the request being served is served for (docs/security.md): the token's name
-(audit) and prefix (scope), as ``eventq.protocol.access.Caller``.
+"""Whom the request being served is served for (docs/security.md, "Queue-name
+prefixes"): the token's name (audit) and prefix (scope), as
+``eventq.protocol.access.Caller``.
 
 The gateway sets it for each request it answers (eventq/gateway/server.py), in the
 connection's task; everything that request's answer does in that task, or in tasks it

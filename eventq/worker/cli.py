@@ -92,7 +92,8 @@ def build_worker(args: argparse.Namespace, environ: Mapping[str, str] | None = N
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
-    """--tls-ca/--tls-cert/--tls-key: a server that speaks TLS (docs/security.md)."""
+    """--tls-ca/--tls-cert/--tls-key: a server that speaks TLS (docs/security.md, "TLS
+    and client certificates")."""
     parser.add_argument("--tls-ca", default=None, metavar="PEM",
                         help="speak TLS, checking the server's certificate against this CA")
     parser.add_argument("--tls-cert", default=None, metavar="PEM",

@@ -160,7 +160,8 @@ class Worker:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.host, self.port = host, port
-        self.token = token  # presented with `auth` on each connection (docs/security.md)
+        # Presented with `auth` on each connection (docs/security.md, "Tokens and roles").
+        self.token = token
         self.tls = tls  # a server speaking TLS: eventq.client.tls_context(...)
         self.concurrency = concurrency
         self.processes = processes

@@ -309,7 +309,8 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
         "fail-group": (Fail(JID, b"why", "bad-deploy.7"), "n1", 9),
         "retry": (Retry(JID), "n1", 10),
         "retry-delay": (Retry(JID, 86_400_000), None, None),
-        # [eventq] docs/security.md: a token's prefix (scope) on the commands it issues.
+        # [eventq] docs/security.md, "Queue-name prefixes": a token's prefix (scope) on
+        # the commands it issues.
         "add-after-scope": (
             Add(JID, "acme.q", 1000, 60_000, b"p", after=(UP1,), scope="acme."), "n1", 11
         ),
@@ -325,7 +326,8 @@ def command_cases() -> dict[str, tuple[Any, str | None, int | None]]:
     }
 
 
-# [eventq] audit (docs/security.md): commands with the name of the token that issued them.
+# [eventq] audit (docs/security.md, "Queue-name prefixes"): commands with the name of the
+# token that issued them.
 ISSUED = {
     "add-by": (ADD_AFTER, "n1", 3, "line-3"),
     "pause-by": (Pause("q"), None, None, "line-1"),

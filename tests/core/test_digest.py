@@ -99,7 +99,8 @@ WORKFLOW_VARIANTS = {
     "delayed_ms": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0),
     "early": lambda: dataclasses.replace(DEPENDENT, early=True),
     "delayed_ms again": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0 + 1, early=True),
-    # [eventq] docs/security.md: a dependent's scope decides which upstreams it hears.
+    # [eventq] docs/security.md, "Queue-name prefixes": a dependent's scope decides which
+    # upstreams it hears.
     "scope": lambda: dataclasses.replace(DEPENDENT, scope=DEPENDENT.name[:1]),
 }
 WORKFLOW_BASES = {"finished_ms": UPSTREAM_FAILED, "group": UPSTREAM_FAILED,

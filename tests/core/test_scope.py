@@ -1,12 +1,12 @@
-"""Scope on ``depend`` (docs/security.md; workflows.md "Command types": a depend carries
-the dependent's scope, the upstream's processor decides): an upstream whose queue is
-outside the dependent's scope is absent to it. Random workflows of two tenants across
-2 to 4 simulated partitions, with crashes and repeated depends (tests/core/test_dag.py's
-world, its jobs in the tenants' queues, each dependent added with its tenant's prefix
-or none): no dependent ever hears of an upstream outside its scope (its link stays
-unfinished, it holds no input of it, it is never released or failed by it), so no
-dependent holds another tenant's result; and folding each partition's log again gives
-the same tables (replay derives the same state)."""
+"""Scope on ``depend`` (docs/security.md, "Queue-name prefixes";
+docs/workflows.md, "Command types": a depend carries the dependent's scope, the upstream's
+processor decides): an upstream whose queue is outside the dependent's scope is absent to
+it. Random workflows of two tenants across 2 to 4 simulated partitions, with crashes and
+repeated depends (tests/core/test_dag.py's world, its jobs in the tenants' queues, each
+dependent added with its tenant's prefix or none): no dependent ever hears of an upstream
+outside its scope (its link stays unfinished, it holds no input of it, it is never
+released or failed by it), so no dependent holds another tenant's result; and folding each
+partition's log again gives the same tables (replay derives the same state)."""
 
 from __future__ import annotations
 

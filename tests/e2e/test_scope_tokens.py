@@ -1,8 +1,9 @@
-"""Tokens with a queue-name prefix on a live server (docs/security.md): two tenants'
-tokens each confined to their queues (Forbidden outside, their jobs -NOT-FOUND to the
-other, listings filtered, a dependent never told of the other tenant's upstream), the
-audit name of each command in the command log and on the dashboard's job page, and two
-processes of one cluster that forward a tenant's requests with its scope and name."""
+"""Tokens with a queue-name prefix on a live server (docs/security.md, "Queue-name
+prefixes"): two tenants' tokens each confined to their queues (Forbidden outside, their
+jobs -NOT-FOUND to the other, listings filtered, a dependent never told of the other
+tenant's upstream), the audit name of each command in the command log and on the
+dashboard's job page, and two processes of one cluster that forward a tenant's requests
+with its scope and name."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.kafka]
 ADMIN, ACME, ZED = "adm-Sc7", "acme-Sc7", "zed-Sc7"
 # line 2: admin (the peers' token), line 3: acme, line 4: zed
 TOKENS = f"""\
-# eventq tokens (docs/security.md)
+# eventq tokens (docs/security.md, "A tokens file")
 {ADMIN} admin
 {ACME} producer,worker acme.
 {ZED} producer,worker,reader zed.

@@ -1,6 +1,6 @@
 """eventq against a local broker with SASL_SSL that also requires client certificates
-(docs/security.md: "eventq's Kafka clients take the standard security settings (TLS and
-SASL) through settings, so eventq runs against a secured cluster").
+(docs/security.md, "A secured Kafka": every Kafka client of eventq takes the same TLS
+and SASL settings, so eventq runs against a secured cluster).
 
 The broker is the one `eventq kafka start --sasl-ssl --mtls` starts (its own CA and
 certificates, a SCRAM-SHA-512 user, `listener.name.sasl_ssl.ssl.client.auth=required`),

@@ -1,7 +1,8 @@
-"""TLS and mTLS on a live server (docs/security.md): clients that trust its CA talk to
-it; a client with the wrong CA, a plain one, and under mTLS one without a certificate,
-with one from another CA or with an expired one are refused, each with a log line that
-says why; two processes with TLS, mTLS and tokens still forward to each other."""
+"""TLS and mTLS on a live server (docs/security.md, "TLS"): clients that trust its CA
+talk to it; a client with the wrong CA, a plain one, and under mTLS one without a
+certificate, with one from another CA or with an expired one are refused, each with a
+log line that says why; two processes with TLS, mTLS and tokens still forward to each
+other."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Tokens and roles on a live server (docs/security.md): failing closed, roles,
-the clients' and the worker's token, SIGHUP, tokens never logged, and two processes
-of one cluster that still forward to each other as admin."""
+"""Tokens and roles on a live server (docs/security.md, "Tokens and roles"): failing
+closed, roles, the clients' and the worker's token, SIGHUP, tokens never logged, and two
+processes of one cluster that still forward to each other as admin."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.kafka]
 
 ADMIN, READER, WORKER, PRODUCER = "adm-Tk9", "rd-Tk9", "wk-Tk9", "pr-Tk9"
 TOKENS = f"""\
-# eventq tokens (docs/security.md)
+# eventq tokens (docs/security.md, "A tokens file")
 {ADMIN} admin
 {READER} reader
 {WORKER} worker

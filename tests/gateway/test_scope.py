@@ -1,9 +1,9 @@
-"""A token's prefix and name through the gateway (docs/security.md): two processes,
-each owning one partition, each request served for a caller (eventq/state/callers.py) and
-forwarded to its owner with it (peers.py's ``as``; here the memory peers serve it there
-for the same caller). A job or recurrence outside the prefix is -NOT-FOUND, ids stay
-global, listings see only its queues, and every command written carries the name of
-the token it was issued for (audit), however far it was forwarded."""
+"""A token's prefix and name through the gateway (docs/security.md, "Queue-name
+prefixes"): two processes, each owning one partition, each request served for a caller
+(eventq/state/callers.py) and forwarded to its owner with it (peers.py's ``as``; here the
+memory peers serve it there for the same caller). A job or recurrence outside the prefix
+is -NOT-FOUND, ids stay global, listings see only its queues, and every command written
+carries the name of the token it was issued for (audit), however far it was forwarded."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The Kafka security settings (docs/security.md: "eventq's Kafka clients take the
-standard security settings (TLS and SASL) through settings") and their one mapping to
-each client library's options (eventq/kafka/security.py); and the source check that no
-Kafka client of eventq is made without it. No broker: tests/e2e/test_secured_kafka.py
-runs eventq against a SASL_SSL one."""
+"""The Kafka security settings (docs/security.md, "A secured Kafka": every Kafka client of
+eventq takes the same TLS and SASL settings) and their one mapping to each client
+library's options (eventq/kafka/security.py); and the source check that no Kafka client of
+eventq is made without it. No broker: tests/e2e/test_secured_kafka.py runs eventq against
+a SASL_SSL one."""
 
 from __future__ import annotations
 

@@ -94,8 +94,8 @@ def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
 
 
 def test_a_jobs_history_shows_who_issued_each_command_escaped():
-    """Audit (docs/security.md): each command's token name ("by line-3"); none for a
-    server without tokens or a command eventq wrote itself."""
+    """Audit (docs/security.md, "Queue-name prefixes"): each command's token name ("by
+    line-3"); none for a server without tokens or a command eventq wrote itself."""
     rows = [pages.HistoryRow("0/1", "t", "add", "accepted", "", "line-3"),
             pages.HistoryRow("0/2", "t", "start-attempt", "accepted", "attempt 1", "line-4"),
             pages.HistoryRow("0/3", "t", "expire", "accepted", "", None),

@@ -1,7 +1,8 @@
-"""Tokens and roles (docs/security.md): the tokens file, the role table, and the parser
-failing closed: every request of a connection that has not authenticated, or whose roles
-do not include its verb, is framed as usual and answered before any other check. Each
-input whole, byte by byte, and with a request after it that shows the stream in step."""
+"""Tokens and roles (docs/security.md, "Tokens and roles"): the tokens file, the role
+table, and the parser failing closed: every request of a connection that has not
+authenticated, or whose roles do not include its verb, is framed as usual and answered
+before any other check. Each input whole, byte by byte, and with a request after it that
+shows the stream in step."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Check 6a, the scope of a token with a queue-name prefix (docs/security.md;
-workflows.md "Values and checks"): after the fields are valid, a request naming a queue
-outside the prefix is Forbidden, as are ``inspect server``, ``digest`` and ``bulk``; the
-same request inside the prefix goes on to the state's checks. Each input whole, byte by
-byte, and with a request after it that shows the stream in step. Internal verbs are
-Forbidden to a prefixed token right after framing, and ``as`` (a peer serving a
+"""Check 6a, the scope of a token with a queue-name prefix (docs/security.md, "Queue-name
+prefixes"; docs/workflows.md, "Values and checks"): after the fields are valid, a request
+naming a queue outside the prefix is Forbidden, as are ``inspect server``, ``digest`` and
+``bulk``; the same request inside the prefix goes on to the state's checks. Each input
+whole, byte by byte, and with a request after it that shows the stream in step. Internal
+verbs are Forbidden to a prefixed token right after framing, and ``as`` (a peer serving a
 forwarded request for its client) takes the client's prefix."""
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ acme-r reader acme.
 """
 TRAILER = b"inspect queues 0 10\r\n"  # every token's, never scoped away
 
-# Every request that names queues (docs/security.md, 6a), with a queue named "{q}".
+# Every request that names queues (docs/security.md, "Queue-name prefixes": check 6a),
+# with a queue named "{q}".
 NAMING: dict[str, bytes] = {
     "add": b"add %s {q} 10 1000 2\r\nhi\r\n" % ID.encode(),
     "add-after": b"add %s {q} 10 1000 2 -after=16fd2706-8baf-433b-82eb-8c7fada847da\r\nhi\r\n"

@@ -68,9 +68,10 @@ def test_the_state_log_columns_are_as_they_were():
         # after and waiting are derived from upstreams, as state_name from state
         "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
         "finished_ms", "group",
-        # failure groups and retry (docs/workflows.md, 3): the group a FAILED job is in
-        # and its failure time, derived from group; then tags' (docs/workflows.md, 4);
-        # then a retry's fields; then a dependent's scope (docs/security.md)
+        # failure groups and retry (docs/workflows.md, "Failure groups and retry"): the
+        # group a FAILED job is in and its failure time, derived from group; then tags'
+        # (docs/workflows.md, "Tags"); then a retry's fields; then a dependent's scope
+        # (docs/security.md, "Queue-name prefixes")
         "failure_group", "failed_ms", "tags", "delayed_ms", "early", "scope")
     assert state_rows.JOB_DDL == (
         "id string, name string, ttr_ms bigint, ttl_ms decimal(20,0), payload binary, "

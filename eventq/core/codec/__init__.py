@@ -3,7 +3,8 @@
 Command record (``eventq.commands`` value): a msgpack map with short keys, ``v`` the
 schema version (1), ``t`` the command type (``CommandType``), then the command's fields,
 then the issuer's optional correlation fields ``o`` and ``q`` and [eventq] its audit
-field ``by``, the name of the token that issued it (docs/security.md; never the token).
+field ``by``, the name of the token that issued it, never the token (docs/security.md,
+"Queue-name prefixes").
 A job's command names the job by ``i``; a queue's (pause, resume) has the queue's name
 ``n`` and no ``i``.
 

@@ -73,9 +73,10 @@ class DecodedCommand:
     command: Command | QueueCommand
     node: str | None = None
     request_id: int | None = None
-    # [eventq] audit (docs/security.md): the name of the token that issued it (Grant.name,
-    # e.g. ``line-3``, never the token); None: a server without tokens, or a command
-    # eventq wrote itself (timers, follow-ups) or written before audit existed.
+    # [eventq] audit (docs/security.md, "Queue-name prefixes"): the name of the token
+    # that issued it (Grant.name, e.g. ``line-3``, never the token); None: a server
+    # without tokens, or a command eventq wrote itself (timers, follow-ups) or written
+    # before audit existed.
     issuer: str | None = None
 
 
@@ -133,7 +134,8 @@ COMMAND_FIELDS: dict[CommandType, Table] = {
 CORRELATION_FIELDS: tuple[Field, ...] = (
     Field("o", "node", NODE, absent=None, nil=True),
     Field("q", "request_id", REQUEST_ID, absent=None, nil=True),
-    # [eventq] audit (docs/security.md): who issued it, the token's name; absent: none.
+    # [eventq] audit (docs/security.md, "Queue-name prefixes"): who issued it, the
+    # token's name; absent: none.
     Field("by", "issuer", ISSUER, absent=None, nil=True, note="the token's name"),
 )
 
@@ -154,7 +156,8 @@ def encode_command(
     issuer: str | None = None,
 ) -> bytes:
     """The command record of ``command``, with the issuer's optional correlation fields
-    and [eventq] audit name (``issuer``: the token's name, docs/security.md)."""
+    and [eventq] audit name (``issuer``: the token's name; docs/security.md,
+    "Queue-name prefixes")."""
     codec = _COMMAND_CODEC_OF.get(type(command))
     if codec is None:
         raise CodecError(f"not a command: {command!r:.100}")

@@ -95,7 +95,8 @@ JOB_FIELDS: tuple[Field, ...] = (
     # Retry's, only when set: a job never retried has the record it had before.
     Field("dt", "delayed_ms", INT, absent=None, note="retry -delay's time"),
     Field("er", "early", BOOL, absent=False, note="a retry made it ready before its time"),
-    # A dependent's scope (docs/security.md), only when its add had one.
+    # A dependent's scope (docs/security.md, "Queue-name prefixes"), only when its add
+    # had one.
     Field("sc", "scope", STR, absent=None, note="a dependent's token prefix"),
     Field("ver", "version", INT),  # last: after the snapshot's fields (SNAPSHOT_FIELDS)
 )
@@ -110,8 +111,8 @@ JOB_ID = Field("i", "job_id", UUID_BYTES)
 ATTEMPT = Field("k", "attempt", INT)
 RESULT = Field("x", "result", BIN)
 QUEUE_NAME = Field("n", "name", STR)
-# [eventq] The issuing token's prefix (docs/security.md), only when it has one: a
-# command of a token without a prefix keeps the bytes it had.
+# [eventq] The issuing token's prefix (docs/security.md, "Queue-name prefixes"), only
+# when it has one: a command of a token without a prefix keeps the bytes it had.
 SCOPE = Field("sc", "scope", STR, absent=None, note="the token's prefix")
 DEPENDENT_CREATED = Field("c", "dependent_created", INT, note="the add's position")
 DELAY = Field("dl", "delay_ms", INT, absent=0)

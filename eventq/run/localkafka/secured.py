@@ -1,6 +1,7 @@
-"""A secured local Kafka (`eventq kafka start --sasl-ssl [--mtls]`, docs/security.md):
-one SASL_SSL listener, its SCRAM user made when the storage is formatted, certificates
-from a CA of its own, and with --mtls a client certificate every client must present.
+"""A secured local Kafka (`eventq kafka start --sasl-ssl [--mtls]`, docs/security.md, "A
+secured Kafka"): one SASL_SSL listener, its SCRAM user made when the storage is
+formatted, certificates from a CA of its own, and with --mtls a client certificate every
+client must present.
 The files are made once in the node's security dir; a node whose dir holds them stays
 secured at every later start.
 """

@@ -146,10 +146,10 @@ class Entries:
              prefix: str | None) -> list[tuple[int, uuid.UUID]]:
         """The page ``[offset:offset + limit]`` of sorted ``keys`` (ids in their low
         bits) as (key, id), or with ``prefix`` the same page of the keys of jobs whose
-        queue name starts with it (docs/security.md: a token's listings see only its
-        queues). That one is a scan from the first key (each a dict lookup and a bytes
-        compare, ~0.2 s per million keys passed over): no index is kept per prefix,
-        which tokens may change."""
+        queue name starts with it (docs/security.md, "Queue-name prefixes": a token's
+        listings see only its queues). That one is a scan from the first key (each a dict
+        lookup and a bytes compare, ~0.2 s per million keys passed over): no index is
+        kept per prefix, which tokens may change."""
         if prefix is None:
             return [(key, id_of(key)) for key in keys.islice(offset, offset + limit)]
         wanted, size = prefix.encode(), ENTRY.size

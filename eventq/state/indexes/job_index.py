@@ -236,8 +236,8 @@ class JobIndex:
         return self._queues.waiting_page_keys(name, offset, limit)
 
     def queue_names(self, prefix: str | None = None) -> list[str]:
-        """Known queue names, sorted bytewise (docs/protocol.md, "inspect"); ``prefix``: only
-        those that start with it (docs/security.md)."""
+        """Known queue names, sorted bytewise (docs/protocol.md, "inspect"); ``prefix``:
+        only those that start with it (docs/security.md, "Queue-name prefixes")."""
         return self._queues.names(prefix)
 
     def tagged_page_keys(self, tag: str, offset: int, limit: int,
@@ -245,7 +245,8 @@ class JobIndex:
         """A page of ``inspect tagged`` (docs/workflows.md, "Tags"): live jobs with
         ``tag``, in any state, by created time, then id, each with its place as an
         integer (``tagged_key``: the same in every process, so pages merge by it).
-        ``prefix``: only jobs of queues inside it (docs/security.md)."""
+        ``prefix``: only jobs of queues inside it (docs/security.md, "Queue-name
+        prefixes")."""
         jobs = self._tagged.get(tag)
         if jobs is None:
             return []
@@ -271,8 +272,9 @@ class JobIndex:
 
     def failed_groups(self, prefix: str | None = None) -> list[tuple[str, int]]:
         """[eventq] (group, FAILED jobs) of every group that has some, by name bytewise
-        (docs/workflows.md, ``inspect failed``); with ``prefix``, only the jobs of
-        queues inside it (docs/security.md), counted by a scan of the FAILED jobs."""
+        (docs/workflows.md, "inspect failed and inspect failed-jobs"); with ``prefix``,
+        only the jobs of queues inside it (docs/security.md, "Queue-name prefixes"),
+        counted by a scan of the FAILED jobs."""
         groups = self._failed.by_name()
         if prefix is None:
             return [(group, len(members)) for group, members in groups]
@@ -288,7 +290,8 @@ class JobIndex:
                          prefix: str | None = None) -> list[tuple[int, uuid.UUID]]:
         """[eventq] A page of a group's FAILED jobs, oldest failure first (failure time,
         then id), each with its key: the same in every process, so pages merge by it.
-        ``prefix``: only jobs of queues inside it (docs/security.md)."""
+        ``prefix``: only jobs of queues inside it (docs/security.md, "Queue-name
+        prefixes")."""
         members = self._failed.get(group)
         if members is None:
             return []
@@ -338,7 +341,8 @@ class JobIndex:
 
     def recurrence_names(self, prefix: str | None = None) -> list[str]:
         """The recurrences of the owned partitions, sorted bytewise (inspect recurring);
-        ``prefix``: only those whose queue starts with it (docs/security.md)."""
+        ``prefix``: only those whose queue starts with it (docs/security.md, "Queue-name
+        prefixes")."""
         return self._recurrences.names(prefix)
 
     def recurrence_next_ms(self, name: str) -> int | None:

@@ -254,7 +254,7 @@ class Queues:
 
     def names(self, prefix: str | None = None) -> list[str]:
         """Known queue names, sorted bytewise (docs/protocol.md, "inspect"); ``prefix``:
-        only those that start with it (docs/security.md)."""
+        only those that start with it (docs/security.md, "Queue-name prefixes")."""
         names = self.by_name.keys() | self.empty.keys()
         if prefix is not None:
             names = {name for name in names if name.startswith(prefix)}

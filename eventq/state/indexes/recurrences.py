@@ -1,9 +1,9 @@
 """The recurrences of the owned partitions (docs/workflows.md, "Recurring jobs").
 
 Each is ``name -> (partition, every ms, next slot)`` and its queue (its job name, for
-a token's prefix: docs/security.md), with a heap of (when to check, name) for the
-timer. Heap items are checked when popped: a changed record pushes its own, and a
-stale item (a removed or changed recurrence's) is dropped then.
+a token's prefix: docs/security.md, "Queue-name prefixes"), with a heap of (when to
+check, name) for the timer. Heap items are checked when popped: a changed record pushes
+its own, and a stale item (a removed or changed recurrence's) is dropped then.
 
 Invariant: each recurrence has an item in the heap no later than its next slot's
 time, until ``due`` gives it (the timer then ``rearm``s it until its fire is applied
@@ -53,7 +53,7 @@ class Recurrences:
 
     def names(self, prefix: str | None = None) -> list[str]:
         """The recurrences, sorted bytewise (inspect recurring); ``prefix``: only those
-        whose queue starts with it (docs/security.md)."""
+        whose queue starts with it (docs/security.md, "Queue-name prefixes")."""
         names: Iterable[str] = self._records.keys()
         if prefix is not None:
             names = {name for name in names if self._queues[name].startswith(prefix)}
