@@ -64,7 +64,8 @@ MIB = 1024 * KIB
 MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES  # complete/fail carry a data block like add (spec)
 # Everything in a command or state record but its payload and result, encoded: a name
 # (<= 255 B), a node (<= 255 B), an id, about twenty integers and their msgpack keys,
-# and a dependent's links to up to 100 upstreams (docs/workflows.md: about 38 B each).
+# and a dependent's links to up to 100 upstreams (docs/workflows.md, "Values and
+# checks"), about 38 B each.
 # Measured at 568 B for the largest job without upstreams and 4,303 B for the largest
 # dependent; with 16 tags of 64 bytes each (docs/workflows.md, "Tags") 1,503 B and
 # 5,365 B (tests/test_limits.py keeps it true, tags included).

@@ -16,11 +16,11 @@ one integer (eventq/core/batch.py). A present job skips commands at or below its
 last command that removed a job, stored before the tombstones: streams/batch_effects.py):
 an absent job's command at or below it was already applied.
 
-Workflows (docs/workflows.md; docs/architecture.md, "Workflows"). A step also gives
-records beside the jobs (``Step.side``: a dependent's inputs, an upstream's
-registrations), registrations to read (``Step.then``: the one a ``depend`` stores, or
-all of an upstream that ended, read through this batch's own earlier writes) and
-follow-up commands for other partitions, gathered with the batch.
+Workflows (docs/workflows.md, "Determinism"; docs/architecture.md, "Workflows"). A step
+also gives records beside the jobs (``Step.side``: a dependent's inputs, an upstream's
+registrations), registrations to read (``Step.then``: the one a ``depend`` stores, or all
+of an upstream that ended, read through this batch's own earlier writes) and follow-up
+commands for other partitions, gathered with the batch.
 """
 
 from __future__ import annotations

@@ -13,21 +13,20 @@ watermark has no tombstone of this batch; with it, every state written before an
 removal in the batch is there, and a job whose tombstone is missing is still present
 and gets its removal again.
 
-Workflows (docs/workflows.md; docs/architecture.md, "Workflows"): records beside the
-jobs (``Step.side``: a dependent's inputs, an upstream's registrations) are stored with
-the batch, and first in its changelog: side records, live states, the watermark,
-tombstones. Why that order keeps every prefix safe, given that the follow-ups of the
-records in the prefix are in the command log: a side record goes with a job's state (an
-input with the notice that changed its dependent, a registration deleted with its
+Workflows (docs/workflows.md, "Determinism"; docs/architecture.md, "Workflows"): records
+beside the jobs (``Step.side``: a dependent's inputs, an upstream's registrations) are
+stored with the batch, and first in its changelog: side records, live states, the
+watermark, tombstones. Why that order keeps every prefix safe, given that the follow-ups
+of the records in the prefix are in the command log: a side record goes with a job's state
+(an input with the notice that changed its dependent, a registration deleted with its
 upstream's ending or removal) or with no state at all (a ``depend``'s registration, an
-``expire`` of an absent upstream that drops expired ones). A prefix that holds the
-state or the watermark that makes the command read again ``ALREADY_APPLIED`` therefore
-holds its side records too; a prefix that holds side records without their state
-re-applies the command, which writes the same values again (what the registrations it
-reads lack was deleted by this batch and its notices are in the log already; what they
-hold extra was written by a later command of the batch: a later job of the dependent's
-id wins, and a notice read from it tells of a real change, a duplicate its dependent
-passes over).
+``expire`` of an absent upstream that drops expired ones). A prefix that holds the state
+or the watermark that makes the command read again ``ALREADY_APPLIED`` therefore holds its
+side records too; a prefix that holds side records without their state re-applies the
+command, which writes the same values again (what the registrations it reads lack was
+deleted by this batch and its notices are in the log already; what they hold extra was
+written by a later command of the batch: a later job of the dependent's id wins, and a
+notice read from it tells of a real change, a duplicate its dependent passes over).
 
 Slices (docs/architecture.md, "Lanes"): the partition's admitted-through offset is kept
 like the watermark, in the table, and written last in the changelog: a prefix without

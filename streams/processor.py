@@ -18,13 +18,14 @@ records, so a crash in the middle of a batch re-reads all of it; positions make 
 harmless (streams/apply.py), and the changelog's order makes any prefix of it safe to
 restore from (streams/batch_effects.py).
 
-Workflows' follow-up commands (docs/workflows.md; docs/architecture.md, "Workflows")
-are handed on (``follow_ups``) before the batch's records, and the partition's next
-commit waits until the broker has them (streams/follow_ups.py,
-streams/faust/transactions.py): every committed record's follow-ups are in the log, so a
-crash repeats them at worst. A table ahead of its commit is safe only up to the last
-record whose follow-ups are acknowledged; eventq never keeps one (a rollback restores
-the last commit, and a killed process's tables are rebuilt: eventq/run/statedir.py).
+Workflows' follow-up commands (docs/workflows.md, "Determinism";
+docs/architecture.md, "Workflows") are handed on (``follow_ups``) before the batch's
+records, and the partition's next commit waits until the broker has them
+(streams/follow_ups.py, streams/faust/transactions.py): every committed record's
+follow-ups are in the log, so a crash repeats them at worst. A table ahead of its commit
+is safe only up to the last record whose follow-ups are acknowledged; eventq never keeps
+one (a rollback restores the last commit, and a killed process's tables are rebuilt:
+eventq/run/statedir.py).
 
 Slices (docs/architecture.md, "Lanes"): a record admitted from `eventq.bulk` names its bulk
 range (eventq/core/batch.py). The partition's admitted-through offset is kept like the

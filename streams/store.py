@@ -184,7 +184,7 @@ class JobStore:
         return self.decode(raw, partition, job_key(job_id)) if raw is not None else None
 
     def inputs(self, job: Job) -> list[tuple[uuid.UUID, Input]]:
-        """A dependent's inputs (docs/workflows.md, ``inputs <id>``): for each upstream
+        """A dependent's inputs (docs/workflows.md, "Inputs"): for each upstream
         that has finished, in -after order, what it handed on (eventq/core/workflow.py).
         Read from the owned partition of ``job`` (as ``get`` read it: read both from one
         ``pinned`` view where they must agree)."""

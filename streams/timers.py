@@ -8,19 +8,18 @@ so a complete that came first wins. A scheduled job's wake-up is not a command (
 schedule), but lease waiters of its queue are woken. The timer sleeps until the next
 deadline (no polling) and is woken early when an earlier one appears.
 
-Workflows (docs/workflows.md): a registration of a dependent with an absent upstream
-(eventq/core/workflow.py) is dropped by an ``expire`` of the upstream's id once the
-dependent's TTL deadline, which it carries, has passed (eventq/core/followups.py: an
-``expire`` of an absent job drops the expired registrations of that id, by the
-broker's clock). The index keeps the deadline of each registration stored while its
-upstream was absent, with the upstream's id (``put_registration``; rebuilt from the
-table with the jobs); when one passes and the upstream is not a live job here, the
-timer reads the upstream's registrations from the table (``registrations``): none
-left, nothing; the earliest still ahead, checked again then; one expired,
-``expire(upstream)``, checked again ``RETRY_AFTER_MS`` later until it is gone. A live
-upstream's registrations go with its ending or removal, so it needs no timer. Every
-check reads the table, so a repeated or late ``expire`` is harmless: it drops what has
-expired by then, or nothing.
+Workflows (docs/workflows.md, "Command types"): a registration of a dependent with an
+absent upstream (eventq/core/workflow.py) is dropped by an ``expire`` of the upstream's id
+once the dependent's TTL deadline, which it carries, has passed (eventq/core/followups.py:
+an ``expire`` of an absent job drops the expired registrations of that id, by the broker's
+clock). The index keeps the deadline of each registration stored while its upstream was
+absent, with the upstream's id (``put_registration``; rebuilt from the table with the
+jobs); when one passes and the upstream is not a live job here, the timer reads the
+upstream's registrations from the table (``registrations``): none left, nothing; the
+earliest still ahead, checked again then; one expired, ``expire(upstream)``, checked again
+``RETRY_AFTER_MS`` later until it is gone. A live upstream's registrations go with its
+ending or removal, so it needs no timer. Every check reads the table, so a repeated or
+late ``expire`` is harmless: it drops what has expired by then, or nothing.
 
 Recurring jobs (docs/workflows.md, "Recurring jobs"): the index keeps when each
 recurrence of the owned partitions has its next slot due (``put_recurrence``, rebuilt

@@ -41,7 +41,7 @@ class Result:
 
 
 STATE_NAMES = {0: "new", 1: "completed", 2: "failed", 3: "pending", 4: "leased",
-               5: "waiting"}  # 5: eventq, a job with upstreams (docs/workflows.md)
+               5: "waiting"}  # 5: eventq, a job with upstreams (docs/workflows.md, "Dependencies")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@
 - ``digest``: order-independent digests of job state.
 - ``workflow``: the records of workflows kept beside the jobs (registrations, inputs)
   and their keys; ``followups``: what applying a command asks of other partitions and
-  of those records (docs/workflows.md).
+  of those records (docs/workflows.md, "Determinism").
 """
 
 from eventq.core.codec import (

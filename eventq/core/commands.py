@@ -140,10 +140,10 @@ def _check_job_fields(c: Add | Schedule, check_options: Callable[[object], None]
 @dataclass(frozen=True, slots=True)
 class Add:
     """Enqueue a job, ready at once. ``ttl_ms`` 0 = no TTL (a ``run`` job).
-    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (docs/protocol.md, "eventq extensions").
-    ``after`` (docs/workflows.md, -after): its upstreams; the job is then accepted
-    WAITING until they complete. ``tags`` (docs/workflows.md, "Tags"): the job's,
-    kept for its life (at most 16 distinct; none is no -tags). ``scope``
+    ``backoff_ms``: each return to PENDING waits backoff x 2^(r-1) (docs/protocol.md,
+    "-backoff"). ``after`` (docs/workflows.md, "Dependencies"): its upstreams; the job is
+    then accepted WAITING until they complete. ``tags`` (docs/workflows.md, "Tags"): the
+    job's, kept for its life (at most 16 distinct; none is no -tags). ``scope``
     (docs/security.md, "Queue-name prefixes"): the prefix of the token that issued it
     (None: none), recorded so that its upstreams outside it are absent to it (its
     ``depend``s carry it)."""
@@ -209,8 +209,9 @@ class Complete:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
-    """``fail``; ``group`` (docs/workflows.md, ``-group``): the failure group the job
-    is in if this fail is final (None: ``failed``); a fail that leaves fails keeps none."""
+    """``fail``; ``group`` (docs/workflows.md, "Failure groups and retry"): the failure
+    group the job is in if this fail is final (None: ``failed``); a fail that leaves fails
+    keeps none."""
 
     type: ClassVar[CommandType] = CommandType.FAIL
     job_id: uuid.UUID
@@ -228,8 +229,8 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """``retry`` (docs/workflows.md, type 71): a FAILED job runs again under its id,
-    attempts and fails 0, ready at once (``delay_ms`` 0) or at the command's broker
+    """``retry`` (docs/workflows.md, "retry"; type 71): a FAILED job runs again under its
+    id, attempts and fails 0, ready at once (``delay_ms`` 0) or at the command's broker
     time + ``delay_ms``, or WAITING again while an upstream is not COMPLETED. Any other
     state (or an absent job) is ``-NOT-FOUND``: a retry never revives another job."""
 
@@ -377,16 +378,16 @@ class Resume:
 
 @dataclass(frozen=True, slots=True)
 class Depend:
-    """A dependent's registration with one of its upstreams (docs/workflows.md, type
-    69), written by the dependent's processor once it has applied the dependent's add,
-    into the *upstream's* partition: ``job_id`` is ``upstream``. ``dependent_created`` is
-    the position of the dependent's add (the notices for it name it) and
-    ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which the
-    registration is told nothing and may be dropped. ``scope`` (docs/security.md,
-    "Queue-name prefixes"; docs/workflows.md, "Command types"): the dependent's (its
-    add's token prefix; None: none): an upstream whose queue is outside it is absent to
-    the dependent, which is never told of it (decided by the upstream's processor,
-    machine.py and followups.py)."""
+    """A dependent's registration with one of its upstreams (docs/workflows.md, "Command
+    types": 69), written by the dependent's processor once it has applied the dependent's
+    add, into the *upstream's* partition: ``job_id`` is ``upstream``.
+    ``dependent_created`` is the position of the dependent's add (the notices for it name
+    it) and ``dependent_deadline_ms`` its TTL deadline (None: it has none), after which
+    the registration is told nothing and may be dropped. ``scope``
+    (docs/security.md, "Queue-name prefixes"; docs/workflows.md, "Command types"): the
+    dependent's (its add's token prefix; None: none): an upstream whose queue is outside
+    it is absent to the dependent, which is never told of it (decided by the upstream's
+    processor, machine.py and followups.py)."""
 
     type: ClassVar[CommandType] = CommandType.DEPEND
     upstream: uuid.UUID
@@ -414,8 +415,8 @@ class Depend:
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """An upstream's outcome, told one dependent (docs/workflows.md, type 70), written
-    by the upstream's processor into the *dependent's* partition: ``job_id`` is
+    """An upstream's outcome, told one dependent (docs/workflows.md, "Command types": 70),
+    written by the upstream's processor into the *dependent's* partition: ``job_id`` is
     ``dependent``. ``change`` is the position of the upstream's change that had this
     outcome and ``at_ms`` its broker time; ``result`` is the upstream's result for
     ``completed`` and ``failed`` (copied to the dependent as an input), None otherwise.
@@ -472,8 +473,8 @@ def check_recurrence_fields(c: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Recur:
-    """``recur`` (docs/workflows.md, type 72): define recurrence ``name``, or replace
-    its definition. Keyed ``recur:<name>`` (``key``), so one partition owns each
+    """``recur`` (docs/workflows.md, "recur"; type 72): define recurrence ``name``, or
+    replace its definition. Keyed ``recur:<name>`` (``key``), so one partition owns each
     recurrence; applied by eventq/core/recurrence.py, not by the job machine. Its
     ``created`` time is the command's broker time, as every time is."""
 

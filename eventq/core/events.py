@@ -46,7 +46,7 @@ class EventType(IntEnum):
     IMPORTED = 10
     ATTEMPT_RELEASED = 11
     TOUCHED = 12
-    FAIL_COUNTED = 13  # [eventq] workflows (docs/workflows.md)
+    FAIL_COUNTED = 13  # [eventq] a WAITING job's fail (docs/workflows.md, "Dependencies")
     UPSTREAM_NOTED = 14
     RELEASED = 15
     UPSTREAM_FAILED = 16

@@ -184,7 +184,7 @@ class Job:
       WAITING: a dependent not released, never leased, neither ready nor scheduled.
     - [eventq] ``tags`` (docs/workflows.md, "Tags"): its ``-tags`` in the order given,
       kept for the job's life (no command changes them); () for a job without.
-    - [eventq] retry (docs/workflows.md, ``retry``), unset until a job is retried:
+    - [eventq] retry (docs/workflows.md, "retry"), unset until a job is retried:
       ``delayed_ms``, the time a ``retry -delay`` set (now + delay), its ``time`` from
       then on (under a backoff's wait; a dependent released later is released no
       earlier); ``early``, a retry without delay found its time still ahead: it is
@@ -490,9 +490,9 @@ def is_final(job: Job) -> bool:
 
 def ready_time_ms(job: Job) -> int | None:
     """The job's ``time``: when it is ready (None: at once). A retry's backoff wait
-    (``retry_ms``) replaces the schedule time (docs/protocol.md, "eventq extensions", -backoff), and so does a
-    dependent's release time (docs/workflows.md, never earlier than its schedule time)
-    and the time a ``retry -delay`` set (docs/workflows.md, retry)."""
+    (``retry_ms``) replaces the schedule time (docs/protocol.md, "-backoff"), and so does
+    a dependent's release time (docs/workflows.md, "Dependencies": never earlier than its
+    schedule time) and the time a ``retry -delay`` set (docs/workflows.md, "retry")."""
     if job.retry_ms is not None:
         return job.retry_ms
     if job.released_ms is not None:

@@ -83,7 +83,7 @@ def recurrence_name_of(table_key: bytes) -> str:
 
 
 def slot_job_id(name: str, every_ms: int, slot: int) -> uuid.UUID:
-    """The id of slot ``slot``'s job (docs/workflows.md): the first 16 bytes of
+    """The id of slot ``slot``'s job (docs/workflows.md, "recur"): the first 16 bytes of
     SHA-256("recur:<name>:<every-ms>:<n>"), numbers in decimal without leading zeros,
     made a version 4 variant 1 UUID."""
     digest = bytearray(hashlib.sha256(f"recur:{name}:{every_ms}:{slot}".encode("ascii")).digest())

@@ -67,8 +67,9 @@ class Slim(NamedTuple):
     attempts: int
     version: int
     tags: tuple[str, ...] = ()
-    # [eventq] retry and failure groups (docs/workflows.md): ready at once whatever its
-    # time (job.wake_time_ms); a FAILED job's group and failure time (None otherwise).
+    # [eventq] retry and failure groups (docs/workflows.md, "Failure groups and retry"):
+    # ready at once whatever its time (job.wake_time_ms); a FAILED job's group and failure
+    # time (None otherwise).
     early: bool = False
     group: str | None = None
     failed_ms: int | None = None

@@ -13,11 +13,11 @@ exceed the record limit, so it could never be written) becomes
 the processor: after a restart the same command would be read again, and a crash would
 repeat forever.
 
-Workflows (docs/workflows.md): a step also gives what the command asks beyond its job's
-record (eventq/core/followups.py): ``follow_ups`` to write into other partitions, each
-under its key, ``side`` records to write or delete beside the jobs, and ``then``, the
-registrations to read before ``followups.register`` or ``followups.notify`` give the
-rest. The processor writes all of them with the batch, before it commits it.
+Workflows (docs/workflows.md, "Determinism"): a step also gives what the command asks
+beyond its job's record (eventq/core/followups.py): ``follow_ups`` to write into other
+partitions, each under its key, ``side`` records to write or delete beside the jobs, and
+``then``, the registrations to read before ``followups.register`` or ``followups.notify``
+give the rest. The processor writes all of them with the batch, before it commits it.
 """
 
 from __future__ import annotations

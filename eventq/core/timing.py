@@ -6,8 +6,8 @@ their histograms agree:
 
     wait = lease time (attempt started) - when the job became ready to lease: its add
            (or its scheduled time, if later), or the fail / TTR timeout that requeued it,
-           or for a dependent its release time (docs/workflows.md), or the retry that
-           made it NEW again (or the end of its -delay)
+           or for a dependent its release time (docs/workflows.md, "Dependencies"), or
+           the retry that made it NEW again (or the end of its -delay)
     run  = complete / fail time - the start of that attempt (timed-out attempts and
            attempts given back before reaching a client have none)
 
@@ -60,8 +60,9 @@ def advance(since: Since, event: Any, before: Job | None, after: Job | None, at_
         assert after is not None
         return Samples(Since(ready_time_ms(after), None))
     if kind is EventType.RETRIED or kind is EventType.UPSTREAM_RETRIED:
-        # [eventq] retried (docs/workflows.md): ready from the retry (or its delay), or
-        # WAITING again until released; still FAILED (a cascade that names another).
+        # [eventq] retried (docs/workflows.md, "retry"): ready from the retry (or its
+        # delay), or WAITING again until released; still FAILED (a cascade that names
+        # another).
         assert after is not None
         if after.state is not State.NEW:
             return Samples(NOTHING)

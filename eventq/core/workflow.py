@@ -1,8 +1,9 @@
 """The records of workflows kept beside the jobs, and their table keys (pure).
 
-docs/workflows.md keeps two kinds of records apart from the job records, each of its
-own so that no record holds more than one payload and one result, and fan-out has no
-bound (the design's ARCHITECTURE.md, "Workflows"):
+The design (docs/architecture.md, "Workflows") keeps two kinds of records apart from the
+job records, each of its own so that no record holds more than one payload and one result
+(docs/workflows.md, "Inputs"), and fan-out has no bound (docs/workflows.md, "Command
+types"):
 
 - a ``Registration``, in the *upstream's* partition, one per (upstream id, dependent
   id): the dependent registered by a ``depend`` (commands.Depend), the position of its

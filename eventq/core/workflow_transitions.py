@@ -1,7 +1,7 @@
-"""Workflows' transitions (docs/workflows.md): how ``depend``, ``upstream`` notices,
-``retry`` and a WAITING job's ``fail`` are decided, and how their events change a job
-(the entries of eventq/core/machine.py's tables, which alone name them: hence their
-leading underscore).
+"""Workflows' transitions (the table of docs/workflows.md, "Job and queue blocks"): how
+``depend``, ``upstream`` notices, ``retry`` and a WAITING job's ``fail`` are decided, and
+how their events change a job (the entries of eventq/core/machine.py's tables, which
+alone name them: hence their leading underscore).
 
 Workflows (docs/workflows.md, "Dependencies"). An add or schedule with ``after`` makes a
 WAITING job (state 5), never leased; ``complete`` and ``fail`` apply to it as to any
@@ -101,7 +101,7 @@ def _upstream_noted(job: Job | None, c: Upstream, at_ms: int, offset: int) -> Ou
 
 def _failed_by(job: Job, upstream: uuid.UUID) -> bool:
     """The job is FAILED in ``upstream-failed`` because ``upstream`` failed (its result
-    names it): a retry of that upstream retries it too (docs/workflows.md, retry)."""
+    names it): a retry of that upstream retries it too (docs/workflows.md, "retry")."""
     link = link_of(job, upstream)
     return (
         job.group == UPSTREAM_FAILED_GROUP and link is not None
@@ -216,7 +216,7 @@ def asked_again(link: Link) -> Link:
 
 
 def _retried(job: Job, e: Retried) -> Job:
-    """A FAILED job retried (docs/workflows.md, retry): NEW when every upstream is
+    """A FAILED job retried (docs/workflows.md, "retry"): NEW when every upstream is
     COMPLETED (or it has none), at its old place in lease order, or at now + delay;
     else WAITING, its ended upstreams asked again (``asked_again``)."""
     links = tuple(map(asked_again, job.upstreams))

@@ -390,7 +390,7 @@ class ClusterAnswers:
         """[eventq] retry-group over the cluster: the group's ``count`` oldest failures
         as it stands (each process's oldest ``count``, merged by key), each retried where
         its partition is, all in flight at once: this process's through its engine, the
-        others' forwarded to their owners (docs/workflows.md)."""
+        others' forwarded to their owners (docs/workflows.md, "retry-group")."""
         await self.engine.wait_ready()
         found = [(key, job_id) for key, job_id in
                  self.index.failed_page_keys(request.group, 0, request.count, callers.prefix())]

@@ -182,7 +182,7 @@ class LocalAnswers:
         return ok_or_error(await self.engine.submit(command))
 
     async def retry(self, request: rq.Retry) -> bytes:
-        """[eventq] A FAILED job runs again under its id (docs/workflows.md, retry): the
+        """[eventq] A FAILED job runs again under its id (docs/workflows.md, "retry"): the
         core refuses any other state, -NOT-FOUND."""
         command = core.Retry(request.id, request.delay_ms, callers.prefix())
         return ok_or_error(await self.engine.submit(command))
@@ -203,8 +203,8 @@ class LocalAnswers:
 
     async def retry_group(self, request: rq.RetryGroup) -> bytes:
         """[eventq] retry-group: up to ``count`` FAILED jobs of the group, oldest
-        failure first, as the group stands now (docs/workflows.md); an empty or unknown
-        group retries none."""
+        failure first, as the group stands now (docs/workflows.md, "retry-group"); an
+        empty or unknown group retries none."""
         await self.engine.wait_ready()
         ids = self.index.failed_page(request.group, 0, request.count, callers.prefix())
         return replies.retried_reply(await self.retry_ids(ids))

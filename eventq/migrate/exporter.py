@@ -8,8 +8,8 @@ a new or empty directory: an export never mixes with existing files.
 
 What cannot round-trip is reported, never silently changed: jobs without TTL (``run``
 jobs; workq never logged them) are not written; LEASED jobs lose their lease deadline
-(they replay as LEASED in workq and come back PENDING when imported into eventq);
-eventq's own -backoff and -after (docs/workflows.md, 1; a WAITING job is written as
+(they replay as LEASED in workq and come back PENDING when imported into eventq); eventq's
+own -backoff and -after (docs/workflows.md, "Dependencies"; a WAITING job is written as
 NEW) are listed with the jobs that do not replay exactly, as is whatever ``write_jobs``
 finds (fails a workq log cannot carry, for example).
 
@@ -55,8 +55,8 @@ class ExportResult:
     not_exported: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     leased: list[uuid.UUID] = field(default_factory=list)
     inexact: list[tuple[uuid.UUID, str]] = field(default_factory=list)
-    # [eventq] recurrences (docs/workflows.md, 5): workq has none; the jobs they added
-    # are exported as any job.
+    # [eventq] recurrences (docs/workflows.md, "Recurring jobs"): workq has none; the
+    # jobs they added are exported as any job.
     recurrences: list[str] = field(default_factory=list)
     undecodable: int = 0
     undecodable_examples: list[str] = field(default_factory=list)
@@ -178,10 +178,9 @@ def write_export(jobs: Iterable[Job], options: ExportOptions, result: ExportResu
     """Write the live ``jobs`` read into ``result`` as a workq command log, and report
     in it what cannot round-trip."""
     chosen = []
-    # eventq's own flags (docs/protocol.md, "-backoff"; docs/workflows.md, 1: -after,
-    # 4: -tags):
-    # workq's log cannot hold them, and they are listed with the jobs that do not
-    # replay exactly.
+    # eventq's own flags (docs/protocol.md, "-backoff"; docs/workflows.md, "Dependencies"
+    # for -after and "Tags"): workq's log cannot hold them, and they are listed with the
+    # jobs that do not replay exactly.
     replay_losses = []
     for job in sorted(jobs, key=export_order):
         notes = export_notes(job)

@@ -24,17 +24,17 @@ Rules (import):
   outside years 1..9999, a TTL ending before creation) raises ``Unimportable`` with
   the reason; the importer reports and skips it.
 
-Export: the reverse (ms times become ns exactly). What the workq format cannot carry
-is reported by ``export_notes`` (and ``write_jobs`` reports every job that does not
-replay to exactly the ``WorkqJob`` given): a job without TTL (a ``run`` job, never
-logged by workq) is not exported at all; a LEASED job's lease deadline is lost (it
-replays as LEASED in workq, and comes back PENDING when imported into eventq); fails
-of a job that is not FAILED, or above 1, are lost (workq's fail record finishes a job).
-eventq's own flags are lost too: -backoff, and -after (docs/workflows.md, 1: workq has
-no dependencies, so a job's upstreams are not written, and a WAITING job is written as
-NEW, its schedule time kept: ready when due rather than when its upstreams complete),
-a failure group other than the two workq's commands produce and a retry's time
-(docs/workflows.md, 3: workq has no groups and no retry).
+Export: the reverse (ms times become ns exactly). What the workq format cannot carry is
+reported by ``export_notes`` (and ``write_jobs`` reports every job that does not replay to
+exactly the ``WorkqJob`` given): a job without TTL (a ``run`` job, never logged by workq)
+is not exported at all; a LEASED job's lease deadline is lost (it replays as LEASED in
+workq, and comes back PENDING when imported into eventq); fails of a job that is not
+FAILED, or above 1, are lost (workq's fail record finishes a job). eventq's own flags are
+lost too: -backoff, and -after (docs/workflows.md, "Dependencies": workq has no
+dependencies, so a job's upstreams are not written, and a WAITING job is written as NEW,
+its schedule time kept: ready when due rather than when its upstreams complete), a failure
+group other than the two workq's commands produce and a retry's time
+(docs/workflows.md, "Failure groups and retry": workq has no groups and no retry).
 """
 
 from __future__ import annotations
@@ -153,13 +153,14 @@ NO_TTL = "no TTL (a run job): workq's log cannot hold it, not exported"
 LEASE_LOST = "LEASED: the lease deadline is not in workq's format; imports back as PENDING"
 BACKOFF_LOST = ("-backoff: workq has no retry backoff; imports back without it (a job "
                 "waiting out one is ready at once)")
-# docs/workflows.md, 1: -after. One note per job with upstreams, WAITING or not.
+# docs/workflows.md, "Dependencies": -after. One note per job with upstreams, WAITING or
+# not.
 WAITING_LOST = ("WAITING (-after): workq has no dependencies; written as NEW, so it is ready "
                 "at once instead of waiting for its upstreams, and imports back without them")
 AFTER_LOST = "-after: workq has no dependencies; imports back without its upstreams"
-# docs/workflows.md, 4: -tags.
+# docs/workflows.md, "Tags": -tags.
 TAGS_LOST = "-tags: workq has no tags; imports back without them"
-# docs/workflows.md, 3: failure groups and retry.
+# docs/workflows.md, "Failure groups and retry".
 GROUP_LOST = ("a failure group (fail -group=, upstream-failed): workq has none; imports back "
               "in failed or attempts-exhausted")
 RETRY_LOST = ("retried with -delay, or ready before its schedule time by a retry: workq has "

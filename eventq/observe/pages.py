@@ -17,8 +17,8 @@ REFRESH_S = 5
 PAYLOAD_PREVIEW_BYTES = 2048
 JOB_LIST_KINDS = ("ready", "scheduled", "waiting", "leased", "failed")
 GONE = "gone"  # the state shown for an upstream or dependent that is no job now
-# docs/workflows.md, 1: "An absent upstream is waited for whether it was never added or
-# is already gone (the two cannot be told apart)".
+# docs/workflows.md, "Dependencies": "An upstream that does not exist is waited for,
+# whether it was never added or is already gone (the two cannot be told apart)".
 GONE_NOTE = ("gone: no such job now: deleted or expired, or, for an upstream, not added "
              "yet (it is waited for until it is added or this job's TTL ends)")
 
@@ -240,11 +240,13 @@ def job_fields(info: JobInfo) -> list[tuple[str, str]]:
     # backoff) only; any other job has none, so no row rather than an empty one.
     if info.time is not None:
         fields.append(("time", info.time))
-    if info.after:  # docs/workflows.md, 1: after and waiting, for a job with upstreams
+    # docs/workflows.md, "Job and queue blocks": after and waiting, for a job with upstreams
+    if info.after:
         fields.append(("upstreams", f"{info.after}, {info.waiting} not completed"))
-    if info.tags:  # docs/workflows.md, 4: in -tags order (links: tags_links)
+    if info.tags:  # docs/workflows.md, "Tags": in -tags order (links: tags_links)
         fields.append(("tags", ", ".join(info.tags)))
-    if info.group is not None:  # docs/workflows.md, 3: a failure group workq has none of
+    # A failure group, which workq has none of (docs/workflows.md, "Failure groups and retry")
+    if info.group is not None:
         fields.append(("failure group", info.group))
     return fields
 
@@ -436,8 +438,8 @@ def cluster_page(members: list[str], partitions: list[PartitionRow], serving: bo
 
 
 def failed_page(groups: list[tuple[str, int]], frame: Frame) -> str:
-    """[eventq] The failure groups with FAILED jobs (docs/workflows.md, ``inspect
-    failed``), each a link to its jobs."""
+    """[eventq] The failure groups with FAILED jobs (docs/workflows.md, "inspect failed
+    and inspect failed-jobs"), each a link to its jobs."""
     cells = [[f'<a href="/failed/{q(name)}">{e(name)}</a>', f"{count:,}"]
              for name, count in groups]
     body = table(["failure group", "failed jobs"], cells, id_="groups")

@@ -393,8 +393,8 @@ class Dashboard:
         return await self._act(request, calls.delete(job_id), "/?done=deleted")
 
     async def retry(self, request: web.Request) -> web.Response:
-        """A failed job again, under its own id (``retry``, docs/workflows.md): whoever
-        waits on its result and its dependents see it run again."""
+        """A failed job again, under its own id (``retry``, docs/workflows.md, "retry"):
+        whoever waits on its result and its dependents see it run again."""
         refused = self._refuse(request)
         if refused is not None:
             return refused

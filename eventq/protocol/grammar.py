@@ -244,8 +244,8 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
         data=_payload(5),
     ),
     # run <id> <name> <ttr> <wait-timeout> <size> [-priority=]; id, name, ttr, priority,
-    # wait-timeout. [eventq] -after and -tags are unknown to run (docs/workflows.md, flag
-    # counts).
+    # wait-timeout. [eventq] -after and -tags are unknown to run (docs/workflows.md,
+    # "Values and checks": how many flags).
     "run": Command(
         rq.Run, 5, 5,
         fields=(

@@ -216,9 +216,9 @@ def _job_block(job: JobView, order: int | None = None) -> bytes:
 
 def _queue_block(queue: QueueView) -> bytes:
     """``<name> 2``, ``ready-len R``, ``scheduled-len S``; [eventq] then ``waiting-len
-    W`` when W > 0 (docs/workflows.md) and ``paused 1`` when paused (docs/protocol.md, "eventq extensions"),
-    each raising the key count by one (2 to 4), so a queue with neither keeps workq's
-    block."""
+    W`` when W > 0 (docs/workflows.md, "Job and queue blocks") and ``paused 1`` when
+    paused (docs/protocol.md, "pause and resume"), each raising the key count by one (2
+    to 4), so a queue with neither keeps workq's block."""
     lines = [_line("ready-len", queue.ready_len), _line("scheduled-len", queue.scheduled_len)]
     if queue.waiting_len:
         lines.append(_line("waiting-len", queue.waiting_len))

@@ -4,7 +4,7 @@
   becomes an add (or schedule) command in ``eventq.commands``, exactly as the gateway
   would write it; rows that would be refused are counted and written to a reject output.
   With ``after_column=`` (upstream ids) or ``after_keys_column=`` (upstream keys) the
-  rows are a DAG (docs/workflows.md, -after).
+  rows are a DAG (docs/workflows.md, "Dependencies").
 - ``read_jobs(spark, bootstrap, topic)`` / ``snapshot(spark, ...)``: the live jobs of
   ``eventq.jobs`` as a DataFrame (and parquet), ``dataframe_digest(df)`` their state
   digest (equal to ``inspect digest``), ``dag_edges(jobs)`` one row per upstream of

@@ -52,8 +52,8 @@ JOB_FIELD_KINDS: dict[str, str] = {
     "scheduled_ms": "bigint", "expires_ms": "decimal(20,0)",
     "lease_deadline_ms": "decimal(20,0)", "result": "binary", "result_ok": "boolean",
     "version": "bigint", "backoff_ms": "int", "returns": "int", "retry_ms": "bigint",
-    # A dependent's (docs/workflows.md), null for other jobs; its links as the job map
-    # holds them (msgpack, eventq.core.codec.encode_links).
+    # A dependent's (docs/workflows.md, "Dependencies"), null for other jobs; its links as
+    # the job map holds them (msgpack, eventq.core.codec.encode_links).
     "upstreams": "binary", "added_at": "bigint", "released_ms": "bigint",
     "finished_at": "bigint", "finished_ms": "bigint", "group": "string",
     # A job's tags (docs/workflows.md, "Tags") in -tags order, null for a job without.

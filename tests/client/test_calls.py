@@ -63,7 +63,7 @@ def test_each_call_sends_the_request_the_server_reads():
         (calls.inspect_queues(3, 4), rq.InspectQueues(3, 4)),
         (calls.inspect_server(), rq.InspectServer()),
         (calls.digest(), rq.InspectDigest()),
-        # eventq: -after (docs/workflows.md, 1) and inputs (2)
+        # eventq: -after and inputs (docs/workflows.md, "Dependencies", "Inputs")
         (calls.add("q", b"", id=ID, after=[UP1, str(UP2)]),
          rq.Add(ID, "q", 60_000, 86_400_000, b"", after=(UP1, UP2))),
         (calls.schedule("q", b"", NOW_MS, id=ID, backoff_ms=1, after=(UP2,)),
@@ -77,7 +77,7 @@ def test_each_call_sends_the_request_the_server_reads():
          rq.Recur("r", "q", 60_000, 86_400_000, 1000, b"p", backoff_ms=3, tags=("a", "b"))),
         (calls.unrecur("r"), rq.Unrecur("r")),
         (calls.recurrences(2, 5), rq.InspectRecurring(2, 5)),
-        # eventq: tags (docs/workflows.md, 4)
+        # eventq: tags (docs/workflows.md, "Tags")
         (calls.add("q", b"", id=ID, tags=["nightly", "etl"]),
          rq.Add(ID, "q", 60_000, 86_400_000, b"", tags=("nightly", "etl"))),
         (calls.add("q", b"", id=ID, tags="one"), rq.Add(ID, "q", 60_000, 86_400_000, b"",
@@ -101,7 +101,7 @@ def test_every_operation_is_in_the_table_and_covered():
                      "inspect_tagged", "inspect_queue", "inspect_queues", "inspect_server",
                      "digest",
                      "recur", "unrecur", "recurrences",
-                     # eventq: docs/workflows.md, 3
+                     # eventq: docs/workflows.md, "Failure groups and retry"
                      "retry", "retry_group", "inspect_failed", "inspect_failed_jobs"}
 
 
@@ -164,8 +164,8 @@ def test_replies_become_typed_values():
 
 
 def test_workflow_replies_become_typed_values():
-    """eventq (docs/workflows.md, 1 and 2): a WAITING job, a queue with waiting jobs,
-    the inputs of a dependent."""
+    """eventq (docs/workflows.md, "Dependencies" and "Inputs"): a WAITING job, a queue
+    with waiting jobs, the inputs of a dependent."""
     view = replies.JobView(ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, 5, NOW_MS, after=2, waiting=1)
     assert parse(calls.inspect_job(ID), replies.job_blocks([view])) == JobInfo(
         ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, "waiting", "2027-01-15T08:00:00Z", None, 2, 1)
@@ -187,7 +187,7 @@ def test_workflow_replies_become_typed_values():
 
 
 def test_tags_replies_become_typed_values():
-    """eventq (docs/workflows.md, 4): a job's tags in its ``JobInfo``, in -tags order;
+    """eventq (docs/workflows.md, "Tags"): a job's tags in its ``JobInfo``, in -tags order;
     ``inspect_tagged`` a list of them (none: [])."""
     tagged = replies.JobView(ID, "q", 1, 2, b"", 0, 0, 0, 0, 0, 5, NOW_MS, after=2, waiting=1,
                              tags=("nightly", "a.b-c_D"))

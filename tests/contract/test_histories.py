@@ -22,13 +22,13 @@ complete, fail, delete, touch, release-attempt, timeout-attempt, expire) and pau
 resume (in every partition), as single records, batch records and bulk slices (some
 admitted twice), at increasing broker times.
 
-Workflows (docs/workflows.md): a third job in each partition is a dependent, added or
-scheduled with -after naming the other jobs of any partition, other dependents, or ids
-that are never jobs, and deleted, leased, completed or failed now and then; timers'
-expirations of any id (absent upstreams' registrations go with them). The processor
-writes the follow-ups (depend, upstream notices) into the log as it applies, through
-the memory engine: acknowledged at once, or only at a commit or ``ack`` (then a crash
-loses those in flight, and their commands, read again, write them again). Once every
+Workflows (docs/workflows.md, "Dependencies"): a third job in each partition is a
+dependent, added or scheduled with -after naming the other jobs of any partition, other
+dependents, or ids that are never jobs, and deleted, leased, completed or failed now and
+then; timers' expirations of any id (absent upstreams' registrations go with them). The
+processor writes the follow-ups (depend, upstream notices) into the log as it applies,
+through the memory engine: acknowledged at once, or only at a commit or ``ack`` (then a
+crash loses those in flight, and their commands, read again, write them again). Once every
 record is applied, besides the above:
 
 - the records beside the jobs (registrations, inputs) are those of the fold of each

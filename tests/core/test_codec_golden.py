@@ -112,7 +112,8 @@ ADD = Add(JID, "q", 1000, 60_000, b"payload", priority=5, max_attempts=2, max_fa
 ADD_BACKOFF = Add(JID, "q", 1000, 60_000, b"", max_attempts=3, max_fails=3, backoff_ms=250)
 SCHEDULE = Schedule(JID, "later.q-1_x", 30, 90_000, T0 + 5000, b"\x00\xff" * 4, -3, 0, 1)
 START, TIMEOUT = StartAttempt(JID, 1), TimeoutAttempt(JID, 1)
-# Workflows (docs/workflows.md): a dependent of two upstreams, added at position(100).
+# Workflows (docs/workflows.md, "Dependencies"): a dependent of two upstreams, added at
+# position(100).
 UP1 = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
 UP2 = uuid.UUID("c9bf9e57-1685-4c89-bafb-ff5af830be8a")
 ADD_AFTER = Add(JID, "q", 1000, 60_000, b"payload", max_fails=2, after=(UP1, UP2))

@@ -41,8 +41,8 @@ def test_command_type_numbers_match_workq():
         "IMPORT": 64,  # eventq's extensions (FIRST_EXTENSION_TYPE), see test_import_command
         "RELEASE_ATTEMPT": 65,  # and test_core_release
         "TOUCH": 66, "PAUSE": 67, "RESUME": 68,  # and test_core_extensions
-        "DEPEND": 69, "UPSTREAM": 70,  # docs/workflows.md, and test_core_workflow
-        "RETRY": 71,  # docs/workflows.md, and test_core_retry
+        "DEPEND": 69, "UPSTREAM": 70,  # docs/workflows.md, "Command types", and test_core_workflow
+        "RETRY": 71,  # docs/workflows.md, "Command types", and test_core_retry
         "RECUR": 72, "UNRECUR": 73, "FIRE": 74,  # and test_core_recurrence
     }  # fmt: skip
     # A command names a job, (pause, resume) a queue, or a recurrence.

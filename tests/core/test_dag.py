@@ -59,7 +59,7 @@ def test_a_diamond_with_a_failing_side_and_crashes():
 
 def test_a_chain_behind_a_retried_job_comes_back_and_runs():
     """One fixed run, to read: a -> b -> c, a fails and is retried (docs/workflows.md,
-    retry): b and c, failed in ``upstream-failed`` because of it, come back WAITING (a
+    "retry"): b and c, failed in ``upstream-failed`` because of it, come back WAITING (a
     notice each, down the chain) and run once a completes; nothing ends FAILED."""
     a, b, c = (uuid.UUID(int=n << 64 | 7) for n in range(1, 4))
     dag = Dag(

@@ -72,7 +72,8 @@ VARIANTS = {
 }
 
 
-# A dependent (docs/workflows.md): leased once its upstream completed, and failed by it.
+# A dependent (docs/workflows.md, "Dependencies"): leased once its upstream completed,
+# and failed by it.
 UP = uuid.UUID(int=5)
 COMPLETED_LINK = Link(UP, UpstreamOutcome.COMPLETED, 500, T0 - 10)
 DEPENDENT = base(upstreams=(COMPLETED_LINK,), added_at=2, released_ms=T0 - 10)
@@ -95,7 +96,7 @@ WORKFLOW_VARIANTS = {
     "released_ms": lambda: dataclasses.replace(DEPENDENT, released_ms=T0 - 9),
     "finished_ms": lambda: dataclasses.replace(UPSTREAM_FAILED, finished_ms=T0 + 1),
     "group": lambda: dataclasses.replace(UPSTREAM_FAILED, group="other"),
-    # Retry's (docs/workflows.md, retry): a job a retry left with a time, or early.
+    # Retry's (docs/workflows.md, "retry"): a job a retry left with a time, or early.
     "delayed_ms": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0),
     "early": lambda: dataclasses.replace(DEPENDENT, early=True),
     "delayed_ms again": lambda: dataclasses.replace(DEPENDENT, delayed_ms=T0 + 1, early=True),

@@ -80,7 +80,7 @@ def reference(job: Job | None, cmd, at: int, off: int):
         if isinstance(cmd, (Complete, Fail, Delete, Touch, Retry)):
             return ("rejected", NotFound(), None)
         return ("ignored", None, None)
-    if isinstance(cmd, Retry):  # docs/workflows.md, retry: only a FAILED job
+    if isinstance(cmd, Retry):  # docs/workflows.md, "retry": only a FAILED job
         if job.state != State.FAILED:
             return ("rejected", NotFound(), job)
         delayed = at + cmd.delay_ms if cmd.delay_ms else None

@@ -175,7 +175,8 @@ def test_actions_change_the_state_and_the_page_shows_it(server, workload, browse
             "bills", "new", b"\x00\x01invoice", 0)
         shot(browser, "job-retried")
 
-        # A failure group, listed and retried from its page (docs/workflows.md, 3).
+        # A failure group, listed and retried from its page (docs/workflows.md, "Failure
+        # groups and retry").
         grouped = c.add("bills", b"g")
         c.fail(grouped, b"x", group="dashboard-group")
         browser.goto(base + "failed")
@@ -232,10 +233,10 @@ def rows(browser: Browser, table: str) -> list[list[str]]:
 
 
 def test_workflows_show_waiting_jobs_edges_and_their_metrics(server, workload, browser):
-    """docs/workflows.md, 1 on a real server: D waits for U1 (completed), U2 (not yet)
-    and GHOST (never added). Its queue counts and lists it as waiting, its page lists
-    its upstreams with their states, U1's lists D, and /metrics counts the waiting job,
-    the three registrations and the one notice applied."""
+    """docs/workflows.md, "Dependencies", on a real server: D waits for U1 (completed), U2
+    (not yet) and GHOST (never added). Its queue counts and lists it as waiting, its page
+    lists its upstreams with their states, U1's lists D, and /metrics counts the waiting
+    job, the three registrations and the one notice applied."""
     ghost = uuid.uuid4()
     with Client("127.0.0.1", server.port) as c:
         u1, u2 = c.add("wf-extract", "one"), c.add("wf-extract", "two")

@@ -2,8 +2,8 @@
 and broker: a Python handler declared with inputs=True reads ``job.inputs`` in -after
 order (one that did not declare them is told so), a program reads them as files in
 ``$EVENTQ_INPUTS``, whose directory is gone once it ends, and the examples of
-docs/workflows.md (the DAG, the handler, and `eventq worker --inputs` with a shell
-one-liner) do what it says."""
+docs/workflows.md, "From Python" (the DAG, the handler, and `eventq worker --inputs` with
+a shell one-liner) do what it says."""
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def test_a_program_reads_its_inputs_as_files_that_are_gone_afterwards(server, in
 
 
 def doc_block(language: str, marker: str) -> str:
-    """The one ```language block of docs/workflows.md that holds ``marker``."""
+    """The one ```language block of docs/workflows.md, "From Python", that holds
+    ``marker``."""
     blocks = re.findall(rf"```{language}\n(.*?)```", WORKFLOWS_DOC.read_text(), flags=re.S)
     [block] = [block for block in blocks if marker in block]
     return block
@@ -158,8 +159,9 @@ def test_the_docs_inputs_examples_do_what_they_say(server, tmp_path):
 
 
 def test_the_docs_dag_runs_in_edge_order_and_hands_results_down(server):
-    """The DAG of docs/workflows.md as written but for the server and queues, worked by a
-    worker with the docs' inputs handler: d runs last with b's and c's results."""
+    """The DAG of docs/workflows.md, "From Python", as written but for the server and
+    queues, worked by a worker with the docs' inputs handler: d runs last with b's and c's
+    results."""
     dag_code = doc_block("python", 'after=[b, c]')
     handler_code = doc_block("python", "inputs=True")
     etl, report = queue("etl"), queue("report")

@@ -1,6 +1,6 @@
-"""Workflows (docs/workflows.md, sections 1-2) through a live server and broker: a
-diamond added dependents first runs in edge order and hands results down; a failing
-upstream fails its dependents down the graph."""
+"""Workflows (docs/workflows.md, "Dependencies" and "Inputs") through a live server and
+broker: a diamond added dependents first runs in edge order and hands results down; a
+failing upstream fails its dependents down the graph."""
 
 from __future__ import annotations
 

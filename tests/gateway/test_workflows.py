@@ -38,7 +38,8 @@ def test_a_dependent_waits_shows_its_upstreams_and_is_released_by_the_last() -> 
         assert await p.handle(inspect_d) == b"+OK 1\r\n" + waiting_block(D, 2)
 
         await finish(p, "extract", "complete", b"r1")
-        # docs/workflows.md's example: a WAITING dependent of 2 upstreams, one COMPLETED
+        # The example of docs/workflows.md, "Job and queue blocks": a WAITING dependent of
+        # 2 upstreams, one COMPLETED
         assert await p.handle(inspect_d) == (
             b"+OK 1\r\n" + f"{D} 14\r\n".encode()
             + b"name etl\r\nttr 60000\r\nttl 86400000\r\npayload-size 2\r\npayload {}\r\n"
@@ -82,8 +83,9 @@ def test_a_failed_upstream_is_an_input_with_0_and_fails_its_dependent() -> None:
         await finish(p, "extract", "fail", b"bad")  # U1 first: added first
         assert await p.handle(f"inputs {D}\r\n".encode()) == f"+OK 1\r\n{U1} 0 3\r\nbad\r\n".encode()
         block = await p.handle(f"inspect job {D}\r\n".encode())
+        # FAILED in upstream-failed (docs/workflows.md, "Failure groups and retry")
         assert b"state 2\r\n" in block and block.endswith(
-            b"after 2\r\nwaiting 2\r\ngroup upstream-failed\r\n")  # docs/workflows.md, 3
+            b"after 2\r\nwaiting 2\r\ngroup upstream-failed\r\n")
         assert await p.handle(b"inspect queue etl\r\n") == (
             b"+OK 1\r\netl 2\r\nready-len 0\r\nscheduled-len 0\r\n")
 

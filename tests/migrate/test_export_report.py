@@ -1,9 +1,9 @@
 """What ``eventq export-cmdlog`` reports of eventq's own flags, exactly (text, JSON, exit
-status): -backoff, -after and -tags (docs/workflows.md, 1 and 4) cannot be held in
-workq's log, so a job with any is listed with the jobs that do not replay exactly, one line per flag,
-and a WAITING job is written as NEW. Its jobs are real folds of core commands; only the
-read of the state log is handed them instead of Kafka's (tests/migrate/
-test_export_roundtrip.py reads a real one)."""
+status): -backoff, -after and -tags (docs/workflows.md, "Dependencies" and "Tags") cannot
+be held in workq's log, so a job with any is listed with the jobs that do not replay
+exactly, one line per flag, and a WAITING job is written as NEW. Its jobs are real folds
+of core commands; only the read of the state log is handed them instead of Kafka's
+(tests/migrate/test_export_roundtrip.py reads a real one)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,8 @@ def test_export_reports_backoff_and_after_as_not_replaying_exactly(state_log, tm
 
 
 def test_export_reports_the_recurrences_it_leaves_behind(monkeypatch, tmp_path, capsys) -> None:
-    """docs/workflows.md, 5: workq has no recurring jobs; the jobs they added are jobs."""
+    """docs/workflows.md, "Recurring jobs": workq has no recurring jobs; the jobs they
+    added are jobs."""
     jobs = live_jobs()
     monkeypatch.setattr(kafka_io, "topic_partitions", lambda bootstrap, topics: {"t": 1})
     monkeypatch.setattr(logreader, "latest_state", lambda bootstrap, topic, progress=None: (
@@ -127,8 +128,9 @@ def test_export_reports_the_recurrences_it_leaves_behind(monkeypatch, tmp_path, 
 
 
 def test_a_named_group_and_a_retrys_time_are_noted() -> None:
-    """[eventq] docs/workflows.md, 3: a failure group workq's commands do not produce,
-    and the time a retry gave a job, cannot be held in workq's log."""
+    """[eventq] docs/workflows.md, "Failure groups and retry": a failure group workq's
+    commands do not produce, and the time a retry gave a job, cannot be held in workq's
+    log."""
     from eventq.core import Fail, Retry
     from eventq.migrate.mapping import GROUP_LOST, RETRY_LOST
 

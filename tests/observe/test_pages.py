@@ -77,8 +77,8 @@ def test_edges_escape_what_they_show_and_a_job_without_any_has_no_section():
 
 
 def test_failure_groups_are_listed_and_a_group_can_be_retried_when_acting():
-    """[eventq] docs/workflows.md, 3: the groups with their counts, a group's jobs, and
-    "Retry this group" only when the dashboard may act."""
+    """[eventq] docs/workflows.md, "Failure groups and retry": the groups with their
+    counts, a group's jobs, and "Retry this group" only when the dashboard may act."""
     listed = pages.failed_page([("deploy-7", 10_000), ("failed", 2)], frame())
     assert 'href="/failed/deploy-7"' in listed and "10,000" in listed
     assert "No failed jobs" in pages.failed_page([], frame())

@@ -1,6 +1,6 @@
-"""The values of docs/workflows.md's operating features (failure groups, retry, tags,
-recurring jobs): "Values and checks", one validator at a time (their integers are in
-tests/protocol/test_values.py's table with the others)."""
+"""The values of docs/workflows.md, "Values and checks", for its operating features
+(failure groups, retry, tags, recurring jobs), one validator at a time (their integers
+are in tests/protocol/test_values.py's table with the others)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ FRAGMENTS = [
     b"2016-06-14T06:46:46.5Z", b"6ba7b810-9dad-41d1-80b4-00c04fd430c4",
     b"6ba7b8109dad11d180b400c04fd430c4", b"{", b"}", b"urn:uuid:", b"ping", b"p!",
     b"pong", b"\x00", b"\xff", "é".encode(),
-    # [eventq] docs/workflows.md sections 1 and 2
+    # [eventq] docs/workflows.md, "Dependencies" and "Inputs"
     b"-after=", b",", b"inputs", b"waiting-jobs", b"-tags=", b"retry", b"edges",
 ]
 # fmt: on
@@ -163,7 +163,7 @@ requests_ = st.one_of(
     st.builds(Touch, v4_ids, st.none() | ttrs),
     st.builds(Pause, names),
     st.builds(Resume, names),
-    # [eventq] docs/workflows.md sections 1 and 2
+    # [eventq] docs/workflows.md, "Dependencies" and "Inputs"
     jobs_with_after(),
     st.builds(Inputs, v4_ids),
     st.builds(InspectWaitingJobs, names, offsets, limits),

@@ -1,6 +1,6 @@
-"""Exact reply bytes of docs/workflows.md sections 1 and 2: the job block's ``after`` and
-``waiting`` keys, state 5 WAITING, the queue block's ``waiting-len``, the ``inputs``
-reply; and that the reply reader finds where each ends and reads it back."""
+"""Exact reply bytes of docs/workflows.md, "Dependencies" and "Inputs": the job block's
+``after`` and ``waiting`` keys, state 5 WAITING, the queue block's ``waiting-len``, the
+``inputs`` reply; and that the reply reader finds where each ends and reads it back."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from eventq.protocol.reply_reader import (
 ID = uuid.UUID("16fd2706-8baf-433b-82eb-8c7fada847da")
 UP1 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c4")
 UP2 = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
-WAITING = 5  # docs/workflows.md: "New state: 5 WAITING"
+WAITING = 5  # docs/workflows.md, "Job and queue blocks": "5 WAITING"
 CREATED = parse_time_ms("2024-01-01T00:00:00Z")
 
 

@@ -1,7 +1,7 @@
-"""The parser's part of docs/workflows.md sections 1 and 2: ``-after`` on add and
-schedule, the ``inputs`` verb and ``inspect waiting-jobs`` (checks, their order, the
-exact error texts, whole / byte by byte / with trailing data), and that every other
-line is judged as before."""
+"""The parser's part of docs/workflows.md, "Dependencies" and "Inputs": ``-after`` on add
+and schedule, the ``inputs`` verb and ``inspect waiting-jobs`` (checks, their order, the
+exact error texts, whole / byte by byte / with trailing data), and that every other line
+is judged as before."""
 
 from __future__ import annotations
 

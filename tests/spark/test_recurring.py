@@ -1,10 +1,10 @@
-"""Failure groups and recurring jobs (docs/workflows.md, sections 3 and 5) through
-Spark, against a real broker and `eventq serve`: FAILED jobs with groups (named by a
-fail, built in, one retried away) are counted per group as ``inspect failed`` counts
-them; recurrences defined with ``recur`` are the snapshot's recurrence rows, with the
-next due time ``inspect recurring`` shows and the digest untouched; stats count the
-slots each fired by the command log (the jobs the server added for them, one by one)
-and say when the next is due, or that it is gone.
+"""Failure groups and recurring jobs (docs/workflows.md, "Failure groups and retry" and
+"Recurring jobs") through Spark, against a real broker and `eventq serve`: FAILED jobs
+with groups (named by a fail, built in, one retried away) are counted per group as
+``inspect failed`` counts them; recurrences defined with ``recur`` are the snapshot's
+recurrence rows, with the next due time ``inspect recurring`` shows and the digest
+untouched; stats count the slots each fired by the command log (the jobs the server added
+for them, one by one) and say when the next is due, or that it is gone.
 
 One server for the module (its command log holds only this workload).
 """

@@ -64,8 +64,9 @@ def test_the_state_log_columns_are_as_they_were():
         "max_fails", "attempts", "fails", "state", "state_name", "created_ms",
         "scheduled_ms", "expires_ms", "lease_deadline_ms", "result", "result_ok",
         "version", "backoff_ms", "returns", "retry_ms",
-        # workflows' (docs/workflows.md), after all the columns snapshots had before;
-        # after and waiting are derived from upstreams, as state_name from state
+        # workflows' (docs/workflows.md, "Dependencies"), after all the columns snapshots
+        # had before; after and waiting are derived from upstreams, as state_name from
+        # state
         "upstreams", "after", "waiting", "added_at", "released_ms", "finished_at",
         "finished_ms", "group",
         # failure groups and retry (docs/workflows.md, "Failure groups and retry"): the

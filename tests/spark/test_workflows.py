@@ -1,8 +1,8 @@
-"""Workflows (docs/workflows.md, sections 1-2) through Spark, against a real broker and
-`eventq serve`: a DAG enqueued from one DataFrame (jobs and their edges) runs in edge
-order and a re-run of the load adds nothing; malformed upstream lists are rejects with
-their reason; the state log's readers (snapshot, its edges, stats) know WAITING and the
-edges, while the records kept beside the jobs stay out of the job rows.
+"""Workflows (docs/workflows.md, "Dependencies" and "Inputs") through Spark, against a
+real broker and `eventq serve`: a DAG enqueued from one DataFrame (jobs and their edges)
+runs in edge order and a re-run of the load adds nothing; malformed upstream lists are
+rejects with their reason; the state log's readers (snapshot, its edges, stats) know
+WAITING and the edges, while the records kept beside the jobs stay out of the job rows.
 
 One server for the module; the tests use their own queue names.
 """

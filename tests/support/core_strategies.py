@@ -63,7 +63,8 @@ tag_texts = st.one_of(
 tag_tuples = st.one_of(
     st.just(()), st.lists(tag_texts, min_size=1, max_size=MAX_TAGS, unique=True).map(tuple)
 )
-# Failure groups (docs/workflows.md): the built-in ones a client may name, and others.
+# Failure groups (docs/workflows.md, "Failure groups and retry"): the built-in ones a
+# client may name, and others.
 groups = st.one_of(
     st.sampled_from(["failed", "attempts-exhausted", "upstream-failed", "bad-deploy", "g.1"]),
     st.text(alphabet=NAME_ALPHABET, min_size=1, max_size=255),

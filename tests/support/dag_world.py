@@ -6,7 +6,7 @@ are never jobs), each job with a fate its worker or an operator gives it: comple
 failed, deleted, evicted by its TTL, completed then deleted, never added, or (a job no
 other depends on) added, deleted and added again under the same id, then completed, so
 that notices and registrations of its first life meet its second; or (docs/workflows.md,
-retry) failed by its worker, then retried by an operator under its id and completed, so
+"retry") failed by its worker, then retried by an operator under its id and completed, so
 that its dependents failed in ``upstream-failed`` because of it come back, down the
 graph, and run. The jobs
 live in 2 to 4 simulated partitions by the Kafka hash of their key. Each partition is a
@@ -141,7 +141,8 @@ COMPLETES, NEVER = Kind("completes"), Kind("never")
 
 def kinds(dag: Dag) -> dict[uuid.UUID, Kind]:
     kind: dict[uuid.UUID, Kind] = {i: NEVER for i, f in dag.fate.items() if f == "absent"}
-    # The results a job may have while FAILED for a while only (docs/workflows.md, retry).
+    # The results a job may have while FAILED for a while only (docs/workflows.md,
+    # "retry").
     transient: dict[uuid.UUID, frozenset[bytes]] = dict.fromkeys(kind, frozenset())
     for job_id in dag.ids:  # upstreams first
         fate = dag.fate[job_id]

@@ -163,8 +163,8 @@ def test_handlers_and_programs_declare_inputs_per_queue():
 
 
 def test_a_failure_with_a_group_is_reported_with_it(monkeypatch):
-    """eventq: docs/workflows.md, 3. A JobFailed's group goes with the fail; a failure
-    without one is sent as workq's fail, with no flag."""
+    """eventq: docs/workflows.md, "Failure groups and retry". A JobFailed's group goes
+    with the fail; a failure without one is sent as workq's fail, with no flag."""
     sent = []
 
     class Reporter:

@@ -223,7 +223,8 @@ class JobIndex:
         return self._queues.lengths(name, now_ms)
 
     def waiting_len(self, name: str) -> int:
-        """waiting-len of a queue (docs/workflows.md): its WAITING jobs."""
+        """waiting-len of a queue (docs/workflows.md, "inspect waiting-jobs"): its WAITING
+        jobs."""
         return self._queues.waiting_len(name)
 
     def waiting_page(self, name: str, offset: int, limit: int) -> list[uuid.UUID]:

@@ -3,9 +3,9 @@ jobs and its WAITING jobs (docs/architecture.md, "The processor").
 
 A job's place is one integer (``keys.order_key``: lease order, the id in the low
 bits), in exactly one of its queue's three lists while it is NEW or PENDING (ready,
-or scheduled while its time is ahead) or WAITING (docs/workflows.md: dependents
-waiting for their upstreams, never leased, in neither ready-len nor scheduled-len),
-and in none in any other state.
+or scheduled while its time is ahead) or WAITING (docs/workflows.md, "Dependencies":
+dependents waiting for their upstreams, never leased, in neither ready-len nor
+scheduled-len), and in none in any other state.
 
 Invariants: a queue is in ``by_name`` exactly while one of its lists holds a job
 (``queue`` makes one only to put a job in it), and its name is then not among the

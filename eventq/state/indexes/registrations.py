@@ -1,5 +1,5 @@
 """The deadlines of registrations with upstreams that are no live job here
-(docs/workflows.md; eventq/core/workflow.py).
+(docs/workflows.md, "Command types"; eventq/core/workflow.py).
 
 A registration with a deadline is one integer in a heap (``keys.registration_item``:
 the deadline and the upstream's id). Its dependent is not needed: the timer reads the

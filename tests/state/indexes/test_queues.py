@@ -1,5 +1,6 @@
 """The queues (eventq/state/indexes/queues.py): ready jobs in lease order, scheduled
-wake-ups, WAITING jobs (docs/workflows.md), the lease's choice among names."""
+wake-ups, WAITING jobs (docs/workflows.md, "Dependencies"), the lease's choice among
+names."""
 
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ def test_a_queue_emptied_and_filled_again_under_another_name_holds_only_its_jobs
 
 
 def dependent(name="q", priority=0, created=NOW, upstream=None, job_id=None) -> Job:
-    """A WAITING job (docs/workflows.md): added with -after, as the core makes it."""
+    """A WAITING job (docs/workflows.md, "Dependencies"): added with -after, as the core
+    makes it."""
     job_id = job_id or uuid.uuid4()
     command = Add(job_id, name, 1000, 60_000, b"", priority, after=(upstream or uuid.uuid4(),))
     outcome, after = apply(None, command, created, 0)
