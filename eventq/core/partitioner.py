@@ -59,7 +59,8 @@ def _words(count: int) -> struct.Struct:
 
 
 def job_key(job_id: uuid.UUID) -> bytes:
-    """The Kafka key of a job: its canonical lowercase UUID string (docs/architecture.md)."""
+    """The Kafka key of a job: its canonical lowercase UUID string (docs/architecture.md,
+    "The topics")."""
     return str(job_id).encode()
 
 

@@ -3,7 +3,7 @@
 
 The contexts are built once at start from the settings, so a missing file or a key that
 does not match its certificate is said in one line before anything starts (like a port
-in use, docs/architecture.md "Feedback to users"), never at the first client.
+in use, docs/architecture.md, "Feedback to users"), never at the first client.
 
 - ``server_context``: the gateway's (``--tls-cert``/``--tls-key``); with
   ``--tls-client-ca`` a client must present a certificate signed by that CA (mTLS).

@@ -321,9 +321,9 @@ class Confirm:
 @dataclass(frozen=True, slots=True)
 class Edges:
     """``edges <id> <limit>``: eventq extension, internal (the dashboard's job page,
-    docs/architecture.md "Workflows"). A job's edges as the owner of its partition
-    knows them: its upstreams from its record, with the outcome it holds of each (in
-    -after order; none when the job is absent), then up to ``limit`` of the dependents
+    docs/architecture.md, "Metrics and the dashboard"). A job's edges as the owner of its
+    partition knows them: its upstreams from its record, with the outcome it holds of each
+    (in -after order; none when the job is absent), then up to ``limit`` of the dependents
     registered with it (in id order; an absent job has those waiting for it). Any valid
     UUID, as ``inspect job``."""
 

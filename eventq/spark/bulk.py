@@ -1,5 +1,5 @@
-"""Bulk enqueue: every row of a DataFrame becomes an add (or schedule) command in the
-bulk lane (`eventq.bulk`, docs/architecture.md "Lanes"), encoded, validated and partitioned
+"""Bulk enqueue: every row of a DataFrame becomes an add (or schedule) command in the bulk
+lane (`eventq.bulk`, docs/architecture.md, "Lanes"), encoded, validated and partitioned
 exactly as the gateway would; the server admits them into the command log a slice at a
 time, so a load of millions never stalls the workers' commands.
 

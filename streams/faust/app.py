@@ -69,7 +69,8 @@ def instance_id(settings: Settings) -> str:
 
 
 def new_node_id() -> str:
-    """Identifies this process in the commands it issues (correlation, docs/architecture.md)."""
+    """Identifies this process in the commands it issues (correlation, docs/architecture.md,
+    "The topics")."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
