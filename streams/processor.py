@@ -10,8 +10,8 @@ partition's changelog transaction (streams/faust/transactions.py), and only then
 issuers answered. It is handed the records of the partitions this process owns in
 whole fetches (``handle_batch``, streams/faust/command_fetch.py); it is the only writer
 of the tables (writes name their partition explicitly), and applies only while this
-process holds its partitions (docs/fencing.md). Where each partition's apply stands is
-streams/progress.py's.
+process holds its partitions (docs/fencing.md, "The three fences"). Where each
+partition's apply stands is streams/progress.py's.
 
 At-least-once: after a crash the uncommitted tail of a partition is read again, whole
 records, so a crash in the middle of a batch re-reads all of it; positions make that

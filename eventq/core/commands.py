@@ -309,8 +309,8 @@ class ReleaseAttempt:
     ``claim`` is the log position of the start-attempt it gives back: then it is applied
     only while the job is exactly as that claim left it (its ``version`` is the claim's
     position). Another process's claim of the same attempt number (after the partition
-    moved, docs/fencing.md) is then never given back by this one. None: by the
-    attempt number alone (records written before claims were named).
+    moved, docs/fencing.md, "The three fences") is then never given back by this one.
+    None: by the attempt number alone (records written before claims were named).
     """
 
     type: ClassVar[CommandType] = CommandType.RELEASE_ATTEMPT

@@ -68,8 +68,8 @@ def reader_consumer(bootstrap: KafkaTarget, purpose: str = "reader") -> Consumer
     """A consumer that reads whole topics fast and commits nothing (its group is
     throwaway: the partitions are assigned, never subscribed). It reads committed
     records only: `eventq.jobs` is written in transactions, and an aborted one was
-    written by a process that no longer owned its partition (docs/fencing.md); its
-    watermarks' high end is then the last stable offset."""
+    written by a process that no longer owned its partition (docs/fencing.md, "The three
+    fences"); its watermarks' high end is then the last stable offset."""
     from confluent_kafka import Consumer
 
     return Consumer(

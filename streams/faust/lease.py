@@ -1,4 +1,5 @@
-"""How long this process may still act as the owner of its partitions (docs/fencing.md).
+"""How long this process may still act as the owner of its partitions (docs/fencing.md,
+"The three fences").
 
 The consumer group's coordinator hands a member's partitions to others only once that
 member's session has expired: ``session_timeout_ms`` after the last heartbeat the

@@ -1,6 +1,6 @@
 """What this process does about owning its partitions: take them (fencing whoever owned
 them before), hold them while its lease lasts, give them up cleanly on a rebalance, and
-let go at once when it may have lost them (docs/fencing.md).
+let go at once when it may have lost them (docs/fencing.md, "Taking a partition").
 
 Losing happens when the lease expired (the process was paused, or cut off from the
 group coordinator, past its session: streams/faust/lease.py) or a changelog transaction

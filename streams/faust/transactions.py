@@ -1,6 +1,6 @@
 """The changelog of each owned partition, written in Kafka transactions of its own, with
-the command log's consumer offset committed in the same transaction (docs/fencing.md;
-docs/architecture.md, "The changelog").
+the command log's consumer offset committed in the same transaction (docs/fencing.md,
+"The three fences"; docs/architecture.md, "The changelog").
 
 Every owned partition ``p`` gets a transactional producer whose id is
 ``<app id>.<changelog topic>.<p>``. Starting it fences: the broker bumps the id's epoch,

@@ -96,7 +96,7 @@ def test_a_release_naming_its_claim_gives_back_that_claim():
 def test_a_release_of_another_claim_of_the_same_attempt_is_ignored():
     """After a partition moved, another process's claim of attempt 1 (position 11) may
     be the one a client holds: a give-back of this process's claim of attempt 1
-    (refused, at position 9 say) must not end it (docs/fencing.md)."""
+    (refused, at position 9 say) must not end it (docs/fencing.md, "The three fences")."""
     _, job = leased()
     outcome, after = apply(job, ReleaseAttempt(JOB, 1, State.NEW, claim=9), AT + 2, 12)
     assert outcome == Ignored(OTHER_CLAIM) and after is job

@@ -1,5 +1,5 @@
 """A lease the gateway gives up on is given back, naming its claim (docs/architecture.md,
-"Abandoned commands"; docs/fencing.md).
+"Abandoned commands"; docs/fencing.md, "The three fences").
 
 The give-back (release-attempt) carries the log position of the start-attempt it undoes,
 and is applied only while the job is exactly as that claim left it (core.ReleaseAttempt):
