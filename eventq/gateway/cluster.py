@@ -24,7 +24,7 @@ from eventq.protocol.replies import QueueView
 from eventq.protocol.reply_reader import Block, Shape, parse_blocks
 from eventq.state import callers
 
-# How each request's reply is framed (docs/protocol.md).
+# How each request's reply is framed (docs/protocol.md, "Connections and framing").
 SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,

@@ -1,5 +1,5 @@
 """This process's answer to each workq request, one function per request type
-(docs/protocol.md).
+(docs/protocol.md, "Commands").
 
 State changes become commands through ``engine.submit`` (written to the log, applied by
 the processor, then answered); reads come from the indexes and the table of the

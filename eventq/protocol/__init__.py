@@ -1,4 +1,5 @@
-"""The workq wire protocol, sans-IO (docs/protocol.md).
+"""The workq wire protocol, sans-IO (docs/protocol.md, "Connections and framing",
+"Arguments" and "Commands").
 
 - ``Parser``: bytes in, request events out (``feed`` / ``next_event``).
 - ``eventq.protocol.requests``: one frozen dataclass per request, and ``Close``.

@@ -1,9 +1,10 @@
-"""The command grammar of the workq protocol as one data table (docs/protocol.md).
+"""The command grammar of the workq protocol as one data table (docs/protocol.md,
+"Commands").
 
 ``GRAMMAR`` maps each verb to a ``Command`` (or, for ``inspect``, to a table of
 ``Command`` by object). A ``Command`` says how many positional words it takes, how
 many flags and which names, whether a data block follows and which size error it
-uses, and the fields in the order the spec checks them ("Field order: …"). The
+uses, and the fields in the order the spec checks them ("Checked: …"). The
 parser interprets this table; nothing in it is specific to one verb.
 """
 

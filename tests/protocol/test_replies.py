@@ -1,4 +1,5 @@
-"""Exact reply bytes (docs/protocol.md and the examples of workq's protocol document)."""
+"""Exact reply bytes (docs/protocol.md, "Commands", and the examples of workq's protocol
+document)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """A workq-compatible server in memory, for the client's compatibility test (no Go
 toolchain in CI to build workq itself).
 
-It is workq as docs/protocol.md describes it, with eventq's extensions taken away:
-``touch``, ``pause`` and ``resume`` are ``Unknown command``, and ``-backoff`` is ignored
-as workq ignores every flag it does not know. Its state is a dict folded by eventq's
-pure core (decide/evolve) at the wall clock; blocking requests poll. One thread, one
-event loop; for tests only.
+It is workq as docs/protocol.md, "Commands", describes it, with eventq's extensions
+(docs/protocol.md, "eventq extensions") taken away: ``touch``, ``pause`` and ``resume``
+are ``Unknown command``, and ``-backoff`` is ignored as workq ignores every flag it does
+not know. Its state is a dict folded by eventq's pure core (decide/evolve) at the wall
+clock; blocking requests poll. One thread, one event loop; for tests only.
 """
 
 from __future__ import annotations
