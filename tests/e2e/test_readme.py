@@ -1,6 +1,6 @@
 """The README's quickstart session, replayed byte for byte against a real server, and
 piped into `eventq client` as a reader would; the README's Python quickstart, and the
-plain-producer pipeline of docs/spark.md, run as written."""
+plain-producer pipeline of docs/spark.md, "Bulk loads beside workers", run as written."""
 
 from __future__ import annotations
 
@@ -138,9 +138,9 @@ def test_readme_python_quickstart_adds_jobs_and_runs_a_worker(server):
 
 
 def test_docs_pipeline_snippet_enqueues_through_the_bulk_lane(server):
-    """The plain-producer pipeline of docs/spark.md, run against the test server's topics: every
-    job it writes to the bulk topic becomes ready, and nothing goes to the command log
-    but what the server admits."""
+    """The plain-producer pipeline of docs/spark.md, "Bulk loads beside workers", run
+    against the test server's topics: every job it writes to the bulk topic becomes
+    ready, and nothing goes to the command log but what the server admits."""
     import asyncio
 
     from eventq.client.raw import RawClient as Client

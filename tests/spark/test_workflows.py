@@ -336,8 +336,8 @@ def test_an_after_column_must_be_text_or_an_array_of_text_and_keys_need_key_colu
 
 
 def doc_dag_commands() -> list[list[str]]:
-    """The Spark DAG block of docs/spark.md, as argument lists (continuation lines
-    joined, comments dropped)."""
+    """The Spark DAG block of docs/spark.md, "Workflows from Spark", as argument lists
+    (continuation lines joined, comments dropped)."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
     [block] = [b for b in re.findall(r"```sh\n(.*?)```", doc, flags=re.S)
                if "--after-keys-column" in b]
@@ -347,10 +347,10 @@ def doc_dag_commands() -> list[list[str]]:
 
 
 def test_the_docs_spark_dag_runs_as_written(spark, server, tmp_path, capsys):
-    """docs/spark.md's `spark enqueue --after-keys-column` and `snapshot --edges` lines, as
-    written but for the server's flags and the queue: a steps.parquet whose rows name
-    the steps they need is a DAG, one bad list is a reject, and the snapshot writes an
-    edge per link."""
+    """The `spark enqueue --after-keys-column` and `snapshot --edges` lines of
+    docs/spark.md, "Workflows from Spark", as written but for the server's flags and the
+    queue: a steps.parquet whose rows name the steps they need is a DAG, one bad list is a
+    reject, and the snapshot writes an edge per link."""
     enqueue_argv, snapshot_argv = doc_dag_commands()
     assert enqueue_argv[:3] == [".venv/bin/eventq", "spark", "enqueue"]
     assert snapshot_argv[:3] == [".venv/bin/eventq", "spark", "snapshot"]
