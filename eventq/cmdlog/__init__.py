@@ -1,4 +1,5 @@
-"""Reading and writing workq's command-log files (docs/migrate.md).
+"""Reading and writing workq's command-log files (docs/migrate.md, "The command-log
+files").
 
 Pure: files and bytes only. Modules, one concept each:
 

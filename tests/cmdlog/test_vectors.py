@@ -1,4 +1,4 @@
-"""The byte vectors of docs/migrate.md, exactly."""
+"""The byte vectors of docs/migrate.md, "Records" and "Commands", exactly."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from support.core_strategies import live_jobs
 
 JID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 CREATED_NS = 1_480_586_400_000_000_000  # 2016-12-01T10:00:00Z
-# The spec's add vector (docs/migrate.md).
+# The spec's add vector (docs/migrate.md, "Commands").
 ADD_VECTOR = bytes.fromhex(
     "01" "61a444a0612841c08078cc757d3bd2d8" "04" "70696e67" "e807" "e0d403" "14" "03" "01"
     "01" "61" "01000000000000000000000000ffff" "010000000ecfd1eba000000000ffff"

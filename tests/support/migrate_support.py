@@ -15,7 +15,7 @@ from eventq.migrate.cli import main
 
 SERVER_FLAGS = ("bootstrap", "commands-topic", "jobs-topic", "app-id", "partitions")
 
-# docs/migrate.md vectors
+# The vectors of docs/migrate.md, "Records" and "Commands"
 SPEC_ID = uuid.UUID("61a444a0-6128-41c0-8078-cc757d3bd2d8")
 SPEC_CREATED_NS = 1_480_586_400 * 10**9  # 2016-12-01T10:00:00Z
 SPEC_RECORD_TIME_NS = 1_482_828_625 * 10**9
