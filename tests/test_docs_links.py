@@ -4,7 +4,8 @@
   README once linked a specification beside the repository, which a clone, or the
   project's page on GitHub, does not have), and every #anchor to a heading that exists;
 - every section a comment or docstring cites (docs/<name>.md, "<Section>") is a heading
-  of that document;
+  of that document, and every citation of a document in a comment or docstring names
+  its section;
 - nothing (a comment, a docstring, a doc) cites a file the repository lacks: the
   specifications outside it, by their old paths;
 - every path of the repository a doc, a comment or a docstring mentions exists.
@@ -197,6 +198,72 @@ def test_the_checker_finds_paths_that_do_not_exist(tmp_path):
             "tests/nowhere.py, docs/<name>.md, bench/*_bench.py, tools/*.py, "
             "https://example.com/eventq/gone.py and my/eventq/gone.py")
     assert missing_paths(text, tmp_path) == ["tests/nowhere.py", "tools/*.py"]
+
+
+# A document cited in a comment or docstring: docs/<name>.md, not inside another path.
+# Its citation names a section when a comma and the quoted section follow, as CITATION
+# reads them (the section may wrap onto the comment's next line). A bare docs/<name>.md
+# sends the reader to the whole page, and a section by number or by a quoted sentence
+# of an older layout to nothing the check of sections above can hold to a heading.
+DOCS_FILE = re.compile(r"(?<![\w./-])docs/[\w-]+\.md")
+NAMES_SECTION = re.compile(r',\s*(?:#\s*)?"')
+
+# Citations that name no section because their document has none that says what the
+# code relies on: (file, the line's text) -> what the document lacks. A section that says
+# it, once the document has one, is cited instead and the entry goes.
+UNSECTIONED = {
+    ("eventq/gateway/server.py",
+     "self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md)"):
+        "that a server without tokens serves every request is said only in security.md's "
+        "introduction, above its first section",
+}
+
+
+def bare_citations(source: str) -> list[tuple[int, str]]:
+    """(line, document) of each citation in the comments and docstrings of Python
+    ``source`` that names no section."""
+    found = []
+    for m in CODE_PROSE.finditer(source):
+        group = 2 if m.group(2) is not None else 3 if m.group(3) is not None else 0
+        if not group:
+            continue  # a one-line string: data, not prose
+        start, end = m.span(group)
+        for cite in DOCS_FILE.finditer(source, start, end):
+            if not NAMES_SECTION.match(source, cite.end()):
+                found.append((source.count("\n", 0, cite.start()) + 1, cite.group()))
+    return found
+
+
+def test_every_citation_of_a_document_in_the_code_names_its_section():
+    """A comment or docstring that cites docs/<name>.md names the section it relies on,
+    as docs/<name>.md, "<Section>": the reader finds the words the code relies on, and
+    the check of sections above holds them to a heading of the document."""
+    bare, allowed = [], set()
+    for path in SOURCES:
+        name, source = str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        for line, doc in bare_citations(source):
+            if (name, lines[line - 1].strip()) in UNSECTIONED:
+                allowed.add((name, lines[line - 1].strip()))
+            else:
+                bare.append(f"{name}:{line}: {doc}")
+    assert not bare, "citations that name no section:\n" + "\n".join(bare)
+    gone = sorted(UNSECTIONED.keys() - allowed)
+    assert not gone, f"UNSECTIONED entries that are gone, or name a section now: {gone}"
+
+
+def test_the_checker_finds_citations_that_name_no_section():
+    triple = '"' * 3
+    source = (f'{triple}Module doc (docs/security.md, "TLS"), and docs/fencing.md.{triple}\n'
+              'x = "docs/a.md"  # data, then a bare one: docs/protocol.md\n'
+              "# wrapped: (docs/workflows.md,\n"
+              '# "Dependencies"); numbered: docs/workflows.md, 3; quoted: docs/spark.md: "a"\n'
+              f"def f():\n    {triple}Its doc: docs/migrate.md's vectors,\n"
+              '    docs/architecture.md,\n    "Lanes"; kafka/docs/x.md and docs/<name>.md.'
+              f"{triple}\n")
+    assert bare_citations(source) == [
+        (1, "docs/fencing.md"), (2, "docs/protocol.md"), (4, "docs/workflows.md"),
+        (4, "docs/spark.md"), (6, "docs/migrate.md")]
 
 
 # An issue of the project's tracker, cited by number ("issue N's size"): a reader of the
