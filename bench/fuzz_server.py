@@ -91,9 +91,8 @@ class Pools:
 
 @dataclass(frozen=True)
 class TokensMode:
-    """--tokens (docs/security.md, "A tokens file"): the server's tokens file, whose admin
-    token only the probe and the checks use; the fuzzer's connections never hold a real
-    token."""
+    """--tokens (docs/security.md, "A tokens file"): the server's tokens file, whose admin token
+    only the probe and the checks use; the fuzzer's connections never hold a real token."""
 
     admin: str
     others: tuple[str, ...]
@@ -270,9 +269,9 @@ def any_verb_request(rng: random.Random, pools: Pools) -> bytes:
 
 
 def wrong_auth(rng: random.Random, tokens: "TokensMode") -> bytes:
-    """``auth`` with a token the server does not hold: a near miss of a real one, or
-    any word (docs/security.md, "Tokens and roles": Unauthorized, and the connection
-    stays unauthenticated)."""
+    """``auth`` with a token the server does not hold: a near miss of a real one, or any word
+    (docs/security.md, "Tokens and roles": Unauthorized, and the connection stays
+    unauthenticated)."""
     real = rng.choice(tokens.real)
     word = "".join(rng.choice(TOKEN_CHARACTERS) for _ in range(rng.randint(1, 40)))
     token = rng.choice([real[:-1], real + "x", real.upper(), real[1:], "x" + real[1:], word])
