@@ -208,17 +208,6 @@ def test_the_checker_finds_paths_that_do_not_exist(tmp_path):
 DOCS_FILE = re.compile(r"(?<![\w./-])docs/[\w-]+\.md")
 NAMES_SECTION = re.compile(r',\s*(?:#\s*)?"')
 
-# Citations that name no section because their document has none that says what the
-# code relies on: (file, the line's text) -> what the document lacks. A section that says
-# it, once the document has one, is cited instead and the entry goes.
-UNSECTIONED = {
-    ("eventq/gateway/server.py",
-     "self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md)"):
-        "that a server without tokens serves every request is said only in security.md's "
-        "introduction, above its first section",
-}
-
-
 def bare_citations(source: str) -> list[tuple[int, str]]:
     """(line, document) of each citation in the comments and docstrings of Python
     ``source`` that names no section."""
@@ -238,18 +227,9 @@ def test_every_citation_of_a_document_in_the_code_names_its_section():
     """A comment or docstring that cites docs/<name>.md names the section it relies on,
     as docs/<name>.md, "<Section>": the reader finds the words the code relies on, and
     the check of sections above holds them to a heading of the document."""
-    bare, allowed = [], set()
-    for path in SOURCES:
-        name, source = str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
-        lines = source.splitlines()
-        for line, doc in bare_citations(source):
-            if (name, lines[line - 1].strip()) in UNSECTIONED:
-                allowed.add((name, lines[line - 1].strip()))
-            else:
-                bare.append(f"{name}:{line}: {doc}")
+    bare = [f"{path.relative_to(ROOT)}:{line}: {doc}" for path in SOURCES
+            for line, doc in bare_citations(path.read_text(encoding="utf-8"))]
     assert not bare, "citations that name no section:\n" + "\n".join(bare)
-    gone = sorted(UNSECTIONED.keys() - allowed)
-    assert not gone, f"UNSECTIONED entries that are gone, or name a section now: {gone}"
 
 
 def test_the_checker_finds_citations_that_name_no_section():

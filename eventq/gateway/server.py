@@ -93,7 +93,7 @@ class GatewayServer:
         # TLS (docs/security.md, "TLS"; eventq/gateway/tls.py server_context); None:
         # plain TCP.
         self._tls = tls
-        self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md)
+        self._tokens = tokens  # None: no tokens, every request allowed (docs/security.md, "Off by default")
         # A socket bound and listening before faust started (eventq/gateway/listeners.py), or
         # None: bind host and port at start.
         self._sock = sock

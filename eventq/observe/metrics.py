@@ -177,7 +177,8 @@ class EventqCollector(Collector):
         yield CounterMetricFamily(
             "eventq_recurrences_fired",
             "slots of recurring jobs fired: each fire's add handed on to its job's "
-            "partition (docs/workflows.md, 5; a repeated or stale fire not counted)",
+            "partition (docs/workflows.md, Recurring jobs; a repeated or stale fire not "
+            "counted)",
             value=counters.fired)
 
     def _durations(self) -> Iterator[Metric]:
