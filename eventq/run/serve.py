@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import signal
 import socket
 import ssl
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
@@ -28,7 +30,7 @@ from eventq.gateway.peers import Peers
 from eventq.gateway.server import GatewayServer, GatewayStats
 from eventq.gateway.tls import TlsUnusable, peer_context, server_context
 from eventq.gateway.tokens_file import TokensUnusable, load_tokens, reload_tokens
-from eventq.kafka.security import KafkaRefused
+from eventq.kafka.security import KafkaAccess, KafkaRefused
 from eventq.protocol.access import TokenStore
 from eventq.run import statedir
 from eventq.run.logformat import demote_routine_retries, logging_config
@@ -314,11 +316,10 @@ def wait_for_kafka(settings: Settings, say: Callable[[str], None],
                    probe_s: float = KAFKA_PROBE_S) -> None:
     """Return once Kafka answers a metadata request; ``say`` why it waits meanwhile."""
     from eventq.client.connecting import Reminder
-    from eventq.run.localkafka.broker import broker_answers
 
     bootstrap = settings.kafka
     reminder = Reminder(report_after_s=0.0)
-    while not broker_answers(bootstrap, timeout_s=probe_s):
+    while not kafka_answers(bootstrap, probe_s):
         now = time.monotonic()
         if not reminder.failed(now):
             continue
@@ -329,6 +330,30 @@ def wait_for_kafka(settings: Settings, say: Callable[[str], None],
                 f"({reminder.failing_for(now) + probe_s:.0f}s); Ctrl-C to stop")
     if reminder.recovered(time.monotonic()) is not None:
         say(f"Kafka at {bootstrap} answers; starting")
+
+
+def kafka_answers(bootstrap: KafkaAccess, probe_s: float) -> bool:
+    """Whether Kafka answers a metadata request within ``probe_s`` (``broker_answers``),
+    asked in a thread of its own: the caller waits in Python, where a Ctrl-C is raised
+    at once, never inside librdkafka's calls and callbacks, which can keep it for
+    longer (docs/architecture.md, "Feedback to users": Ctrl-C stops the wait)."""
+    from eventq.run.localkafka.broker import broker_answers
+
+    answer: queue.SimpleQueue[tuple[bool, BaseException | None]] = queue.SimpleQueue()
+
+    def probe() -> None:
+        # Signals go to the thread that waits, not to this one inside librdkafka.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            answer.put((broker_answers(bootstrap, timeout_s=probe_s), None))
+        except BaseException as error:  # KafkaRefused: said by the caller
+            answer.put((False, error))
+
+    threading.Thread(target=probe, name="kafka-probe", daemon=True).start()
+    answers, error = answer.get()  # a lock's wait: Ctrl-C interrupts it
+    if error is not None:
+        raise error
+    return answers
 
 
 def say_on_stderr(message: str) -> None:

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 EVENTQ = [sys.executable, "-m", "eventq.cli"]
 
@@ -57,13 +58,28 @@ class Watched:
                              f"output:\n{self.output}")
 
     def interrupt(self, timeout_s: float = 30.0) -> int:
-        """Ctrl-C, and its exit status."""
+        """Ctrl-C, and its exit status. A process that does not end in time fails the
+        test with where each of its threads was (py-spy) and what it printed."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
         try:
             return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"still running {timeout_s:g}s after Ctrl-C; its threads:\n"
+                f"{self.stacks()}\noutput:\n{self.output}") from None
         finally:
             self.kill()
+
+    def stacks(self) -> str:
+        """Every thread's stack, Python and native (py-spy dump)."""
+        py_spy = Path(sys.executable).with_name("py-spy")
+        try:
+            return subprocess.run([str(py_spy), "dump", "--native", "--pid",
+                                   str(self.process.pid)], capture_output=True, text=True,
+                                  timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"(py-spy: {error})"
 
     def kill(self) -> None:
         if self.process.poll() is None:
