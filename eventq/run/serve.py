@@ -248,10 +248,19 @@ def start_stop_watchdog(timeout_s: float) -> None:
     import threading
     import time
 
+    from eventq.run.diagnostics import print_where_it_hangs
+
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
     def expire() -> None:
         time.sleep(timeout_s)
         print(f"eventq: stop did not finish within {timeout_s:g}s; exiting now, the next "
-              "start rebuilds state from the log", file=sys.stderr, flush=True)
+              "start rebuilds state from the log; where it waited:", file=sys.stderr,
+              flush=True)
+        print_where_it_hangs(sys.stderr, loop)
         os._exit(1)
 
     threading.Thread(target=expire, name="stop-watchdog", daemon=True).start()
