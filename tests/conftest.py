@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+import signal
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -127,10 +128,21 @@ class BesideOnController:
 
 
 def pytest_configure(config) -> None:
+    _take_ctrl_c()
     config.stash[SHARED_KEY] = _shared_resources(config)
     config.pluginmanager.register(Groups(), "eventq-groups")
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(BesideOnController(config), "eventq-beside")
+
+
+def _take_ctrl_c() -> None:
+    """Tests press Ctrl-C (SIGINT) in the commands they run, as a user's terminal does.
+    A suite started in the background of a non-interactive shell (`make test &` in a
+    script) has SIGINT ignored, and every process it starts would inherit that: Python
+    then installs no handler, and a command waits through Ctrl-C for ever. With a
+    handler of its own here, its children start with the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _docker_engine_answers() -> bool:
