@@ -136,7 +136,7 @@ INVALID_MAX_FAILS = "Invalid Max Fails"
 INVALID_PRIORITY = "Invalid Priority"
 INVALID_BACKOFF = "Invalid Backoff"  # [eventq] -backoff (docs/protocol.md, "eventq extensions")
 INVALID_AFTER = "Invalid After"  # [eventq] -after (docs/workflows.md, "Values and checks")
-# [eventq] docs/workflows.md, "Values and checks" and "Errors (additions)".
+# [eventq] docs/workflows.md, "Values and checks" and "Errors".
 INVALID_TAGS = "Invalid Tags"  # -tags, and the tag of `inspect tagged`
 INVALID_GROUP = "Invalid Group"  # a failure group (`fail -group=`, `inspect failed-jobs`, `retry-group`)
 INVALID_DELAY = "Invalid Delay"  # `retry -delay=`

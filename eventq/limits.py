@@ -1,4 +1,5 @@
-"""Named limits of the workq protocol (docs/protocol.md, "Arguments" and "Framing").
+"""Named limits of the workq protocol (docs/protocol.md, "Arguments" and "Connections and
+framing").
 
 Units are in the names. These are facts of the wire contract, not settings.
 """

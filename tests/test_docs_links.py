@@ -75,8 +75,12 @@ def test_the_checker_sees_links_and_refuses_ones_that_leave_the_repository(tmp_p
 
 
 # A citation in code: docs/<name>.md, "<Section>" (the section's words may wrap onto the
-# next line of a comment or docstring).
-CITATION = re.compile(r'docs/([\w-]+\.md),\s*(?:#\s*)?"([^"]+)"')
+# next line of a comment or docstring), and the sections that follow it joined by "and"
+# or a comma (docs/architecture.md, "The gateway" and "Abandoned commands").
+_SECTION = r'(?:#\s*)?"[^"]+"'
+CITATION = re.compile(
+    rf'docs/([\w-]+\.md),\s*({_SECTION}(?:(?:\s*,\s*|\s+and\s+(?:#\s*)?){_SECTION})*)')
+QUOTED = re.compile(r'"([^"]+)"')
 SOURCES = sorted(p for folder in ("eventq", "streams", "tests", "bench", "tools")
                  for p in (ROOT / folder).rglob("*.py"))
 
@@ -84,9 +88,10 @@ SOURCES = sorted(p for folder in ("eventq", "streams", "tests", "bench", "tools"
 def cited_sections() -> list[tuple[str, str, str]]:
     found = []
     for path in SOURCES:
-        for doc, section in CITATION.findall(path.read_text(encoding="utf-8")):
-            words = re.sub(r"\s*\n\s*#?\s*", " ", section).strip()
-            found.append((str(path.relative_to(ROOT)), doc, words))
+        for doc, sections in CITATION.findall(path.read_text(encoding="utf-8")):
+            for section in QUOTED.findall(sections):
+                words = re.sub(r"\s*\n\s*#?\s*", " ", section).strip()
+                found.append((str(path.relative_to(ROOT)), doc, words))
     return found
 
 
@@ -263,3 +268,13 @@ def test_the_checker_finds_issue_numbers():
     assert ISSUE_CITE.findall("issue 30's size; Issue 13: metrics; issues #4") == [
         "issue 30", "Issue 13", "issues #4"]
     assert ISSUE_CITE.findall("faust-streaming#223 and an issue of faust's") == []
+
+
+def test_the_citation_pattern_reads_every_section_a_citation_names():
+    text = ('(docs/architecture.md, "The gateway" and "Abandoned commands"); '
+            'docs/workflows.md, "Tags", "Job and queue blocks"; docs/protocol.md, "run" '
+            'says "so" and more')
+    read = [(doc, QUOTED.findall(sections)) for doc, sections in CITATION.findall(text)]
+    assert read == [("architecture.md", ["The gateway", "Abandoned commands"]),
+                    ("workflows.md", ["Tags", "Job and queue blocks"]),
+                    ("protocol.md", ["run"])]

@@ -1,4 +1,5 @@
-"""A sans-IO parser for workq requests (docs/protocol.md, "Connections and framing" and "Values").
+"""A sans-IO parser for workq requests (docs/protocol.md, "Connections and framing" and
+"Arguments").
 
 Feed it bytes with ``feed``; take events with ``next_event`` until it returns None
 ("need more data"). An event is a request (``eventq.protocol.requests``), an

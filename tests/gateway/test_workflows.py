@@ -1,5 +1,5 @@
 """Workflow sections 1 and 2 through the gateway (docs/workflows.md, "Dependencies",
-"2. Inputs", "Job and queue blocks"), byte for byte, with no Kafka: each process is a
+"Inputs", "Job and queue blocks"), byte for byte, with no Kafka: each process is a
 ``Gateway`` over the processor of streams/memory.py, alone or two of them through a real
 ``Cluster`` (tests/support/memory_processes.py)."""
 

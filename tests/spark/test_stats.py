@@ -323,7 +323,7 @@ def test_recurrences_take_fires_from_the_command_log_and_next_from_the_state_log
 
 
 def test_the_table_counts_failed_jobs_per_group_and_shows_each_recurrence():
-    """docs/workflows.md, "Failure groups and retry" and "5. Recurring jobs": a line
+    """docs/workflows.md, "Failure groups and retry" and "Recurring jobs": a line
     per failure group with its FAILED jobs, and per recurrence its slots fired and when
     the next is due (none once unrecurred)."""
     from eventq.spark.stats import Stats
