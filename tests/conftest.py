@@ -271,15 +271,22 @@ def _shared_resources(config) -> dict[str, Shared]:
             print(process.log_tail(10))
         assert codes == [0, 0, 0], f"a process did not stop cleanly: {codes}"
 
+    sigint_before: list = []
+
     def start_spark():
         from eventq.spark.session import SparkOptions, spark_session
 
+        # pyspark's SparkContext puts its own SIGINT handler in (it cancels the running
+        # jobs) and leaves it after stop, when it fails with AttributeError instead of
+        # KeyboardInterrupt; the tests run after Spark's in this process press Ctrl-C.
+        sigint_before.append(signal.getsignal(signal.SIGINT))
         return spark_session(SparkOptions(app_name="eventq-tests"))
 
     def stop_spark(started):
         session, created = started
         if created:
             session.stop()
+        signal.signal(signal.SIGINT, sigint_before.pop())
 
     resources = {"kafka_cluster": Shared(start_brokers, stop_brokers),
                  "eventq_cluster": Shared(start_processes, stop_processes),

@@ -41,7 +41,11 @@ def blocked_probe(monkeypatch):
         return False
 
     monkeypatch.setattr(broker, "broker_answers", answers)
-    yield entered, released
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # `eventq serve`'s
+    try:
+        yield entered, released
+    finally:
+        signal.signal(signal.SIGINT, before)
     released.wait(PROBE_HELD_S + 5)  # the probe's thread ends before the next test
 
 
