@@ -1,0 +1,199 @@
+"""The checker's log-time rules (tools/faults/logrules.py): for each, a job log that
+breaks it (as a broken core would have decided it: ``forged``) and a legal one folded
+by the real core that does not; then random legal logs, which never break any."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.faultlog import JobLogBuilder, forged
+from tools.faults.logrules import log_violations
+
+
+def kinds(log):
+    return [v.kind for v in log_violations(log)]
+
+
+# --- log-overlapping-grant ------------------------------------------------------------
+
+
+def test_a_grant_while_the_lease_runs_overlaps():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.start(20, 2)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "ATTEMPT_STARTED")) == [
+        "log-overlapping-grant"]
+    assert kinds(log.fold()) == []  # the real core refused the second
+
+
+def test_a_touch_keeps_the_lease_running_and_a_timeout_ends_it():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.touch(500, 1)
+    log.start(600, 2)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "TOUCHED", "ATTEMPT_STARTED")) == [
+        "log-overlapping-grant"]
+    legal = JobLogBuilder()
+    legal.add(0, ttr_ms=1000)
+    legal.start(10, 1)
+    legal.touch(500, 1)
+    legal.timeout(1500, 1)
+    legal.start(1600, 2)
+    assert kinds(legal.fold()) == []
+    assert sum(e.event == "ATTEMPT_STARTED" for e in legal.fold().entries) == 2
+
+
+@given(st.sampled_from(["release", "retry-fail"]))
+def test_a_release_or_a_fail_with_retries_left_ends_the_lease(how):
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, max_fails=3)
+    log.start(10, 1)
+    if how == "release":
+        log.release(20, 1)
+        log.start(30, 1)
+    else:
+        log.fail(20)
+        log.start(30, 2)
+    assert kinds(log.fold()) == []
+    assert log.fold().entries[-1].event == "ATTEMPT_STARTED"
+
+
+# --- log-grant-after-end --------------------------------------------------------------
+
+
+@given(st.sampled_from([("complete", "COMPLETED"), ("fail", "FAILED"),
+                        ("delete", "DELETED"), ("expire", "EXPIRED")]))
+def test_a_grant_after_the_job_ended_is_reported(end):
+    verb, event = end
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, ttl_ms=100)
+    getattr(log, verb)(200)
+    log.start(300, 1)
+    assert kinds(forged(log, "ADDED", event, "ATTEMPT_STARTED")) == ["log-grant-after-end"]
+    assert kinds(log.fold()) == []
+
+
+def test_a_grant_after_the_last_attempt_timed_out_is_reported():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.timeout(1010, 1)
+    log.start(1020, 2)
+    events = ("ADDED", "ATTEMPT_STARTED", ("ATTEMPT_TIMED_OUT", False), "ATTEMPT_STARTED")
+    assert kinds(forged(log, *events)) == ["log-grant-after-end"]
+    requeued = ("ADDED", "ATTEMPT_STARTED", ("ATTEMPT_TIMED_OUT", True), "ATTEMPT_STARTED")
+    assert kinds(forged(log, *requeued)) == []
+
+
+# --- log-grant-before-ready -----------------------------------------------------------
+
+
+def test_a_grant_before_the_schedule_time_is_reported():
+    log = JobLogBuilder()
+    log.schedule(time_ms=5000, at_ms=0)
+    log.start(4000, 1)
+    log.start(5000, 1)
+    broken = forged(log, "ADDED", "ATTEMPT_STARTED", None)
+    assert kinds(broken) == ["log-grant-before-ready"]
+    folded = log.fold()
+    assert [e.outcome for e in folded.entries] == ["accepted", "ignored", "accepted"]
+    assert kinds(folded) == []
+
+
+def test_a_grant_inside_a_backoff_wait_is_reported():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, max_fails=3, backoff_ms=200)
+    log.start(10, 1)
+    log.fail(20)  # return 1: ready at 220
+    log.start(100, 2)
+    log.start(220, 2)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "FAIL_RETRIED", "ATTEMPT_STARTED",
+                        None)) == ["log-grant-before-ready"]
+    assert kinds(log.fold()) == []
+    assert [e.outcome for e in log.fold().entries][-2:] == ["ignored", "accepted"]
+
+
+# --- log-early-timeout, log-early-expiry ----------------------------------------------
+
+
+def test_a_timeout_before_the_deadline_is_reported():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.touch(800, 1, ttr_ms=1000)  # deadline 1800
+    log.timeout(1500, 1)
+    log.timeout(1800, 1)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "TOUCHED",
+                        ("ATTEMPT_TIMED_OUT", True), None)) == ["log-early-timeout"]
+    assert kinds(log.fold()) == []
+    assert log.fold().entries[-1].event == "ATTEMPT_TIMED_OUT"
+
+
+def test_an_expiry_before_the_ttl_ends_is_reported():
+    log = JobLogBuilder()
+    log.schedule(time_ms=1000, at_ms=0, ttl_ms=2000)  # expires at 3000
+    log.expire(2500)
+    log.expire(3000)
+    assert kinds(forged(log, "ADDED", "EXPIRED", None)) == ["log-early-expiry"]
+    assert kinds(log.fold()) == []
+    assert log.fold().entries[-1].event == "EXPIRED"
+
+
+def test_a_job_without_ttl_never_expires():
+    log = JobLogBuilder()
+    log.add(0, ttl_ms=0)
+    log.expire(10**9)
+    assert kinds(forged(log, "ADDED", "EXPIRED")) == ["log-early-expiry"]
+    assert kinds(log.fold()) == []
+
+
+# --- random legal logs ----------------------------------------------------------------
+
+ACTIONS = ("start",) * 6 + ("timeout",) * 4 + ("release", "touch", "touch", "complete",
+                                              "fail", "fail", "delete", "expire")
+
+
+def _current_attempts(log) -> int:
+    """The attempts of the job as the real core has it now (0 when gone)."""
+    entries = log.fold().entries
+    job = entries[-1].job_after if entries else None
+    return 0 if job is None else job.attempts
+
+
+@st.composite
+def legal_logs(draw):
+    """A job's log with commands in any order at growing times: whatever they are,
+    the real core decides them, so the log is one a correct processor writes."""
+    log = JobLogBuilder()
+    ttr = draw(st.sampled_from((100, 1000)))
+    ttl = draw(st.sampled_from((0, 500, 3_600_000)))
+    config = dict(ttr_ms=ttr, max_fails=draw(st.integers(0, 3)),
+                  backoff_ms=draw(st.sampled_from((0, 200))))
+    if draw(st.booleans()):
+        log.schedule(time_ms=draw(st.integers(0, 2000)), at_ms=0, ttr_ms=ttr,
+                     ttl_ms=ttl or 3_600_000)
+    else:
+        log.add(0, ttl_ms=ttl, **config)
+    now = 0
+    for _ in range(draw(st.integers(0, 25))):
+        now += draw(st.integers(0, 700))
+        action = draw(st.sampled_from(ACTIONS))
+        # mostly the attempt the core expects (the next one for a start), at times any
+        expected = max(1, _current_attempts(log) + (action == "start"))
+        attempt = draw(st.sampled_from((expected, expected, expected, 1, 2)))
+        if action in ("start", "timeout", "release"):
+            getattr(log, action)(now, attempt)
+        elif action == "touch":
+            log.touch(now, attempt, draw(st.sampled_from((None, 100, 2000))))
+        else:
+            getattr(log, action)(now)
+    return log
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(legal_logs())
+def test_a_log_the_real_core_decided_breaks_no_rule(log):
+    assert kinds(log.fold()) == []
