@@ -4,11 +4,16 @@ by the real core that does not; then random legal logs, which never break any.""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.fault_history import History, found, only
 from tests.support.faultlog import JobLogBuilder, forged
+from tools.faults.checker import check
+from tools.faults.history import COMPLETED, INFO, LEASED
 from tools.faults.logrules import log_violations
+from tools.faults.logview import LogView
 
 
 def kinds(log):
@@ -197,3 +202,136 @@ def legal_logs(draw):
 @given(legal_logs())
 def test_a_log_the_real_core_decided_breaks_no_rule(log):
     assert kinds(log.fold()) == []
+
+
+# --- the history against the log: unlogged-ack, unexplained-grant ---------------------
+
+
+def _history_of(log):
+    """A history whose job is ``log``'s (its id a UUID, as the load's are)."""
+    h = History()
+    return h, log.job_id
+
+
+def test_a_client_grant_without_a_start_attempt_in_the_log_is_unexplained():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    h.lease(job, (1, 2))
+    assert check(h.ops, log=log.view()) == []
+    second = h.lease(job, (3, 4))  # the log granted the job once only
+    v = only(check(h.ops, log=log.view()), "unexplained-grant")
+    assert v.ops == (second.index,)
+
+
+def test_a_start_attempt_given_back_explains_no_client_grant():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.release(20, 1)
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    h.lease(job, (1, 2))
+    only(check(h.ops, log=log.view()), "unexplained-grant")
+
+
+def test_a_grant_is_explained_only_by_a_start_attempt_inside_its_bounds():
+    """The log's first start-attempt came before the fail that returned before the
+    second lease was invoked: it explains one of the leases before the fail, never both."""
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, max_fails=3)
+    log.start(10, 1)
+    log.fail(20, result=b"f1")
+    log.start(30, 2)
+    h, job = _history_of(log)
+    h.add(job, (0, 1), max_fails=3)
+    first = h.lease(job, (1, 2))
+    h.fail(job, (3, 4), result=b"f1")
+    assert check(h.ops, log=log.view()) == []
+    late = h.lease(job, (5, 6))
+    assert check(h.ops, log=log.view()) == []  # start-attempt 2 explains it
+    early = h.lease(job, (0.5, 0.9))  # returned before the fail was invoked
+    v = only(check(h.ops, log=log.view()), "unexplained-grant")
+    assert v.ops in ((first.index,), (early.index,))
+    assert late.index not in v.ops
+
+
+@pytest.mark.parametrize("kind", ["add", "complete", "fail", "delete"])
+def test_an_acknowledged_op_whose_command_the_log_lacks_is_unlogged(kind):
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    if kind == "add":
+        log.commands.clear()
+        missing = h.ops[0]
+    else:
+        missing = getattr(h, kind)(job, (2, 3))
+    v = only(check(h.ops, log=log.view()), "unlogged-ack")
+    assert v.ops == (missing.index,)
+    if kind != "add":
+        getattr(log, kind)(20, **({"result": b"done"} if kind == "complete" else
+                                  {"result": b"failed"} if kind == "fail" else {}))
+        assert check(h.ops, log=log.view()) == []
+
+
+def test_a_complete_is_found_in_the_log_by_its_bytes():
+    log = JobLogBuilder()
+    log.add(0)
+    log.complete(20, result=b"someone else's")
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    h.complete(job, (2, 3), result=b"mine")
+    only(check(h.ops, log=log.view()), "unlogged-ack")
+
+
+# --- attempts and empty failures from the log -----------------------------------------
+
+
+def test_attempts_are_bounded_by_the_log_s_start_attempts():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    for n in range(5):  # leases of the queue that may have spent attempts unseen
+        h.lease(None, (1 + n, None), outcome=INFO)
+    too_many = found(job, state=LEASED, attempts=3)
+    assert check(h.ops, [too_many]) == []  # the old, loose bound lets it pass
+    only(check(h.ops, [too_many], log=log.view()), "attempts-out-of-bounds")
+    assert check(h.ops, [found(job, state=LEASED, attempts=1)], log=log.view()) == []
+
+
+def test_an_empty_failure_needs_the_log_to_show_attempts_exhausted():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=100)
+    log.start(10, 1)
+    h, job = _history_of(log)
+    h.add(job, (0, 1))
+    h.result(job, (5, 6), (False, b""))
+    only(check(h.ops, log=log.view()), "result-mismatch")
+    exhausted = forged(log, "ADDED", "ATTEMPTS_EXHAUSTED")
+    assert check(h.ops, log=LogView({job: exhausted})) == []
+
+
+def test_a_legal_history_with_its_log_passes():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, max_fails=2)
+    log.start(10, 1)
+    log.fail(20, result=b"f1")
+    log.start(30, 2)
+    log.timeout(1030, 2)
+    log.start(1040, 3)
+    log.complete(1050, result=b"r")
+    h, job = _history_of(log)
+    h.add(job, (0, 1), max_fails=2)
+    h.lease(job, (1, 2))
+    h.fail(job, (2.5, 3), result=b"f1")
+    h.lease(None, (3.5, None), outcome=INFO)  # start-attempt 2 reached nobody
+    h.lease(job, (4, 5))
+    h.complete(job, (6, 7), result=b"r")
+    h.result(job, (8, 9), (True, b"r"))
+    read = found(job, state=COMPLETED, attempts=3, fails=1, result=(True, b"r"))
+    assert check(h.ops, [read], "d", "d", log=log.view(), min_ok_ops=1) == []

@@ -92,3 +92,18 @@ def test_a_command_of_another_job_is_not_folded_into_this_one():
         fold_job(one.job_id, two.commands)
     with pytest.raises(ValueError):
         LogCommand(one.job_id, 0, -1, 0, Complete(one.uuid, b""))
+
+
+def test_explain_shows_what_the_core_decided_for_each_command():
+    from tools.faults.explain import decided_lines
+
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.start(20, 1)
+    log.delete(30)
+    lines = decided_lines(log.fold())
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "ADDED -> NEW attempts=0 fails=0", "ATTEMPT_STARTED -> LEASED attempts=1 fails=0",
+        "ignored -> LEASED attempts=1 fails=0", "DELETED -> gone"]
+    assert "START_ATTEMPT attempt=1" in lines[1]
