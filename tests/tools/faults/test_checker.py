@@ -942,6 +942,20 @@ class ForgetsCompletes(Model):
         return "+OK"
 
 
+class ForgetsFinalFails(Model):
+    """A fail with no retries left returns the job to PENDING as if it had some."""
+
+    def fail(self, job_id, result):
+        job = self.jobs.get(job_id)
+        if job is None:
+            return "-NOT-FOUND"
+        if job.final:
+            return "-CLIENT-ERROR Duplicate result"
+        job.fails += 1
+        job.state, job.deadline = PENDING, math.inf
+        return "+OK"
+
+
 class GarblesResults(Model):
     def complete(self, job_id, result):
         return super().complete(job_id, result + b"?")
@@ -960,6 +974,10 @@ class CountsNoAttempts(Model):
     (ForgetsCompletes, "state-mismatch"),
     (ForgetsCompletes, "grant-after-end"),
     (ForgetsCompletes, "double-complete"),
+    (ForgetsCompletes, "stale-read"),
+    (DeleteThatKeeps, "alive-after-delete"),
+    (ForgetsFinalFails, "grant-after-end"),
+    (ForgetsFinalFails, "stale-read"),
     (GarblesResults, "result-mismatch"),
     (CountsNoAttempts, "attempts-out-of-bounds"),
 ])
