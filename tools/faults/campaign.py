@@ -60,6 +60,7 @@ from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
 from .history import Clock, HistoryWriter, Recorder
 from .load import BulkTarget, LoadConfig, created_job_ids, read_back, run_load, wait_bulk_admitted
+from .logview import read_log
 from .proxy import BLACKHOLE, DELAY, RESET
 
 SESSION_TIMEOUT_MS = 6000
@@ -421,8 +422,11 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                 sink.write_read_back(read)
             live, derived = await settled_digests(cluster.ports[0], bootstrap, commands)
             sink.write_meta({"live_digest": live, "log_digest": derived})
+            log_of_jobs = await asyncio.to_thread(read_log, bootstrap, commands,
+                                                  created_job_ids(ops))
         serve_times = [(s.fault, s.seconds) for s in served if not s.interrupted]
-        report.violations = check(ops, reads, live, derived, serve_times, SERVE_BOUND_S)
+        report.violations = check(ops, reads, live, derived, serve_times, SERVE_BOUND_S,
+                                  log=log_of_jobs, min_ok_ops=1)
         report.violations += await asyncio.to_thread(
             changelog_violations, bootstrap, settings["app-id"], commands, jobs_topic)
         for job_id in sorted({v.job_id for v in report.violations if v.job_id})[:EXPLAINED_JOBS]:

@@ -6,11 +6,12 @@ and the moment its answer arrived (float seconds on one monotonic clock counted 
 run's start; ``return_s`` is None when no answer ever came) and an outcome:
 
 - ``ok``: acknowledged (``+OK``; for a bulk load, Kafka's delivery ack);
-- ``fail``: definitely had no effect (a client error, ``-NOT-FOUND``, ``-TIMEOUT``, or a
-  ``-SERVER-ERROR`` saying nothing was written);
+- ``fail``: definitely had no effect (``-CLIENT-ERROR``, ``-NOT-FOUND``, ``-TIMEOUT``:
+  the codes that say so), or a read that erred;
 - ``info``: indeterminate: it may have taken effect, possibly **after** the client got
-  its answer (a ``-SERVER-ERROR`` may say "it may still take effect"), so a checker
-  treats an info op's effect as possible at any time after its invoke.
+  its answer (any ``-SERVER-ERROR``, whatever its text: the code does not tell "not
+  written" from "may still take effect"), so a checker treats an info op's effect as
+  possible at any time after its invoke.
 
 ``classify`` decides the outcome from the operation's kind and its reply line or
 exception alone, so the same rules apply to a live run and to a history read from disk.
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-from eventq.errors import EventqError
+from eventq.errors import ClientError, ErrorReply, EventqError, NotFound, Timeout
 
 # --- the vocabulary -------------------------------------------------------------------
 
@@ -196,46 +197,42 @@ def _field(pairs: Iterable[tuple[str, bytes]], key: str) -> bytes | None:
 
 # --- outcomes -------------------------------------------------------------------------
 
-# A -SERVER-ERROR is definite ("fail") only when its text says nothing happened. These
-# are eventq's own words (streams/engine.py: NotWritten and the recovery refusals).
-# "it was most likely not written, but check ..." (a Kafka error) is NOT definite: it
-# does not contain "was not written", which is why the phrase is matched whole.
-NOTHING_HAPPENED_MARKERS = (
-    "was not written",
-    "nothing happened",
-    "producer is not ready yet",
-    "still recovering",
-)
-
-
-def says_nothing_happened(text: str) -> bool:
-    return any(marker in text for marker in NOTHING_HAPPENED_MARKERS)
+# The reply codes that say the op had no effect (eventq/errors.py): a malformed or
+# refused request, an absent job, a wait that ended with nothing. Any other code is a
+# -SERVER-ERROR (eventq/errors.py ``ErrorReply.error_class`` reads an unknown code as one
+# too), and a -SERVER-ERROR does not say on the wire whether the command was written:
+# ``NotWritten`` ("nothing happened") and ``MayTakeEffect`` share its code, and the
+# gateway's own refusals ("command was not applied", internal errors) do too. Only their
+# texts differ, and a reworded text must not turn an op that may have taken effect into
+# one that did not: every -SERVER-ERROR on a write is indeterminate.
+DEFINITE_CLASSES = (ClientError, NotFound, Timeout)
 
 
 def classify(kind: str, answer: bytes | str | BaseException) -> str:
     """The outcome of an op of ``kind`` from its reply's first line (``+OK 1``,
-    ``-NOT-FOUND``, ...) or the exception it ended with.
+    ``-NOT-FOUND``, ...) or the exception it ended with, by the reply's code alone
+    (``DEFINITE_CLASSES``; never its text).
 
     An ``EventqError`` is judged by its reply line. Any other exception (connection
     lost, client-side timeout, a Kafka delivery error of a bulk load) leaves the op
-    indeterminate. A ``run``'s outcome speaks of its reply only: its job was added and
-    is deleted when run returns whatever the reply, so a checker must never read a
-    run's ``fail`` as "its job never existed"."""
+    indeterminate. A read that errs changed nothing and told nothing: ``fail``. A
+    ``run``'s outcome speaks of its reply only: its job was added and is deleted when
+    run returns whatever the reply, so a checker must never read a run's ``fail`` as
+    "its job never existed"."""
     if isinstance(answer, EventqError):
         answer = answer.reply
     if isinstance(answer, BaseException):
         return INFO
-    line = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else answer
-    line = line.rstrip("\r\n")
-    if line.startswith("+OK"):
+    line = answer.encode("utf-8") if isinstance(answer, str) else answer
+    line = line.rstrip(b"\r\n")
+    if line.startswith(b"+OK"):
         return OK
-    if line.startswith(("-CLIENT-ERROR", "-NOT-FOUND", "-TIMEOUT")):
-        return FAIL
+    if line.startswith(b"-"):
+        if issubclass(ErrorReply.of(line).error_class, DEFINITE_CLASSES):
+            return FAIL
     if kind in READS:
-        return FAIL  # a read that errs changed nothing and told nothing
-    if line.startswith("-SERVER-ERROR") and says_nothing_happened(line):
         return FAIL
-    return INFO  # any other server error (or an unexpected line) on a write
+    return INFO  # a -SERVER-ERROR (or an unexpected line) on a write
 
 
 def error_line(error: BaseException) -> str:
@@ -476,7 +473,7 @@ __all__ = [
     "KINDS", "READS", "WRITES", "CREATES", "OK", "FAIL", "INFO", "OUTCOMES",
     "FOUND", "NOT_FOUND", "UNKNOWN", "NEW", "COMPLETED", "FAILED", "PENDING", "LEASED",
     "BulkJob", "Args", "Reply", "Op", "ReadBack", "classify", "error_line",
-    "says_nothing_happened", "Clock", "Recorder", "HistoryWriter", "Recorded",
+    "DEFINITE_CLASSES", "Clock", "Recorder", "HistoryWriter", "Recorded",
     "write_history", "read_history", "op_to_json", "op_from_json", "read_back_to_json",
     "read_back_from_json",
 ]

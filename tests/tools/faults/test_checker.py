@@ -13,6 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.fault_history import (
+    CONNECTION_LOST,
+    MAY_TAKE_EFFECT,
+    NOT_WRITTEN,
+    TTL_MS,
+    History,
+    found,
+    kinds_of,
+    not_found,
+    only,
+    payload_of,
+)
 from tools.faults.checker import check, summary, violations_text
 from tools.faults.history import (
     COMPLETED,
@@ -32,112 +44,6 @@ from tools.faults.history import (
     op_from_json,
     op_to_json,
 )
-
-CONNECTION_LOST = "ConnectionResetError: reset by peer"
-NOT_WRITTEN = ("-SERVER-ERROR the {} was not written: Kafka did not take it within 5s; "
-               "nothing happened, retrying is safe")
-MAY_TAKE_EFFECT = ("-SERVER-ERROR the {} was sent but Kafka did not acknowledge it within "
-                   "5s: it may still take effect; check with `inspect job x` before retrying")
-TTL_MS = 3_600_000
-
-
-def payload_of(job: str) -> bytes:
-    return f"payload of {job}".encode()
-
-
-class History:
-    """Builds small histories: one method per op kind, times given as (invoke, return);
-    a return of None means no answer. Outcomes default to what the reply says."""
-
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-
-    def op(self, kind, job, t, outcome, args=Args(), reply=Reply()) -> Op:
-        invoke, returned = t
-        op = Op(len(self.ops), 0, 0, kind, job, args, invoke, returned, outcome, reply)
-        self.ops.append(op)
-        return op
-
-    def add(self, job, t, outcome=OK, queue="q", ttr=1000, ttl=TTL_MS, kind="add") -> Op:
-        args = Args(queues=(queue,), ttr_ms=ttr, ttl_ms=ttl, payload=payload_of(job))
-        return self.op(kind, job, t, outcome, args, _error_for(outcome))
-
-    def bulk(self, jobs, t, outcome=OK, queue="q", ttr=1000, ttl=TTL_MS) -> Op:
-        args = Args(jobs=tuple(BulkJob(j, queue, ttr, ttl, payload_of(j)) for j in jobs))
-        return self.op("bulk", None, t, outcome, args, _error_for(outcome))
-
-    def run(self, job, t, outcome=OK, result=(True, b"done"), queue="q", ttr=1000) -> Op:
-        args = Args(queues=(queue,), ttr_ms=ttr, payload=payload_of(job), wait_ms=2000)
-        reply = Reply(job_id=job, success=result[0], data=result[1]) if outcome == OK \
-            else _error_for(outcome, "-TIMEOUT")
-        return self.op("run", job, t, outcome, args, reply)
-
-    def lease(self, job, t, outcome=OK, queues=("q",), ttr=1000, payload=None,
-              error="-TIMEOUT") -> Op:
-        args = Args(queues=queues, wait_ms=500)
-        if outcome != OK:
-            return self.op("lease", None, t, outcome, args, _error_for(outcome, error))
-        name = queues[0]
-        reply = Reply(job_id=job, name=name, ttr_ms=ttr,
-                      payload=payload_of(job) if payload is None else payload)
-        return self.op("lease", job, t, OK, args, reply)
-
-    def complete(self, job, t, outcome=OK, result=b"done") -> Op:
-        return self.op("complete", job, t, outcome, Args(result=result), _error_for(outcome))
-
-    def fail(self, job, t, outcome=OK, result=b"failed") -> Op:
-        return self.op("fail", job, t, outcome, Args(result=result), _error_for(outcome))
-
-    def delete(self, job, t, outcome=OK) -> Op:
-        return self.op("delete", job, t, outcome, Args(), _error_for(outcome))
-
-    def touch(self, job, t, outcome=OK) -> Op:
-        return self.op("touch", job, t, outcome, Args(), _error_for(outcome))
-
-    def result(self, job, t, answer, outcome=OK) -> Op:
-        reply = Reply(job_id=job, success=answer[0], data=answer[1]) if outcome == OK \
-            else _error_for(outcome)
-        return self.op("result", job, t, outcome, Args(wait_ms=0), reply)
-
-    def inspect(self, job, t, outcome=OK, **numbers) -> Op:
-        fields = tuple((k, str(v).encode()) for k, v in numbers.items())
-        reply = Reply(fields=fields) if outcome == OK else _error_for(outcome)
-        return self.op("inspect", job, t, outcome, Args(), reply)
-
-    def not_found(self, kind, job, t) -> Op:
-        args = Args(result=b"r") if kind in ("complete", "fail") else Args()
-        return self.op(kind, job, t, FAIL, args, Reply(error="-NOT-FOUND"))
-
-
-def _error_for(outcome, fail_line=NOT_WRITTEN.format("command")) -> Reply:
-    """A definite failure says nothing was written unless told otherwise (a -NOT-FOUND
-    is a read of its own: see History.not_found)."""
-    if outcome == OK:
-        return Reply()
-    return Reply(error=fail_line if outcome == FAIL else CONNECTION_LOST)
-
-
-def found(job, at=100.0, state=NEW, attempts=0, fails=0, result=None) -> ReadBack:
-    fields = (("name", b"q"), ("attempts", str(attempts).encode()),
-              ("fails", str(fails).encode()), ("state", str(state).encode()))
-    if result is None:
-        return ReadBack(job, "found", at, fields)
-    return ReadBack(job, "found", at, fields, result[0], result[1])
-
-
-def not_found(job, at=100.0) -> ReadBack:
-    return ReadBack(job, "not-found", at)
-
-
-def kinds_of(violations) -> list[str]:
-    return [v.kind for v in violations]
-
-
-def only(violations, kind):
-    """The one violation there is, which must be of ``kind``."""
-    assert kinds_of(violations) == [kind], violations_text(violations)
-    return violations[0]
-
 
 # --- lost-add -------------------------------------------------------------------------
 
@@ -167,7 +73,7 @@ def test_an_indeterminate_add_proven_by_a_later_grant_is_lost_if_not_found():
 
 
 @pytest.mark.parametrize("case", ["add info", "delete info", "delete fail", "ttl passed",
-                                  "run", "unknown", "schedule ttl minus rounding"])
+                                  "run", "schedule ttl minus rounding"])
 def test_near_misses_of_a_lost_add_at_read_back(case):
     h = History()
     read = not_found("j", at=100.0)
@@ -186,9 +92,14 @@ def test_near_misses_of_a_lost_add_at_read_back(case):
     if case == "delete fail":
         # any delete tried excludes the job, even one that said it did nothing
         h.op("delete", "j", (5, 6), FAIL, Args(), Reply(error=NOT_WRITTEN.format("delete")))
-    if case == "unknown":
-        read = ReadBack("j", "unknown", 100.0)
     assert check(h.ops, [read]) == []
+
+
+def test_a_read_back_without_a_definite_answer_is_reported_not_passed():
+    h = History()
+    h.add("j", (0, 1))
+    only(check(h.ops, [ReadBack("j", "unknown", 100.0)]), "read-back-unknown")
+    assert check(h.ops, [found("j")]) == []
 
 
 @pytest.mark.parametrize("kind", ["inspect", "result", "complete", "fail", "delete"])
@@ -256,12 +167,23 @@ def test_a_result_nobody_sent_is_a_mismatch():
     assert result.index in v.ops
 
 
-def test_a_result_reading_a_fails_bytes_or_an_empty_failure_is_fine():
+def test_a_result_reading_a_fails_bytes_is_fine():
     h = History()
     h.add("j", (0, 1))
     h.fail("j", (2, 3), result=b"boom")
     h.result("j", (4, 5), (False, b"boom"))
-    h.result("j", (6, 7), (False, b""))
+    assert check(h.ops) == []
+
+
+def test_an_empty_failure_needs_attempts_that_may_have_run_out():
+    h = History()
+    h.add("j", (0, 1))
+    h.lease("j", (1, 2))
+    empty = h.result("j", (6, 7), (False, b""))
+    v = only(check(h.ops), "result-mismatch")
+    assert v.ops == (empty.index,)
+    for n in range(300):  # leases of its queue that may each have spent an attempt
+        h.lease(None, (3 + n / 1000, None), outcome=INFO)
     assert check(h.ops) == []
 
 
@@ -349,24 +271,36 @@ def test_two_grants_just_inside_the_tolerance_are_reported():
     only(check(h.ops), "double-grant")
 
 
-@pytest.mark.parametrize("release", ["fail ok", "fail info long before", "complete info",
-                                     "delete ok"])
-def test_a_release_between_two_grants_explains_them(release):
+@pytest.mark.parametrize("release", ["fail ok", "fail info long before"])
+def test_a_fail_that_may_leave_retries_between_two_grants_explains_them(release):
     h = History()
-    h.add("j", (0, 1), ttr=5000)
+    h.add("j", (0, 1), ttr=5000, max_fails=3)
     h.lease("j", (1, 1.1), ttr=5000)
     if release == "fail ok":
         h.fail("j", (1.5, 1.6))
-    elif release == "fail info long before":
+    else:
         # its reply came before the first grant, but an info op may land any time later
         h.op("fail", "j", (0.2, 0.3), INFO, Args(result=b"f"),
              Reply(error=MAY_TAKE_EFFECT.format("fail")))
-    elif release == "complete info":
+    h.lease("j", (2, 2.1), ttr=5000)
+    assert check(h.ops) == []
+
+
+@pytest.mark.parametrize("end", ["final fail", "complete info", "delete info"])
+def test_an_end_that_never_makes_the_job_ready_explains_no_second_grant(end):
+    """A complete or a delete (even an indeterminate one) and a fail with no retries left
+    end the job for good: they never excuse a second grant inside the TTR."""
+    h = History()
+    h.add("j", (0, 1), ttr=5000)  # no -max-fails: every fail is final
+    first = h.lease("j", (1, 1.1), ttr=5000)
+    if end == "final fail":
+        h.fail("j", (1.5, None), outcome=INFO)
+    elif end == "complete info":
         h.complete("j", (1.5, None), outcome=INFO)
     else:
-        h.delete("j", (1.5, 1.6))
-    h.lease("j", (2, 2.1), ttr=5000)
-    assert "double-grant" not in kinds_of(check(h.ops))
+        h.delete("j", (1.5, None), outcome=INFO)
+    second = h.lease("j", (2, 2.1), ttr=5000)
+    assert only(check(h.ops), "double-grant").ops == (first.index, second.index)
 
 
 def test_a_release_that_definitely_failed_explains_nothing():
@@ -543,10 +477,20 @@ def test_a_grant_of_an_indeterminate_bulk_job_is_fine():
 # --- digests and serving --------------------------------------------------------------
 
 
-def test_digests_that_differ_are_a_violation_and_unknown_ones_are_not():
+def test_digests_that_differ_or_could_not_be_taken_are_violations():
     only(check([], live_digest="aa", log_digest="bb"), "digest-mismatch")
     assert check([], live_digest="aa", log_digest="aa") == []
-    assert check([], live_digest=None, log_digest="bb") == []
+    only(check([], live_digest=None, log_digest="bb"), "digest-missing")
+    only(check([], live_digest="aa", log_digest=None), "digest-missing")
+    assert check([]) == []  # not asked about
+
+
+def test_a_run_with_too_few_acknowledged_ops_did_not_start():
+    h = History()
+    h.add("j", (0, None), outcome=INFO)
+    only(check(h.ops, min_ok_ops=1), "run-not-started")
+    h.add("k", (0, 1))
+    assert check(h.ops, min_ok_ops=1) == []
 
 
 def test_a_fault_served_again_too_late_or_never_is_slow():
@@ -998,6 +942,20 @@ class ForgetsCompletes(Model):
         return "+OK"
 
 
+class ForgetsFinalFails(Model):
+    """A fail with no retries left returns the job to PENDING as if it had some."""
+
+    def fail(self, job_id, result):
+        job = self.jobs.get(job_id)
+        if job is None:
+            return "-NOT-FOUND"
+        if job.final:
+            return "-CLIENT-ERROR Duplicate result"
+        job.fails += 1
+        job.state, job.deadline = PENDING, math.inf
+        return "+OK"
+
+
 class GarblesResults(Model):
     def complete(self, job_id, result):
         return super().complete(job_id, result + b"?")
@@ -1016,6 +974,10 @@ class CountsNoAttempts(Model):
     (ForgetsCompletes, "state-mismatch"),
     (ForgetsCompletes, "grant-after-end"),
     (ForgetsCompletes, "double-complete"),
+    (ForgetsCompletes, "stale-read"),
+    (DeleteThatKeeps, "alive-after-delete"),
+    (ForgetsFinalFails, "grant-after-end"),
+    (ForgetsFinalFails, "stale-read"),
     (GarblesResults, "result-mismatch"),
     (CountsNoAttempts, "attempts-out-of-bounds"),
 ])
