@@ -47,8 +47,11 @@ from eventq.errors import EventqError
 # --- the vocabulary -------------------------------------------------------------------
 
 KINDS = ("add", "schedule", "run", "bulk", "lease", "touch", "complete", "fail", "delete",
-         "result", "inspect")
-READS = frozenset({"result", "inspect"})
+         "result", "inspect",
+         # the user-like workload's (load_user.py; judged by workload_rules.py); "drain"
+         # is the final drain's period, no request of its own
+         "pause", "resume", "retry", "retry-group", "recur", "unrecur", "inputs", "drain")
+READS = frozenset({"result", "inspect", "inputs"})
 WRITES = frozenset(KINDS) - READS
 CREATES = frozenset({"add", "schedule", "run", "bulk"})
 
@@ -99,6 +102,19 @@ class Args:
     result: bytes | None = None
     jobs: tuple[BulkJob, ...] = ()
     partition: int | None = None
+    # The user-like workload's (load_user.py): ``after`` a dependent's upstreams;
+    # ``group`` a fail's -group or retry-group's group; ``name`` a recurrence's name
+    # (recur/unrecur); ``every_ms`` its period; ``count`` retry-group's count;
+    # ``wall_s`` the wall clock (epoch seconds) at invoke, for ops judged against
+    # broker times (schedule, recur, unrecur, drain); ``retry_of`` the index of the op
+    # this one repeats after an indeterminate reply (same request, same bytes).
+    after: tuple[str, ...] = ()
+    group: str | None = None
+    name: str | None = None
+    every_ms: int | None = None
+    count: int | None = None
+    wall_s: float | None = None
+    retry_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +354,7 @@ def _args_from_json(item: Mapping[str, Any]) -> Args:
         if key in values:
             values[key] = _unb64(values[key])
     values["queues"] = tuple(values.get("queues", ()))
+    values["after"] = tuple(values.get("after", ()))
     values["jobs"] = tuple(_bulk_job_from_json(job) for job in values.get("jobs", ()))
     return Args(**values)
 
