@@ -115,6 +115,7 @@ class Args:
     count: int | None = None
     wall_s: float | None = None
     retry_of: int | None = None
+    delay_ms: int | None = None  # retry's -delay
 
 
 @dataclass(frozen=True)

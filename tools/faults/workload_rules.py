@@ -10,15 +10,16 @@ any moment after its invoke.
   the wall clock at its invoke) leased every queue of the run until no job came for the
   quiet period, which is longer than the largest TTR + backoff + near schedule of the
   load. Afterwards every job that is *judged* must be COMPLETED or FAILED at the
-  read-back. A job is judged when it was acknowledged (an ok add, schedule or bulk, or
-  an ok grant of it), no delete of it may have taken effect, it was not made by a run,
+  read-back. A job is judged when it was acknowledged (an ok add, schedule or bulk, a
+  repeated add refused as ``Duplicate job``, or an ok grant of it), no delete of it may have taken effect, it was not made by a run,
   its earliest expiry lies after the read-back asked, any schedule time it has lay at
   least ``DUE_SLACK_S`` before the drain ended (a schedule pushed past the drain is
   left out), and (a dependent) each of its upstreams is judged or may have ended
   otherwise (docs/workflows.md, "Dependencies": an upstream that is deleted or expires
   fails its dependents; one never acknowledged may be waited for until the TTL). A
   judged job the read-back does not find and that no lease ever returned is
-  **undelivered** (lost); one still NEW, PENDING or WAITING is **not-final**; one
+  **undelivered** (lost); one still NEW, PENDING or WAITING is **not-final**, unless
+  its ``time`` (a backoff wait's end) lies after the drain's end; one
   LEASED is **stuck-leased** when its deadline has passed: no lease that may have
   granted it (an ok grant of it, or any lease naming its queue that did not hand a job
   over) nor a touch of it was invoked within its TTR + ``CLAIM_SLACK_S`` of the
@@ -185,6 +186,21 @@ def earliest_expiry_s(creations: Sequence[Op], job_id: str) -> float:
     return min(expiries)
 
 
+def _landed_before(op: Op) -> bool:
+    """A repeated add refused as ``Duplicate job``: the load's ids are fresh, so the
+    attempt it repeats created the job (docs/protocol.md, "add")."""
+    return op.args.retry_of is not None and "Duplicate job" in (op.reply.error or "")
+
+
+def _waits_past(read: ReadBack, end_wall_s: float | None) -> bool:
+    """A job whose ``time`` (its schedule, or the end of a backoff wait) lies after the
+    drain's end, less ``DUE_SLACK_S``, may rightly still wait."""
+    value = read.field("time")
+    if value is None:
+        return False
+    return end_wall_s is None or parse_time(value.decode()) + DUE_SLACK_S > end_wall_s
+
+
 # --- liveness after the final drain ---------------------------------------------------
 
 
@@ -223,7 +239,8 @@ class _Judged:
 
     def acknowledged(self, job_id: str) -> bool:
         made = self.index.creations.get(job_id, ())
-        return any(op.outcome == OK for op in made) or bool(self.index.grants.get(job_id))
+        return (any(op.outcome == OK or _landed_before(op) for op in made)
+                or bool(self.index.grants.get(job_id)))
 
     def deleted(self, job_id: str) -> bool:
         return any(_may(op) for op in self.index.of(job_id, "delete"))
@@ -307,6 +324,8 @@ def liveness(ops: Iterable[Op], reads: Mapping[str, ReadBack]) -> list[Violation
                     f"job {job_id} is LEASED at the read-back ({read.at_s:.3f}s), but "
                     f"nothing may have granted or touched it since {latest:.3f}s: its "
                     f"{ttr_ms} ms deadline is long past"))
+            continue
+        if _waits_past(read, judged.end.end_wall_s):
             continue
         found.append(Violation(
             "not-final", job_id, proof,
