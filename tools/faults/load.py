@@ -241,10 +241,11 @@ class Producer(Actor):
                 await asyncio.to_thread(deliver, producer, target.topic, partition, record,
                                         KAFKA_DELIVERY_TIMEOUT_S + 5)
         except Exception as error:  # a delivery error or no ack: it may be in the log
-            self._record(index, "bulk", None, args, invoke_s, None, classify("bulk", error),
-                         Reply(error=error_line(error)))
+            self._record(index, "bulk", None, args, invoke_s, None, self.process,
+                         classify("bulk", error), Reply(error=error_line(error)))
             return
-        self._record(index, "bulk", None, args, invoke_s, self.clock.now(), OK, Reply())
+        self._record(index, "bulk", None, args, invoke_s, self.clock.now(), self.process, OK,
+                     Reply())
 
 
 def bulk_record(jobs: Sequence[BulkJob]) -> bytes:

@@ -120,13 +120,13 @@ class Operator(Actor):
 
     async def step(self) -> None:
         r = self.rng.random()
-        if r < 0.40:
+        if r < 0.35:
             await self.workflow()
         elif r < 0.55:
             await self.toggle_pause()
         elif r < 0.70:
             await self.add(self.new_job_id(), self.pausable, PAUSABLE_TTR_MS, ())
-        elif r < 0.88:
+        elif r < 0.85:
             await self.retry()
         else:
             await self.retry_group()

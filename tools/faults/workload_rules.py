@@ -520,12 +520,15 @@ def retries_of_unfailed(index: Index) -> list[Violation]:
 
 
 def _may_end_uncompleted(index: Index, job_id: str, depth: int = 0) -> bool:
+    """Whether an upstream may have failed, been deleted, expired (before the run's last
+    op) or never existed: then its dependents may be FAILED in upstream-failed."""
     made = index.creations.get(job_id, ())
     if depth > 100 or not any(op.outcome == OK for op in made):
         return True
     if any(_may(op) for kind in ("fail", "delete") for op in index.of(job_id, kind)):
         return True
-    if earliest_expiry_s(made, job_id) < math.inf:
+    last_s = max((op.return_s or op.invoke_s for op in index.ops), default=0.0)
+    if earliest_expiry_s(made, job_id) < last_s:
         return True
     return any(_may_end_uncompleted(index, up, depth + 1) for up in index.after(job_id))
 

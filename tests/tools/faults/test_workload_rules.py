@@ -337,3 +337,23 @@ def test_protocol_times_parse_back_to_their_whole_second(whole_s, fraction_s):
     fractional = dt.datetime.fromtimestamp(whole_s, dt.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%S.250Z")
     assert parse_time(fractional) == whole_s + 0.25
+
+
+def test_an_upstream_failed_result_of_a_dependent_is_explained_only_if_an_upstream_may_end():
+    h = History()
+    h.add(A, (0, 1))
+    h.add(B, (0, 1), after=[A])
+    mismatch = Violation("result-mismatch", B, (1,), "x")
+    assert check_workload(h.ops, {}, [mismatch]) == [mismatch]  # A can only complete
+    h.fail(A, (2, None), outcome=INFO)
+    assert check_workload(h.ops, {}, [mismatch]) == []
+
+
+def test_a_job_failed_into_a_group_that_was_retried_is_not_held_to_attempt_bounds():
+    h = History()
+    h.add(A, (0, 1))
+    h.fail(A, (2, 3), group="g")
+    bounds = Violation("attempts-out-of-bounds", A, (0,), "x")
+    assert check_workload(h.ops, {}, [bounds]) == [bounds]
+    h.op("retry-group", None, (4, 5), OK, Args(group="g", count=5))
+    assert check_workload(h.ops, {}, [bounds]) == []
