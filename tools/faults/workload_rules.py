@@ -52,6 +52,10 @@ any moment after its invoke.
   without upstreams and never reaches the 255-attempt cap, so nothing else fails them.
   An ok retry invoked after an ok complete of the job returned is one too (COMPLETED is
   for good).
+- **retry-group-overcount**: an ok ``retry-group <g> <count>`` says ``retried n``: n is
+  at most count, and at most the number of distinct jobs a fail with ``-group=<g>``
+  (ok or info) invoked before it returned may have put in the group (nothing else puts
+  a job in a group the load names, docs/protocol.md, "Failure groups and retry").
 
 Priority order is not judged: a lease takes the best job of the partitions the answering
 process can see at that moment, and which jobs are ready then (adds that are info,
@@ -100,7 +104,7 @@ SLOT_LOOKBACK_S = 30.0  # slots this long before a recur are watched for (none m
 WORKLOAD_VIOLATION_KINDS = (
     "drain-not-quiet", "not-final", "undelivered", "stuck-leased", "early-release",
     "wrong-inputs", "slot-refired", "slot-outside-recurrence", "grant-while-paused",
-    "retry-of-unfailed",
+    "retry-of-unfailed", "retry-group-overcount",
 )
 EXPLAINED_KINDS = ("attempts-out-of-bounds", "result-mismatch", "phantom-grant")
 
@@ -516,6 +520,22 @@ def retries_of_unfailed(index: Index) -> list[Violation]:
     return found
 
 
+def retry_group_overcounts(index: Index) -> list[Violation]:
+    found = []
+    for op in index.ops:
+        if op.kind != "retry-group" or op.outcome != OK or op.return_s is None:
+            continue
+        retried = int(op.reply.field("retried") or b"0")
+        failed = {f.job_id for f in index.ops if f.kind == "fail" and _may(f)
+                  and f.args.group == op.args.group and f.invoke_s < op.return_s}
+        if retried > min(op.args.count or 0, len(failed)):
+            found.append(Violation(
+                "retry-group-overcount", None, _ids(op),
+                f"retry-group op {op.index} retried {retried} jobs of {op.args.group!r}, "
+                f"asked for {op.args.count}, and only {len(failed)} may have failed into it"))
+    return found
+
+
 # --- the core rules' violations the workload explains ---------------------------------
 
 
@@ -567,7 +587,8 @@ def check_workload(ops: Iterable[Op], reads: Mapping[str, ReadBack] | Iterable[R
     kept = [v for v in core if not explained(v, index, retried, slots)]
     order = {kind: n for n, kind in enumerate(WORKLOAD_VIOLATION_KINDS)}
     own = [*liveness(ops, reads), *early_releases(index), *wrong_inputs(index),
-           *slot_violations(index), *grants_while_paused(index), *retries_of_unfailed(index)]
+           *slot_violations(index), *grants_while_paused(index), *retries_of_unfailed(index),
+           *retry_group_overcounts(index)]
     return kept + sorted(own, key=lambda v: (order[v.kind], v.job_id or "", v.ops))
 
 
@@ -575,6 +596,7 @@ __all__ = [
     "CLAIM_SLACK_S", "DUE_SLACK_S", "WALL_TOLERANCE_S", "WORKLOAD_VIOLATION_KINDS",
     "EXPLAINED_KINDS", "Index", "index_ops", "parse_time", "earliest_expiry_s", "liveness",
     "early_releases", "input_entries", "wrong_inputs", "slot_job_id", "recurrence_slots",
-    "slot_violations", "grants_while_paused", "retries_of_unfailed", "retried_jobs",
+    "slot_violations", "grants_while_paused", "retries_of_unfailed",
+    "retry_group_overcounts", "retried_jobs",
     "explained", "check_workload",
 ]

@@ -12,6 +12,7 @@ from tools.faults.history import FAIL, INFO, OK, Args, Recorder
 from tools.faults.load import (
     BACKOFF_BOUND_MS,
     DRAIN_QUIET_S,
+    FAR_SCHEDULE_S,
     NEAR_SCHEDULE_S,
     TTRS_MS,
     LoadConfig,
@@ -20,7 +21,7 @@ from tools.faults.load import (
 )
 from tools.faults.load_base import DEPENDENT_MARK, Session, SharedIds, call_ok
 from tools.faults.load_user import RETRY_DELAY_MAX_MS, Operator, final_drain
-from tools.faults.workload_rules import liveness
+from tools.faults.workload_rules import liveness, parse_time
 
 OK_LINE = b"+OK\r\n"
 
@@ -198,3 +199,71 @@ def test_the_drain_waits_longer_than_anything_the_load_leaves_behind():
     # must outlast a TTR, that wait, a retry's delay and a schedule at the load's end.
     assert DRAIN_QUIET_S > (max(TTRS_MS) + BACKOFF_BOUND_MS + RETRY_DELAY_MAX_MS) / 1000 \
         + NEAR_SCHEDULE_S[1]
+
+
+def test_a_slow_worker_completes_a_dependent_after_its_ttr_having_asked_its_inputs():
+    job = str(uuid.uuid4())
+
+    def answer(words, data):
+        if words[0] == "lease":
+            return leased(job, "fw0", 200, DEPENDENT_MARK + b"x")
+        if words[0] == "inputs":
+            return b"+OK 0\r\n"
+        return OK_LINE
+
+    async def scenario():
+        async with ScriptedServer(answer) as server:
+            recorder = Recorder()
+            worker = actor(Worker, [server.port], recorder)
+            worker.rng.random = lambda: 0.05  # touch, overrun the TTR, complete
+            await worker.step()
+            worker.drop_all()
+            return recorder.ops
+
+    ops = run(scenario())
+    assert [op.kind for op in ops] == ["lease", "inputs", "touch", "complete"]
+    assert ops[3].invoke_s - ops[0].return_s >= 0.2
+
+
+def test_an_operator_resumes_and_unrecurs_until_acknowledged_when_the_load_ends():
+    refusals = {"resume": 2}
+
+    def answer(words, data):
+        if words[0] == "resume" and refusals["resume"]:
+            refusals["resume"] -= 1
+            return b"-SERVER-ERROR eventq is still recovering its state; nothing happened\r\n"
+        if words[0] == "unrecur":
+            return b"-NOT-FOUND\r\n"
+        return OK_LINE
+
+    async def scenario():
+        async with ScriptedServer(answer) as server:
+            recorder = Recorder()
+            operator = actor(Operator, [server.port], recorder, end_s=0.0)
+            await operator.clean_up()
+            operator.drop_all()
+            return recorder.ops
+
+    ops = run(scenario())
+    assert [(op.kind, op.outcome) for op in ops] == [
+        ("resume", FAIL), ("resume", FAIL), ("resume", OK), ("unrecur", FAIL)]
+    assert ops[2].args.retry_of == ops[1].index
+
+
+def test_schedules_are_due_inside_the_drain_or_far_past_it_and_carry_the_wall_clock():
+    def answer(words, data):
+        return OK_LINE
+
+    async def scenario():
+        async with ScriptedServer(answer) as server:
+            recorder = Recorder()
+            producer = actor(Producer, [server.port], recorder)
+            for _ in range(60):
+                await producer.schedule()
+            producer.drop_all()
+            return recorder.ops
+
+    ahead = [parse_time(op.args.time) - op.args.wall_s for op in run(scenario())]
+    near = [a for a in ahead if a <= NEAR_SCHEDULE_S[1] + 1]
+    far = [a for a in ahead if a >= FAR_SCHEDULE_S[0] - 1]
+    assert near and far and len(near) + len(far) == len(ahead)

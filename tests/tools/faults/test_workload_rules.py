@@ -34,6 +34,7 @@ from tools.faults.workload_rules import (
     liveness,
     parse_time,
     retries_of_unfailed,
+    retry_group_overcounts,
     slot_job_id,
     slot_violations,
     wrong_inputs,
@@ -357,3 +358,25 @@ def test_a_job_failed_into_a_group_that_was_retried_is_not_held_to_attempt_bound
     assert check_workload(h.ops, {}, [bounds]) == [bounds]
     h.op("retry-group", None, (4, 5), OK, Args(group="g", count=5))
     assert check_workload(h.ops, {}, [bounds]) == []
+
+
+def test_a_retry_group_that_retried_more_than_asked_or_than_failed_into_it_is_reported():
+    h = History()
+    h.add(A, (0, 1))
+    h.add(B, (0, 1))
+    h.fail(A, (2, 3), group="g")
+    h.fail(B, (2, None), outcome=INFO, group="g")
+    h.fail(C, (2, 3), group="other")
+
+    def group_retry(retried, count):
+        return h.op("retry-group", None, (4, 5), OK, Args(group="g", count=count),
+                    Reply(fields=(("retried", str(retried).encode()),)))
+
+    group_retry(2, 5)
+    assert retry_group_overcounts(index_ops(h.ops)) == []
+    h.ops.pop()
+    group_retry(3, 5)  # only A and B may be in g
+    assert kinds(retry_group_overcounts(index_ops(h.ops))) == ["retry-group-overcount"]
+    h.ops.pop()
+    group_retry(2, 1)  # more than asked
+    assert kinds(retry_group_overcounts(index_ops(h.ops))) == ["retry-group-overcount"]
