@@ -41,7 +41,11 @@ any moment after its invoke.
   recurrences have no -max-fails, so a fail is final, and the load never retries
   them: a slot fired twice would be ready again); and no slot is handed out whose due
   time is more than ``WALL_TOLERANCE_S`` before its ok recur was invoked, or after an
-  ok unrecur of it returned (before any later recur of the name).
+  ok unrecur of it returned (before any later recur of the name). A recur or a pause
+  that is info is taken to land, if ever, before the drain's own resume and unrecur
+  (the drain starts once every process serves again, so a request in flight has reached
+  the log or never will): one landing later would leave a queue paused or a recurrence
+  firing, which the drain would report as not-final jobs or a drain-not-quiet.
 - **grant-while-paused**: an ok lease returning a job of queue q, invoked after an ok
   pause of q returned and returned before any resume of q was invoked (any outcome),
   and with no info resume of q invoked before it (that one may land at any time).
@@ -419,7 +423,9 @@ def recurrence_slots(ops: Sequence[Op]) -> dict[str, Slot]:
         first = math.floor((op.args.wall_s - SLOT_LOOKBACK_S) / every_s) - 1
         last = math.ceil((op.args.wall_s + last_s - op.invoke_s) / every_s) + 2
         for n in range(first, last + 1):
-            slots[slot_job_id(op.args.name or "", op.args.every_ms, n)] = Slot(op, n, n * every_s)
+            # the earliest recur that may have defined it (a repeated one is later)
+            slots.setdefault(slot_job_id(op.args.name or "", op.args.every_ms, n),
+                             Slot(op, n, n * every_s))
     return slots
 
 

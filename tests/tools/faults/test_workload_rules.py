@@ -380,3 +380,14 @@ def test_a_retry_group_that_retried_more_than_asked_or_than_failed_into_it_is_re
     h.ops.pop()
     group_retry(2, 1)  # more than asked
     assert kinds(retry_group_overcounts(index_ops(h.ops))) == ["retry-group-overcount"]
+
+
+def test_a_repeated_recur_does_not_move_the_recurrence_s_start_later():
+    h = History()
+    first = h.op("recur", None, (10, None), INFO, Args(queues=("r",), name="rec",
+                                                       every_ms=2000, wall_s=WALL0 + 10))
+    h.op("recur", None, (30, 31), OK, Args(queues=("r",), name="rec", every_ms=2000,
+                                           wall_s=WALL0 + 30, retry_of=first.index))
+    job = slot_job_id("rec", 2000, int((WALL0 + 20) // 2))  # the first may have fired it
+    h.lease(job, (40, 41), queue="r")
+    assert slot_violations(index_ops(h.ops)) == []
