@@ -391,3 +391,18 @@ def test_a_repeated_recur_does_not_move_the_recurrence_s_start_later():
     job = slot_job_id("rec", 2000, int((WALL0 + 20) // 2))  # the first may have fired it
     h.lease(job, (40, 41), queue="r")
     assert slot_violations(index_ops(h.ops)) == []
+
+
+VIOLATION_KINDS = st.sampled_from(["lost-add", "double-grant", "attempts-out-of-bounds",
+                                   "result-mismatch", "phantom-grant", "digest-mismatch"])
+
+
+@given(st.lists(st.tuples(VIOLATION_KINDS, st.sampled_from([A, B, C, None])), max_size=12))
+def test_without_the_workload_s_features_every_core_violation_is_kept(found):
+    h = History()
+    h.add(A, (0, 1))
+    h.add(B, (0, 1))
+    h.lease(A, (1, 2))
+    h.fail(B, (2, 3))
+    core = [Violation(kind, job, (0,), "x") for kind, job in found]
+    assert check_workload(h.ops, {}, core) == core
