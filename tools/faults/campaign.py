@@ -59,8 +59,15 @@ from .checker import Violation, check, summary, violations_text
 from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
 from .history import Clock, HistoryWriter, Recorder
-from .load import (BulkTarget, LoadConfig, created_job_ids, drain, read_back, run_load,
-                   wait_bulk_admitted)
+from .load import (
+    BulkTarget,
+    LoadConfig,
+    created_job_ids,
+    drain,
+    read_back,
+    run_load,
+    wait_bulk_admitted,
+)
 from .proxy import BLACKHOLE, DELAY, RESET
 
 SESSION_TIMEOUT_MS = 6000

@@ -412,6 +412,7 @@ def created_job_ids(ops: Iterable[Op]) -> list[str]:
 
 __all__ = [
     "BulkTarget", "LoadConfig", "LoadClient", "Session", "Actor", "Producer", "Worker",
-    "Reader", "SharedIds", "drain", "DRAIN_QUIET_S", "build_actors", "run_load", "created_job_ids", "bulk_record",
+    "Reader", "SharedIds", "drain", "DRAIN_QUIET_S", "build_actors", "run_load",
+    "created_job_ids", "bulk_record",
     "deliver", "schedule_time", "wait_bulk_admitted", "read_back",
 ]

@@ -11,8 +11,9 @@ any moment after its invoke.
   quiet period, which is longer than the largest TTR + backoff + near schedule of the
   load. Afterwards every job that is *judged* must be COMPLETED or FAILED at the
   read-back. A job is judged when it was acknowledged (an ok add, schedule or bulk, a
-  repeated add refused as ``Duplicate job``, or an ok grant of it), no delete of it may have taken effect, it was not made by a run,
-  its earliest expiry lies after the read-back asked, any schedule time it has lay at
+  repeated add refused as ``Duplicate job``, or an ok grant of it), no delete of it may
+  have taken effect, it was not made by a run, its earliest expiry lies after the
+  read-back asked, any schedule time it has lay at
   least ``DUE_SLACK_S`` before the drain ended (a schedule pushed past the drain is
   left out), and (a dependent) each of its upstreams is judged or may have ended
   otherwise (docs/workflows.md, "Dependencies": an upstream that is deleted or expires
