@@ -24,6 +24,8 @@ from tools.faults.history import (
     Op,
     ReadBack,
     Reply,
+    op_from_json,
+    op_to_json,
 )
 from tools.faults.workload_rules import (
     WAITING,
@@ -406,3 +408,17 @@ def test_without_the_workload_s_features_every_core_violation_is_kept(found):
     h.fail(B, (2, 3))
     core = [Violation(kind, job, (0,), "x") for kind, job in found]
     assert check_workload(h.ops, {}, core) == core
+
+
+def test_the_workload_s_ops_come_back_from_a_history_file_as_they_were():
+    h = History()
+    ops = [
+        h.add(C, (0, None), outcome=INFO, after=[A, B]),
+        h.op("add", C, (1, 2), FAIL, Args(queues=("q",), after=(A, B), retry_of=0),
+             Reply(error="-CLIENT-ERROR Duplicate job")),
+        h.op("recur", None, (3, 4), OK, Args(name="rec", every_ms=2000, wall_s=WALL0 + 3.5)),
+        h.op("retry", A, (5, 6), OK, Args(delay_ms=300)),
+        h.op("inputs", C, (7, 8), OK, Args(), Reply(fields=((A, b"1ra\r\n"),))),
+        h.drain((9, 50)),
+    ]
+    assert [op_from_json(op_to_json(op)) for op in ops] == ops
