@@ -59,7 +59,15 @@ from .checker import Violation, check, summary, violations_text
 from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
 from .history import Clock, HistoryWriter, Recorder
-from .load import BulkTarget, LoadConfig, created_job_ids, read_back, run_load, wait_bulk_admitted
+from .load import (
+    BulkTarget,
+    LoadConfig,
+    created_job_ids,
+    drain,
+    read_back,
+    run_load,
+    wait_bulk_admitted,
+)
 from .logview import read_log
 from .proxy import BLACKHOLE, DELAY, RESET
 
@@ -417,6 +425,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                     f"not all served: {error}")]
                 return report  # its data is kept for a look (not ok)
             await wait_bulk_admitted(cluster.ports[0])
+            ops = await drain(config, recorder)  # load.py: liveness is judged after it
             reads = await read_back(cluster.ports[0], created_job_ids(ops), clock=recorder.clock)
             for read in reads.values():
                 sink.write_read_back(read)

@@ -466,7 +466,9 @@ def check(
     violations += digest_mismatch(live_digest, log_digest)
     violations += slow_to_serve(serve_times, serve_bound_s)
     order = {kind: n for n, kind in enumerate(VIOLATION_KINDS)}
-    return sorted(violations, key=lambda v: (order[v.kind], v.job_id or "", v.ops))
+    violations.sort(key=lambda v: (order[v.kind], v.job_id or "", v.ops))
+    from .workload_rules import check_workload  # it imports this module: not at the top
+    return check_workload(ops, reads, violations)
 
 
 # --- summaries ------------------------------------------------------------------------

@@ -48,8 +48,11 @@ from eventq.errors import ClientError, ErrorReply, EventqError, NotFound, Timeou
 # --- the vocabulary -------------------------------------------------------------------
 
 KINDS = ("add", "schedule", "run", "bulk", "lease", "touch", "complete", "fail", "delete",
-         "result", "inspect")
-READS = frozenset({"result", "inspect"})
+         "result", "inspect",
+         # the user-like workload's (load_user.py; judged by workload_rules.py); "drain"
+         # is the final drain's period, no request of its own
+         "pause", "resume", "retry", "retry-group", "recur", "unrecur", "inputs", "drain")
+READS = frozenset({"result", "inspect", "inputs"})
 WRITES = frozenset(KINDS) - READS
 CREATES = frozenset({"add", "schedule", "run", "bulk"})
 
@@ -100,6 +103,20 @@ class Args:
     result: bytes | None = None
     jobs: tuple[BulkJob, ...] = ()
     partition: int | None = None
+    # The user-like workload's (load_user.py): ``after`` a dependent's upstreams;
+    # ``group`` a fail's -group or retry-group's group; ``name`` a recurrence's name
+    # (recur/unrecur); ``every_ms`` its period; ``count`` retry-group's count;
+    # ``wall_s`` the wall clock (epoch seconds) at invoke, for ops judged against
+    # broker times (schedule, recur, unrecur, drain); ``retry_of`` the index of the op
+    # this one repeats after an indeterminate reply (same request, same bytes).
+    after: tuple[str, ...] = ()
+    group: str | None = None
+    name: str | None = None
+    every_ms: int | None = None
+    count: int | None = None
+    wall_s: float | None = None
+    retry_of: int | None = None
+    delay_ms: int | None = None  # retry's -delay
 
 
 @dataclass(frozen=True)
@@ -335,6 +352,7 @@ def _args_from_json(item: Mapping[str, Any]) -> Args:
         if key in values:
             values[key] = _unb64(values[key])
     values["queues"] = tuple(values.get("queues", ()))
+    values["after"] = tuple(values.get("after", ()))
     values["jobs"] = tuple(_bulk_job_from_json(job) for job in values.get("jobs", ()))
     return Args(**values)
 
