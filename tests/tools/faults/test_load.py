@@ -245,8 +245,9 @@ def test_an_operator_resumes_and_unrecurs_until_acknowledged_when_the_load_ends(
             return recorder.ops
 
     ops = run(scenario())
+    # A -SERVER-ERROR on a write is indeterminate, whatever its text says (history.py).
     assert [(op.kind, op.outcome) for op in ops] == [
-        ("resume", FAIL), ("resume", FAIL), ("resume", OK), ("unrecur", FAIL)]
+        ("resume", INFO), ("resume", INFO), ("resume", OK), ("unrecur", FAIL)]
     assert ops[2].args.retry_of == ops[1].index
 
 
