@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from eventq.client.raw import RawClient as Client  # noqa: E402
 from eventq.run.localkafka import broker  # noqa: E402
 from eventq.settings import Settings  # noqa: E402
+from tools.revision import remove_worktree, worktree  # noqa: E402
 from tools.servers import cpu_s, rss_mib  # noqa: E402
 
 SECURITY_VARIANTS = ("tokens", "tls", "tls+tokens")
@@ -297,13 +298,6 @@ def server_account(server) -> str:
                      if any(text in line for text in SERVER_ACCOUNTS))
 
 
-def worktree(ref: str, into: Path) -> Path:
-    path = into / f"before-{ref}"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
-                   check=True, capture_output=True)
-    return path
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -401,8 +395,7 @@ def main() -> int:
         finally:
             broker.stop(config)
             for source in {source for _, source, _, _ in runs if source is not None}:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(source)], capture_output=True)
+                remove_worktree(source)
     if args.profile:
         for path in sorted(args.profile.glob("*.txt")):
             if path.stat().st_size:

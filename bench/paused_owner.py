@@ -17,16 +17,13 @@ import argparse
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eventq.settings import Settings  # noqa: E402
 from tools.faults.campaign import changelog_violations, settled_digests  # noqa: E402
 from tools.faults.checker import check, summary, violations_text  # noqa: E402
 from tools.faults.history import Clock, HistoryWriter, Recorder  # noqa: E402
@@ -38,61 +35,26 @@ from tools.faults.load import (  # noqa: E402
     run_load,
     wait_bulk_admitted,
 )
-from tools.ports import consecutive_free_ports  # noqa: E402
-from tools.servers import raw_exchange  # noqa: E402
+from tools.up_run import UpRun  # noqa: E402
 
 PROCESSES = 3
-PARTITIONS = Settings().partitions  # make run's default
 PAUSED = 1  # the second process (9923 in make run)
 CLIENT_PROCESSES = (0, 2)  # clients on the first and the third (9922 and 9924)
-READY_TIMEOUT_S = 240.0
-
-
-def serving(port: int) -> bool:
-    try:
-        return raw_exchange(port, b"inspect digest\r\n", timeout_s=3).startswith(b"+OK")
-    except OSError:
-        return False
-
-
-def serve_pid(up_pid: int, port: int) -> int:
-    """The pid of `eventq serve --listen-port <port>` under `eventq up`."""
-    out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
-    for line in out.splitlines()[1:]:
-        pid, ppid, args = line.split(None, 2)
-        if " serve " in f" {args} " and f"--listen-port {port}" in args:
-            return int(pid)
-    raise LookupError(f"no eventq serve on port {port}")
 
 
 async def one_run(seed: int, pause_s: float, pauses: int, run_dir: Path) -> tuple[int, str]:
-    first = consecutive_free_ports(PROCESSES)
-    kafka = consecutive_free_ports(2)
-    ports = [first + i for i in range(PROCESSES)]
-    flags = ["--data-dir", str(run_dir), "--listen-port", str(first),
-             "--kafka-port", str(kafka), "--controller-port", str(kafka + 1),
-             "--processes", str(PROCESSES), "--partitions", str(PARTITIONS),
-             "--http-port", "127.0.0.1:0"]
-    log_path = run_dir / "up.log"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        up = subprocess.Popen([sys.executable, "-m", "eventq.cli", "up", *flags],
-                              stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    bootstrap = f"127.0.0.1:{kafka}"
+    up = UpRun(run_dir, PROCESSES)
+    ports = up.ports
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not all(serving(p) for p in ports):
-            if up.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("eventq up did not serve:\n" + log_path.read_text()[-3000:])
-            await asyncio.sleep(0.5)
-        paused_pid = serve_pid(up.pid, ports[PAUSED])
+        await up.start()
+        paused_pid = up.serve_pid(PAUSED)
         with HistoryWriter(run_dir / "history.jsonl") as sink:
             recorder = Recorder(Clock(), sink)
             config = LoadConfig(
                 ports=tuple(ports[i] for i in CLIENT_PROCESSES),
                 duration_s=5 + pauses * (pause_s + 12), seed=seed,
                 producers_per_process=3, workers_per_process=3, readers_per_process=2,
-                bulk=BulkTarget(bootstrap, "eventq.bulk", PARTITIONS))
+                bulk=BulkTarget(up.bootstrap, "eventq.bulk", up.partitions))
 
             async def pause_twice() -> None:
                 await asyncio.sleep(5)
@@ -105,10 +67,10 @@ async def one_run(seed: int, pause_s: float, pauses: int, run_dir: Path) -> tupl
             ops, _ = await asyncio.gather(run_load(config, recorder), pause_twice())
             await wait_bulk_admitted(ports[0])
             reads = await read_back(ports[0], created_job_ids(ops), clock=recorder.clock)
-            live, derived = await settled_digests(ports[0], bootstrap, "eventq.commands")
+            live, derived = await settled_digests(ports[0], up.bootstrap, "eventq.commands")
         violations = check(ops, reads, live, derived)
         violations += await asyncio.to_thread(
-            changelog_violations, bootstrap, "eventq", "eventq.commands", "eventq.jobs")
+            changelog_violations, up.bootstrap, "eventq", "eventq.commands", "eventq.jobs")
         counts = summary(ops)
         text = (f"seed {seed}: {counts.total:,} operations ({counts.outcome_total('info')} "
                 f"indeterminate), {len(violations)} violations; live digest "
@@ -117,11 +79,7 @@ async def one_run(seed: int, pause_s: float, pauses: int, run_dir: Path) -> tupl
             text += "\n" + violations_text(violations)
         return len(violations), text + "\n" + counts.text()
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(120)
-        except subprocess.TimeoutExpired:
-            up.kill()
+        up.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
