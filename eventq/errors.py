@@ -86,6 +86,12 @@ class MayTakeEffect(ServerError):
     it may still take effect (docs/architecture.md, "Abandoned commands")."""
 
 
+class PartitionMoved(MayTakeEffect):
+    """The command is in the log, but its partition moved to another process before
+    this one applied it: the new owner applies it (docs/architecture.md, "Abandoned
+    commands")."""
+
+
 # Reading an error reply back: the class the server raised it as, by its code. The one
 # place a code meets its class (``code`` above is the other way): every reader of
 # replies (eventq/client/errors.py, eventq/client/raw.py) takes its errors from here.

@@ -26,7 +26,7 @@ from eventq.core.digest import StateDigest
 from eventq.core.machine import Rejected
 from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import Recurrence
-from eventq.errors import EventqError, MayTakeEffect, NotWritten, ServerError
+from eventq.errors import EventqError, MayTakeEffect, NotWritten, PartitionMoved, ServerError
 from eventq.state import callers
 from eventq.state.coalesce import Coalesced
 from eventq.state.indexes import JobIndex
@@ -256,7 +256,7 @@ class Engine:
         take effect (a lease gives its claim back at once, right behind it in the log,
         before its TTR could count it). Claims offered to peers there are given back
         too: the new owner never heard of them (eventq/state/offers.py)."""
-        lost = self.waiters.let_go(partitions, lambda: MayTakeEffect(
+        lost = self.waiters.let_go(partitions, lambda: PartitionMoved(
             "this eventq process lost the job's partition to another process (a "
             "rebalance) before it applied the command: it is in the log and will still "
             "take effect; check with inspect job before retrying"))
@@ -368,10 +368,12 @@ class Engine:
             ) from None
 
     def _check_serving(self) -> None:
+        # A read has no effect: NotWritten's "nothing happened" holds, and the gateway
+        # asks again while partitions move (eventq/gateway/dispatch.py).
         if not self.ready.is_set():
-            raise ServerError("eventq is still recovering its state from Kafka")
+            raise NotWritten("eventq is still recovering its state from Kafka")
         if not self.holds():
-            raise ServerError(NOT_HELD)
+            raise NotWritten(NOT_HELD)
 
     async def digest(self) -> str:
         """The state digest of every job this process owns (eventq.core.digest),
@@ -459,7 +461,7 @@ class _Submission:
 
 
 def _moving(error: NotOwned) -> ServerError:
-    return ServerError(
+    return NotWritten(
         f"partition {error.args[0]} of this job is not served by this process right now "
         "(it is moving between eventq processes); retry")
 

@@ -8,11 +8,12 @@ forwarded again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from eventq import core
-from eventq.errors import EventqError
+from eventq.errors import EventqError, NotWritten
 from eventq.gateway import ports
 from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.handlers import LocalAnswers
@@ -22,6 +23,20 @@ from eventq.protocol import requests as rq
 # A reply: bytes, a lease's hand-over, or for long replies the pieces to write in turn.
 Reply = bytes | Handover | Iterator[bytes]
 Answer = Callable[[Any], Awaitable[Reply]]
+
+# A request refused with "nothing happened" (``NotWritten``: its partition is moving, this
+# process or the owner is still recovering, the owner's listener is closed) is asked
+# again, its owner looked up anew, for this long from its arrival, before the client
+# hears the refusal (docs/operations.md, "Planned restarts"). Within a forward's own
+# deadline (eventq/run/serve.py: twice the write timeout + 5 s), so a process asking
+# this one never gives up on an answer still coming.
+REDISPATCH_FOR_S = 5.0
+REDISPATCH_PAUSE_S = 0.1
+# Those whose answer writes one command at most, after which nothing can refuse it so:
+# a ``run`` (an add, a wait, a delete) or a ``retry-group`` (many) could have written
+# before the refusal.
+REDISPATCHED = frozenset({rq.Add, rq.Schedule, rq.Complete, rq.Fail, rq.Delete, rq.Touch,
+                          rq.Lease, rq.Retry, rq.Result, rq.InspectJob, rq.Inputs, rq.Edges})
 
 
 class Gateway:
@@ -91,19 +106,43 @@ class Gateway:
 
     async def handle(self, request: object, peer: bool = False) -> Reply:
         """The reply: bytes, or for long replies an iterator of pieces to write in turn.
-        ``peer``: the request comes from another eventq process (never forwarded)."""
-        try:
-            if peer:
-                answer = self._peer_answers.get(type(request))
-                if answer is not None:
-                    return await answer(request)
-            elif self._cluster_answers is not None:
-                routed = await self._cluster_answers.answer(request)
-                if routed is not None:
-                    return routed
-            return await self._answers[type(request)](request)
-        except EventqError as error:
-            return error.reply
+        ``peer``: the request comes from another eventq process (never forwarded).
+
+        Refused with "nothing happened" (``NotWritten``) while partitions move, it is
+        answered again (``REDISPATCH_FOR_S``): retrying it is safe by that error's
+        promise, and the client would only have to do it itself."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            try:
+                return await self._answer(request, peer)
+            except NotWritten as error:
+                if (type(request) not in REDISPATCHED or self._leasing.stopping.is_set()
+                        or loop.time() - began >= REDISPATCH_FOR_S):
+                    return error.reply
+            except EventqError as error:
+                return error.reply
+            await asyncio.sleep(REDISPATCH_PAUSE_S)
+
+    async def _answer(self, request: object, peer: bool) -> Reply:
+        if peer:
+            answer = self._peer_answers.get(type(request))
+            if answer is not None:
+                return await answer(request)
+        elif self._cluster_answers is not None:
+            routed = await self._cluster_answers.answer(request)
+            if routed is not None:
+                return routed
+        return await self._answers[type(request)](request)
+
+    def stopping(self) -> None:
+        """This process stops: waiting leases end (eventq/gateway/leasing.py)."""
+        self._leasing.stopping.set()
+
+    async def settle(self, timeout_s: float) -> None:
+        """Until the give-backs and compensations written so far are in Kafka, at most
+        ``timeout_s``: a stop does not close the producer under them."""
+        await self._leasing.settle(timeout_s)
 
     def give_back(self, release: core.ReleaseAttempt) -> None:
         """A lease's attempt no client received (eventq/gateway/server.py)."""

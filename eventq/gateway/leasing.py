@@ -14,6 +14,7 @@ and the cluster's (eventq/gateway/cluster_answers.py). It imports neither.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -24,7 +25,7 @@ from typing import cast
 from eventq import core
 from eventq.core import AttemptStarted, Command, Job, State
 from eventq.core.machine import Accepted
-from eventq.errors import EventqError, Timeout
+from eventq.errors import EventqError, PartitionMoved, Timeout
 from eventq.gateway import ports
 from eventq.protocol import replies
 from eventq.protocol import requests as rq
@@ -64,6 +65,9 @@ class Leasing:
         self.stats = stats  # .released
         self.clock_ms = clock_ms
         self._background: set[asyncio.Future[None]] = set()
+        # Set when this process stops (eventq/gateway/server.py ``stop``): a lease
+        # waiting for a job ends with -TIMEOUT, and nothing was taken for it.
+        self.stopping = asyncio.Event()
 
     async def lease_loop(self, request: rq.Lease, take: Take, wait: Wait) -> Handover:
         """A lease: ``take`` a ready job, else ``wait`` (until the loop-time deadline)
@@ -80,10 +84,10 @@ class Leasing:
                 handover = await take(request.names)
                 if handover is not None:
                     return handover
-                if deadline - loop.time() <= 0:
+                if deadline - loop.time() <= 0 or self.stopping.is_set():
                     raise Timeout()
                 waited = True
-                handover = await wait(request.names, deadline)
+                handover = await self._unless_stopping(wait(request.names, deadline))
                 if handover is not None:
                     return handover
         finally:
@@ -91,6 +95,29 @@ class Leasing:
                 # A ready job wakes one waiter; this one may have taken a job of another
                 # of its names, or given up: pass the wake on where jobs are still ready.
                 self.waiters.on_ready(n for n in request.names if self._any_ready((n,)))
+
+    async def _unless_stopping(
+        self, waiting: Awaitable[Handover | None]
+    ) -> Handover | None:
+        """``waiting``'s hand-over, or None once this process stops first (the wait is
+        cancelled: a job it was being handed goes back, as for a client that left)."""
+        wait = asyncio.ensure_future(waiting)
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait((wait, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not wait.done():
+                wait.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await wait
+        return None if wait.cancelled() else wait.result()
+
+    async def settle(self, timeout_s: float) -> None:
+        """Until the give-backs and compensations queued so far are in Kafka, at most
+        ``timeout_s``."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=timeout_s)
 
     async def take_here(
         self, names: tuple[str, ...], peer_form: bool = False
@@ -155,6 +182,11 @@ class Leasing:
                     # while still claimed
                     on_abandoned=partial(self._give_back_claim, job_id, attempt, entry.state),
                 )
+            except PartitionMoved:
+                # The claim is given back behind it (``on_abandoned``): nothing was
+                # taken for this lease, which goes on (docs/operations.md, "Planned
+                # restarts").
+                continue
             finally:
                 claimed.discard(job_id)
             outcome = applied.outcome

@@ -30,7 +30,7 @@ import logging
 import ssl
 
 from eventq.address import host_and_port
-from eventq.errors import ServerError
+from eventq.errors import NotWritten, ServerError
 from eventq.protocol import As
 from eventq.protocol.access import Caller
 from eventq.protocol.encode import encode_request
@@ -47,6 +47,12 @@ PEER_HELLO = b"peer\r\n"
 class PeerUnavailable(ServerError):
     """The process that owns a job did not answer: it may have died (its partitions
     move to the others within the session timeout) or be restarting."""
+
+
+class PeerUnreachable(PeerUnavailable, NotWritten):
+    """No connection to the owner could be made (it stopped, or is starting): the request
+    was never sent, so nothing happened and it may be asked again, of whoever owns the
+    job by then (eventq/gateway/dispatch.py)."""
 
 
 class PeerConnection:
@@ -138,7 +144,13 @@ class Peers:
         reusable = False
         try:
             async with asyncio.timeout(timeout_s):
-                connection = await self._connection(address, caller)
+                try:
+                    connection = await self._connection(address, caller)
+                except (OSError, EOFError, MalformedReply, TimeoutError, ValueError) as error:
+                    raise PeerUnreachable(
+                        f"the eventq process at {address} that serves this could not be "
+                        f"reached ({type(error).__name__}: {error}); nothing was sent: retry "
+                        "(its partitions move to another process if it is gone)") from None
                 reply = await connection.exchange(request, shape)
             reusable = True
             self.forwarded += 1

@@ -17,7 +17,7 @@ import ssl
 from time import perf_counter
 from typing import Callable, Iterable
 
-from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, ServerError
+from eventq.errors import UNKNOWN_COMMAND, ClientError, EventqError, NotWritten, ServerError
 from eventq.gateway.delivery import client_sent_eof, reply_reaches_client
 from eventq.gateway.dispatch import Gateway
 from eventq.gateway.leasing import Handover
@@ -35,12 +35,24 @@ READ_CHUNK_BYTES = 64 * 1024
 WRITE_HIGH_WATER_BYTES = 256 * 1024
 STOP_CANCEL_ROUNDS = 10
 STOP_CANCEL_WAIT_S = 0.5
+# A stop first lets the requests in progress finish and their replies reach their
+# clients, this long at most (docs/operations.md, "Planned restarts"): past a submit's
+# own deadline (the write timeout, 5 s by default), so a command in the log is answered.
+STOP_DRAIN_S = 6.0
+# Requests already on their way when the stop begins are still served for this long;
+# one that arrives later is refused as retryable and its connection closed
+# (``STOPPING``), and a connection idle then is closed.
+STOP_GRACE_S = 0.3
+STOPPING = ("this eventq process is stopping: nothing happened; retry (at another "
+            "process of the cluster)")
 
 
 class _Connection:
-    __slots__ = ("peer", "access")
+    __slots__ = ("peer", "access", "reading")
 
     def __init__(self, tokens: TokenStore | None) -> None:
+        # Waiting for the client's next request: nothing of it is in progress here.
+        self.reading = False
         # Another eventq process's connection (docs/architecture.md, "Scaling out").
         self.peer = False
         # Its standing with a server that has tokens (docs/security.md, "Tokens and
@@ -102,7 +114,8 @@ class GatewayServer:
         self._port = port
         self._clock_ms = clock_ms
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, _Connection] = {}
+        self._refusing = False  # the stop's grace is over: new requests are refused
 
     @property
     def port(self) -> int:
@@ -123,8 +136,17 @@ class GatewayServer:
             self._serve, self._host, self._port, backlog=LISTEN_BACKLOG, reuse_address=True,
             ssl=self._tls, ssl_handshake_timeout=handshake_s)
 
-    async def stop(self) -> None:
-        """Close the listener and end every connection, whatever it is waiting for.
+    async def stop(self, drain_s: float = STOP_DRAIN_S) -> None:
+        """Close the listener, let the requests in progress finish for ``drain_s`` at
+        most, then end every connection, whatever it is waiting for.
+
+        A planned stop answers what it took (docs/operations.md, "Planned restarts"):
+        a lease waiting for a job ends with ``-TIMEOUT`` (the gateway's ``stopping``);
+        requests that arrive within ``STOP_GRACE_S`` are served; then a connection
+        waiting for its next request ends, one with a request in progress gets its reply
+        and ends, and a request that arrives later is refused as retryable
+        (``STOPPING``) before its connection ends. So a client never loses the reply of
+        a command this process wrote, nor a job leased to it.
 
         Cancelled again while any is left: Python 3.11's ``asyncio.wait_for`` drops a
         cancellation that arrives as its inner future completes (gh-86296), and a stop
@@ -133,6 +155,15 @@ class GatewayServer:
         tests/e2e/test_hostile_inputs.py)."""
         if self._server is not None:
             self._server.close()
+        self._gateway.stopping()
+        if self._connections:
+            await asyncio.sleep(STOP_GRACE_S)
+        self._refusing = True
+        for task, connection in list(self._connections.items()):
+            if connection.reading:
+                task.cancel()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=drain_s)
         for _ in range(STOP_CANCEL_ROUNDS):
             pending = [task for task in self._connections if not task.done()]
             if not pending:
@@ -148,9 +179,9 @@ class GatewayServer:
         found by the fuzzer: docs/architecture.md, "Hostile inputs")."""
         task = asyncio.current_task()
         assert task is not None  # each connection is served in a task of its own
-        self._connections.add(task)
-        self._stats.active_clients += 1
         connection = _Connection(self._tokens)
+        self._connections[task] = connection
+        self._stats.active_clients += 1
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         try:
             await self._converse(reader, writer, connection)
@@ -165,7 +196,7 @@ class GatewayServer:
                 self._stats.peer_connections -= 1
             else:
                 self._stats.active_clients -= 1
-            self._connections.discard(task)
+            del self._connections[task]
             writer.close()
 
     async def _converse(
@@ -179,7 +210,11 @@ class GatewayServer:
                 if parser.closed:
                     return
                 await writer.drain()
+                if self._refusing:
+                    return  # every request it sent before the stop is answered
+                connection.reading = True
                 data = await reader.read(READ_CHUNK_BYTES)
+                connection.reading = False
                 if not data:
                     return
                 parser.feed(data)
@@ -188,6 +223,10 @@ class GatewayServer:
                 return  # a bare \n: closed without a reply (docs/protocol.md, "Connections and framing")
             if writer.transport.is_closing():
                 return  # the client left while its request ran (see _serve)
+            if self._refusing:
+                writer.write(NotWritten(STOPPING).reply)
+                await writer.drain()
+                return
             if isinstance(event, EventqError):
                 writer.write(event.reply)
                 if event.closes_connection:

@@ -148,7 +148,10 @@ class EventqService(mode.Service):
         """The first step of a stop: no new requests, and from now on a changelog flush
         may give up on an absent Kafka (streams/faust/durable_flush.py)."""
         self._streams.changelog_buffer.stopping = True
-        await self.server.stop()
+        await self.server.stop()  # the requests in progress are answered first
+        # The give-backs of leases no client received are in Kafka before the producer
+        # closes (docs/operations.md, "Planned restarts").
+        await self.gateway.settle(GIVE_BACKS_SETTLE_S)
         if self.web is not None:
             await self.web.stop()
         self.peers.close()
@@ -205,6 +208,7 @@ def web_server(settings: Settings, address: tuple[str, int], streams: Streams,
 
 
 STOP_TIMEOUT_S = 20.0
+GIVE_BACKS_SETTLE_S = 5.0
 
 
 def eventq_worker_class() -> type[faust.Worker]:
