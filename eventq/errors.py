@@ -88,8 +88,14 @@ class MayTakeEffect(ServerError):
 
 class PartitionMoved(MayTakeEffect):
     """The command is in the log, but its partition moved to another process before
-    this one applied it: the new owner applies it (docs/architecture.md, "Abandoned
-    commands")."""
+    this one applied it: the new owner applies it, and may be asked for its reply as
+    this process's request ``request_id`` of ``partition`` (docs/architecture.md,
+    "Abandoned commands")."""
+
+    def __init__(self, text: str, request_id: int = 0, partition: int = -1) -> None:
+        super().__init__(text)
+        self.request_id = request_id
+        self.partition = partition
 
 
 # Reading an error reply back: the class the server raised it as, by its code. The one

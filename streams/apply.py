@@ -55,6 +55,7 @@ from eventq.core.partitioner import job_key
 from eventq.core.recurrence import Changed, recurrence_table_key
 from eventq.core.step import RecurrenceStep, Step, step, step_recurrence, unappliable
 from eventq.core.workflow import REGISTRATION_KEY_PREFIX, Registration, registration_ids
+from eventq.protocol.replies import outcome_reply
 from eventq.state.indexes import JobIndex
 from eventq.state.jobs_table import (
     LEGACY_WATERMARK_KEY,
@@ -204,8 +205,16 @@ class CommandApplier:
             counters.rejected += 1
         if result.follow_ups or result.side or result.then is not None:
             self._apply_workflow(record, at, result, batch)
-        if decoded.node == self._node and decoded.request_id is not None:
-            batch.replies.append((decoded.request_id, Applied(outcome, result.job, at)))
+        if decoded.request_id is not None:
+            if decoded.node == self._node:
+                batch.replies.append((decoded.request_id, Applied(outcome, result.job, at)))
+            elif decoded.node is not None and not isinstance(outcome, Ignored):
+                # Its writer lost the partition before it applied it and may ask for
+                # the reply here (docs/architecture.md, "Abandoned commands"). An
+                # ignored one (a re-read) has no reply to give: it stays unknown.
+                error = None if isinstance(outcome, Accepted) else outcome.error
+                batch.handed.append((decoded.node, decoded.request_id,
+                                     outcome_reply(error is None, error)))
 
     def _apply_queue_command(self, command: QueueCommand, partition: int, at: int,
                              decoded: DecodedCommand, batch: BatchEffects) -> None:

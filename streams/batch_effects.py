@@ -47,7 +47,8 @@ class BatchEffects:
     """What one record's commands did: each job's last state, the records beside the
     jobs, the follow-ups to hand on, the replies to send."""
 
-    __slots__ = ("jobs", "records", "side", "follow_ups", "removed", "replies", "admitted")
+    __slots__ = ("jobs", "records", "side", "follow_ups", "removed", "replies", "handed",
+                 "admitted")
 
     def __init__(self) -> None:
         self.jobs: dict[bytes, Job | None] = {}  # key -> the job after this batch
@@ -56,6 +57,9 @@ class BatchEffects:
         self.follow_ups: list[FollowUp] = []  # in the order the commands gave them
         self.removed = False  # a removal moved the partition's watermark
         self.replies: list[tuple[int, Applied]] = []
+        # Another process's commands: (its node, its request id, the reply), for it to
+        # ask for (eventq/state/waiters.py, ``handed``).
+        self.handed: list[tuple[str, int, bytes]] = []
         self.admitted: int | None = None  # a slice's last bulk offset
 
     def changelog(self, watermark: int | None) -> Changelog:

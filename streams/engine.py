@@ -256,10 +256,10 @@ class Engine:
         take effect (a lease gives its claim back at once, right behind it in the log,
         before its TTR could count it). Claims offered to peers there are given back
         too: the new owner never heard of them (eventq/state/offers.py)."""
-        lost = self.waiters.let_go(partitions, lambda: PartitionMoved(
+        lost = self.waiters.let_go(partitions, lambda request_id, partition: PartitionMoved(
             "this eventq process lost the job's partition to another process (a "
             "rebalance) before it applied the command: it is in the log and will still "
-            "take effect; check with inspect job before retrying"))
+            "take effect; check with inspect job before retrying", request_id, partition))
         releases = self.offers.withdraw_partitions(partitions, self.store.partition_of)
         if lost or releases:
             log.info("partitions %s left: %d commands awaited there and %d offered "

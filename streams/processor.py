@@ -363,6 +363,8 @@ class Processor:
         on_applied = self._waiters.on_applied
         for request_id, applied in batch.replies:
             on_applied(request_id, applied)
+        for node, request_id, reply in batch.handed:
+            self._waiters.on_handed_over(node, request_id, reply)
         self._progress.caught_up_to(partition, offset)
 
     def _admits(self, record: CommandRecord, source: SliceSource) -> bool:

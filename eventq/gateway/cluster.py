@@ -29,9 +29,9 @@ SHAPES: dict[type, Shape] = {
     rq.Add: Shape.STATUS, rq.Schedule: Shape.STATUS, rq.Complete: Shape.STATUS,
     rq.Fail: Shape.STATUS, rq.Delete: Shape.STATUS, rq.Peer: Shape.STATUS,
     rq.Touch: Shape.STATUS, rq.Pause: Shape.STATUS, rq.Resume: Shape.STATUS,
-    rq.Confirm: Shape.STATUS, rq.Recur: Shape.STATUS, rq.Unrecur: Shape.STATUS,
-    rq.Retry: Shape.STATUS, rq.RetryGroup: Shape.LINES, rq.InspectFailed: Shape.BLOCKS,
-    rq.InspectFailedJobs: Shape.BLOCKS,
+    rq.Confirm: Shape.STATUS, rq.Outcome: Shape.STATUS, rq.Recur: Shape.STATUS,
+    rq.Unrecur: Shape.STATUS, rq.Retry: Shape.STATUS, rq.RetryGroup: Shape.LINES,
+    rq.InspectFailed: Shape.BLOCKS, rq.InspectFailedJobs: Shape.BLOCKS,
     rq.Run: Shape.DATA, rq.Result: Shape.DATA, rq.Lease: Shape.DATA, rq.Inputs: Shape.DATA,
     rq.InspectServer: Shape.BLOCKS, rq.InspectQueues: Shape.BLOCKS,
     rq.InspectQueue: Shape.BLOCKS, rq.InspectJobs: Shape.BLOCKS,
@@ -108,7 +108,10 @@ class Cluster:
 
     def remote_owner_of_key(self, key: bytes) -> str | None:
         """The same for any Kafka key ([eventq] a recurrence's ``recur:<name>``)."""
-        owner = self._owner_of(partition_for_key(key, self.partitions))
+        return self.remote_owner_of_partition(partition_for_key(key, self.partitions))
+
+    def remote_owner_of_partition(self, partition: int) -> str | None:
+        owner = self._owner_of(partition)
         return None if owner is None or owner == self.self_address else owner
 
     async def ask(self, address: str, request: object) -> bytes:

@@ -21,7 +21,7 @@ from typing import Any, cast
 from eventq import core
 from eventq.core import State
 from eventq.core.digest import StateDigest
-from eventq.errors import EventqError, NotFound, ServerError
+from eventq.errors import EventqError, NotFound, PartitionMoved, ServerError
 from eventq.gateway import ports
 from eventq.gateway.cluster import (
     KEYED,
@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 
 MS = 1000.0
 PEER_RETRY_S = 0.1  # a peer that is recovering or unreachable is asked again this soon
+# A command whose partition moved before this process applied it: its new owner is asked
+# for the reply this long (within a forward's deadline, eventq/gateway/dispatch.py), each
+# ask waiting at most OUTCOME_ASK_S there for the new owner to apply it.
+HANDED_OVER_WAIT_S = 5.0
+OUTCOME_ASK_S = 2.0
 
 
 class UnconfirmedClaim(ServerError):
@@ -96,6 +101,27 @@ class ClusterAnswers:
             rq.Resume: self.pause_or_resume,
             rq.InspectRecurring: self.inspect_recurring,
         }
+
+    async def reply_after_move(self, moved: PartitionMoved) -> bytes | None:
+        """The reply of the command ``moved`` is about, from the process its partition
+        moved to, which applies it (docs/architecture.md, "Abandoned commands"); None
+        if no owner gave it within ``HANDED_OVER_WAIT_S``: then it stays unknown."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANDED_OVER_WAIT_S
+        while (left := deadline - loop.time()) > 0:
+            owner = self.cluster.remote_owner_of_partition(moved.partition)
+            if owner is not None:
+                ask = rq.Outcome(self.engine.node, moved.request_id,
+                                 int(min(left, OUTCOME_ASK_S) * MS))
+                try:
+                    reply = replies.reply_handed_over(await self.cluster.ask(owner, ask))
+                except ServerError as error:  # unreachable, or not answering
+                    log.debug("outcome at %s: %s", owner, error)
+                    reply = None
+                if reply is not None:
+                    return reply
+            await asyncio.sleep(PEER_RETRY_S)
+        return None
 
     async def answer(self, request: object) -> bytes | Handover | None:
         """Where other processes serve: a job's request goes to its partition's owner

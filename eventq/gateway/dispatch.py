@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from eventq import core
-from eventq.errors import EventqError, NotWritten
+from eventq.errors import EventqError, NotWritten, PartitionMoved
 from eventq.gateway import ports
 from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.handlers import LocalAnswers
@@ -37,6 +37,11 @@ REDISPATCH_PAUSE_S = 0.1
 # before the refusal.
 REDISPATCHED = frozenset({rq.Add, rq.Schedule, rq.Complete, rq.Fail, rq.Delete, rq.Touch,
                           rq.Lease, rq.Retry, rq.Result, rq.InspectJob, rq.Inputs, rq.Edges})
+# Those whose reply is their one command's outcome alone: when the command's partition
+# moved before this process applied it, the new owner, which applies it, gives the reply
+# (docs/architecture.md, "Abandoned commands").
+REPLIED_BY_NEW_OWNER = frozenset({rq.Add, rq.Schedule, rq.Complete, rq.Fail, rq.Delete,
+                                  rq.Touch})
 
 
 class Gateway:
@@ -83,7 +88,8 @@ class Gateway:
             rq.InspectBulk: local.inspect_bulk,
             rq.Peer: local.peer,
             rq.Peek: local.peek,
-            rq.Confirm: local.confirm_for_client,
+            rq.Confirm: local.peers_only,
+            rq.Outcome: local.peers_only,
         }
         # Asked by another eventq process (a `peer` connection): this process's own
         # partitions only, and replies the asker merges carry what it merges by.
@@ -97,6 +103,7 @@ class Gateway:
             rq.RetryGroup: local.failed_keys_for_peer,
             rq.InspectDigest: local.digest_for_peer,
             rq.Confirm: local.confirm,
+            rq.Outcome: local.outcome,
         }
 
     @property
@@ -120,6 +127,8 @@ class Gateway:
                 if (type(request) not in REDISPATCHED or self._leasing.stopping.is_set()
                         or loop.time() - began >= REDISPATCH_FOR_S):
                     return error.reply
+            except PartitionMoved as moved:
+                return await self._reply_after_move(request, moved)
             except EventqError as error:
                 return error.reply
             await asyncio.sleep(REDISPATCH_PAUSE_S)
@@ -134,6 +143,13 @@ class Gateway:
             if routed is not None:
                 return routed
         return await self._answers[type(request)](request)
+
+    async def _reply_after_move(self, request: object, moved: PartitionMoved) -> bytes:
+        if type(request) in REPLIED_BY_NEW_OWNER and self._cluster_answers is not None:
+            reply = await self._cluster_answers.reply_after_move(moved)
+            if reply is not None:
+                return reply
+        return moved.reply
 
     def stopping(self) -> None:
         """This process stops: waiting leases end (eventq/gateway/leasing.py)."""

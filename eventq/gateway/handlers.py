@@ -150,10 +150,20 @@ class LocalAnswers:
             raise NotFound()
         return replies.ok()
 
-    async def confirm_for_client(self, request: rq.Confirm) -> bytes:
-        """Only another eventq process may take an offered claim; to a client the verb
-        does not exist."""
+    async def peers_only(self, request: rq.Confirm | rq.Outcome) -> bytes:
+        """Only another eventq process may take an offered claim or ask for a handed-over
+        reply; to a client these verbs do not exist."""
         raise ClientError(UNKNOWN_COMMAND)
+
+    async def outcome(self, request: rq.Outcome) -> bytes:
+        """A peer's command applied here after its partition moved to this process
+        (docs/architecture.md, "Abandoned commands"): ``+OK <its reply line>``, or
+        -TIMEOUT when it is not applied here within the request's wait."""
+        reply = await self.engine.waiters.handed_over_reply(
+            request.node, request.request_id, request.wait_ms / MS)
+        if reply is None:
+            raise Timeout()
+        return replies.handed_over_reply(reply)
 
     # --- writes ------------------------------------------------------------------
 

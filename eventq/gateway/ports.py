@@ -54,6 +54,7 @@ class Engine(Protocol):
     ready: asyncio.Event  # set once the owned partitions are recovered
     started_ms: int
     write_timeout_s: float
+    node: str  # this run's name on the commands it writes
 
     async def submit(
         self, command: Command | RecurrenceCommand,
@@ -115,6 +116,10 @@ class Cluster(Protocol):
 
     def remote_owner_of_key(self, key: bytes) -> str | None:
         """The same for any Kafka key ([eventq] a recurrence's ``recur:<name>``)."""
+        ...
+
+    def remote_owner_of_partition(self, partition: int) -> str | None:
+        """The other process owning ``partition`` (None: this one, or nobody)."""
         ...
 
     async def ask(self, address: str, request: object) -> bytes: ...

@@ -68,7 +68,7 @@ ROLE_VERBS: Mapping[Role, frozenset[str]] = {
 # Verbs between eventq processes (docs/architecture.md, "Scaling out"): never a client's.
 # A token with a prefix may not use them, whatever its roles (``as`` would leave the
 # prefix, and their replies are not filtered by one): Forbidden right after framing.
-INTERNAL_VERBS = frozenset({"peer", "peek", "confirm", "edges", "as"})
+INTERNAL_VERBS = frozenset({"peer", "peek", "confirm", "outcome", "edges", "as"})
 
 
 class TokensFileError(EventqError):

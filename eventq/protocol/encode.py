@@ -122,6 +122,7 @@ ENCODERS: dict[type, Callable[[Any], bytes]] = {  # Any: the request type of its
     rq.Peek: lambda r: _line("peek", *r.names),
     rq.Confirm: lambda r: _line("confirm", canonical_id(r.id), r.claim),
     rq.Edges: lambda r: _line("edges", canonical_id(r.id), r.limit),
+    rq.Outcome: lambda r: _line("outcome", r.node, r.request_id, r.wait_ms),
     rq.Recur: _recur,
     rq.Unrecur: lambda r: _line("unrecur", r.name),
     rq.InspectRecurring: lambda r: _line("inspect", "recurring", r.offset, r.limit),

@@ -364,6 +364,14 @@ GRAMMAR: Mapping[str, Command | Subcommands] = {
     "confirm": Command(
         rq.Confirm, 2, 2, fields=(Field("id", Arg(0), _job_id), Field("claim", Arg(1), parse_claim))
     ),
+    # eventq extension, internal, peers only: the reply to a command another process
+    # wrote and lost the partition of before it applied it (docs/architecture.md,
+    # "Abandoned commands").
+    "outcome": Command(
+        rq.Outcome, 3, 3, fields=(Field("node", Arg(0), parse_name),
+                                  Field("request_id", Arg(1), parse_claim),
+                                  Field("wait_ms", Arg(2), parse_wait_timeout_ms))
+    ),
     # eventq extension, internal: a job's upstreams and registered dependents, from the
     # owner of its partition (the dashboard's job page).
     "edges": Command(

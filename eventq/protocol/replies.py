@@ -130,6 +130,26 @@ def ok() -> bytes:
     return b"+OK\r\n"
 
 
+def handed_over_reply(reply: bytes) -> bytes:
+    """``outcome``'s reply (internal): ``+OK `` and the command's own reply line, so an
+    asker tells it from an error of its own (a process that does not know the verb)."""
+    return b"+OK " + reply
+
+
+def reply_handed_over(line: bytes) -> bytes | None:
+    """The command's reply in ``outcome``'s reply ``line``; None if it holds none."""
+    return line[4:] if line.startswith(b"+OK ") else None
+
+
+def outcome_reply(accepted: bool, error: EventqError | None) -> bytes:
+    """The reply of add, schedule, complete, fail, delete or touch from what became of
+    its command: ``+OK`` when accepted, else the error's line."""
+    if accepted:
+        return ok()
+    assert error is not None, "a command not accepted has its error"
+    return error.reply
+
+
 def _result_entry(id: uuid.UUID, success: bool, result: bytes) -> bytes:
     """``<id> <1|0> <size>``, then the raw result: one entry of result, run, inputs."""
     return _line(canonical_id(id), 1 if success else 0, len(result)) + result + _CRLF

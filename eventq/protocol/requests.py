@@ -319,6 +319,20 @@ class Confirm:
 
 
 @dataclass(frozen=True, slots=True)
+class Outcome:
+    """``outcome <node> <request-id> <wait-timeout>``: eventq extension, internal
+    (docs/architecture.md, "Abandoned commands"), peer connections only. The reply this
+    process, the new owner of a partition, gave the command that process ``node`` wrote
+    as its request ``request_id`` and lost the partition of before it applied it, as
+    that process would have sent it (``+OK`` or the error line); waits up to
+    ``wait_ms`` for this process to apply it, then ``-TIMEOUT``."""
+
+    node: str
+    request_id: int
+    wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Edges:
     """``edges <id> <limit>``: eventq extension, internal (the dashboard's job page,
     docs/architecture.md, "Metrics and the dashboard"). A job's edges as the owner of its
@@ -403,6 +417,7 @@ Request = Union[
     Peer,
     Peek,
     Confirm,
+    Outcome,
     Edges,
     Recur,
     Unrecur,

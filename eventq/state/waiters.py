@@ -5,7 +5,10 @@
 - ``ready``: ``lease`` waiters of a queue name, until a job there may be ready. One job
   becoming ready wakes one waiter, the longest waiting (waking all of them made every
   add cost O(waiters): 300 adds took 19 s of CPU with 2,000 blocked leases;
-  docs/architecture.md, "Hostile inputs").
+  docs/architecture.md, "Hostile inputs");
+- ``handed``: the replies of commands another process wrote and lost the partition of
+  before it applied them, applied here as the partition's new owner, for that process
+  to ask for (``handed_over_reply``; docs/architecture.md, "Abandoned commands").
 
 The processor calls the ``on_*`` methods after each applied command; the gateway awaits
 futures. asyncio only: no Kafka, no faust.
@@ -15,12 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 
 from eventq.core import Job
 from eventq.core.machine import Outcome
+
+# The newest handed-over replies kept: the tail a process that lost its partitions had
+# in flight is thousands of commands at most, asked for within seconds.
+HANDED_OVER_REPLIES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,9 @@ class Waiters:
         self.finals: dict[uuid.UUID, set[asyncio.Future[Job | None]]] = defaultdict(set)
         # name -> waiting futures in arrival order (a dict as an ordered set)
         self.ready: dict[str, dict[asyncio.Future[None], None]] = defaultdict(dict)
+        # (writer's node, its request id) -> the reply, oldest first
+        self.handed: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._handed_waiting: dict[tuple[str, int], set[asyncio.Future[bytes]]] = {}
 
     # --- processor side ---------------------------------------------------------------
 
@@ -49,6 +59,16 @@ class Waiters:
         future = self.pending.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(applied)
+
+    def on_handed_over(self, node: str, request_id: int, reply: bytes) -> None:
+        """Another process's command, applied here: its ``reply`` is kept for it."""
+        key = (node, request_id)
+        self.handed[key] = reply
+        if len(self.handed) > HANDED_OVER_REPLIES:
+            self.handed.popitem(last=False)
+        for future in self._handed_waiting.pop(key, ()):
+            if not future.done():
+                future.set_result(reply)
 
     def on_final(self, job_id: uuid.UUID, job: Job | None) -> None:
         """A job became final (job) or left the table (None): every waiter hears it."""
@@ -89,17 +109,38 @@ class Waiters:
         self.pending.pop(request_id, None)
         self._partition_of.pop(request_id, None)
 
-    def let_go(self, partitions: Container[int], error: Callable[[], BaseException]) -> int:
+    def let_go(self, partitions: Container[int],
+               error: Callable[[int, int], BaseException]) -> int:
         """``partitions`` left this process: the commands awaited there are applied by
-        their new owner, never here, so each waiter gets ``error`` now rather than at
-        its deadline. How many there were."""
-        lost = [r for r, p in self._partition_of.items() if p in partitions]
-        for request_id in lost:
+        their new owner, never here, so each waiter gets ``error(request id,
+        partition)`` now rather than at its deadline. How many there were."""
+        lost = [(r, p) for r, p in self._partition_of.items() if p in partitions]
+        for request_id, partition in lost:
             del self._partition_of[request_id]
             future = self.pending.pop(request_id, None)
             if future is not None and not future.done():
-                future.set_exception(error())
+                future.set_exception(error(request_id, partition))
         return len(lost)
+
+    async def handed_over_reply(self, node: str, request_id: int,
+                                timeout_s: float) -> bytes | None:
+        """The reply of process ``node``'s request ``request_id`` once applied here,
+        waiting up to ``timeout_s`` for it; None if it was not applied here by then."""
+        key = (node, request_id)
+        reply = self.handed.get(key)
+        if reply is not None:
+            return reply
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        waiting = self._handed_waiting.setdefault(key, set())
+        waiting.add(future)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            waiting.discard(future)
+            if not waiting and self._handed_waiting.get(key) is waiting:
+                del self._handed_waiting[key]
 
     async def wait_final(
         self,

@@ -53,6 +53,7 @@ REQUESTS: dict[str, bytes] = {
     "peer": b"peer\r\n",
     "peek": b"peek q\r\n",
     "confirm": b"confirm %s 1\r\n" % ID.encode(),
+    "outcome": b"outcome host-1 1 0\r\n",
     "edges": b"edges %s 10\r\n" % ID.encode(),
     "inspect": b"inspect server\r\n",
     "recur": b"recur nightly q 10 1000 60000 2\r\nhi\r\n",

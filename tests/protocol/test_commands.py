@@ -22,6 +22,7 @@ from eventq.protocol import (
     InspectScheduledJobs,
     InspectServer,
     Lease,
+    Outcome,
     Peek,
     Peer,
     Result,
@@ -95,6 +96,7 @@ CASES = [
     ("peek a b.c\r\n", Peek(("a", "b.c"))),
     (f"confirm {ID} 458752\r\n", Confirm(V4_ID, 458752)),
     (f"confirm {ID} 9223372036854775807\r\n", Confirm(V4_ID, 2**63 - 1)),
+    ("outcome host-1-a1b2c3d4 17 2000\r\n", Outcome("host-1-a1b2c3d4", 17, 2000)),
     (f"edges {ID} 100\r\n", Edges(V4_ID, 100)),
     (f"edges {V1_TEXT} 1\r\n", Edges(uuid.UUID(V1_TEXT), 1)),  # any id, as inspect job
 ]
@@ -108,4 +110,4 @@ def test_valid_request(wire: str, expected: object) -> None:
 
 def test_every_verb_and_inspect_object_is_covered() -> None:
     kinds = {type(expected) for _, expected in CASES}
-    assert len(kinds) == 20
+    assert len(kinds) == 21

@@ -106,6 +106,10 @@ ERRORS = [
     (f"confirm {ID} -1\r\n".encode(), C(INVALID_COMMAND_ARGS)),  # a claim is a position
     (f"confirm {ID} 9223372036854775808\r\n".encode(), C(INVALID_COMMAND_ARGS)),
     (b"confirm nope 1\r\n", C(INVALID_ID)),
+    (b"outcome host-1 1\r\n", C(INVALID_COMMAND_ARGS)),
+    (b"outcome host-1 -1 0\r\n", C(INVALID_COMMAND_ARGS)),  # a request id
+    (b"outcome host/1 1 0\r\n", C(INVALID_NAME)),  # a run's name: a name's bytes
+    (b"outcome host-1 1 86400001\r\n", C(INVALID_WAIT_TIMEOUT)),
     (f"edges {ID}\r\n".encode(), C(INVALID_COMMAND_ARGS)),
     (f"edges {ID} 1 2\r\n".encode(), C(INVALID_COMMAND_ARGS)),
     (f"edges {ID} 1 -x=1\r\n".encode(), C(INVALID_COMMAND_ARGS)),

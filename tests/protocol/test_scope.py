@@ -170,6 +170,7 @@ def test_the_verb_is_still_forbidden_before_the_scope(split):
 @pytest.mark.parametrize("verb", sorted(INTERNAL_VERBS))
 def test_internal_verbs_are_forbidden_to_a_prefixed_admin_before_any_check(verb):
     line = {"peer": b"peer\r\n", "peek": b"peek x\r\n", "confirm": b"confirm x 1\r\n",
+            "outcome": b"outcome n 1 0\r\n",
             "edges": b"edges x 1\r\n", "as": b"as line-3\r\n"}[verb]
     assert answers("acme-a", line, "whole")[0] == ClientError(FORBIDDEN)
 

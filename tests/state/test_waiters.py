@@ -64,7 +64,7 @@ def test_a_partition_that_left_lets_go_only_its_own_waiters():
     async def main() -> list[bool]:
         waiters = Waiters()
         lost, kept = waiters.expect(1, partition=0), waiters.expect(2, partition=1)
-        assert waiters.let_go({0}, lambda: MayTakeEffect("moved")) == 1
+        assert waiters.let_go({0}, lambda request_id, partition: MayTakeEffect("moved")) == 1
         return [lost.done() and isinstance(lost.exception(), MayTakeEffect), kept.done()]
 
     assert asyncio.run(main()) == [True, False]

@@ -71,6 +71,7 @@ class MemoryEngine:
         self.ready.set()
         self.started_ms = START_MS
         self.write_timeout_s = 1.0
+        self.node = self.driver.node
         self._request_ids = 0
 
     async def submit(self, command, on_abandoned=None):

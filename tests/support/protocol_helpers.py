@@ -31,6 +31,7 @@ from eventq.protocol import (
     InspectTagged,
     InspectWaitingJobs,
     Lease,
+    Outcome,
     Parser,
     Pause,
     Peek,
@@ -187,6 +188,8 @@ def _words_and_flags(request: Request, fmt_id: IdFormat) -> tuple[list[str], Fla
             return ["peek", *names], {}, None
         case Confirm(id, claim):
             return ["confirm", fmt_id(id), str(claim)], {}, None
+        case Outcome(node, request_id, wait_ms):
+            return ["outcome", node, str(request_id), str(wait_ms)], {}, None
         case Edges(id, limit):
             return ["edges", fmt_id(id), str(limit)], {}, None
         case InspectQueues(offset, limit):
