@@ -11,10 +11,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worktree(ref: str, into: Path) -> Path:
-    """A detached worktree of ``ref`` under ``into``; its path."""
+    """A detached worktree of ``ref`` under ``into``, sharing this checkout's Kafka
+    jars; its path."""
     path = into / f"before-{ref}"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
                    check=True, capture_output=True)
+    jars = path / "kafka" / "lib"  # fetched by make deps, not in git: this checkout's
+    if not jars.exists() and (ROOT / "kafka" / "lib").exists():
+        jars.symlink_to(ROOT / "kafka" / "lib")
     return path
 
 

@@ -9,13 +9,13 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from eventq.run.localkafka import broker
 from tools.ports import consecutive_free_ports
 from tools.servers import free_port, raw_exchange
+from tools.up_run import serve_pids
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(480)]
 
@@ -69,23 +69,6 @@ def test_up_serves_and_ctrl_c_stops_everything_it_started(tmp_path):
     config = broker.BrokerConfig(home=tmp_path / "kafka", port=kafka_port,
                                  controller_port=controller_port)
     assert broker.running_pid(config) is None
-
-
-def serve_pids(parent: int, listen_port: int) -> list[int]:
-    """Pids of the `eventq serve` children of ``parent`` listening on ``listen_port``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            arguments = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            ppid = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if (ppid == parent and "serve" in arguments and "--listen-port" in arguments
-                and arguments[arguments.index("--listen-port") + 1] == str(listen_port)):
-            found.append(int(entry.name))
-    return found
 
 
 def reply_to_inspect(port: int) -> bytes:
