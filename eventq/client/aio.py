@@ -39,6 +39,13 @@ class AsyncConnection:
     def send(self, data: bytes) -> None:
         self.writer.write(data)
 
+    @property
+    def usable(self) -> bool:
+        """Not closed by the server while it sat idle (a process that stops closes idle
+        connections: docs/operations.md, "Planned restarts"): a request sent on one
+        that was would be lost without a word, one sent on a new one is answered."""
+        return not (self.reader.at_eof() or self.writer.is_closing() or self.buffer)
+
     async def read(self, shape: Shape, timeout_s: float) -> bytes:
         try:
             async with asyncio.timeout(timeout_s):
@@ -143,8 +150,11 @@ class AsyncClient:
         if self._closed:
             raise Unavailable("the client is closed")
         await self._slots.acquire()
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.usable:
+                return connection
+            connection.close()
         try:
             return await self._connect()
         except BaseException:

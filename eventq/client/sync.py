@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import select
 import socket
 import ssl
 import threading
@@ -37,6 +38,19 @@ class Connection:
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
+
+    @property
+    def usable(self) -> bool:
+        """Not closed by the server while it sat idle (docs/operations.md, "Planned
+        restarts"): an idle connection has nothing to read unless the server closed it
+        (an end, or a TLS close), and a request sent on it would be lost without a word."""
+        if self.buffer:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):  # closed here
+            return False
+        return not readable
 
     def read(self, shape: Shape, timeout_s: float) -> bytes:
         deadline = time.monotonic() + timeout_s
@@ -164,9 +178,14 @@ class Client:
         if self._closed:
             raise Unavailable("the client is closed")
         self._slots.acquire()
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+        while True:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                break
+            if connection.usable:
+                return connection
+            connection.close()
         try:
             return self._connect()
         except BaseException:

@@ -43,6 +43,9 @@ STOP_DRAIN_S = 6.0
 # one that arrives later is refused as retryable and its connection closed
 # (``STOPPING``), and a connection idle then is closed.
 STOP_GRACE_S = 0.3
+# Then a request already on its way to an idle connection still gets its refusal, for
+# this long, before idle connections are closed.
+STOP_QUIET_S = 0.1
 STOPPING = ("this eventq process is stopping: nothing happened; retry (at another "
             "process of the cluster)")
 
@@ -159,6 +162,8 @@ class GatewayServer:
         if self._connections:
             await asyncio.sleep(STOP_GRACE_S)
         self._refusing = True
+        if self._connections:
+            await asyncio.sleep(STOP_QUIET_S)
         for task, connection in list(self._connections.items()):
             if connection.reading:
                 task.cancel()
