@@ -56,11 +56,23 @@ class Window:
     end_s: float
 
 
+# Error texts that say nothing happened (eventq's NotWritten and its refusals: retrying
+# is safe). A figure's split only: the checker judges by reply codes alone.
+NOTHING_HAPPENED = ("nothing happened", "could not be reached", "still recovering",
+                    "not served by this process right now")
+
+
 def error_code(op: Op) -> str:
+    """``-SERVER-ERROR`` split by what it says (``... (nothing happened)`` or ``... (may
+    have)``), another code as it is, or ``connection`` when no reply came."""
     error = op.reply.error or ""
-    if error.startswith("-"):
-        return error.split(" ", 1)[0]
-    return "connection"  # no reply: the connection ended or the client gave up
+    if not error.startswith("-"):
+        return "connection"  # no reply: the connection ended or the client gave up
+    code = error.split(" ", 1)[0]
+    if code == "-SERVER-ERROR":
+        said = any(text in error for text in NOTHING_HAPPENED)
+        return f"{code} ({'nothing happened' if said else 'may have'})"
+    return code
 
 
 def client_errors(ops: Iterable[Op], windows: Iterable[Window]) -> Counter[tuple[str, str]]:
