@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

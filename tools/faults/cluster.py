@@ -34,7 +34,6 @@ now: started, and neither retired (scale in) nor a duplicate.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import re
@@ -548,8 +547,11 @@ class FaultCluster:
         j = free[0]
         home = self.servers[j].home
         shutil.rmtree(home, ignore_errors=True)
-        shutil.copytree(self.servers[i].home, home,
-                        ignore=shutil.ignore_patterns("server-*.log"))
+        try:  # copied while it runs, as an operator's copy would be: files may vanish
+            shutil.copytree(self.servers[i].home, home,
+                            ignore=shutil.ignore_patterns("server-*.log"))
+        except shutil.Error:
+            pass  # what could be copied is copied; the rest went away meanwhile
         self.duplicates[j] = i
         self.servers[j].launch()
         return j
