@@ -476,7 +476,8 @@ class FaultCluster:
         """How many TCP connections process ``pid`` has open to each broker listener,
         by proxy route name or ``broker{b}:{listener}`` for a listener reached directly
         (the check that a process's Kafka traffic stays on its own routes)."""
-        names = {port: name for name, port in self.proxy.routes.items()}
+        names = {port: name for name, port in self.proxy.routes.items()
+                 if "broker" in name or "controller" in name}  # not gateways: not Kafka
         for b, ports in enumerate(self.broker_ports):
             names.update({p: f"broker{b}:{client_listener(i)}"
                           for i, p in enumerate(ports.clients)})
