@@ -292,9 +292,9 @@ def confirm(cluster: FaultCluster, doing: Doing) -> None:
     kind, i = fault.kind, fault.target
     try:
         if kind in ("kill-process", "graceful-restart") and before.get("starts") is not None:
-            starts = cluster.servers[i].starts
-            if starts > before["starts"] and STARTED_LINE in start_log(cluster, i, starts):
-                seen.append(f"its log of start {starts} says it started")
+            start = before["starts"] + 1  # its own restart, not a later fault's
+            if cluster.servers[i].starts >= start and STARTED_LINE in start_log(cluster, i, start):
+                seen.append(f"its log of start {start} says it started")
         elif kind in ("scale-out", "scale-in"):
             members = group_members(cluster)
             if members is not None and before["members"] is not None \
