@@ -58,7 +58,8 @@ class Doing:
         return bool(self.evidence)
 
     def describe(self) -> str:
-        seen = "; ".join(self.evidence) or "NO EVIDENCE"
+        seen = "; ".join(self.evidence) or ("NO EVIDENCE" if self.confirmed
+                                            else "no evidence yet")
         trouble = f" (failed steps: {'; '.join(self.problems)})" if self.problems else ""
         return f"{self.fault.describe()}: {seen}{trouble}"
 

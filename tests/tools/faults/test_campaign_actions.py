@@ -29,7 +29,7 @@ class LogOnly:
 
 def test_a_fault_without_evidence_fails_the_run_and_one_with_it_does_not():
     felt = Doing(Fault("kill-process", 0, 4.0, 2.0), evidence=["pid 7 gone after kill -9"])
-    unfelt = Doing(Fault("cut-clients", 1, 9.0, 3.0, "blackhole"))
+    unfelt = Doing(Fault("cut-clients", 1, 9.0, 3.0, "blackhole"), confirmed=True)
     violations = without_effect([felt, unfelt])
     assert [v.kind for v in violations] == ["fault-without-effect"]
     assert "cut-clients of process 1" in violations[0].message
