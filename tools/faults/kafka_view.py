@@ -81,9 +81,9 @@ def coordinator_seen(port: int, node: int, key: str, transactional: bool = False
 
 def group_seen(port: int, node: int, group: str) -> GroupView:
     """The group as node ``node`` (its coordinator) describes it."""
-    from aiokafka.protocol.admin import DescribeGroupsRequest_v1
+    from aiokafka.protocol.admin import DescribeGroupsRequest
 
-    response = ask_broker(port, node, DescribeGroupsRequest_v1([group]))
+    response = ask_broker(port, node, DescribeGroupsRequest([group]))
     described = response["groups"][0]
     if described["error_code"]:
         raise KafkaViewError(f"node {node} cannot describe group {group!r}: "
