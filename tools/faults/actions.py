@@ -40,6 +40,7 @@ from .cluster import (
 from .plan import BLACKHOLE, Fault
 
 ROLL_SERVE_BOUND_S = 60.0  # a rolling restart waits this long for each process to serve
+DUPLICATE_START_BOUND_S = 30.0  # a duplicate is given this long to start before its kill
 STARTED_LINE = "eventq dashboard on"  # what a start prints once it is up (eventq/run/serve.py)
 
 
@@ -264,11 +265,7 @@ def _end(cluster: FaultCluster, doing: Doing, held: set[int]) -> None:
     elif kind == "duplicate-process":
         j = before.get("slot")
         if j is not None:
-            members = group_members(cluster)
-            if members is not None and members != before["members"]:
-                seen.append(f"the group's members changed with the duplicate on slot {j}")
-            if STARTED_LINE in start_log(cluster, j, cluster.servers[j].starts):
-                seen.append(f"the duplicate (pid {before.get('pid')}) started")
+            _await_duplicate(cluster, doing, j)
             cluster.end_duplicate(j)
     elif kind in ("isolate-process", "one-way-cut", "cut-leaders", "cut-clients", "cut-peers",
                   "isolate-broker"):
@@ -335,6 +332,25 @@ def _roll(cluster: FaultCluster, doing: Doing, held: set[int]) -> None:
         doing.evidence.append(f"process {m}: pid {pid} exited with {code}, now pid "
                               f"{cluster.process_pid(m)}, serving after "
                               f"{time.monotonic() - began:.1f}s")
+
+
+def _await_duplicate(cluster: FaultCluster, doing: Doing, j: int) -> None:
+    """Before the duplicate on slot j is killed: until it has started (a Python process
+    on a busy machine takes seconds to), or the group's members changed with it."""
+    deadline = time.monotonic() + DUPLICATE_START_BOUND_S
+    started_ = changed = False
+    while not (started_ and changed) and time.monotonic() < deadline:
+        if cluster.process_pid(j) is None:
+            break  # it exited (its log says why)
+        started_ = STARTED_LINE in start_log(cluster, j, cluster.servers[j].starts)
+        members = group_members(cluster)
+        changed = members is not None and members != doing.before["members"]
+        if not (started_ and changed):
+            time.sleep(0.5)
+    if changed:
+        doing.evidence.append(f"the group's members changed with the duplicate on slot {j}")
+    if started_:
+        doing.evidence.append(f"the duplicate (pid {doing.before.get('pid')}) started")
 
 
 def _begin_cut(cluster: FaultCluster, doing: Doing) -> None:

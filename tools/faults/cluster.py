@@ -547,9 +547,11 @@ class FaultCluster:
             raise FaultClusterError("no spare slot left for a duplicate")
         j = free[0]
         home = self.servers[j].home
-        shutil.rmtree(home, ignore_errors=True)
+        for old in home.glob("*") if home.exists() else ():  # an earlier duplicate's
+            if not old.name.startswith("server-"):  # its log stays: the evidence
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
         try:  # copied while it runs, as an operator's copy would be: files may vanish
-            shutil.copytree(self.servers[i].home, home,
+            shutil.copytree(self.servers[i].home, home, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("server-*.log"))
         except shutil.Error:
             pass  # what could be copied is copied; the rest went away meanwhile
