@@ -40,6 +40,7 @@ from .cluster import (
 from .plan import BLACKHOLE, Fault
 
 ROLL_SERVE_BOUND_S = 60.0  # a rolling restart waits this long for each process to serve
+TAKE_OVER_BOUND_S = 15.0  # a killed leader's or coordinator's role moves within this
 DUPLICATE_START_BOUND_S = 30.0  # a duplicate is given this long to start before its kill
 STARTED_LINE = "eventq dashboard on"  # what a start prints once it is up (eventq/run/serve.py)
 
@@ -448,11 +449,17 @@ def _taken_over(cluster: FaultCluster, doing: Doing) -> None:
     node = doing.before.get("node")
     if node is None:
         return
-    now = _aimed_at(cluster, doing.fault, avoid=node - 1)
-    if now is not None and now not in (node, -1):
-        doing.evidence.append(f"node {node} killed; node {now} took over")
-    else:
-        doing.problems.append(f"node {node} killed; the others still name {now}")
+    deadline = time.monotonic() + TAKE_OVER_BOUND_S
+    while True:
+        now = _aimed_at(cluster, doing.fault, avoid=node - 1)
+        if now is not None and now not in (node, -1):
+            doing.evidence.append(f"node {node} killed; node {now} took over")
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    doing.problems.append(f"node {node} killed; {TAKE_OVER_BOUND_S:g}s after the fault's "
+                          f"planned end the others still named {now}")
 
 
 __all__ = ["Doing", "begin", "end", "confirm", "node_id"]
