@@ -141,6 +141,8 @@ class Fault:
             what = f"partition {self.target}"
         elif self.kind == "scale-out":
             what = f"new process {self.target}"
+        elif self.kind == "two-brokers-down":
+            what = f"all brokers but {self.target}"
         return f"{self.kind} of {what}{mode} at {self.start_s:.1f}s for {self.duration_s:.1f}s"
 
 
