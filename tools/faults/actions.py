@@ -294,6 +294,11 @@ def confirm(cluster: FaultCluster, doing: Doing) -> None:
             start = before["starts"] + 1  # its own restart, not a later fault's
             if cluster.servers[i].starts >= start and STARTED_LINE in start_log(cluster, i, start):
                 seen.append(f"its log of start {start} says it started")
+        elif kind == "everything-down" and before.get("starts"):
+            up = [m for m, n in before["starts"].items()
+                  if STARTED_LINE in start_log(cluster, m, n + 1)]
+            if up:
+                seen.append(f"the logs of processes {up} say they started again")
         elif kind in ("scale-out", "scale-in"):
             members = group_members(cluster)
             if members is not None and before["members"] is not None \
