@@ -116,7 +116,8 @@ class Direction:
         self.queue.append((asyncio.get_running_loop().time(), chunk))
         if isinstance(chunk, bytes):
             self.queued_bytes += len(chunk)
-            self.link.route.held_total += len(chunk)
+            if release_time(0.0, self.link.mode(), self.name) != 0.0:  # held by a fault,
+                self.link.route.held_total += len(chunk)  # not by a connection's set-up
         self.flush()
 
     def flush(self) -> None:
