@@ -368,6 +368,9 @@ def _begin_cut(cluster: FaultCluster, doing: Doing) -> None:
             doing.problems.append("the coordinator leads every command partition: no "
                                   "broker to cut without cutting it")
             return
+        coordinator = coordinator_of(cluster, None, False)
+        doing.before["aimed"] = (f"cut from brokers {brokers} (command partitions' leaders), "
+                                 f"not from the group coordinator's node {coordinator}")
     routes = cut_routes(cluster, fault, brokers)
     doing.before["routes"] = routes
     doing.before["counters"] = cut_counters(cluster, routes)
@@ -393,7 +396,8 @@ def _end_cut(cluster: FaultCluster, doing: Doing) -> None:
         felt = {r: n for r, n in felt.items() if n > 0}
         if felt:
             doing.evidence.append("the proxy held or reset: " + ", ".join(
-                f"{r} {n}" for r, n in sorted(felt.items())))
+                f"{r} {n}" for r, n in sorted(felt.items()))
+                + (f" ({doing.before['aimed']})" if "aimed" in doing.before else ""))
     if fault.kind == "cut-clients":
         cluster.heal_clients(fault.target)
     elif fault.kind == "cut-peers":
