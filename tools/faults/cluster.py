@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -181,6 +182,13 @@ def isolation_modes(isolated: set[int], pids: dict[int, int | None]) -> list[Mod
         else:
             changes.append(ModeChange(route, PASS))
     return changes
+
+
+def _dead_pid() -> int:
+    """A pid that ran and is gone (a child reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 OWNER_ROW = re.compile(r'<tr><td class="l">(\d+)</td><td class="l">[^<]*?:(\d+)')
@@ -555,6 +563,10 @@ class FaultCluster:
                             ignore=shutil.ignore_patterns("server-*.log"))
         except shutil.Error:
             pass  # what could be copied is copied; the rest went away meanwhile
+        # As on another host: the copy's RUNNING marker (eventq/run/statedir.py) names a
+        # pid that does not run there (here, i's pid runs, and eventq refuses to start).
+        for marker in home.glob("state/RUNNING"):
+            marker.write_text(f"{_dead_pid()}\ncopied from process {i}\n")
         self.duplicates[j] = i
         self.servers[j].launch()
         return j
