@@ -145,34 +145,53 @@ async def supervise_processes(cluster: FaultCluster, killed: set[int], log, cloc
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
+def conflicts(new: Fault, healing: Fault) -> bool:
+    """Whether ``new`` must wait for the heal of ``healing`` to finish (a heal may take
+    longer than planned: a broker's restart, a process's stop): the same target, two
+    broker faults (one broker at a time), or a kind that runs alone."""
+    return (new.spec.alone or healing.spec.alone or (new.on_broker and healing.on_broker)
+            or bool(new.targets() & healing.targets()))
+
+
 async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
                  served: list[Served], log, killed: set[int] | None = None) -> list[Doing]:
     """Begin and end each fault at its time; after each heal with no other fault still
     active, measure how soon everything is served again (in the background, until the
-    next fault begins: the last heal's measure always runs to its end). Returns what
-    was done, with its evidence, in start order."""
+    next fault begins: the last heal's measure always runs to its end). A heal runs in
+    the background, so a slow one (a broker's restart) does not push every later fault
+    past the load's end; a fault that conflicts with a heal still under way waits for
+    it. Returns what was done, with its evidence, in start order."""
     events = sorted([(f.start_s, 0, n, f) for n, f in enumerate(faults)]
                     + [(f.end_s, 1, n, f) for n, f in enumerate(faults)],
                     key=lambda e: (e[0], e[1]))
     held = killed if killed is not None else set()
     doings: dict[int, Doing] = {}
     active: set[int] = set()
-    measures: list[asyncio.Task] = []
+    healing: dict[int, asyncio.Future] = {}
+    measures: list[asyncio.Future] = []
+
+    async def heal(n: int) -> None:
+        await asyncio.to_thread(actions.end, cluster, doings[n], held)
+        log(f"  {clock.now():6.1f}s healed: {doings[n].describe()}")
+        active.discard(n)
+        if not active:
+            measures.append(asyncio.ensure_future(
+                time_to_serve(cluster, faults[n].describe(), time.monotonic())))
+
     for at_s, is_end, n, fault in events:
         await asyncio.sleep(max(0.0, at_s - clock.now()))
         if is_end:
-            await asyncio.to_thread(actions.end, cluster, doings[n], held)
-            log(f"  {clock.now():6.1f}s healed: {doings[n].describe()}")
-            active.discard(n)
-            if not active:
-                measures.append(asyncio.ensure_future(
-                    time_to_serve(cluster, fault.describe(), time.monotonic())))
-        else:
-            for measure in measures:
-                measure.cancel()  # done ones ignore it
-            log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
-            doings[n] = await asyncio.to_thread(actions.begin, cluster, fault, held)
-            active.add(n)
+            healing[n] = asyncio.ensure_future(heal(n))
+            continue
+        for m, task in list(healing.items()):
+            if not task.done() and conflicts(fault, faults[m]):
+                await task
+        for measure in measures:
+            measure.cancel()  # done ones ignore it
+        log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
+        active.add(n)
+        doings[n] = await asyncio.to_thread(actions.begin, cluster, fault, held)
+    await asyncio.gather(*healing.values())
     served.extend(await asyncio.gather(*measures))
     return [doings[n] for n in sorted(doings)]
 

@@ -79,3 +79,17 @@ def test_each_cut_watches_the_routes_it_cuts():
     broker_cut = cut_routes(None, Fault("isolate-broker", 1, 4.0, 3.0))
     assert "broker0->controller1" in broker_cut and "broker1->controller2" in broker_cut
     assert "broker0->controller2" not in broker_cut
+
+
+def test_a_fault_waits_for_a_conflicting_heal_only():
+    from tools.faults.campaign import conflicts
+
+    broker_kill = Fault("kill-broker", 0, 4.0, 3.0)
+    assert conflicts(Fault("wipe-broker", 1, 9.0, 3.0), broker_kill)  # one broker at a time
+    assert conflicts(Fault("kill-leader", 2, 9.0, 3.0), broker_kill)
+    assert not conflicts(Fault("pause-short", 1, 9.0, 3.0), broker_kill)
+    restart = Fault("graceful-restart", 1, 4.0, 3.0)
+    assert conflicts(Fault("kill-process", 1, 9.0, 3.0), restart)  # the same process
+    assert not conflicts(Fault("kill-process", 2, 9.0, 3.0), restart)
+    assert conflicts(Fault("everything-down", 0, 9.0, 3.0), restart)  # runs alone
+    assert conflicts(Fault("cut-peers", 2, 9.0, 3.0, "reset", other=1), restart)
