@@ -2,24 +2,15 @@
 (cluster.py), the recorded load on every process (load.py), a random schedule of faults
 from a seed, and then the checks (checker.py) over the whole history.
 
-Faults (``plan_faults``, a pure function of the seed):
-
-- ``kill-process``: kill -9 of an eventq process, restarted after a while (its data dir
-  is unclean: it rebuilds its tables from the log);
-- ``pause-process``: SIGSTOP, mostly past the 6 s session timeout (its partitions move
-  while it sleeps), then SIGCONT;
-- ``isolate-process``: every route between an eventq process and the brokers
-  blackholed, reset or delayed, then healed (the process is not killed: it is a zombie
-  if it believes it still owns its partitions);
-- ``kill-broker``: kill -9 of a broker, restarted after a while;
-- ``isolate-broker``: a broker cut off from the other brokers (replication and the KRaft
-  quorum), reachable by clients, then healed.
-
-Faults follow each other every few seconds and sometimes overlap (two at once); at most
-one broker is faulted at a time (replication 3 with 2 in sync keeps every partition
-writable), and the last ``QUIET_S`` of the run are without faults. After the run every
-fault is healed, and the cluster must serve every partition again within
-``SERVE_BOUND_S`` of each heal (measured whenever no other fault was still active).
+Faults: tools/faults/plan.py plans them from the seed (every kind, or the ``kinds`` a
+run is given: one kind alone gives a figure of its own), tools/faults/actions.py does and
+heals each and records the evidence that it took effect; a planned fault with no
+evidence is a violation of its run (``fault-without-effect``). Faults follow each other
+every few seconds and sometimes overlap (two at once); at most one broker is faulted at
+a time but by the kinds that run alone (two brokers down, everything down), and the last
+``QUIET_S`` of the run are without faults. After the run every fault is healed, and the
+cluster must serve every partition again within ``SERVE_BOUND_S`` of each heal
+(measured whenever no other fault was still active).
 
 The eventq processes run as a deployment runs them, under `eventq up`'s restart policy
 (eventq/run/supervisor.py, ``supervise_processes``): one that exits on its own, e.g. a
@@ -37,9 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eventq.client.raw import RawClient
@@ -55,6 +45,8 @@ from eventq.run.supervisor import (
     started,
 )
 
+from . import actions
+from .actions import Doing
 from .checker import Violation, check, summary, violations_text
 from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
@@ -69,134 +61,35 @@ from .load import (
     wait_bulk_admitted,
 )
 from .logview import read_log
-from .proxy import BLACKHOLE, DELAY, RESET
+from .plan import (  # noqa: F401  (the plan's names, as the campaign's tests know them)
+    BROKER_FAULTS,
+    KINDS,
+    PROCESS_FAULTS,
+    QUIET_S,
+    SESSION_TIMEOUT_MS,
+    Fault,
+    plan_faults,
+)
 
-SESSION_TIMEOUT_MS = 6000
 SERVING_KINDS = ("slow-to-serve", "not-served-again")  # a process may be hung: look inside
 SERVE_BOUND_S = 60.0  # after a fault heals, every partition is served again within this
-QUIET_S = 10.0  # the end of a run has no faults
-FIRST_FAULT_S = 4.0
-GAP_S = (3.0, 9.0)  # between the starts of two faults
-OVERLAP_SHARE = 0.25  # a fault starts while the last is still active (two at once)
-PAUSE_PAST_SESSION_SHARE = 0.8
 SETTLE_TIMEOUT_S = 120.0
 DIGEST_TIMEOUT_S = 90.0
 EXPLAINED_JOBS = 3
 
-PROCESS_FAULTS = ("kill-process", "pause-process", "isolate-process")
-BROKER_FAULTS = ("kill-broker", "isolate-broker")
-# The suite's one fixed run (tests/e2e/test_fault_campaign.py): a seed whose plan in this
-# long has every kind of fault, two at once and a pause past the session timeout.
-SUITE_SEED = 111
-SUITE_SECONDS = 45.0
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    target: int  # process or broker index
-    start_s: float  # since the load began
-    duration_s: float
-    mode: str | None = None  # isolate-process: blackhole, reset or delay
-    delay_ms: int | None = None
-
-    @property
-    def end_s(self) -> float:
-        return self.start_s + self.duration_s
-
-    @property
-    def on_broker(self) -> bool:
-        return self.kind in BROKER_FAULTS
-
-    def describe(self) -> str:
-        what = {"kill-process": "kill -9 of process", "pause-process": "SIGSTOP of process",
-                "isolate-process": f"{self.mode} of process", "kill-broker": "kill -9 of broker",
-                "isolate-broker": "cut-off of broker"}[self.kind]
-        delay = f" {self.delay_ms} ms" if self.delay_ms else ""
-        return (f"{what} {self.target}{delay} at {self.start_s:.1f}s for "
-                f"{self.duration_s:.1f}s")
-
-
-def _one_fault(rng: random.Random, start_s: float, processes: int, brokers: int,
-               broker_busy: bool, session_s: float) -> Fault:
-    kinds = PROCESS_FAULTS if broker_busy else PROCESS_FAULTS + BROKER_FAULTS
-    kind = rng.choice(kinds)
-    if kind == "pause-process":
-        past = rng.random() < PAUSE_PAST_SESSION_SHARE
-        duration = rng.uniform(session_s + 2, session_s + 10) if past else rng.uniform(1, session_s - 2)
-        return Fault(kind, rng.randrange(processes), start_s, duration)
-    if kind == "isolate-process":
-        mode = rng.choice((BLACKHOLE, RESET, DELAY))
-        delay_ms = rng.choice((300, 1000, 3000, 8000)) if mode == DELAY else None
-        return Fault(kind, rng.randrange(processes), start_s, rng.uniform(4, 15), mode, delay_ms)
-    if kind == "kill-process":
-        return Fault(kind, rng.randrange(processes), start_s, rng.uniform(1, 8))
-    if kind == "kill-broker":
-        return Fault(kind, rng.randrange(brokers), start_s, rng.uniform(3, 10))
-    return Fault(kind, rng.randrange(brokers), start_s, rng.uniform(5, 15))
-
-
-def plan_faults(seed: int, seconds: float, processes: int = 3, brokers: int = 3,
-                session_s: float = SESSION_TIMEOUT_MS / 1000) -> list[Fault]:
-    """The faults of a run, from its seed alone: in start order, at most two active at
-    once, at most one broker faulted at once, none on a target already faulted, all
-    healed ``QUIET_S`` before the end."""
-    rng = random.Random(f"faults:{seed}")
-    faults: list[Fault] = []
-    at = FIRST_FAULT_S
-    last_end = seconds - QUIET_S
-    while at < last_end - 2:
-        active = [f for f in faults if f.end_s > at]
-        if len(active) < 2:
-            busy_broker = any(f.on_broker for f in active)
-            fault = _one_fault(rng, at, processes, brokers, busy_broker, session_s)
-            taken = {(f.on_broker, f.target) for f in active}
-            if (fault.on_broker, fault.target) not in taken:
-                duration = min(fault.duration_s, last_end - at)
-                faults.append(Fault(fault.kind, fault.target, at, duration, fault.mode,
-                                    fault.delay_ms))
-        if rng.random() < OVERLAP_SHARE and faults:
-            at += rng.uniform(1.0, 3.0)
-        else:
-            at = max(at, max(f.end_s for f in faults) if faults else at) + rng.uniform(*GAP_S)
-    return faults
-
-
-# --- doing the faults -----------------------------------------------------------------
-
-
-def begin_fault(cluster: FaultCluster, fault: Fault) -> None:
-    if fault.kind == "kill-process":
-        cluster.kill_process(fault.target)
-    elif fault.kind == "pause-process":
-        cluster.pause_process(fault.target)
-    elif fault.kind == "isolate-process":
-        cluster.isolate_process(fault.target, fault.mode or BLACKHOLE, fault.delay_ms)
-    elif fault.kind == "kill-broker":
-        cluster.kill_broker(fault.target)
-    elif fault.kind == "isolate-broker":
-        cluster.isolate_broker(fault.target)
-    else:
-        raise ValueError(f"unknown fault {fault.kind!r}")
-
-
-def end_fault(cluster: FaultCluster, fault: Fault) -> None:
-    if fault.kind == "kill-process":
-        cluster.restart_process(fault.target, wait=False)
-    elif fault.kind == "pause-process":
-        cluster.resume_process(fault.target)
-    elif fault.kind == "isolate-process":
-        cluster.heal_process(fault.target)
-    elif fault.kind == "kill-broker":
-        cluster.restart_broker(fault.target)
-    elif fault.kind == "isolate-broker":
-        cluster.heal_broker(fault.target)
+# The suite's fixed runs (tests/e2e/test_fault_campaign.py): seeds whose short plans have
+# a kill of a process, a pause and a cut, each of which must be seen to take effect.
+SUITE_RUNS = ((0, ("kill-process", "pause-short", "cut-clients")),
+              (156, ("kill-process", "pause-process", "cut-peers")))
+SUITE_SEED = SUITE_RUNS[0][0]
+SUITE_SECONDS = 30.0
 
 
 def all_serving(cluster: FaultCluster) -> bool:
-    """Every process answers, and every partition is served (through each process)."""
-    return all(cluster.serving(i) for i in range(cluster.processes)) and all(
-        cluster.every_partition_served(via=i) for i in range(cluster.processes))
+    """Every member answers, and every partition is served (through each member)."""
+    members = sorted(cluster.members)
+    return all(cluster.serving(i) for i in members) and all(
+        cluster.every_partition_served(via=i) for i in members)
 
 
 @dataclass
@@ -213,7 +106,8 @@ def dump_stuck_processes(cluster) -> None:
     """Each process that does not serve now leaves its asyncio tasks and every thread's
     stack in its log (tools/servers.py ``dump_stacks``): a hang is found from its run."""
     for i, server in enumerate(cluster.servers):
-        if cluster.process_pid(i) is not None and not cluster.serving(i):
+        if server.process is not None and cluster.process_pid(i) is not None \
+                and not cluster.serving(i):
             server.dump_stacks()
 
 
@@ -231,12 +125,17 @@ async def time_to_serve(cluster: FaultCluster, what: str, began: float,
 
 async def supervise_processes(cluster: FaultCluster, killed: set[int], log, clock: Clock,
                               restarts: list[str]) -> None:
-    """Until cancelled: restart a process that exited on its own, as `eventq up` would
-    (its policy: eventq/run/supervisor.py); ``killed`` are the processes a fault killed
-    (their fault restarts them). Each restart is logged and kept in ``restarts``."""
-    states = {i: started(time.monotonic()) for i in range(cluster.processes)}
+    """Until cancelled: restart a member that exited on its own, as `eventq up` would
+    (its policy: eventq/run/supervisor.py); ``killed`` are the processes a fault holds
+    down (their fault restarts them). Each restart is logged and kept in ``restarts``.
+    A process that joins is watched from then on; one that left for good no more."""
+    states = {i: started(time.monotonic()) for i in sorted(cluster.members)}
     while True:
         now = time.monotonic()
+        for i in set(states) - cluster.members:
+            del states[i]
+        for i in cluster.members - set(states):
+            states[i] = started(now)
         for i, state in states.items():
             if i in killed:
                 states[i] = started(now, state)  # the fault's: not an exit of its own
@@ -255,35 +154,62 @@ async def supervise_processes(cluster: FaultCluster, killed: set[int], log, cloc
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
+def conflicts(new: Fault, healing: Fault) -> bool:
+    """Whether ``new`` must wait for the heal of ``healing`` to finish (a heal may take
+    longer than planned: a broker's restart, a process's stop): the same target, two
+    broker faults (one broker at a time), or a kind that runs alone."""
+    return (new.spec.alone or healing.spec.alone or (new.on_broker and healing.on_broker)
+            or bool(new.targets() & healing.targets()))
+
+
 async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
-                 served: list[Served], log, killed: set[int] | None = None) -> None:
+                 served: list[Served], log, killed: set[int] | None = None) -> list[Doing]:
     """Begin and end each fault at its time; after each heal with no other fault still
     active, measure how soon everything is served again (in the background, until the
-    next fault begins: the last heal's measure always runs to its end)."""
-    events = sorted([(f.start_s, 0, f) for f in faults] + [(f.end_s, 1, f) for f in faults],
+    next fault begins: the last heal's measure always runs to its end). A heal runs in
+    the background, so a slow one (a broker's restart) does not push every later fault
+    past the load's end; a fault that conflicts with a heal still under way waits for
+    it. Returns what was done, with its evidence, in start order."""
+    events = sorted([(f.start_s, 0, n, f) for n, f in enumerate(faults)]
+                    + [(f.end_s, 1, n, f) for n, f in enumerate(faults)],
                     key=lambda e: (e[0], e[1]))
-    active: set[Fault] = set()
-    measures: list[asyncio.Task] = []
-    for at_s, is_end, fault in events:
+    held = killed if killed is not None else set()
+    doings: dict[int, Doing] = {}
+    active: set[int] = set()
+    healing: dict[int, asyncio.Future] = {}
+    measures: list[asyncio.Future] = []
+
+    async def heal(n: int) -> None:
+        await asyncio.to_thread(actions.end, cluster, doings[n], held)
+        log(f"  {clock.now():6.1f}s healed: {doings[n].describe()}")
+        active.discard(n)
+        if not active:
+            measures.append(asyncio.ensure_future(
+                time_to_serve(cluster, faults[n].describe(), time.monotonic())))
+
+    for at_s, is_end, n, fault in events:
         await asyncio.sleep(max(0.0, at_s - clock.now()))
         if is_end:
-            await asyncio.to_thread(end_fault, cluster, fault)
-            active.discard(fault)
-            if killed is not None and fault.kind == "kill-process":
-                killed.discard(fault.target)
-            log(f"  {clock.now():6.1f}s healed: {fault.describe()}")
-            if not active:
-                measures.append(asyncio.ensure_future(
-                    time_to_serve(cluster, fault.describe(), time.monotonic())))
-        else:
-            for measure in measures:
-                measure.cancel()  # done ones ignore it
-            log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
-            if killed is not None and fault.kind == "kill-process":
-                killed.add(fault.target)
-            await asyncio.to_thread(begin_fault, cluster, fault)
-            active.add(fault)
+            healing[n] = asyncio.ensure_future(heal(n))
+            continue
+        for m, task in list(healing.items()):
+            if not task.done() and conflicts(fault, faults[m]):
+                await task
+        for measure in measures:
+            measure.cancel()  # done ones ignore it
+        log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
+        active.add(n)
+        doings[n] = await asyncio.to_thread(actions.begin, cluster, fault, held)
+    await asyncio.gather(*healing.values())
     served.extend(await asyncio.gather(*measures))
+    return [doings[n] for n in sorted(doings)]
+
+
+def without_effect(doings: list[Doing]) -> list[Violation]:
+    """A planned fault that showed no evidence of taking effect fails the run: a
+    campaign that planned a fault that never happened proves nothing."""
+    return [Violation("fault-without-effect", None, (), d.describe())
+            for d in doings if not d.took_effect]
 
 
 # --- one run --------------------------------------------------------------------------
@@ -300,6 +226,7 @@ class RunReport:
     explained: list[str] = field(default_factory=list)
     exit_codes: list[int | None] = field(default_factory=list)
     restarts: list[str] = field(default_factory=list)  # exits of their own, restarted
+    effects: list[dict] = field(default_factory=list)  # each fault's evidence (actions.py)
     history: Path | None = None
     wall_s: float = 0.0
 
@@ -317,6 +244,9 @@ class RunReport:
                  f"{sum(sum(v.values()) for v in self.counts.values()):,} operations, "
                  f"{len(self.violations)} violations ({self.wall_s:.0f}s)"]
         lines += [f"  fault: {fault.describe()}" for fault in self.faults]
+        lines += [f"  {'took effect' if e['took_effect'] else 'NO EFFECT'}: {e['fault']}: "
+                  + "; ".join(e["evidence"] + [f"failed: {p}" for p in e["problems"]])
+                  for e in self.effects]
         lines += [f"  served again {s.seconds:.1f}s after: {s.fault}" if s.seconds is not None
                   else f"  (the next fault came before everything served again after: {s.fault})"
                   if s.interrupted else f"  NOT served again within the bound after: {s.fault}"
@@ -381,14 +311,16 @@ class ClusterDidNotStart(RuntimeError):
 
 
 async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
-                       keep: bool = False, source: Path | None = None) -> RunReport:
+                       keep: bool = False, source: Path | None = None,
+                       kinds: tuple[str, ...] | None = None) -> RunReport:
     """One run; ``run_dir`` keeps its history, logs and (with ``keep``) the cluster's
-    data; ``source``: run the eventq processes from that checkout. Raises only if the
-    cluster cannot be started: a cluster that does not serve again after the faults is
-    a violation of the run."""
+    data; ``source``: run the eventq processes from that checkout; ``kinds``: the kinds
+    of fault its plan draws from (default: all). Raises only if the cluster cannot be
+    started: a cluster that does not serve again after the faults, or a fault that did
+    not take effect, is a violation of the run."""
     began = time.monotonic()
     run_dir.mkdir(parents=True, exist_ok=True)
-    faults = plan_faults(seed, seconds)
+    faults = plan_faults(seed, seconds, kinds=kinds)
     report = RunReport(seed, seconds, faults, history=run_dir / "history.jsonl")
     try:
         cluster = await asyncio.to_thread(
@@ -404,38 +336,49 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             sink.write_meta({"seed": seed, "seconds": seconds,
                              "faults": [f.describe() for f in faults]})
             recorder = Recorder(Clock(), sink)
-            config = LoadConfig(
-                ports=tuple(cluster.ports), duration_s=seconds, seed=seed,
+            config = LoadConfig(  # through the proxy: a fault may cut clients off
+                ports=tuple(cluster.client_ports[:cluster.processes]), duration_s=seconds,
+                seed=seed,
                 bulk=BulkTarget(bootstrap, settings["bulk-topic"], cluster.partitions))
             served: list[Served] = []
             killed: set[int] = set()
             supervisor = asyncio.ensure_future(supervise_processes(
                 cluster, killed, log, recorder.clock, report.restarts))
-            ops, _ = await asyncio.gather(
+            ops, doings = await asyncio.gather(
                 run_load(config, recorder),
                 inject(cluster, faults, recorder.clock, served, log, killed))
             report.served = served
             report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}
+            # Read back through a member that runs (process 0 may have left the group).
+            via = min(cluster.members)
+            port = cluster.ports[via]
             try:
-                await asyncio.to_thread(cluster.wait_settled, SETTLE_TIMEOUT_S)
+                await asyncio.to_thread(cluster.wait_settled, SETTLE_TIMEOUT_S, via)
             except FaultClusterError as error:
                 report.violations = [Violation(
                     "not-served-again", None, (),
                     f"{SETTLE_TIMEOUT_S:g}s after the last fault the partitions were still "
                     f"not all served: {error}")]
+                await _confirm(cluster, doings, report)
                 return report  # its data is kept for a look (not ok)
-            await wait_bulk_admitted(cluster.ports[0])
-            ops = await drain(config, recorder)  # load.py: liveness is judged after it
-            reads = await read_back(cluster.ports[0], created_job_ids(ops), clock=recorder.clock)
+            await _confirm(cluster, doings, report)
+            await wait_bulk_admitted(port)
+            # The drain leases through the members left (a process may have left for good).
+            members = sorted(cluster.members)
+            ops = await drain(replace(config, ports=tuple(
+                cluster.client_ports[i] for i in members)), recorder)
+            reads = await read_back(port, created_job_ids(ops), clock=recorder.clock)
             for read in reads.values():
                 sink.write_read_back(read)
-            live, derived = await settled_digests(cluster.ports[0], bootstrap, commands)
-            sink.write_meta({"live_digest": live, "log_digest": derived})
+            live, derived = await settled_digests(port, bootstrap, commands)
+            sink.write_meta({"live_digest": live, "log_digest": derived,
+                             "effects": report.effects})
             log_of_jobs = await asyncio.to_thread(read_log, bootstrap, commands,
                                                   created_job_ids(ops))
         serve_times = [(s.fault, s.seconds) for s in served if not s.interrupted]
         report.violations = check(ops, reads, live, derived, serve_times, SERVE_BOUND_S,
                                   log=log_of_jobs, min_ok_ops=1)
+        report.violations += without_effect(doings)
         report.violations += await asyncio.to_thread(
             changelog_violations, bootstrap, settings["app-id"], commands, jobs_topic)
         for job_id in sorted({v.job_id for v in report.violations if v.job_id})[:EXPLAINED_JOBS]:
@@ -453,6 +396,16 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
         for path in ("brokers", "eventq"):
             _remove_tree(run_dir / path)
     return report
+
+
+async def _confirm(cluster: FaultCluster, doings: list[Doing], report: "RunReport") -> None:
+    """The evidence that shows once the run has settled; every fault's evidence goes
+    into the report (and the history's meta)."""
+    for doing in doings:
+        await asyncio.to_thread(actions.confirm, cluster, doing)
+    report.effects = [{"fault": d.fault.describe(), "kind": d.fault.kind,
+                       "evidence": list(d.evidence), "problems": list(d.problems),
+                       "took_effect": d.took_effect} for d in doings]
 
 
 def _remove_tree(path: Path) -> None:

@@ -18,15 +18,28 @@ How traffic is routed (b: broker index 0..2, node id b+1; i: eventq process inde
 * The KRaft quorum: node a reaches node c's ``CONTROLLER`` listener through the route
   ``broker{a}->controller{c}`` (each node has its own controller.quorum.voters; a
   node reaches itself directly). Raft, broker registration and heartbeats use these.
+* Clients to gateways: the load reaches process i's gateway through ``client->proc{i}``
+  (``client_ports``); probes and the read-back go to the gateway itself (``ports``).
+* Between eventq processes: process i advertises ``peer->proc{i}`` (``--advertise``),
+  so every request another process forwards to it (eventq/gateway/peers.py) crosses the
+  proxy; a cut between i and j faults, on each one's peer route, only the connections
+  the other opened (``only_pids``).
+
+Process slots: beside the ``processes`` members, ``spare`` slots have their broker
+listeners, routes and ports from the start, for a process that joins later (scale out)
+or a duplicate of a member (a copy of its data dir, so of its static-membership
+instance id, started beside it). ``members`` are the slots that belong to the group
+now: started, and neither retired (scale in) nor a duplicate.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -34,6 +47,8 @@ from pathlib import Path
 
 from eventq.kafka.topics import TopicNames, bulk_name_for, ensure_topics, eventq_topics
 from eventq.run.localkafka import broker
+from tools.faults import kafka_view
+from tools.faults.kafka_view import GroupView, PartitionView
 from tools.faults.proxy import (
     BLACKHOLE,
     DELAY,
@@ -52,6 +67,7 @@ BROKER_HEAP_MB = 512
 REPLICATION_FACTOR = 3
 DEFAULT_PROCESSES = 3
 DEFAULT_PARTITIONS = 6
+DEFAULT_SPARE = 2  # slots for a process that joins later, or a duplicate
 START_TIMEOUT_S = 180.0
 READY_TIMEOUT_S = 120.0
 SERVING_PROBE_TIMEOUT_S = 2.0
@@ -63,7 +79,6 @@ PROCESS_STOP_TIMEOUT_S = 60.0
 # only evidence).
 BROKER_STOP_TIMEOUT_S = 10.0
 DASHBOARD_TIMEOUT_S = 5.0
-BROKER_REQUEST_TIMEOUT_S = 5.0
 LOG_TAIL_LINES = 60
 
 ISOLATION_MODES = (BLACKHOLE, RESET, DELAY)
@@ -85,12 +100,14 @@ def controller_route(source: int, target: int) -> str:
     return f"broker{source}->controller{target}"
 
 
-@dataclass(frozen=True)
-class PartitionView:
-    """A partition's leader and in-sync replicas (node ids), as one broker sees them."""
+def gateway_route(process: int) -> str:
+    """The load's clients to process ``process``'s gateway."""
+    return f"client->proc{process}"
 
-    leader: int
-    isr: tuple[int, ...]
+
+def peer_route(process: int) -> str:
+    """Other eventq processes to process ``process``'s gateway (what it advertises)."""
+    return f"peer->proc{process}"
 
 
 def node_id(broker_index: int) -> int:
@@ -167,6 +184,13 @@ def isolation_modes(isolated: set[int], pids: dict[int, int | None]) -> list[Mod
     return changes
 
 
+def _dead_pid() -> int:
+    """A pid that ran and is gone (a child reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 OWNER_ROW = re.compile(r'<tr><td class="l">(\d+)</td><td class="l">[^<]*?:(\d+)')
 
 
@@ -185,11 +209,13 @@ class FaultCluster:
 
     def __init__(self, run_dir: Path, processes: int = DEFAULT_PROCESSES,
                  partitions: int = DEFAULT_PARTITIONS, prefix: str = "faults",
+                 spare: int = DEFAULT_SPARE,
                  broker_heap_mb: int = BROKER_HEAP_MB,
                  broker_tuning: dict[str, str] | None = None, source: Path | None = None,
                  **eventq_settings) -> None:
         self.run_dir = Path(run_dir).resolve()
-        self.processes = processes
+        self.processes = processes  # the members at the start
+        self.slots = processes + spare
         self.partitions = partitions
         self.prefix = prefix
         self.broker_heap_mb = broker_heap_mb
@@ -202,6 +228,9 @@ class FaultCluster:
         self.servers: list[ServerProcess] = []
         self.isolated_brokers: set[int] = set()
         self.paused: set[int] = set()
+        self.members: set[int] = set(range(processes))
+        self.retired: set[int] = set()  # left the group for good (scale in)
+        self.duplicates: dict[int, int] = {}  # duplicate slot -> the member it copies
         self.exit_codes: list[int | None] = []
 
     # --- start and stop --------------------------------------------------------------
@@ -226,7 +255,7 @@ class FaultCluster:
 
     def _start_brokers(self, deadline: float) -> None:
         self.broker_ports = [
-            BrokerPorts(tuple(quiet_free_port() for _ in range(self.processes)),
+            BrokerPorts(tuple(quiet_free_port() for _ in range(self.slots)),
                         quiet_free_port(), quiet_free_port(), quiet_free_port())
             for _ in range(BROKERS)
         ]
@@ -259,12 +288,15 @@ class FaultCluster:
             ServerProcess(self.process_bootstrap(i), self.prefix,
                           self.run_dir / "eventq" / f"process-{i}", partitions=self.partitions,
                           source=self.source, **dashboards, **self.eventq_settings)
-            for i in range(self.processes)
+            for i in range(self.slots)
         ]
-        for server in self.servers:
-            server.launch()
-        for server in self.servers:
-            server.wait_ready(deadline)
+        for i, server in enumerate(self.servers):
+            self.proxy.add_route(gateway_route(i), server.port)
+            server.settings["advertise"] = f"127.0.0.1:{self.proxy.add_route(peer_route(i), server.port)}"
+        for i in sorted(self.members):
+            self.servers[i].launch()
+        for i in sorted(self.members):
+            self.servers[i].wait_ready(deadline)
 
     def _broker_config(self, b: int, routes: dict[str, int]) -> broker.BrokerConfig:
         ports = self.broker_ports[b]
@@ -303,9 +335,10 @@ class FaultCluster:
         # All at once: one by one, each departure would move partitions to the rest.
         live = [s for s in self.servers if s.process is not None]
         with concurrent.futures.ThreadPoolExecutor(max(1, len(live))) as pool:
-            codes = list(pool.map(lambda s: s.stop(PROCESS_STOP_TIMEOUT_S), live))
-        if live:
-            self.exit_codes = codes
+            codes = dict(zip(map(id, live), pool.map(lambda s: s.stop(PROCESS_STOP_TIMEOUT_S),
+                                                     live)))
+        if live:  # the members' (a retired one's and a duplicate's exits were faults)
+            self.exit_codes = [codes.get(id(self.servers[i])) for i in sorted(self.members)]
 
     def _stop_brokers(self) -> None:
         with concurrent.futures.ThreadPoolExecutor(BROKERS) as pool:
@@ -322,8 +355,17 @@ class FaultCluster:
 
     @property
     def ports(self) -> list[int]:
-        """The gateway (workq) port of each eventq process."""
+        """The gateway (workq) port of each eventq process slot (index = slot)."""
         return [server.port for server in self.servers]
+
+    @property
+    def client_ports(self) -> list[int]:
+        """The proxied gateway port of each slot: what the load's clients use."""
+        return [self.proxy.port(gateway_route(i)) for i in range(len(self.servers))]
+
+    def live_members(self) -> list[int]:
+        """The members that run now (a killed one is a member still: it comes back)."""
+        return [i for i in sorted(self.members) if self.process_pid(i) is not None]
 
     @property
     def direct_bootstrap(self) -> str:
@@ -390,7 +432,9 @@ class FaultCluster:
         (from its dashboard's /cluster page)."""
         url = self.servers[i].http_url() + "cluster"
         with urllib.request.urlopen(url, timeout=DASHBOARD_TIMEOUT_S) as response:
-            return owners_from_cluster_page(response.read().decode())
+            owners = owners_from_cluster_page(response.read().decode())
+        gateways = {self.proxy.port(peer_route(j)): s.port for j, s in enumerate(self.servers)}
+        return {partition: gateways.get(port, port) for partition, port in owners.items()}
 
     def topics(self) -> list[str]:
         """eventq's three topics."""
@@ -402,44 +446,25 @@ class FaultCluster:
         """(topic, partition) -> leader and ISR as broker b itself sees them, asked over
         its direct listener (a broker cut off from the quorum answers from its stale
         view, and any client may be told it). Blocking: from async code, use a thread."""
-        from aiokafka.protocol.metadata import MetadataRequest
-
-        response = self._ask_broker(b, MetadataRequest(topics or self.topics(), False))
-        views = {}
-        for topic in response["topics"]:
-            for partition in topic["partitions"]:
-                views[(topic["topic"], partition["partition"])] = PartitionView(
-                    partition["leader"], tuple(sorted(partition["isr"])))
-        return views
+        return kafka_view.partitions_seen(self.broker_ports[b].direct, node_id(b),
+                                          topics or self.topics())
 
     def coordinator_seen_by(self, b: int, key: str | None = None,
                             transactional: bool = False) -> int:
         """The node id broker b names as the coordinator of consumer group ``key``
         (default: eventq's app id), or of transactional id ``key``."""
-        from aiokafka.protocol.coordination import FindCoordinatorRequest
-
-        key = key or self.settings["app-id"]
-        response = self._ask_broker(b, FindCoordinatorRequest(key, 1 if transactional else 0))
-        if response["error_code"]:
-            raise FaultClusterError(f"broker {b} names no coordinator for {key!r}: "
-                                    f"error {response['error_code']}")
-        return response["coordinator_id"]
-
-    def _ask_broker(self, b: int, request) -> dict:
-        """One request to broker b alone, over its direct listener; its response as a
-        dict."""
-        return asyncio.run(self._ask_broker_async(b, request))
-
-    async def _ask_broker_async(self, b: int, request) -> dict:
-        from aiokafka.client import AIOKafkaClient
-
-        client = AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{self.broker_ports[b].direct}",
-                                request_timeout_ms=int(BROKER_REQUEST_TIMEOUT_S * 1000))
         try:
-            await client.bootstrap()
-            return (await client.send(node_id(b), request)).to_object()
-        finally:
-            await client.close()
+            return kafka_view.coordinator_seen(self.broker_ports[b].direct, node_id(b),
+                                               key or self.settings["app-id"], transactional)
+        except kafka_view.KafkaViewError as error:
+            raise FaultClusterError(str(error)) from error
+
+    def group(self, b: int) -> GroupView:
+        """eventq's consumer group as its coordinator describes it, found through broker
+        b."""
+        coordinator = self.coordinator_seen_by(b) - 1
+        return kafka_view.group_seen(self.broker_ports[coordinator].direct,
+                                     node_id(coordinator), self.settings["app-id"])
 
     def log_tail(self, i: int, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of eventq process i's log (every start of it, appended)."""
@@ -459,7 +484,8 @@ class FaultCluster:
         """How many TCP connections process ``pid`` has open to each broker listener,
         by proxy route name or ``broker{b}:{listener}`` for a listener reached directly
         (the check that a process's Kafka traffic stays on its own routes)."""
-        names = {port: name for name, port in self.proxy.routes.items()}
+        names = {port: name for name, port in self.proxy.routes.items()
+                 if "broker" in name or "controller" in name}  # not gateways: not Kafka
         for b, ports in enumerate(self.broker_ports):
             names.update({p: f"broker{b}:{client_listener(i)}"
                           for i, p in enumerate(ports.clients)})
@@ -490,6 +516,66 @@ class FaultCluster:
         if wait:
             self.servers[i].wait_ready(time.monotonic() + timeout_s)
 
+    def stop_process(self, i: int, timeout_s: float = PROCESS_STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM process i and wait for it to exit (SIGKILL past ``timeout_s``): the
+        clean stop of a deployment; its data dir stays. Its exit code."""
+        if i in self.paused:
+            self.resume_process(i)  # a stopped process cannot act on its SIGTERM
+        return self.servers[i].stop(timeout_s)
+
+    def start_process(self, i: int) -> None:
+        """Start process i on its data dir as it is (nothing if it runs)."""
+        if self.process_pid(i) is None:
+            self.servers[i].launch()
+
+    def add_process(self) -> int:
+        """Scale out: start a new member on a spare slot (a new data dir, so a new
+        instance id); its slot."""
+        used = self.members | self.retired | set(self.duplicates)
+        free = [i for i in range(self.slots) if i not in used and self.servers[i].starts == 0]
+        if not free:
+            raise FaultClusterError("no spare slot left for another process")
+        self.members.add(free[0])
+        self.servers[free[0]].launch()
+        return free[0]
+
+    def retire_process(self, i: int) -> int | None:
+        """Scale in: member i leaves for good (SIGTERM, not started again); its exit code."""
+        self.members.discard(i)
+        self.retired.add(i)
+        return self.stop_process(i)
+
+    def duplicate_process(self, i: int) -> int:
+        """Start a copy of member i beside it: a spare slot whose data dir is a copy of
+        i's (so the same instance id: static membership lets it take i's partitions at
+        once), with i's settings but its own ports. Its slot."""
+        used = self.members | self.retired | set(self.duplicates)
+        free = [j for j in range(self.slots) if j not in used]
+        if not free:
+            raise FaultClusterError("no spare slot left for a duplicate")
+        j = free[0]
+        home = self.servers[j].home
+        for old in home.glob("*") if home.exists() else ():  # an earlier duplicate's
+            if not old.name.startswith("server-"):  # its log stays: the evidence
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        try:  # copied while it runs, as an operator's copy would be: files may vanish
+            shutil.copytree(self.servers[i].home, home, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("server-*.log"))
+        except shutil.Error:
+            pass  # what could be copied is copied; the rest went away meanwhile
+        # As on another host: the copy's RUNNING marker (eventq/run/statedir.py) names a
+        # pid that does not run there (here, i's pid runs, and eventq refuses to start).
+        for marker in home.glob("state/RUNNING"):
+            marker.write_text(f"{_dead_pid()}\ncopied from process {i}\n")
+        self.duplicates[j] = i
+        self.servers[j].launch()
+        return j
+
+    def end_duplicate(self, j: int) -> None:
+        """Kill -9 the duplicate on slot j; its slot is free again."""
+        self.servers[j].kill()
+        self.duplicates.pop(j, None)
+
     def pause_process(self, i: int) -> None:
         """SIGSTOP process i (its child processes, e.g. a restore, run on)."""
         self._signal_process(i, signal.SIGSTOP)
@@ -505,14 +591,38 @@ class FaultCluster:
             raise FaultClusterError(f"eventq process {i} is not running")
         os.kill(pid, signum)
 
-    def isolate_process(self, i: int, mode: str = BLACKHOLE, ms: int | None = None) -> None:
-        """Fault every route of process i to the brokers: blackhole, reset or delay ms."""
+    def isolate_process(self, i: int, mode: str = BLACKHOLE, ms: int | None = None,
+                        direction: str | None = None, brokers=None) -> None:
+        """Fault process i's routes to ``brokers`` (default: all): blackhole, reset or
+        delay ms, both ways or one (``direction``)."""
         if mode not in ISOLATION_MODES:
             raise ValueError(f"mode must be one of {', '.join(ISOLATION_MODES)}, not {mode!r}")
-        self.proxy.set_modes([ModeChange(client_route(i, b), mode, ms) for b in range(BROKERS)])
+        targets = range(BROKERS) if brokers is None else brokers
+        self.proxy.set_modes([ModeChange(client_route(i, b), mode, ms, direction=direction)
+                              for b in targets])
 
     def heal_process(self, i: int) -> None:
         self.proxy.set_modes([ModeChange(client_route(i, b), PASS) for b in range(BROKERS)])
+
+    def cut_peers(self, i: int, j: int, mode: str = BLACKHOLE) -> None:
+        """Cut the forwarding between processes i and j both ways: on each one's peer
+        route, the connections the other opened."""
+        pids = {i: self.process_pid(i), j: self.process_pid(j)}
+        if None in pids.values():
+            raise FaultClusterError(f"processes {i} and {j} must both run to cut them apart")
+        self.proxy.set_modes([ModeChange(peer_route(j), mode, only_pids=[pids[i]]),
+                              ModeChange(peer_route(i), mode, only_pids=[pids[j]])])
+
+    def heal_peers(self, i: int, j: int) -> None:
+        self.proxy.set_modes([ModeChange(peer_route(i), PASS), ModeChange(peer_route(j), PASS)])
+
+    def cut_clients(self, i: int, mode: str = BLACKHOLE, ms: int | None = None,
+                    direction: str | None = None) -> None:
+        """Fault the load's clients' route to process i's gateway."""
+        self.proxy.set_mode(gateway_route(i), mode, ms, direction=direction)
+
+    def heal_clients(self, i: int) -> None:
+        self.proxy.set_mode(gateway_route(i), PASS)
 
     # --- faults on brokers -------------------------------------------------------------
 
@@ -520,6 +630,38 @@ class FaultCluster:
         """SIGKILL broker b (its data stays: a restart recovers it)."""
         broker.kill(self.brokers[b])
         self._apply_broker_isolation()  # its pid is gone from the cut
+
+    def wipe_broker(self, b: int) -> None:
+        """Delete the data dir of broker b, which must be down: its restart formats it
+        anew with the cluster's id, and it fetches every replica again."""
+        if self.broker_pid(b) is not None:
+            raise FaultClusterError(f"broker {b} runs: kill it before wiping its data")
+        shutil.rmtree(self.brokers[b].data_dir, ignore_errors=True)
+
+    def restart_brokers(self, indexes, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start the brokers ``indexes`` that are not running, all at once (a quorum
+        answers only once a majority runs; a wiped one is formatted with the cluster's
+        id); returns once each answers (directly)."""
+        cut = [b for b in indexes if b in self.isolated_brokers]
+        if cut:
+            raise FaultClusterError(f"brokers {cut} are cut off from the quorum: heal first")
+        down = [b for b in indexes if self.broker_pid(b) is None]
+        for b in down:
+            broker.launch(self.brokers[b], self.brokers)
+        deadline = time.monotonic() + timeout_s
+        for b in down:
+            while not self._broker_answers(b):
+                if time.monotonic() > deadline:
+                    raise FaultClusterError(f"broker {b} did not answer in {timeout_s:.0f}s:\n"
+                                            f"{self.broker_log_tail(b, 20)}")
+                time.sleep(SETTLE_POLL_S)
+        self._apply_broker_isolation()
+
+    def _broker_answers(self, b: int) -> bool:
+        try:
+            return broker.broker_answers(f"127.0.0.1:{self.broker_ports[b].direct}")
+        except Exception:  # refused while it starts: not yet
+            return False
 
     def restart_broker(self, b: int) -> None:
         """Start broker b again on the same config (if it is not running); returns once
@@ -530,8 +672,7 @@ class FaultCluster:
             raise FaultClusterError(
                 f"broker {b} is cut off from the quorum: started now it could not register "
                 f"and would exit; heal_broker({b}) first")
-        broker.start(self.brokers[b])
-        self._apply_broker_isolation()  # the other cuts name its new pid
+        self.restart_brokers([b])  # the other cuts name its new pid
 
     def isolate_broker(self, b: int) -> None:
         """Cut broker b off from the other brokers both ways (replication and the KRaft

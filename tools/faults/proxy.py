@@ -20,6 +20,10 @@ controller changes at run time:
     kept per direction (bytes held by a blackhole that ends in a delay count from their
     arrival, so they flow at once). Connection set-up is not delayed.
 
+A blackhole or delay may be one-way (``direction`` ``up``: from the connecting side to
+the target only; ``down``: back only): the other direction passes, as when one side's
+packets are dropped by a firewall and the other's are not.
+
 A FIN or RST from one side is held behind that side's bytes like them. Held bytes
 wait for as long as the blackhole lasts: the proxy never times a connection out.
 
@@ -36,7 +40,7 @@ every request gets exactly one reply, sent once the request is applied.
     {"op": "add_route", "name": "proc0->broker1", "target_port": 9092,
      "listen_port": 0}                                  -> {"ok": true, "port": 40123}
     {"op": "set_mode", "name": "proc0->broker1", "mode": "delay", "ms": 200,
-     "only_pids": [4242]}                               -> {"ok": true}
+     "only_pids": [4242], "direction": "up"}            -> {"ok": true}
     {"op": "set_modes", "changes": [<set_mode's fields>, ...]}   (applied in one step)
     {"op": "stats"}                                     -> {"ok": true, "routes": {name: {...}}}
     {"op": "quit"}                                      -> {"ok": true}, then the proxy exits
@@ -62,6 +66,7 @@ from pathlib import Path
 
 PASS, BLACKHOLE, RESET, DELAY = "pass", "blackhole", "reset", "delay"
 MODE_KINDS = (PASS, BLACKHOLE, RESET, DELAY)
+UP, DOWN = "up", "down"  # client to target, target to client
 MAX_DELAY_MS = 600_000
 LOOPBACK = "127.0.0.1"
 PROC = Path("/proc")
@@ -78,6 +83,7 @@ class RouteMode:
     kind: str = PASS
     delay_ms: int = 0
     only_pids: frozenset[int] | None = None
+    direction: str | None = None  # None: both ways; UP or DOWN: that one only
 
     def applies_to(self, owner_pid: int | None) -> bool:
         """Whether the mode governs a connection opened by ``owner_pid`` (None: the
@@ -86,6 +92,8 @@ class RouteMode:
 
     def describe(self) -> str:
         text = self.kind + (f" {self.delay_ms}ms" if self.kind == DELAY else "")
+        if self.direction is not None:
+            text += f" {self.direction} only"
         if self.only_pids is not None:
             text += " only pids " + ",".join(map(str, sorted(self.only_pids)))
         return text
@@ -94,7 +102,8 @@ class RouteMode:
 PASS_MODE = RouteMode()
 
 
-def parse_mode(kind: str, ms: int | None = None, only_pids=None) -> RouteMode:
+def parse_mode(kind: str, ms: int | None = None, only_pids=None,
+               direction: str | None = None) -> RouteMode:
     """A validated mode from set_mode's arguments; ValueError says what is wrong."""
     if kind not in MODE_KINDS:
         raise ValueError(f"mode must be one of {', '.join(MODE_KINDS)}, not {kind!r}")
@@ -110,7 +119,12 @@ def parse_mode(kind: str, ms: int | None = None, only_pids=None) -> RouteMode:
         pids = frozenset(only_pids)
         if not pids or not all(isinstance(p, int) and p > 0 for p in pids):
             raise ValueError(f"only_pids must be a non-empty list of pids, not {only_pids!r}")
-    return RouteMode(kind, ms if kind == DELAY else 0, pids)
+    if direction is not None:
+        if direction not in (UP, DOWN):
+            raise ValueError(f"direction must be {UP} or {DOWN}, not {direction!r}")
+        if kind not in (BLACKHOLE, DELAY):  # a reset closes both ways; pass has none
+            raise ValueError(f"only blackhole and delay go one way, not {kind}")
+    return RouteMode(kind, ms if kind == DELAY else 0, pids, direction)
 
 
 def effective_mode(mode: RouteMode, owner_pid: int | None) -> RouteMode:
@@ -119,9 +133,11 @@ def effective_mode(mode: RouteMode, owner_pid: int | None) -> RouteMode:
     return mode if mode.applies_to(owner_pid) else PASS_MODE
 
 
-def release_time(arrival_s: float, mode: RouteMode) -> float | None:
-    """When a chunk that arrived at ``arrival_s`` may be forwarded under ``mode``
-    (None: not while it lasts)."""
+def release_time(arrival_s: float, mode: RouteMode, direction: str = UP) -> float | None:
+    """When a chunk that arrived at ``arrival_s`` going ``direction`` may be forwarded
+    under ``mode`` (None: not while it lasts)."""
+    if mode.direction is not None and mode.direction != direction:
+        return arrival_s
     if mode.kind == BLACKHOLE:
         return None
     if mode.kind == DELAY:
@@ -276,11 +292,13 @@ class ModeChange:
     mode: str
     ms: int | None = None
     only_pids: frozenset[int] | list[int] | None = None
+    direction: str | None = None
 
     def request(self) -> dict:
-        parse_mode(self.mode, self.ms, self.only_pids)  # fail here, in the caller
+        parse_mode(self.mode, self.ms, self.only_pids, self.direction)  # fail in the caller
         pids = None if self.only_pids is None else sorted(self.only_pids)
-        return {"name": self.name, "mode": self.mode, "ms": self.ms, "only_pids": pids}
+        return {"name": self.name, "mode": self.mode, "ms": self.ms, "only_pids": pids,
+                "direction": self.direction}
 
 
 class FaultProxy:
@@ -330,9 +348,10 @@ class FaultProxy:
         """Every route's listen port, by name."""
         return dict(self._ports)
 
-    def set_mode(self, name: str, mode: str, ms: int | None = None, only_pids=None) -> None:
+    def set_mode(self, name: str, mode: str, ms: int | None = None, only_pids=None,
+                 direction: str | None = None) -> None:
         """Change one route's mode; returns once the proxy applies it."""
-        self.set_modes([ModeChange(name, mode, ms, only_pids)])
+        self.set_modes([ModeChange(name, mode, ms, only_pids, direction)])
 
     def set_modes(self, changes: list[ModeChange]) -> None:
         """Change several routes' modes in one step of the proxy's event loop."""

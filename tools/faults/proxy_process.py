@@ -16,7 +16,6 @@ import time
 
 from tools.faults.proxy import (
     LOOPBACK,
-    PASS,
     PASS_MODE,
     RESET,
     ModeTable,
@@ -111,12 +110,14 @@ class Direction:
         if isinstance(chunk, bytes):
             self.link.route.count_bytes(self.name, len(chunk))
         if (not self.queue and self.dest is not None and isinstance(chunk, bytes)
-                and self.link.mode().kind == PASS):
+                and release_time(0.0, self.link.mode(), self.name) == 0.0):
             self.dest.transport.write(chunk)  # the common case, without queueing
             return
         self.queue.append((asyncio.get_running_loop().time(), chunk))
         if isinstance(chunk, bytes):
             self.queued_bytes += len(chunk)
+            if release_time(0.0, self.link.mode(), self.name) != 0.0:  # held by a fault,
+                self.link.route.held_total += len(chunk)  # not by a connection's set-up
         self.flush()
 
     def flush(self) -> None:
@@ -126,7 +127,7 @@ class Direction:
             return
         mode, now = self.link.mode(), asyncio.get_running_loop().time()
         while self.queue and not self.finished:
-            due = release_time(self.queue[0][0], mode)
+            due = release_time(self.queue[0][0], mode, self.name)
             if due is None:
                 break
             if due > now:
@@ -300,6 +301,7 @@ class Route:
         self.accepted_total = 0
         self.resets = 0
         self.connect_failures = 0
+        self.held_total = 0  # bytes ever held back (a fault's evidence: it cut something)
         self.bytes = {"up": 0, "down": 0}
         self._last_failure_log = 0.0
 
@@ -352,7 +354,7 @@ class Route:
                 "open": len(self.links), "accepted": self.accepted_total,
                 "resets": self.resets, "connect_failures": self.connect_failures,
                 "bytes_up": self.bytes["up"], "bytes_down": self.bytes["down"],
-                "held_bytes": held}
+                "held_bytes": held, "held_total": self.held_total}
 
 
 class Proxy:
@@ -395,7 +397,8 @@ class Proxy:
             if change["name"] not in self.routes:
                 raise ValueError(f"no route {change['name']!r}")
             parsed.append((self.routes[change["name"]], parse_mode(
-                change["mode"], change.get("ms"), change.get("only_pids"))))
+                change["mode"], change.get("ms"), change.get("only_pids"),
+                change.get("direction"))))
         inodes_by_pid: dict[int, set[int]] = {}  # the pids' sockets, read once
         for route, mode in parsed:
             if self.table.set(route.name, mode) != mode:

@@ -33,7 +33,8 @@ class Cluster:
     processes = 3
 
     def __init__(self) -> None:
-        self.servers = [Server() for _ in range(self.processes)]
+        self.servers = [Server() for _ in range(self.processes + 1)]  # a spare slot
+        self.members = set(range(self.processes))
         self.restarted: list[tuple[int, float]] = []
 
     def process_pid(self, i: int) -> int | None:
@@ -71,3 +72,25 @@ def test_an_exit_of_its_own_is_restarted_after_the_backoff_and_a_killed_one_is_n
     assert cluster.restarted[0][1] - exited_at >= 1.0  # the first backoff: 1 s, not less
     assert notes == ["process 0 exited with status 1 on its own; restarting it in 1s, "
                      "as eventq up would"]
+
+
+def test_a_process_that_joined_is_watched_and_one_that_left_for_good_is_not():
+    async def scenario():
+        cluster, notes = Cluster(), []
+        task = asyncio.ensure_future(
+            supervise_processes(cluster, set(), lambda _: None, Clock(), notes))
+        await asyncio.sleep(0.1)
+        cluster.members.add(3)  # scale out
+        cluster.members.discard(1)  # scale in: it stops, and stays stopped
+        await asyncio.sleep(2 * POLL_INTERVAL_S)
+        cluster.exit(1, 0)
+        cluster.exit(3, 1)
+        while not cluster.restarted:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2 * POLL_INTERVAL_S)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return cluster
+
+    cluster = asyncio.run(asyncio.wait_for(scenario(), FAR_GUARD_S))
+    assert [i for i, _ in cluster.restarted] == [3]

@@ -7,9 +7,11 @@ from tools.faults.cluster import (
     broker_overrides,
     client_route,
     controller_route,
+    gateway_route,
     inter_broker_route,
     isolation_modes,
     owners_from_cluster_page,
+    peer_route,
 )
 from tools.faults.proxy import BLACKHOLE, PASS, ModeChange
 
@@ -87,3 +89,17 @@ def test_partition_owners_from_the_dashboards_cluster_page():
             '<td>5</td></tr><tr><td class="l">1</td><td class="l">127.0.0.1:4200</td></tr>'
             '<tr><td class="l">2</td><td class="l">?</td></tr></table>')
     assert owners_from_cluster_page(html) == {0: 4100, 1: 4200}
+
+
+def test_gateways_have_a_route_for_clients_and_one_for_peers():
+    assert gateway_route(3) == "client->proc3"
+    assert peer_route(3) == "peer->proc3"
+    assert {gateway_route(0), peer_route(0)}.isdisjoint(ROUTES)  # not Kafka's routes
+
+
+def test_a_spare_slot_has_its_listener_on_every_broker():
+    spare = [BrokerPorts((1000, 1001, 1002), 1005, 1006, 1007)] * 3
+    routes = {**ROUTES, **{client_route(2, b): 2100 + b for b in range(3)}}
+    props = broker_overrides(0, spare, routes)
+    assert "P2://127.0.0.1:1002" in props["listeners"]
+    assert "P2://127.0.0.1:2100" in props["advertised.listeners"]

@@ -72,6 +72,26 @@ def test_release_time_by_mode():
     assert release_time(10.0, RouteMode(DELAY, 250)) == pytest.approx(10.25)
 
 
+def test_a_one_way_mode_holds_its_direction_and_passes_the_other():
+    up_only = parse_mode("blackhole", direction="up")
+    assert release_time(10.0, up_only, "up") is None
+    assert release_time(10.0, up_only, "down") == 10.0
+    down_delay = parse_mode("delay", 250, direction="down")
+    assert release_time(10.0, down_delay, "up") == 10.0
+    assert release_time(10.0, down_delay, "down") == pytest.approx(10.25)
+    assert up_only.describe() == "blackhole up only"
+
+
+@pytest.mark.parametrize("kind, direction, complaint", [
+    ("reset", "up", "only blackhole and delay"),
+    ("pass", "down", "only blackhole and delay"),
+    ("blackhole", "sideways", "direction must be"),
+])
+def test_a_one_way_mode_is_refused_where_it_means_nothing(kind, direction, complaint):
+    with pytest.raises(ValueError, match=complaint):
+        parse_mode(kind, direction=direction)
+
+
 def test_mode_table_lists_only_faulty_routes():
     table = ModeTable()
     assert table.get("a") == PASS_MODE
@@ -276,6 +296,22 @@ def test_blackhole_holds_both_ways_then_releases_in_order(proxy, route):
             late_server.close()
         assert receive_exactly(server, 13) == b"one two three"
         assert receive_exactly(client, 13) == b"ONE TWO THREE"
+        server.close()
+
+
+def test_a_one_way_blackhole_holds_one_direction_and_counts_what_it_held(proxy, route):
+    name, port, target = route
+    with connect(port) as client:
+        server = target.next_connection()
+        held_before = proxy.stats()[name]["held_total"]
+        proxy.set_mode(name, BLACKHOLE, direction="up")
+        client.sendall(b"up")
+        server.sendall(b"down")
+        assert receive_exactly(client, 4) == b"down"  # the other way passes
+        assert nothing_arrives(server)
+        assert proxy.stats()[name]["held_total"] - held_before == 2
+        proxy.set_mode(name, PASS)
+        assert receive_exactly(server, 2) == b"up"
         server.close()
 
 
