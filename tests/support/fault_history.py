@@ -32,9 +32,9 @@ class History:
         return op
 
     def add(self, job, t, outcome=OK, queue="q", ttr=1000, ttl=TTL_MS, kind="add",
-            max_fails=None) -> Op:
+            max_fails=None, after=()) -> Op:
         args = Args(queues=(queue,), ttr_ms=ttr, ttl_ms=ttl, payload=payload_of(job),
-                    max_fails=max_fails)
+                    max_fails=max_fails, after=tuple(after))
         return self.op(kind, job, t, outcome, args, _error_for(outcome))
 
     def bulk(self, jobs, t, outcome=OK, queue="q", ttr=1000, ttl=TTL_MS) -> Op:
@@ -60,8 +60,9 @@ class History:
     def complete(self, job, t, outcome=OK, result=b"done") -> Op:
         return self.op("complete", job, t, outcome, Args(result=result), _error_for(outcome))
 
-    def fail(self, job, t, outcome=OK, result=b"failed") -> Op:
-        return self.op("fail", job, t, outcome, Args(result=result), _error_for(outcome))
+    def fail(self, job, t, outcome=OK, result=b"failed", group=None) -> Op:
+        return self.op("fail", job, t, outcome, Args(result=result, group=group),
+                       _error_for(outcome))
 
     def delete(self, job, t, outcome=OK) -> Op:
         return self.op("delete", job, t, outcome, Args(), _error_for(outcome))
@@ -78,6 +79,15 @@ class History:
         fields = tuple((k, str(v).encode()) for k, v in numbers.items())
         reply = Reply(fields=fields) if outcome == OK else _error_for(outcome)
         return self.op("inspect", job, t, outcome, Args(), reply)
+
+    def retry(self, job, t, outcome=OK, delay_ms=None) -> Op:
+        reply = _error_for(outcome) if outcome != FAIL else Reply(error="-NOT-FOUND")
+        return self.op("retry", job, t, outcome, Args(delay_ms=delay_ms), reply)
+
+    def retry_group(self, group, t, outcome=OK, retried=1, count=5) -> Op:
+        reply = Reply(fields=(("retried", str(retried).encode()),)) if outcome == OK \
+            else _error_for(outcome)
+        return self.op("retry-group", None, t, outcome, Args(group=group, count=count), reply)
 
     def not_found(self, kind, job, t) -> Op:
         args = Args(result=b"r") if kind in ("complete", "fail") else Args()

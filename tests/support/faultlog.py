@@ -13,6 +13,7 @@ from eventq.core.commands import (
     Expire,
     Fail,
     ReleaseAttempt,
+    Retry,
     Schedule,
     StartAttempt,
     TimeoutAttempt,
@@ -65,6 +66,9 @@ class JobLogBuilder:
 
     def fail(self, at_ms, result=b"failed"):
         return self.put(at_ms, Fail(self.uuid, result))
+
+    def retry(self, at_ms, delay_ms=0):
+        return self.put(at_ms, Retry(self.uuid, delay_ms))
 
     def delete(self, at_ms):
         return self.put(at_ms, Delete(self.uuid))

@@ -11,7 +11,14 @@ rule trusts only what the outcomes guarantee (history.py): an ``ok`` op took eff
 somewhere between its invoke and its return; a ``fail`` op had no effect; an ``info``
 op may have taken effect at any moment after its invoke, even after its (error) reply
 (``Op.latest_effect_s``). Job ids are unique per creating op (the load draws fresh
-UUIDs), so a job's ops never mix two incarnations of one id. TTLs are judged by their
+UUIDs), so a job's ops never mix two incarnations of one id. A FAILED job may run
+again under its id (docs/workflows.md, "retry"): a **revival** of a job is a
+``retry`` of it, a ``retry-group`` of a group a fail of it named (or of a group it may
+be in unnamed), or a revival of an upstream of it (it retries the dependents it
+failed), ok or info (jobops.py ``revived_between``); every rule below that takes a
+final fail as final asks whether one may have landed in between. A recurrence's slot
+job is created by the server from its ``recur`` (workload_rules.py ``slot_recurs``):
+that op is its creator here. TTLs are judged by their
 earliest possible expiry: the creating op's invoke + TTL (a schedule's TTL counts from
 its whole-second time, which the load never puts in the past, so minus one second to
 stay safe), so a job that may have expired is never called lost.
@@ -38,13 +45,18 @@ The rules, and why each is sound:
   those not known to have failed and invoked before the reply returned, or ``(0,
   empty)`` only when the attempts may have run out (the log shows attempts exhausted or
   a last attempt timed out; without the log, the ok grants and the leases of its queue
-  that may have spent one unseen reach the attempt limit); a result invoked after an
-  ok complete (or an ok fail that was certainly final: ``jobops.final_fails``) of the
-  job returned must be that op's ``(flag, bytes)`` (the job was final from then on: a
-  second complete or fail is refused); the read-back's result obeys the same rules.
-  Payloads and results are unique per op, so equal bytes name exactly one write.
+  that may have spent one unseen reach the attempt limit), or, for a dependent, ``(0,
+  upstream <id> <reason>)`` naming an upstream that may have ended so (failed,
+  deleted, evicted: readrules.py ``upstream_results``); a result invoked after an ok
+  complete (or an ok fail that was certainly final: ``jobops.final_fails``, with no
+  revival before the result returned) of the job returned must be that op's ``(flag,
+  bytes)`` (the job was final from then on: a second complete or fail is refused);
+  the read-back's result obeys the same rules. Payloads and results are unique per
+  request (a request repeated after an indeterminate reply sends the same bytes: it is
+  the same write), so equal bytes name exactly one write.
 - **stale-read** (readrules.py): a result invoked after the job was final (an ok
-  complete, or a certainly final ok fail, returned) answered ``-TIMEOUT`` (a result
+  complete, or a certainly final ok fail with no revival before the read returned,
+  returned) answered ``-TIMEOUT`` (a result
   waits only while the job is unfinished), or an ok inspect invoked then shows any
   state but the final one. Jobs are independent registers: an ok write that returned
   before a read was invoked is visible to it (docs/protocol.md, "Job states").
@@ -57,32 +69,40 @@ The rules, and why each is sound:
   job was handed out twice, unless a fail that may leave retries (the job's -max-fails
   is 2 or more; ok or info) or a touch with a shorter ``-ttr`` may have taken effect
   inside that window (invoked before the later return, effect possible after the
-  earlier invoke). A complete, a delete or a final fail never excuses it: none makes
-  the job ready again. Under faults latencies pass the TTR and this rule sees little:
+  earlier invoke), or a fail and a revival both may have (a retry makes a FAILED job
+  ready again). A complete, a delete or a final fail alone never excuses it: none
+  makes the job ready again. Under faults latencies pass the TTR and this rule sees little:
   unexplained-grant and log-overlapping-grant (logrules.py) judge grants in log time.
 - **grant-after-end**: an ok grant invoked after an ok complete, an ok delete or a
-  certainly final ok fail of the job returned: a final or deleted job is never ready
-  again.
+  certainly final ok fail of the job returned (the fail: with no revival of the job
+  invoked before the grant returned whose effect may come after the fail's invoke): a
+  completed or deleted job is never ready again, a failed one only by a retry.
 - **double-complete**: two ok completes of one job (the second must get
   ``Duplicate result``).
 - **attempts-out-of-bounds**: for a job the read-back found, ``attempts`` counts its
-  leases: at least its ok grants (an attempt handed to a client is never given back),
-  at most the highest attempt the log accepted a start-attempt of (the log is read
-  after the read-back; attempts only grow by start-attempts). Without the log, at most
-  the ok grants plus every lease of the job's queue that may have spent an attempt
-  unseen (a loose bound). Likewise ``fails`` lies between its ok fails and its ok +
-  info fails.
+  leases since its last retry (a retry sets it to 0): at least its ok grants invoked
+  after every revival surely landed (an attempt handed to a client is never given
+  back), at most the highest attempt the log accepted a start-attempt of since its last
+  accepted retry or add (logrules.py ``reopens``; the log is read after the read-back;
+  attempts only grow by start-attempts). Without the log, at most the ok grants plus
+  every lease of the job's queue that may have spent an attempt unseen (a loose
+  bound). Likewise ``fails`` lies between its ok fails after every revival and its ok
+  + info fails.
 - **state-mismatch**: a COMPLETED job needs a complete of it that may have taken effect
   (ok or info); a job with an ok complete, not deleted and not expired, must be
   COMPLETED at the read-back.
 - **phantom-grant**: an ok grant must hand out a job some op created (invoked before the
-  grant returned) with that creator's queue, TTR and payload. This assumes the run's
-  queues hold only the load's jobs (fresh topics, or queue names of this run).
+  grant returned) with that creator's queue, TTR and payload; a recurrence's slot job
+  is created by a ``recur`` that may have defined the slot (ok or info), with its
+  queue, TTR and payload. This assumes the run's queues hold only the load's jobs
+  (fresh topics, or queue names of this run).
 - **digest-mismatch**: the live ``inspect digest`` differs from the digest folded from
   the command log; **digest-missing**: one of them could not be taken (a check that
   could not be made is not a check that passed).
 - **read-back-unknown**: the read-back got no definite answer about a job: nothing
   about it was checked at the end of the run.
+- the log-time rules judge a job only when the log view was read for it
+  (``LogView.covers``): an empty log of a job nobody read proves nothing.
 - **run-not-started**: fewer acknowledged ops than the campaign asks (``min_ok_ops``):
   a run that tested nothing must not pass.
 - **slow-to-serve**: a fault after which some process took longer than the bound to
@@ -104,6 +124,7 @@ from .jobops import (
     Creation,
     JobOps,
     UnansweredLeases,
+    certainly_after_revivals,
     existence_proofs,
     fails_may_retry,
     final_fails,
@@ -114,11 +135,19 @@ from .jobops import (
     may_have_effect,
     ok_ops,
     returned_before,
+    revived_between,
 )
-from .logrules import LOG_KINDS, history_against_log, log_violations
+from .logrules import LOG_KINDS, history_against_log, log_violations, reopens
 from .logview import JobLog, LogView
-from .readrules import alive_after_delete, allowed_results, result_mismatches, stale_reads
+from .readrules import (
+    alive_after_delete,
+    allowed_results,
+    result_mismatches,
+    stale_reads,
+    upstream_results,
+)
 from .violation import Violation
+from .workload_rules import check_workload, slot_recurs
 
 TOLERANCE_S = 0.1  # clock skew between our monotonic clock and the broker's timestamps
 
@@ -188,10 +217,19 @@ def undone_deletes(job: JobOps, read: ReadBack | None) -> list[Violation]:
 def _releases(job: JobOps) -> list[Op]:
     """Ops after which the job may be granted again before its TTR ends: a fail that
     may leave retries (ok or info), and a touch with a shorter ``-ttr``. A complete, a
-    final fail or a delete never does: the job is final or gone from then on."""
+    final fail or a delete never does: the job is final or gone from then on (a final
+    fail until a revival: ``_revived_in``)."""
     fails = list(job.fails) if fails_may_retry(job) else []
     shortened = [t for t in job.touches if t.args.ttr_ms is not None]
     return [op for op in (*fails, *shortened) if may_have_effect(op)]
+
+
+def _revived_in(job: JobOps, start: float, end: float) -> bool:
+    """A fail and then a revival (a retry of the FAILED job) may both have taken effect
+    inside the window: the job may have been ready again (docs/workflows.md, "retry")."""
+    fails = [f for f in job.fails if may_have_effect(f) and f.invoke_s < end
+             and f.latest_effect_s > start]
+    return bool(fails) and revived_between(job, min(f.invoke_s for f in fails), end)
 
 
 def _lease_ttr_ms(job: JobOps, *grants: Op) -> int | None:
@@ -214,6 +252,8 @@ def double_grants(job: JobOps) -> list[Violation]:
             continue  # the first lease's TTR may have run out before the second grant
         if any(r.invoke_s < end and r.latest_effect_s > start for r in releases):
             continue
+        if _revived_in(job, start, end):
+            continue
         found.append(Violation(
             "double-grant", job.job_id, ids(first, second),
             f"job {job.job_id} was granted by lease ops {first.index} and {second.index} "
@@ -224,10 +264,14 @@ def double_grants(job: JobOps) -> list[Violation]:
 
 
 def grants_after_end(job: JobOps) -> list[Violation]:
+    """A complete or a delete ends the job for good; a final fail until a revival that
+    may have landed before the grant returned (``revived_between``)."""
     found = []
     ends = [*ok_ops((*job.completes, *job.deletes)), *final_fails(job)]
     for grant in job.grants:
         for end in ends:
+            if end.kind == "fail" and revived_between(job, end.invoke_s, grant.return_s):
+                continue
             if returned_before(end, grant.invoke_s):
                 found.append(Violation(
                     "grant-after-end", job.job_id, ids(end, grant),
@@ -259,7 +303,7 @@ def _attempts_high(job: JobOps, log: JobLog | None, unanswered: UnansweredLeases
         return len(job.grants) + extra, f"{extra} unanswered leases of its queue"
     started = 0
     for entry in log.entries:
-        if entry.accepted and entry.event in ("RETRIED", "UPSTREAM_RETRIED", "ADDED"):
+        if reopens(entry):
             started = 0
         elif entry.accepted and entry.event == "ATTEMPT_STARTED":
             started = max(started, entry.attempt or 0)
@@ -274,22 +318,26 @@ def attempts_out_of_bounds(job: JobOps, read: ReadBack | None,
     found = []
     attempts, fails = read.number("attempts"), read.number("fails")
     at = read.at_s if read.at_s is not None else math.inf
-    low = len(job.grants)
+    # A retry sets both counts to 0: only what surely came after every revival counts
+    # towards the lower bounds (the upper ones count every run of the job).
+    low = len(certainly_after_revivals(job, job.grants))
     high, why = _attempts_high(job, log, unanswered_leases, at)
     if attempts is not None and not low <= attempts <= max(high, low):
         found.append(Violation(
             "attempts-out-of-bounds", job.job_id, ids(*job.grants),
             f"job {job.job_id} shows attempts {attempts}, outside [{low}, {max(high, low)}] "
-            f"({low} ok grants; {why})",
+            f"({low} ok grants after every retry; {why})",
         ))
     ok_fails = ok_ops(job.fails)
     info_fails = [op for op in job.fails if op.outcome == INFO]
-    low, high = len(ok_fails), len(ok_fails) + len(info_fails)
+    low = len(certainly_after_revivals(job, ok_fails))
+    high = len(ok_fails) + len(info_fails)
     if fails is not None and not low <= fails <= high:
         found.append(Violation(
             "attempts-out-of-bounds", job.job_id, ids(*ok_fails, *info_fails),
             f"job {job.job_id} shows fails {fails}, outside [{low}, {high}] "
-            f"({low} ok fails, {high - low} indeterminate ones)",
+            f"({len(ok_fails)} ok fails, {low} of them after every retry; "
+            f"{len(info_fails)} indeterminate ones)",
         ))
     return found
 def state_mismatches(job: JobOps, read: ReadBack | None) -> list[Violation]:
@@ -403,14 +451,16 @@ def slow_to_serve(serve_times: Iterable[tuple[str, float | None]] | Mapping[str,
 
 def check_job(job: JobOps, read: ReadBack | None,
               unanswered_leases: UnansweredLeases = UnansweredLeases(),
-              log: JobLog | None = None) -> list[Violation]:
-    """Every rule on one job; the log-time ones only when ``log`` is given."""
+              log: JobLog | None = None,
+              upstreams: frozenset[tuple[bool, bytes]] = frozenset()) -> list[Violation]:
+    """Every rule on one job; the log-time ones only when ``log`` is given.
+    ``upstreams``: the failures its upstreams may have handed it (readrules.py)."""
     found = [
         *read_back_unknown(read),
         *lost_add_at_read_back(job, read),
         *lost_add_seen_live(job),
         *undone_deletes(job, read),
-        *result_mismatches(job, read, log, unanswered_leases),
+        *result_mismatches(job, read, log, unanswered_leases, upstreams),
         *stale_reads(job),
         *alive_after_delete(job),
         *double_grants(job),
@@ -452,8 +502,9 @@ def check(
     fewer than ``min_ok_ops`` acknowledged ops did not start (a campaign asks for 1)."""
     ops = sorted(history_ops, key=lambda op: op.index)
     reads = read_back if isinstance(read_back, Mapping) else {r.job_id: r for r in read_back}
-    jobs = group_by_job(ops)
+    jobs = group_by_job(ops, slot_recurs(ops))
     unanswered = leases_without_answer(ops)
+    last_s = max((op.return_s or op.invoke_s for op in ops), default=0.0)
     violations: list[Violation] = run_not_started(ops, min_ok_ops)
     job_ids = set(jobs) | set(reads)
     if log is not None:
@@ -461,13 +512,16 @@ def check(
         job_ids |= {j for j in log.jobs if j not in known}
     for job_id in sorted(job_ids):
         job = jobs.get(job_id, JobOps(job_id))
-        job_log = None if log is None else log.job(_log_key(job_id))
-        violations += check_job(job, reads.get(job_id), unanswered, job_log)
+        key = _log_key(job_id)
+        # a job the log was not read for (a recurrence's slot job the campaign did not
+        # ask about) is judged without it: an empty log there proves nothing
+        job_log = log.job(key) if log is not None and log.covers(key) else None
+        violations += check_job(job, reads.get(job_id), unanswered, job_log,
+                                upstream_results(jobs, job, last_s))
     violations += digest_mismatch(live_digest, log_digest)
     violations += slow_to_serve(serve_times, serve_bound_s)
     order = {kind: n for n, kind in enumerate(VIOLATION_KINDS)}
     violations.sort(key=lambda v: (order[v.kind], v.job_id or "", v.ops))
-    from .workload_rules import check_workload  # it imports this module: not at the top
     return check_workload(ops, reads, violations)
 
 

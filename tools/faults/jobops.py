@@ -1,10 +1,13 @@
 """A run's ops grouped per job (the checker's rules judge one job at a time), and the
 small facts the rules share: which ops may have taken effect, which prove the job
 existed, which fails may have left retries, which leases may have spent an attempt
-unseen.
+unseen, which ops may have run a FAILED job again.
 
 Job ids are unique per creating op (the load draws fresh UUIDs), so a job's ops never
-mix two incarnations of one id."""
+mix two incarnations of one id. A ``retry`` does not make a new incarnation: the job
+keeps its id and TTL, and only its attempts, fails and result start afresh
+(docs/workflows.md, "retry"). Every rule that takes a final fail as final for good asks
+``revived_between`` first."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import math
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .history import CREATES, FAIL, INFO, OK, Op
 
@@ -28,6 +31,7 @@ class Creation:
     ttl_ms: int | None
     payload: bytes | None
     max_fails: int | None = None  # None: the default, 0 (every fail is final)
+    after: tuple[str, ...] = ()  # a dependent's upstreams (docs/workflows.md, "Dependencies")
 
     @property
     def earliest_expiry_s(self) -> float:
@@ -53,6 +57,10 @@ class JobOps:
     deletes: tuple[Op, ...] = ()
     results: tuple[Op, ...] = ()  # result ops and runs: both reply with a result
     inspects: tuple[Op, ...] = ()
+    # ok or info ops that may have run the job again when FAILED (``revivals``): its
+    # retries, the retry-groups of a group it may have failed into, and its upstreams'
+    # (a retried upstream retries the dependents it failed, docs/workflows.md, "retry")
+    revivals: tuple[Op, ...] = ()
 
     @property
     def made_by_run(self) -> bool:
@@ -66,6 +74,10 @@ class JobOps:
     def earliest_expiry_s(self) -> float:
         return min((c.earliest_expiry_s for c in self.creations), default=math.inf)
 
+    @property
+    def after(self) -> tuple[str, ...]:
+        return next((c.after for c in self.creations if c.after), ())
+
 
 # --- grouping -------------------------------------------------------------------------
 
@@ -78,8 +90,16 @@ def creations_of(op: Op) -> list[tuple[str, Creation]]:
     if op.kind in CREATES and op.job_id is not None:
         queue = op.args.queues[0] if op.args.queues else ""
         return [(op.job_id, Creation(op, queue, op.args.ttr_ms, op.args.ttl_ms,
-                                     op.args.payload, op.args.max_fails))]
+                                     op.args.payload, op.args.max_fails, op.args.after))]
     return []
+
+
+def server_creation(recur: Op) -> Creation:
+    """What a ``recur`` op gives each job its recurrence adds (the server creates a
+    slot's job when the slot fires, docs/workflows.md, "recur"; no op of ours does)."""
+    queue = recur.args.queues[0] if recur.args.queues else ""
+    return Creation(recur, queue, recur.args.ttr_ms, recur.args.ttl_ms, recur.args.payload,
+                    recur.args.max_fails)
 
 
 _SLOT_OF_KIND = {"touch": "touches", "complete": "completes", "fail": "fails",
@@ -87,9 +107,15 @@ _SLOT_OF_KIND = {"touch": "touches", "complete": "completes", "fail": "fails",
                  "inspect": "inspects"}
 
 
-def group_by_job(ops: Iterable[Op]) -> dict[str, JobOps]:
+def group_by_job(ops: Iterable[Op],
+                 recurs_by_slot: Mapping[str, Sequence[Op]] | None = None) -> dict[str, JobOps]:
+    """The ops of each job. ``recurs_by_slot``: the recur ops that may have defined
+    each recurrence slot's job (workload_rules.slot_recurs): a job of the run that is a
+    slot's is created by them."""
+    ordered = sorted(ops, key=lambda op: op.index)
     slots: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for op in sorted(ops, key=lambda op: op.index):
+    retries: dict[str, list[Op]] = defaultdict(list)
+    for op in ordered:
         for job_id, creation in creations_of(op):
             slots[job_id]["creations"].append(creation)
         if op.kind == "lease":
@@ -97,8 +123,52 @@ def group_by_job(ops: Iterable[Op]) -> dict[str, JobOps]:
                 slots[op.reply.job_id]["grants"].append(op)
         elif op.kind in _SLOT_OF_KIND and op.job_id is not None:
             slots[op.job_id][_SLOT_OF_KIND[op.kind]].append(op)
-    return {job_id: JobOps(job_id, **{k: tuple(v) for k, v in by_kind.items()})
+        elif op.kind == "retry" and op.job_id is not None and may_have_effect(op):
+            retries[op.job_id].append(op)
+    for job_id, recurs in (recurs_by_slot or {}).items():
+        if job_id in slots:
+            slots[job_id]["creations"] += [server_creation(r) for r in recurs]
+    jobs = {job_id: JobOps(job_id, **{k: tuple(v) for k, v in by_kind.items()})
             for job_id, by_kind in slots.items()}
+    groups = [op for op in ordered if op.kind == "retry-group" and may_have_effect(op)]
+    own = {job_id: [*retries.get(job_id, ()), *_group_retries(job, groups)]
+           for job_id, job in jobs.items()}
+    return {job_id: replace(job, revivals=_revivals(job_id, jobs, own))
+            for job_id, job in jobs.items()}
+
+
+# The groups a job may be in without a fail naming one (docs/workflows.md, "Failure
+# groups and retry"): a retry-group of one of them may retry any job.
+IMPLICIT_GROUPS = frozenset({"failed", "attempts-exhausted", "upstream-failed"})
+
+
+def _group_retries(job: JobOps, groups: Sequence[Op]) -> list[Op]:
+    """The retry-groups that may have retried the job: of a group a fail of it (ok or
+    info, invoked before the retry-group's effect may land) named, or of a group a job
+    may be in without a fail naming it."""
+    found = []
+    for group in groups:
+        if group.args.group in IMPLICIT_GROUPS or any(
+                may_have_effect(f) and f.args.group == group.args.group
+                and f.invoke_s < group.latest_effect_s for f in job.fails):
+            found.append(group)
+    return found
+
+
+def _revivals(job_id: str, jobs: Mapping[str, JobOps],
+              own: Mapping[str, Sequence[Op]]) -> tuple[Op, ...]:
+    """The job's own revivals and every upstream's, down the graph (cycle-safe)."""
+    found: dict[int, Op] = {}
+    seen, todo = set(), [job_id]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        found.update((op.index, op) for op in own.get(current, ()))
+        job = jobs.get(current)
+        todo += list(job.after) if job is not None else []
+    return tuple(sorted(found.values(), key=lambda op: op.index))
 
 
 @dataclass(frozen=True)
@@ -180,12 +250,36 @@ def fails_may_retry(job: JobOps) -> bool:
     return limit is None or limit >= 2
 
 
+def revived_between(job: JobOps, after_s: float, before_s: float | None) -> bool:
+    """Whether a revival of the job (a retry, ok or info) may have taken effect after
+    ``after_s`` and before ``before_s`` (None: no bound): invoked before ``before_s``,
+    its effect possible after ``after_s``."""
+    end = math.inf if before_s is None else before_s
+    return any(r.invoke_s < end and r.latest_effect_s > after_s for r in job.revivals)
+
+
 def final_fails(job: JobOps) -> list[Op]:
-    """Ok fails that certainly left the job FAILED: the k-th ok fail in return order,
-    k >= max-fails (fails only grow, and each ok fail counted one)."""
+    """Ok fails that certainly left the job FAILED when they returned: at least
+    max-fails ok fails (this one among them) returned by then with no revival that may
+    have landed between one's invoke and this one's return, so all counted in one run
+    of the job (fails only grow inside it; each ok fail counted one; a retry sets them
+    to 0). A final fail stays final only until a revival: see ``revived_between``."""
     limit = max_fails_of(job)
     if limit is None:
         return []
     acknowledged = sorted((op for op in ok_ops(job.fails) if op.return_s is not None),
                           key=lambda op: op.return_s or 0.0)
-    return [op for n, op in enumerate(acknowledged, 1) if n >= max(limit, 1)]
+    final = []
+    for fail in acknowledged:
+        same_run = [f for f in acknowledged if (f.return_s or 0.0) <= (fail.return_s or 0.0)
+                    and not revived_between(job, f.invoke_s, fail.return_s)]
+        if len(same_run) >= max(limit, 1):
+            final.append(fail)
+    return final
+
+
+def certainly_after_revivals(job: JobOps, ops: Iterable[Op]) -> list[Op]:
+    """The ops invoked after every revival of the job surely took effect (what a
+    retry's fresh counts include for sure)."""
+    last = max((r.latest_effect_s for r in job.revivals), default=-math.inf)
+    return [op for op in ops if op.invoke_s >= last]

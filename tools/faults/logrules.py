@@ -17,8 +17,10 @@ the promise is caught, not echoed:
   an accepted timeout, release, complete, fail (with or without retries left), delete,
   or expiry; a touch keeps it running.
 - **log-grant-after-end**: an accepted start-attempt after the job ended: completed,
-  failed for good (a final fail, attempts exhausted, a last attempt timed out), deleted
-  or expired, with no accepted retry (or new add of the id) since. A final job is never
+  failed for good (a final fail, attempts exhausted, a last attempt timed out, an
+  upstream that ended uncompleted), deleted or expired, with no accepted retry (a
+  ``Retry`` record, or an upstream's retry that retried this job) or new add of the id
+  since (``reopens``). A final job is never
   ready again; a removed one is absent.
 - **log-grant-before-ready**: an accepted start-attempt stamped before the job could be
   ready: before its schedule time, or before the backoff wait of a return (a fail with
@@ -59,7 +61,7 @@ from dataclasses import dataclass
 
 from eventq.core.commands import Retry, Schedule, Touch
 from eventq.core.events import EventType
-from eventq.core.job import retry_wait_ms
+from eventq.core.job import State, retry_wait_ms
 
 from .history import OK, Op
 from .logview import JobLog, LogEntry
@@ -70,7 +72,8 @@ E = EventType  # event names below are EventType members' names
 LEASE_ENDS = frozenset(e.name for e in (
     E.ATTEMPT_TIMED_OUT, E.ATTEMPT_RELEASED, E.COMPLETED, E.FAILED, E.FAIL_RETRIED,
     E.DELETED, E.EXPIRED))
-FINAL = frozenset(e.name for e in (E.COMPLETED, E.FAILED, E.ATTEMPTS_EXHAUSTED))
+FINAL = frozenset(e.name for e in (E.COMPLETED, E.FAILED, E.ATTEMPTS_EXHAUSTED,
+                                   E.UPSTREAM_FAILED))
 REMOVED = frozenset(e.name for e in (E.DELETED, E.EXPIRED))
 REOPENS = frozenset(e.name for e in (E.RETRIED, E.UPSTREAM_RETRIED, E.ADDED))
 RETURNS = frozenset({E.FAIL_RETRIED.name})  # and a requeued timeout
@@ -101,6 +104,19 @@ class _Walk:
     ready_ms: int = 0
     ready_why: str = "its add"
     returns: int = 0
+
+
+def reopens(entry: LogEntry) -> bool:
+    """Whether an accepted entry starts the job afresh (attempts, fails and returns 0,
+    not ended): an add (a recurrence's slot job is one: the processor writes the
+    slot's add, docs/workflows.md, "recur"), a retry (a ``Retry`` record,
+    docs/workflows.md, "retry"), or an upstream's retry that did retry this dependent
+    (one with another ended upstream stays FAILED: then the job after it still is)."""
+    if not entry.accepted or entry.event not in REOPENS:
+        return False
+    if entry.event == E.UPSTREAM_RETRIED.name:
+        return entry.job_after is None or entry.job_after.state is not State.FAILED
+    return True
 
 
 def _violation(kind: str, log: JobLog, message: str) -> Violation:
@@ -166,7 +182,7 @@ def _after(walk: _Walk, entry: LogEntry, log: JobLog, backoff_ms: int) -> None:
             walk.ready_ms = max(walk.ready_ms,
                                 entry.at_ms + retry_wait_ms(backoff_ms, walk.returns))
             walk.ready_why = f"return {walk.returns} at position {entry.position}, backoff"
-    if event in REOPENS:
+    if reopens(entry):
         walk.ended_by, walk.returns = None, 0
         walk.ready_ms, walk.ready_why = entry.at_ms, f"{event} at position {entry.position}"
         if event == E.ADDED.name and isinstance(entry.command, Schedule):
@@ -278,5 +294,5 @@ def history_against_log(grants: Sequence[Op], others: Iterable[Op],
     return found + unexplained_grants(grants, matched, log)
 
 
-__all__ = ["LOG_KINDS", "log_violations", "anchor_entry", "anchors", "unreleased_grants",
+__all__ = ["LOG_KINDS", "reopens", "log_violations", "anchor_entry", "anchors", "unreleased_grants",
            "unexplained_grants", "history_against_log"]

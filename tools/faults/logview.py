@@ -106,12 +106,19 @@ class JobLog:
 
 @dataclass(frozen=True)
 class LogView:
-    """Every job's ``JobLog`` (by the job id's text), as read to the log's end."""
+    """Every job's ``JobLog`` (by the job id's text), as read to the log's end.
+    ``asked``: the jobs it was read for (None: every job of the log); a job outside
+    them has no log here, which says nothing about the log."""
 
     jobs: Mapping[str, JobLog] = field(default_factory=dict)
+    asked: frozenset[str] | None = None
 
     def job(self, job_id: str) -> JobLog:
         return self.jobs.get(job_id, JobLog(job_id))
+
+    def covers(self, job_id: str) -> bool:
+        """Whether the view was read for the job (its commands are all here)."""
+        return self.asked is None or job_id in self.asked or job_id in self.jobs
 
 
 def commands_of_records(records: Iterable[Record]) -> list[LogCommand]:
@@ -178,7 +185,8 @@ def log_view(commands: Iterable[LogCommand], job_ids: Iterable[str] | None = Non
     for command in commands:
         if wanted is None or command.job_id in wanted:
             by_job[command.job_id].append(command)
-    return LogView({job_id: fold_job(job_id, cmds) for job_id, cmds in by_job.items()})
+    return LogView({job_id: fold_job(job_id, cmds) for job_id, cmds in by_job.items()},
+                   None if wanted is None else frozenset(wanted))
 
 
 def read_log(bootstrap: str, commands_topic: str,

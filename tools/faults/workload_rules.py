@@ -67,12 +67,14 @@ process can see at that moment, and which jobs are ready then (adds that are inf
 grants that were not answered, backoffs counted from broker times, partitions moving
 during faults) is not known to a client, so no history proves an inversion soundly.
 
-``check_workload`` also drops the core rules' violations that the workload's own
-features explain (``explained``): a retry resets ``attempts`` and ``fails`` (so
-attempts-out-of-bounds means nothing for a job that may have been retried); a dependent
-failed by its upstream has the result ``upstream <id> <reason>``, which no complete or
-fail sent (result-mismatch); a recurrence's job is created by the server, not by an op
-(phantom-grant).
+The core rules (checker.py) know the workload's features themselves, so nothing here
+drops a core violation: a retry (or a retry-group, or an upstream's retry) makes a
+FAILED job run again, which every core rule asks (jobops.py ``revived_between``;
+attempts and fails are bounded per run since the last retry); a dependent failed by
+its upstream may have the result ``upstream <id> <reason>`` when that upstream may
+have ended so (readrules.py ``upstream_results``); a recurrence's slot job is created
+by the server, from its ``recur`` (``slot_recurs``: its queue, TTR and payload are the
+recur's).
 """
 
 from __future__ import annotations
@@ -85,7 +87,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .checker import Violation
 from .history import (
     COMPLETED,
     CREATES,
@@ -98,6 +99,7 @@ from .history import (
     Op,
     ReadBack,
 )
+from .violation import Violation
 
 CLAIM_SLACK_S = 20.0  # a lease's TTR starts before its client gives up (op margin + wait)
 DUE_SLACK_S = 5.0  # a job due this long before the drain's end was surely leased in it
@@ -111,7 +113,6 @@ WORKLOAD_VIOLATION_KINDS = (
     "wrong-inputs", "slot-refired", "slot-outside-recurrence", "grant-while-paused",
     "retry-of-unfailed", "retry-group-overcount",
 )
-EXPLAINED_KINDS = ("attempts-out-of-bounds", "result-mismatch", "phantom-grant")
 
 
 def _may(op: Op) -> bool:
@@ -418,16 +419,35 @@ def recurrence_slots(ops: Sequence[Op]) -> dict[str, Slot]:
     last_s = max((op.return_s or op.invoke_s for op in ops), default=0.0)
     slots: dict[str, Slot] = {}
     for op in ops:
-        if op.kind != "recur" or not _may(op) or not op.args.every_ms or op.args.wall_s is None:
-            continue
-        every_s = op.args.every_ms / 1000
-        first = math.floor((op.args.wall_s - SLOT_LOOKBACK_S) / every_s) - 1
-        last = math.ceil((op.args.wall_s + last_s - op.invoke_s) / every_s) + 2
-        for n in range(first, last + 1):
+        for n in _slot_numbers(op, last_s):
             # the earliest recur that may have defined it (a repeated one is later)
-            slots.setdefault(slot_job_id(op.args.name or "", op.args.every_ms, n),
-                             Slot(op, n, n * every_s))
+            every_ms = op.args.every_ms or 0
+            slots.setdefault(slot_job_id(op.args.name or "", every_ms, n),
+                             Slot(op, n, n * every_ms / 1000))
     return slots
+
+
+def slot_recurs(ops: Sequence[Op]) -> dict[str, list[Op]]:
+    """Every slot id the run's recurrences may have fired (as ``recurrence_slots``
+    reckons them), with every recur op (ok or info) that may have defined it: the
+    server creates the slot's job from the definition (docs/workflows.md, "recur")."""
+    last_s = max((op.return_s or op.invoke_s for op in ops), default=0.0)
+    found: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        for n in _slot_numbers(op, last_s):
+            found[slot_job_id(op.args.name or "", op.args.every_ms or 0, n)].append(op)
+    return dict(found)
+
+
+def _slot_numbers(op: Op, last_s: float) -> range:
+    """The slots a recur op may have fired: from ``SLOT_LOOKBACK_S`` before its wall
+    clock to the run's last op (its wall clock estimated from the recur's)."""
+    if op.kind != "recur" or not _may(op) or not op.args.every_ms or op.args.wall_s is None:
+        return range(0)
+    every_s = op.args.every_ms / 1000
+    first = math.floor((op.args.wall_s - SLOT_LOOKBACK_S) / every_s) - 1
+    last = math.ceil((op.args.wall_s + last_s - op.invoke_s) / every_s) + 2
+    return range(first, last + 1)
 
 
 def _wall_of(op: Op, moment_s: float) -> float | None:
@@ -543,67 +563,26 @@ def retry_group_overcounts(index: Index) -> list[Violation]:
     return found
 
 
-# --- the core rules' violations the workload explains ---------------------------------
-
-
-def _may_end_uncompleted(index: Index, job_id: str, depth: int = 0) -> bool:
-    """Whether an upstream may have failed, been deleted, expired (before the run's last
-    op) or never existed: then its dependents may be FAILED in upstream-failed."""
-    made = index.creations.get(job_id, ())
-    if depth > 100 or not any(op.outcome == OK for op in made):
-        return True
-    if any(_may(op) for kind in ("fail", "delete") for op in index.of(job_id, kind)):
-        return True
-    last_s = max((op.return_s or op.invoke_s for op in index.ops), default=0.0)
-    if earliest_expiry_s(made, job_id) < last_s:
-        return True
-    return any(_may_end_uncompleted(index, up, depth + 1) for up in index.after(job_id))
-
-
-def retried_jobs(index: Index) -> set[str]:
-    """Jobs a retry or a retry-group may have run again (their counts start afresh)."""
-    groups = {op.args.group for op in index.ops if op.kind == "retry-group" and _may(op)}
-    jobs = set()
-    for job_id, kinds in index.by_job.items():
-        if any(_may(op) for op in kinds.get("retry", ())):
-            jobs.add(job_id)
-        if any(_may(op) and op.args.group in groups for op in kinds.get("fail", ())):
-            jobs.add(job_id)
-    return jobs
-
-
-def explained(violation: Violation, index: Index, retried: set[str],
-              slots: Mapping[str, Slot]) -> bool:
-    job_id = violation.job_id
-    if job_id is None or violation.kind not in EXPLAINED_KINDS:
-        return False
-    if violation.kind == "attempts-out-of-bounds":
-        return job_id in retried
-    if violation.kind == "result-mismatch":
-        return any(_may_end_uncompleted(index, up) for up in index.after(job_id))
-    return job_id in slots  # phantom-grant
+# --- the whole workload check ---------------------------------------------------------
 
 
 def check_workload(ops: Iterable[Op], reads: Mapping[str, ReadBack] | Iterable[ReadBack],
                    core: Sequence[Violation]) -> list[Violation]:
-    """The core violations the workload does not explain, then this module's."""
+    """The core rules' violations (``core``, kept as they are), then this module's."""
     ops = list(ops)
     reads = reads if isinstance(reads, Mapping) else {r.job_id: r for r in reads}
     index = index_ops(ops)
-    retried, slots = retried_jobs(index), recurrence_slots(index.ops)
-    kept = [v for v in core if not explained(v, index, retried, slots)]
     order = {kind: n for n, kind in enumerate(WORKLOAD_VIOLATION_KINDS)}
     own = [*liveness(ops, reads), *early_releases(index), *wrong_inputs(index),
            *slot_violations(index), *grants_while_paused(index), *retries_of_unfailed(index),
            *retry_group_overcounts(index)]
-    return kept + sorted(own, key=lambda v: (order[v.kind], v.job_id or "", v.ops))
+    return [*core] + sorted(own, key=lambda v: (order[v.kind], v.job_id or "", v.ops))
 
 
 __all__ = [
     "CLAIM_SLACK_S", "DUE_SLACK_S", "WALL_TOLERANCE_S", "WORKLOAD_VIOLATION_KINDS",
-    "EXPLAINED_KINDS", "Index", "index_ops", "parse_time", "earliest_expiry_s", "liveness",
+    "Index", "index_ops", "parse_time", "earliest_expiry_s", "liveness",
     "early_releases", "input_entries", "wrong_inputs", "slot_job_id", "recurrence_slots",
     "slot_violations", "grants_while_paused", "retries_of_unfailed",
-    "retry_group_overcounts", "retried_jobs",
-    "explained", "check_workload",
+    "retry_group_overcounts", "slot_recurs", "check_workload",
 ]

@@ -529,6 +529,8 @@ class ModelJob:
     fails: int = 0
     result: tuple[bool, bytes] | None = None
     deadline: float = math.inf
+    group: str | None = None  # a FAILED job's failure group
+    failed_seq: int = 0  # the order of failures (retry-group takes the oldest first)
 
     @property
     def final(self) -> bool:
@@ -544,9 +546,11 @@ class ModelJob:
 @dataclass
 class Model:
     """A correct queue, one command at a time: one job table, leases with TTR, TTL,
-    complete/fail (retrying while fails < max-fails), delete, touch, result, inspect."""
+    complete/fail (retrying while fails < max-fails), delete, touch, result, inspect,
+    and retry and retry-group of FAILED jobs (docs/workflows.md, "retry")."""
 
     jobs: dict[str, ModelJob] = field(default_factory=dict)
+    failures: int = 0
 
     def advance(self, now: float) -> None:
         for job_id, job in list(self.jobs.items()):
@@ -578,7 +582,7 @@ class Model:
         job.state, job.result, job.deadline = COMPLETED, (True, result), math.inf
         return "+OK"
 
-    def fail(self, job_id, result) -> str:
+    def fail(self, job_id, result, group=None) -> str:
         job = self.jobs.get(job_id)
         if job is None:
             return "-NOT-FOUND"
@@ -589,6 +593,23 @@ class Model:
             job.state, job.deadline = PENDING, math.inf
         else:
             job.state, job.result, job.deadline = FAILED, (False, result), math.inf
+            self.failures += 1
+            job.group, job.failed_seq = group or "failed", self.failures
+        return "+OK"
+
+    def retry(self, job_id, now, delay_s=0.0) -> str:
+        job = self.jobs.get(job_id)
+        if job is None or job.state != FAILED:
+            return "-NOT-FOUND"
+        job.state, job.attempts, job.fails, job.result, job.group = NEW, 0, 0, None, None
+        job.ready_at = now + delay_s if delay_s else min(job.ready_at, now)
+        return "+OK"
+
+    def retry_group(self, group, count, now) -> str:
+        failed = sorted((j for j in self.jobs.values() if j.state == FAILED
+                         and j.group == group), key=lambda j: j.failed_seq)
+        for job in failed[:count]:
+            self.retry(job.job_id, now)
         return "+OK"
 
     def delete(self, job_id) -> str:
@@ -653,7 +674,8 @@ class Simulation:
     the effect (info, no return), a definite not-written (fail, no effect), or an
     indeterminate error whose effect lands at a later step (info with a return)."""
 
-    def __init__(self, pick: Choices, model: Model | None = None) -> None:
+    def __init__(self, pick: Choices, model: Model | None = None, single: bool = False) -> None:
+        self.single = single  # one job only: every op after its add is about it
         self.pick = pick
         self.model = model or Model()
         self.now = 0.0
@@ -791,8 +813,26 @@ class Simulation:
     def complete_or_fail(self, kind) -> None:
         job_id = self.some_job()
         result = self.unique(kind)
-        act = self.model.complete if kind == "complete" else self.model.fail
-        self.write(kind, job_id, Args(result=result), lambda: act(job_id, result))
+        if kind == "complete":
+            self.write(kind, job_id, Args(result=result),
+                       lambda: self.model.complete(job_id, result))
+            return
+        group = self.pick.one_of((None, None, "g"))
+        self.write(kind, job_id, Args(result=result, group=group),
+                   lambda: self.model.fail(job_id, result, group))
+
+    def retry(self) -> None:
+        """Mostly a job that is FAILED now (what an operator retries), else any."""
+        failed = sorted(j.job_id for j in self.model.jobs.values() if j.state == FAILED)
+        job_id = self.pick.one_of(failed) if failed and self.pick.boolean() else self.some_job()
+        delay_ms = self.pick.one_of((0, 0, 500))
+        self.write("retry", job_id, Args(delay_ms=delay_ms or None),
+                   lambda: self.model.retry(job_id, self.now, delay_ms / 1000))
+
+    def retry_group(self) -> None:
+        count = self.pick.integer(1, 3)
+        self.write("retry-group", None, Args(group="g", count=count),
+                   lambda: self.model.retry_group("g", count, self.now))
 
     def delete(self) -> None:
         job_id = self.some_job()
@@ -826,8 +866,11 @@ class Simulation:
             self.later.pop(0)()  # an indeterminate op's effect lands now
             return
         choices = ["add", "add", "schedule", "bulk", "run", "lease", "lease", "lease"]
+        if self.single:
+            choices = ["add"] if not self.created else ["lease", "lease", "lease"]
         if self.created:
-            choices += ["complete", "complete", "fail", "delete", "touch", "result", "inspect"]
+            choices += ["complete", "complete", "fail", "fail", "delete", "touch", "result",
+                        "inspect", "retry", "retry", "retry-group"]
         if self.open_runs:
             choices += ["finish run"]
         action = self.pick.one_of(choices)
@@ -845,6 +888,10 @@ class Simulation:
             self.complete_or_fail(action)
         elif action == "delete":
             self.delete()
+        elif action == "retry":
+            self.retry()
+        elif action == "retry-group":
+            self.retry_group()
         elif action == "touch":
             self.touch()
         else:
@@ -892,6 +939,19 @@ def test_histories_of_a_correct_queue_have_no_violations(data):
     assert [op_from_json(op_to_json(op)) for op in history] == history
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_histories_of_one_job_failed_and_retried_have_no_violations(data):
+    """One job, every op about it: fails (final ones too), retries and retry-groups that
+    may land late or never, grants after them, reads of every kind."""
+    simulation = Simulation(Choices(data.draw), single=True)
+    for _ in range(data.draw(st.integers(1, 60))):
+        simulation.step()
+    reads = simulation.read_back()
+    violations = check(simulation.history(), reads)
+    assert violations == [], violations_text(violations)
+
+
 def test_the_model_test_sees_every_kind_of_op_and_outcome():
     """The generator reaches what the rules look at (else the test above proves little)."""
     seen: set[tuple[str, str]] = set()
@@ -901,7 +961,8 @@ def test_the_model_test_sees_every_kind_of_op_and_outcome():
             simulation.step()
         simulation.read_back()
         seen.update((op.kind, op.outcome) for op in simulation.history())
-    for kind in ("add", "schedule", "bulk", "lease", "complete", "fail", "delete", "touch"):
+    for kind in ("add", "schedule", "bulk", "lease", "complete", "fail", "delete", "touch",
+                 "retry", "retry-group"):
         assert {(kind, OK), (kind, INFO)} <= seen, kind
     assert {("run", OK), ("run", FAIL), ("result", OK), ("inspect", OK),
             ("inspect", FAIL), ("lease", FAIL)} <= seen
@@ -945,7 +1006,7 @@ class ForgetsCompletes(Model):
 class ForgetsFinalFails(Model):
     """A fail with no retries left returns the job to PENDING as if it had some."""
 
-    def fail(self, job_id, result):
+    def fail(self, job_id, result, group=None):
         job = self.jobs.get(job_id)
         if job is None:
             return "-NOT-FOUND"
@@ -954,6 +1015,16 @@ class ForgetsFinalFails(Model):
         job.fails += 1
         job.state, job.deadline = PENDING, math.inf
         return "+OK"
+
+
+class RetriesCompletedJobs(Model):
+    """A retry runs a COMPLETED job again, as if it had FAILED."""
+
+    def retry(self, job_id, now, delay_s=0.0):
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == COMPLETED:
+            job.state = FAILED
+        return super().retry(job_id, now, delay_s)
 
 
 class GarblesResults(Model):
@@ -979,6 +1050,8 @@ class CountsNoAttempts(Model):
     (ForgetsFinalFails, "grant-after-end"),
     (ForgetsFinalFails, "stale-read"),
     (GarblesResults, "result-mismatch"),
+    (RetriesCompletedJobs, "grant-after-end"),
+    (RetriesCompletedJobs, "retry-of-unfailed"),
     (CountsNoAttempts, "attempts-out-of-bounds"),
 ])
 def test_a_broken_queue_is_caught(model, expected):

@@ -83,6 +83,93 @@ def test_a_grant_after_the_job_ended_is_reported(end):
     assert kinds(log.fold()) == []
 
 
+def test_a_grant_after_a_final_fail_and_a_retry_is_fine_and_without_the_retry_is_not():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.fail(20)  # -max-fails 0: FAILED
+    log.retry(30)
+    log.start(40, 1)  # attempts start afresh
+    folded = log.fold()
+    assert [e.event for e in folded.entries] == [
+        "ADDED", "ATTEMPT_STARTED", "FAILED", "RETRIED", "ATTEMPT_STARTED"]
+    assert kinds(folded) == []
+    refused = forged(log, "ADDED", "ATTEMPT_STARTED", "FAILED", None, "ATTEMPT_STARTED")
+    assert kinds(refused) == ["log-grant-after-end"]
+
+
+def test_a_retry_with_a_delay_is_ready_only_after_it():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.fail(20)
+    log.retry(30, delay_ms=500)
+    log.start(100, 1)
+    log.start(530, 1)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "FAILED", "RETRIED",
+                        "ATTEMPT_STARTED", None)) == ["log-grant-before-ready"]
+    assert kinds(log.fold()) == []
+    assert [e.outcome for e in log.fold().entries][-2:] == ["ignored", "accepted"]
+
+
+def test_a_dependent_an_upstream_failed_has_ended():
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.fail(20)  # stands for the upstream's notice: a broken core accepted it so
+    log.start(30, 1)
+    assert kinds(forged(log, "ADDED", "UPSTREAM_FAILED", "ATTEMPT_STARTED")) == [
+        "log-grant-after-end"]
+    assert kinds(forged(log, "ADDED", "UPSTREAM_RETRIED", "ATTEMPT_STARTED")) == []
+
+
+def test_a_recurrence_slot_job_starts_with_the_add_its_slot_wrote():
+    """A fire writes its slot's add (eventq/core/recurrence.py): the job's log begins
+    there, as any added job's; a second fire of the slot is a Duplicate job."""
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000)
+    log.start(10, 1)
+    log.complete(20)
+    log.add(2000, ttr_ms=1000)  # the slot fired again: refused while the job lives
+    log.start(2010, 2)
+    folded = log.fold()
+    assert [e.outcome for e in folded.entries] == [
+        "accepted", "accepted", "accepted", "rejected", "ignored"]
+    assert kinds(folded) == []
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "COMPLETED", None,
+                        "ATTEMPT_STARTED")) == ["log-grant-after-end"]
+
+
+def test_attempts_are_bounded_by_the_log_since_the_last_retry():
+    log = JobLogBuilder()
+    log.add(0)
+    log.start(150, 1)
+    log.fail(250)
+    log.retry(350)
+    log.start(550, 1)
+    h, job = _history_of(log)
+    h.add(job, (0, 0.1))
+    h.lease(job, (0.1, 0.2))
+    h.fail(job, (0.2, 0.3))
+    h.retry(job, (0.3, 0.4))
+    h.lease(job, (0.5, 0.6))
+    assert check(h.ops, [found(job, state=LEASED, attempts=1)], log=log.view()) == []
+    v = only(check(h.ops, [found(job, state=LEASED, attempts=2)], log=log.view()),
+             "attempts-out-of-bounds")
+    assert "up to attempt 1" in v.message
+
+
+def test_a_grant_of_a_job_the_log_was_not_read_for_is_not_judged_by_it():
+    slot = JobLogBuilder()  # a recurrence's slot job: no op of ours created it
+    other = JobLogBuilder()
+    other.add(0)
+    h, job = _history_of(slot)
+    h.lease(job, (0.1, 0.2))
+    asked = log_view(other.commands, [other.job_id])
+    assert "unexplained-grant" not in [v.kind for v in check(h.ops, log=asked)]
+    everything = log_view(other.commands)  # read for every job: its log is empty
+    assert "unexplained-grant" in [v.kind for v in check(h.ops, log=everything)]
+
+
 def test_a_grant_after_the_last_attempt_timed_out_is_reported():
     log = JobLogBuilder()
     log.add(0, ttr_ms=1000)
@@ -160,7 +247,8 @@ def test_a_job_without_ttl_never_expires():
 # --- random legal logs ----------------------------------------------------------------
 
 ACTIONS = ("start",) * 6 + ("timeout",) * 4 + ("release", "touch", "touch", "complete",
-                                              "fail", "fail", "delete", "expire")
+                                              "fail", "fail", "delete", "expire", "retry",
+                                              "retry")
 
 
 def _current_attempts(log) -> int:
@@ -197,6 +285,8 @@ def legal_logs(draw):
             log.touch(now, attempt, draw(st.sampled_from((None, 100, 2000))))
         elif action in ("complete", "fail"):
             getattr(log, action)(now, result=f"{action} {len(log.commands)}".encode())
+        elif action == "retry":
+            log.retry(now, draw(st.sampled_from((0, 0, 300))))
         else:
             getattr(log, action)(now)
     return log
@@ -233,6 +323,8 @@ def clients_of(log, rng) -> History:
             getattr(h, entry.kind.lower())(log.job_id, t, result=entry.result)
         elif entry.kind == "DELETE":
             h.delete(log.job_id, t)
+        elif entry.kind == "RETRY":
+            h.retry(log.job_id, t)
     return h
 
 

@@ -85,6 +85,17 @@ def test_the_view_groups_by_job_and_keeps_only_the_run_s_jobs():
     assert view.job(two.job_id).entries == ()
 
 
+def test_the_view_says_which_jobs_it_was_read_for():
+    one, two, silent = JobLogBuilder(), JobLogBuilder(), JobLogBuilder()
+    one.add(0)
+    two.add(0)
+    view = log_view([*one.commands, *two.commands], [one.job_id, silent.job_id])
+    assert view.covers(one.job_id) and view.covers(silent.job_id)  # silent: no command
+    assert not view.covers(two.job_id)  # not asked: its commands were left out
+    everything = log_view([*one.commands, *two.commands])
+    assert everything.covers(two.job_id) and everything.covers(silent.job_id)
+
+
 def test_a_command_of_another_job_is_not_folded_into_this_one():
     one, two = JobLogBuilder(), JobLogBuilder()
     two.add(0)
