@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from .actions import Doing
 from .checker import Violation, check, summary, violations_text
 from .cluster import FaultCluster, FaultClusterError
 from .explain import explain
-from .history import Clock, HistoryWriter, Recorder
+from .history import OK, Clock, HistoryWriter, Op, Recorder
 from .load import (
     BulkTarget,
     LoadConfig,
@@ -310,6 +311,14 @@ class ClusterDidNotStart(RuntimeError):
     about eventq, unlike anything that goes wrong once the cluster is up."""
 
 
+def judged_job_ids(ops: Iterable[Op]) -> list[str]:
+    """The jobs read back: every job an op created, and every job a lease handed out (a
+    recurrence's slot jobs, which the server creates)."""
+    ops = list(ops)
+    leased = [op.job_id for op in ops if op.kind == "lease" and op.outcome == OK and op.job_id]
+    return list(dict.fromkeys([*created_job_ids(ops), *leased]))
+
+
 async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                        keep: bool = False, source: Path | None = None,
                        kinds: tuple[str, ...] | None = None) -> RunReport:
@@ -367,7 +376,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             members = sorted(cluster.members)
             ops = await drain(replace(config, ports=tuple(
                 cluster.client_ports[i] for i in members)), recorder)
-            reads = await read_back(port, created_job_ids(ops), clock=recorder.clock)
+            reads = await read_back(port, judged_job_ids(ops), clock=recorder.clock)
             for read in reads.values():
                 sink.write_read_back(read)
             live, derived = await settled_digests(port, bootstrap, commands)
