@@ -46,6 +46,7 @@ STOP_GRACE_S = 0.3
 # Then a request already on its way to an idle connection still gets its refusal, for
 # this long, before idle connections are closed.
 STOP_QUIET_S = 0.1
+STOP_POLL_S = 0.02  # how often the drain looks whether it is done
 STOPPING = ("this eventq process is stopping: nothing happened; retry (at another "
             "process of the cluster)")
 
@@ -149,7 +150,10 @@ class GatewayServer:
         waiting for its next request ends, one with a request in progress gets its reply
         and ends, and a request that arrives later is refused as retryable
         (``STOPPING``) before its connection ends. So a client never loses the reply of
-        a command this process wrote, nor a job leased to it.
+        a command this process wrote, nor a job leased to it. Other processes' requests
+        are served until the clients' are done (a peer confirms the claims this process
+        offered it, and asks for jobs this process still owns); their idle connections
+        end last.
 
         Cancelled again while any is left: Python 3.11's ``asyncio.wait_for`` drops a
         cancellation that arrives as its inner future completes (gh-86296), and a stop
@@ -165,10 +169,9 @@ class GatewayServer:
         if self._connections:
             await asyncio.sleep(STOP_QUIET_S)
         for task, connection in list(self._connections.items()):
-            if connection.reading:
+            if connection.reading and not connection.peer:
                 task.cancel()
-        if self._connections:
-            await asyncio.wait(list(self._connections), timeout=drain_s)
+        await self._drain(drain_s)
         for _ in range(STOP_CANCEL_ROUNDS):
             pending = [task for task in self._connections if not task.done()]
             if not pending:
@@ -177,6 +180,16 @@ class GatewayServer:
                 task.cancel()
             await asyncio.wait(pending, timeout=STOP_CANCEL_WAIT_S)
         log.error("%d connections did not end when cancelled", len(self._connections))
+
+    async def _drain(self, drain_s: float) -> None:
+        """Until no client connection is left and every peer's is idle, ``drain_s`` at
+        most."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + drain_s
+        while loop.time() < deadline and any(
+                not (connection.peer and connection.reading)
+                for connection in self._connections.values()):
+            await asyncio.sleep(STOP_POLL_S)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection. A client may leave while its request runs: the reply is then
@@ -215,7 +228,7 @@ class GatewayServer:
                 if parser.closed:
                     return
                 await writer.drain()
-                if self._refusing:
+                if self._refusing and not connection.peer:
                     return  # every request it sent before the stop is answered
                 connection.reading = True
                 data = await reader.read(READ_CHUNK_BYTES)
@@ -228,7 +241,7 @@ class GatewayServer:
                 return  # a bare \n: closed without a reply (docs/protocol.md, "Connections and framing")
             if writer.transport.is_closing():
                 return  # the client left while its request ran (see _serve)
-            if self._refusing:
+            if self._refusing and not connection.peer:
                 writer.write(NotWritten(STOPPING).reply)
                 await writer.drain()
                 return

@@ -99,6 +99,32 @@ def test_past_the_grace_a_request_is_refused_as_retryable_and_its_connection_clo
     run(scenario())
 
 
+def test_another_processes_requests_are_served_until_the_clients_are_done():
+    async def scenario():
+        gateway = HeldGateway()
+        gateway.release.set()
+        server, port = await serving(gateway)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"peer\r\n")
+        assert await asyncio.wait_for(reader.readline(), 10) == b"+OK\r\n"
+        client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
+        gateway.release.clear()
+        client_writer.write(DELETE)  # a client's request in progress holds the stop
+        await gateway.started.wait()
+        stop = asyncio.create_task(server.stop())
+        await asyncio.sleep(STOP_GRACE_S + 0.2)
+        writer.write(DELETE)  # a peer's, past the grace: served, not refused
+        gateway.release.set()
+        assert await asyncio.wait_for(reader.readline(), 10) == b"+OK\r\n"
+        await stop  # the client's answered and the peer's idle: done
+        assert await read_all(client_reader) == b"+OK\r\n"
+        assert await read_all(reader) == b""
+        client_writer.close()
+        writer.close()
+
+    run(scenario())
+
+
 def test_an_idle_connection_is_closed_at_once_and_a_request_after_the_stop_is_not_read():
     async def scenario():
         gateway = HeldGateway()
