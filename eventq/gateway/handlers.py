@@ -282,7 +282,10 @@ class LocalAnswers:
         if job is None:
             raise NotFound()
         if not is_final(job):
-            done, job = await self._wait_final(request.id, request.wait_timeout_ms / MS)
+            # A stopping process ends the wait with -TIMEOUT (docs/operations.md,
+            # "Planned restarts"): the client asks again, at another process.
+            done, job = await self.leasing.unless_stopping(
+                self._wait_final(request.id, request.wait_timeout_ms / MS), (False, None))
             if not done:
                 raise Timeout()
             if job is None:

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import TypeVar, cast
 
 from eventq import core
 from eventq.core import AttemptStarted, Command, Job, State
@@ -32,6 +32,8 @@ from eventq.protocol import requests as rq
 from eventq.state.offers import confirm_window_ms
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MS = 1000.0
 
@@ -87,7 +89,7 @@ class Leasing:
                 if deadline - loop.time() <= 0 or self.stopping.is_set():
                     raise Timeout()
                 waited = True
-                handover = await self._unless_stopping(wait(request.names, deadline))
+                handover = await self.unless_stopping(wait(request.names, deadline), None)
                 if handover is not None:
                     return handover
         finally:
@@ -96,11 +98,10 @@ class Leasing:
                 # of its names, or given up: pass the wake on where jobs are still ready.
                 self.waiters.on_ready(n for n in request.names if self._any_ready((n,)))
 
-    async def _unless_stopping(
-        self, waiting: Awaitable[Handover | None]
-    ) -> Handover | None:
-        """``waiting``'s hand-over, or None once this process stops first (the wait is
-        cancelled: a job it was being handed goes back, as for a client that left)."""
+    async def unless_stopping(self, waiting: Awaitable[T], otherwise: T) -> T:
+        """What ``waiting`` gives, or ``otherwise`` once this process stops first (the
+        wait is cancelled: a job a lease was being handed goes back, as for a client
+        that left)."""
         wait = asyncio.ensure_future(waiting)
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
@@ -111,7 +112,7 @@ class Leasing:
                 wait.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await wait
-        return None if wait.cancelled() else wait.result()
+        return otherwise if wait.cancelled() else wait.result()
 
     async def settle(self, timeout_s: float) -> None:
         """Until the give-backs and compensations queued so far are in Kafka, at most

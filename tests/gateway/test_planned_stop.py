@@ -159,6 +159,22 @@ def test_a_waiting_lease_ends_with_timeout_and_takes_nothing():
     run(scenario())
 
 
+def test_a_waiting_result_ends_with_timeout():
+    async def scenario():
+        process = Process()
+        job_id = uuid.uuid4()
+        assert await process.handle(add(job_id, "q")) == b"+OK\r\n"
+        server, port = await serving(process.gateway)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"result {job_id} 600000\r\n".encode())
+        await asyncio.sleep(0.2)  # parsed, and waiting: the job is not finished
+        await server.stop()
+        assert await read_all(reader) == b"-TIMEOUT\r\n"
+        writer.close()
+
+    run(scenario())
+
+
 class Answers:
     """Every request answered by ``answer``, which is called with the attempt number."""
 
