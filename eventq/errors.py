@@ -81,6 +81,14 @@ class NotWritten(ServerError):
     """The command never reached Kafka: nothing happened, retrying is safe."""
 
 
+class Unserved(NotWritten):
+    """This process does not serve the job's partition right now: it is moving, this
+    process or its owner is still recovering, or the owner cannot be reached. Nothing
+    happened; the gateway asks again, of whoever owns it by then (docs/operations.md,
+    "Planned restarts"). A write Kafka did not take in time is not one: its deadline is
+    the user's (``--write-timeout-ms``)."""
+
+
 class MayTakeEffect(ServerError):
     """The command reached (or may have reached) the log but was not applied in time:
     it may still take effect (docs/architecture.md, "Abandoned commands")."""

@@ -26,7 +26,14 @@ from eventq.core.digest import StateDigest
 from eventq.core.machine import Rejected
 from eventq.core.partitioner import partition_for_key
 from eventq.core.recurrence import Recurrence
-from eventq.errors import EventqError, MayTakeEffect, NotWritten, PartitionMoved, ServerError
+from eventq.errors import (
+    EventqError,
+    MayTakeEffect,
+    NotWritten,
+    PartitionMoved,
+    ServerError,
+    Unserved,
+)
 from eventq.state import callers
 from eventq.state.coalesce import Coalesced
 from eventq.state.indexes import JobIndex
@@ -368,12 +375,12 @@ class Engine:
             ) from None
 
     def _check_serving(self) -> None:
-        # A read has no effect: NotWritten's "nothing happened" holds, and the gateway
-        # asks again while partitions move (eventq/gateway/dispatch.py).
+        # A read has no effect: nothing happened, and the gateway asks again while
+        # partitions move (eventq/gateway/dispatch.py).
         if not self.ready.is_set():
-            raise NotWritten("eventq is still recovering its state from Kafka")
+            raise Unserved("eventq is still recovering its state from Kafka")
         if not self.holds():
-            raise NotWritten(NOT_HELD)
+            raise Unserved(NOT_HELD)
 
     async def digest(self) -> str:
         """The state digest of every job this process owns (eventq.core.digest),
@@ -461,7 +468,7 @@ class _Submission:
 
 
 def _moving(error: NotOwned) -> ServerError:
-    return NotWritten(
+    return Unserved(
         f"partition {error.args[0]} of this job is not served by this process right now "
         "(it is moving between eventq processes); retry")
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from eventq import core
-from eventq.errors import EventqError, NotWritten, PartitionMoved
+from eventq.errors import EventqError, PartitionMoved, Unserved
 from eventq.gateway import ports
 from eventq.gateway.cluster_answers import ClusterAnswers
 from eventq.gateway.handlers import LocalAnswers
@@ -24,10 +24,10 @@ from eventq.protocol import requests as rq
 Reply = bytes | Handover | Iterator[bytes]
 Answer = Callable[[Any], Awaitable[Reply]]
 
-# A request refused with "nothing happened" (``NotWritten``: its partition is moving, this
-# process or the owner is still recovering, the owner's listener is closed) is asked
-# again, its owner looked up anew, for this long from its arrival, before the client
-# hears the refusal (docs/operations.md, "Planned restarts"). Within a forward's own
+# A request refused because its partition is not served here right now (``Unserved``:
+# moving, this process or the owner still recovering, the owner's listener closed) is
+# asked again, its owner looked up anew, for this long from its arrival, before the
+# client hears the refusal (docs/operations.md, "Planned restarts"). Within a forward's own
 # deadline (eventq/run/serve.py: twice the write timeout + 5 s), so a process asking
 # this one never gives up on an answer still coming.
 REDISPATCH_FOR_S = 5.0
@@ -115,15 +115,16 @@ class Gateway:
         """The reply: bytes, or for long replies an iterator of pieces to write in turn.
         ``peer``: the request comes from another eventq process (never forwarded).
 
-        Refused with "nothing happened" (``NotWritten``) while partitions move, it is
-        answered again (``REDISPATCH_FOR_S``): retrying it is safe by that error's
-        promise, and the client would only have to do it itself."""
+        Refused while partitions move (``Unserved``), it is answered again
+        (``REDISPATCH_FOR_S``): nothing happened, so retrying it is safe, and the client
+        would only have to do it itself. A write Kafka did not take within the write
+        timeout is answered at once: that deadline is the user's."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         while True:
             try:
                 return await self._answer(request, peer)
-            except NotWritten as error:
+            except Unserved as error:
                 if (type(request) not in REDISPATCHED or self._leasing.stopping.is_set()
                         or loop.time() - began >= REDISPATCH_FOR_S):
                     return error.reply

@@ -30,7 +30,7 @@ import logging
 import ssl
 
 from eventq.address import host_and_port
-from eventq.errors import NotWritten, ServerError
+from eventq.errors import ServerError, Unserved
 from eventq.protocol import As
 from eventq.protocol.access import Caller
 from eventq.protocol.encode import encode_request
@@ -49,7 +49,7 @@ class PeerUnavailable(ServerError):
     move to the others within the session timeout) or be restarting."""
 
 
-class PeerUnreachable(PeerUnavailable, NotWritten):
+class PeerUnreachable(PeerUnavailable, Unserved):
     """No connection to the owner could be made (it stopped, or is starting): the request
     was never sent, so nothing happened and it may be asked again, of whoever owns the
     job by then (eventq/gateway/dispatch.py)."""

@@ -15,7 +15,7 @@ import pytest
 
 from eventq import core
 from eventq.core import State
-from eventq.errors import NotWritten, PartitionMoved
+from eventq.errors import NotWritten, PartitionMoved, Unserved
 from eventq.gateway.dispatch import REDISPATCH_FOR_S, Gateway
 from eventq.gateway.leasing import Leasing
 from eventq.gateway.peers import Peers, PeerUnreachable
@@ -191,7 +191,7 @@ class Answers:
 
 def refused_once(calls: int) -> bytes:
     if calls == 1:
-        raise NotWritten("partition 1 of this job is moving; retry")
+        raise Unserved("partition 1 of this job is moving; retry")
     return b"+OK\r\n"
 
 
@@ -205,6 +205,19 @@ def test_a_request_refused_with_nothing_happened_is_asked_again():
     request = rq.Add(uuid.uuid4(), "q", TTR_MS, 60_000, b"{}")
     assert run(gateway.handle(request)) == b"+OK\r\n"
     assert answers.calls == 2
+
+
+def test_a_write_kafka_did_not_take_in_time_is_answered_at_once():
+    """The write timeout is the user's deadline (docs/operations.md, "When Kafka is slow
+    or gone"): its refusal is not asked again."""
+
+    def not_taken(calls: int) -> bytes:
+        raise NotWritten("the add was not written: Kafka did not take it within 2s")
+
+    answers = Answers(not_taken)
+    gateway = Gateway(answers, leasing())  # type: ignore[arg-type]
+    refused = run(gateway.handle(rq.Add(uuid.uuid4(), "q", TTR_MS, 60_000, b"{}")))
+    assert refused.startswith(b"-SERVER-ERROR the add was not written") and answers.calls == 1
 
 
 def test_a_run_is_never_asked_again_nor_anything_while_stopping():
@@ -281,6 +294,6 @@ def test_a_peer_that_cannot_be_reached_was_sent_nothing():
         with pytest.raises(PeerUnreachable) as raised:
             await Peers().exchange(f"127.0.0.1:{free_port()}", b"inspect queues\r\n",
                                    Shape.STATUS, timeout_s=5)
-        assert isinstance(raised.value, NotWritten)
+        assert isinstance(raised.value, Unserved)
 
     run(scenario())
