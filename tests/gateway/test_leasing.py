@@ -11,7 +11,6 @@ is there anything to undo)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
@@ -20,44 +19,10 @@ from eventq.core import State
 from eventq.errors import MayTakeEffect, NotWritten
 from eventq.gateway.leasing import Leasing
 from eventq.state.indexes import JobIndex
-from eventq.state.offers import Offers
 from support.jobs import NOW, job
+from support.lease_engine import ScriptedEngine, Stats
 
 CLAIM_AT = 7 << 16  # the claim's position in the log: record 7, first in it
-
-
-class Engine:
-    """The engine's surface the lease path uses: every command it is handed, in order."""
-
-    def __init__(self, index: JobIndex, fail_with: BaseException) -> None:
-        self.index = index
-        self.waiters = None
-        self.claimed: set[uuid.UUID] = set()
-        self.offers = Offers()
-        self.lane: list[object] = []
-        self._fail_with = fail_with
-
-    async def wait_ready(self) -> None:
-        return None
-
-    async def submit(self, command, on_abandoned=None):
-        self.lane.append(command)
-        await asyncio.sleep(0)
-        if not isinstance(self._fail_with, NotWritten):  # as streams/engine.py does
-            on_abandoned(CLAIM_AT)  # Kafka took it: at this position
-        raise self._fail_with
-
-    def append(self, command):
-        self.lane.append(command)
-
-        async def in_log() -> None:
-            return None
-
-        return in_log()
-
-
-class Stats:
-    released = 0
 
 
 @pytest.mark.parametrize(
@@ -68,7 +33,7 @@ def test_a_claim_given_up_is_given_back_by_its_position(failure):
     index = JobIndex()
     pending = job(state=State.PENDING, attempts=2)
     index.put(pending, 0, NOW)
-    engine = Engine(index, failure)
+    engine = ScriptedEngine(index, [failure], claim_at=CLAIM_AT)
     leasing = Leasing(engine, Stats(), clock_ms=lambda: NOW)
 
     async def claim() -> None:
@@ -89,7 +54,7 @@ def test_a_claim_never_written_is_not_released():
     index = JobIndex()
     ready = job()
     index.put(ready, 0, NOW)
-    engine = Engine(index, NotWritten("Kafka did not take it"))
+    engine = ScriptedEngine(index, [NotWritten("Kafka did not take it")], claim_at=CLAIM_AT)
     leasing = Leasing(engine, Stats(), clock_ms=lambda: NOW)
 
     async def claim() -> None:

@@ -23,8 +23,8 @@ from eventq.gateway.server import STOP_GRACE_S, STOPPING, GatewayServer, Gateway
 from eventq.protocol import requests as rq
 from eventq.protocol.reply_reader import Shape
 from eventq.state.indexes import JobIndex
-from eventq.state.offers import Offers
 from support.jobs import NOW, job
+from support.lease_engine import ScriptedEngine, Stats
 from support.memory_processes import Process, add, run
 from tools.servers import free_port
 
@@ -196,7 +196,7 @@ def refused_once(calls: int) -> bytes:
 
 
 def leasing() -> Leasing:
-    return Leasing(Engine(JobIndex(), []), Stats(), lambda: NOW)
+    return Leasing(ScriptedEngine(JobIndex(), []), Stats(), lambda: NOW)
 
 
 def test_a_request_refused_with_nothing_happened_is_asked_again():
@@ -239,48 +239,12 @@ def test_asking_again_ends_with_the_refusal_after_its_bound(monkeypatch):
     assert 1 < answers.calls < 0.3 / 0.1 + 2 < REDISPATCH_FOR_S / 0.1
 
 
-class Engine:
-    """The lease path's engine: each submit answers with the next of ``outcomes``
-    (an exception is raised, after Kafka took the claim)."""
-
-    def __init__(self, index: JobIndex, outcomes: list) -> None:
-        self.index = index
-        self.waiters = None
-        self.claimed: set[uuid.UUID] = set()
-        self.offers = Offers()
-        self.lane: list[object] = []
-        self._outcomes = outcomes
-
-    async def wait_ready(self) -> None:
-        return None
-
-    async def submit(self, command, on_abandoned=None):
-        self.lane.append(command)
-        outcome = self._outcomes.pop(0)
-        if isinstance(outcome, BaseException):
-            on_abandoned(len(self.lane))
-            raise outcome
-        return outcome
-
-    def append(self, command):
-        self.lane.append(command)
-
-        async def in_log() -> None:
-            return None
-
-        return in_log()
-
-
-class Stats:
-    released = 0
-
-
 def test_a_lease_whose_claim_moved_gives_it_back_and_goes_on():
     index = JobIndex()
     first, second = job(name="q"), job(name="q")
     index.put(first, 0, NOW)
     index.put(second, 0, NOW)
-    engine = Engine(index, [PartitionMoved("moved"), SimpleNamespace(outcome=None)])
+    engine = ScriptedEngine(index, [PartitionMoved("moved"), SimpleNamespace(outcome=None)])
     claimed = run(Leasing(engine, Stats(), lambda: NOW).claim_one(["q"]))
     assert claimed is None  # the second claim was refused (None): no job, no error
     starts = [c for c in engine.lane if isinstance(c, core.StartAttempt)]
