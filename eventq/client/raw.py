@@ -67,6 +67,13 @@ class RawClient:
         except ConnectionError:
             pass
 
+    @property
+    def usable(self) -> bool:
+        """Not closed by the server while it sat idle (a process that stops closes idle
+        connections: docs/operations.md, "Planned restarts"): a request sent on one that
+        was would be lost without a word."""
+        return not (self._reader.at_eof() or self._writer.is_closing())
+
     async def __aenter__(self) -> "RawClient":
         return self
 

@@ -142,11 +142,6 @@ class LoadClient(RawClient):
         graceful close would wait for it to read)."""
         self._writer.transport.abort()
 
-    @property
-    def usable(self) -> bool:
-        """Not closed by the server while idle (eventq/client/aio.py ``usable``)."""
-        return not (self._reader.at_eof() or self._writer.is_closing())
-
 
 class OutOfStep(Exception):
     """The client could not make sense of a reply: the connection must be dropped."""
@@ -163,7 +158,7 @@ class Session:
 
     async def connected(self) -> LoadClient | None:
         if self.client is not None and not self.client.usable:
-            self.drop()  # closed by the server while idle: as eventq's clients do
+            self.drop()  # closed by the server while idle (RawClient.usable)
         while self.client is None:
             if not self.keep_trying():
                 return None
