@@ -15,6 +15,12 @@ and check is).
 what each does) draws every fault of a run from those kinds only, so one kind's
 figure stands alone; the default draws from all.
 
+Each run is also one JSON line appended to ``--results`` (default DIR/results.jsonl;
+tools/faults/report.py says what it holds), and ``--report FILE ...`` prints the tables
+of docs/reliability.md, "Results" from such files (``--last N``: the last N runs only):
+
+    .venv/bin/python bench/faults.py --report bench/results/fault-campaign.jsonl --last 300
+
 Per run it prints the faults and the evidence that each took effect, the operations
 and their outcomes, every violation with the seed that replays it, and the time to
 serve again after each fault; at the end a table over all runs. Exit status 1 if any
@@ -43,6 +49,18 @@ from tools.faults.campaign import (  # noqa: E402
     run_campaign,
 )
 from tools.faults.plan import KINDS  # noqa: E402
+from tools.faults.report import (  # noqa: E402
+    BROKE_OFF,
+    DID_NOT_START,
+    append,
+    code_of,
+    failed_record,
+    last,
+    load,
+    mix_name,
+    run_record,
+    tables,
+)
 
 
 def row(report: RunReport) -> str:
@@ -71,18 +89,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=None,
                         help="comma-separated fault kinds to draw from (default: all)")
     parser.add_argument("--list-kinds", action="store_true", help="name every kind, then exit")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="append each run's JSON line here (default: DIR/results.jsonl)")
+    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="print the report's tables from these results files, then exit")
+    parser.add_argument("--last", type=int, default=None, help="with --report: the last N runs")
     args = parser.parse_args(argv)
     if args.list_kinds:
         print("\n".join(KINDS))
+        return 0
+    if args.report:
+        try:
+            records = last(load(args.report), args.last)
+        except (OSError, ValueError) as error:
+            parser.error(f"cannot read the results: {error}")
+        print(tables(records))
         return 0
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds else None
     unknown = sorted(set(kinds or ()) - set(KINDS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; --list-kinds names them")
     out = args.out or Path(tempfile.mkdtemp(prefix="eventq-faults-"))
+    results = args.results or out / "results.jsonl"
+    code, mix = code_of(ROOT), mix_name(kinds)
     print(f"fault campaign: {args.runs} runs of {args.seconds:g}s from seed {args.seed}; "
           f"kinds: {','.join(kinds) if kinds else 'all'}; files in {out}; serving again "
-          f"is bounded by {SERVE_BOUND_S:g}s", flush=True)
+          f"is bounded by {SERVE_BOUND_S:g}s; results appended to {results}", flush=True)
     reports, skipped, broken = [], [], []
     began = time.monotonic()
     for n in range(args.runs):
@@ -96,13 +128,19 @@ def main(argv: list[str] | None = None) -> int:
         except ClusterDidNotStart as error:  # no run, not a violation
             print(f"run seed {seed}: the cluster did not start ({error}); skipped", flush=True)
             skipped.append(seed)
+            append(results, failed_record(seed, args.seconds, mix=mix, code=code,
+                                          status=DID_NOT_START, why=str(error)))
             continue
         except Exception as error:  # the run broke off: a failed run, the campaign goes on
             print(f"run seed {seed} broke off ({type(error).__name__}: {error}): a failed run",
                   flush=True)
             broken.append(seed)
+            append(results, failed_record(seed, args.seconds, mix=mix, code=code,
+                                          status=BROKE_OFF,
+                                          why=f"{type(error).__name__}: {error}"))
             continue
         reports.append(report)
+        append(results, run_record(report, mix=mix, code=code))
         print(report.text(), flush=True)
         print(f"{HEADER}\n{row(report)}", flush=True)
     print(f"\n{len(reports)} runs in {time.monotonic() - began:.0f}s"

@@ -356,6 +356,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             ops, doings = await asyncio.gather(
                 run_load(config, recorder),
                 inject(cluster, faults, recorder.clock, served, log, killed))
+            log(f"  {recorder.clock.now():6.1f}s load and faults over")
             report.served = served
             report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}
             # Read back through a member that runs (process 0 may have left the group).
@@ -372,10 +373,12 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                 return report  # its data is kept for a look (not ok)
             await _confirm(cluster, doings, report)
             await wait_bulk_admitted(port)
+            log(f"  {recorder.clock.now():6.1f}s settled; the final drain begins")
             # The drain leases through the members left (a process may have left for good).
             members = sorted(cluster.members)
             ops = await drain(replace(config, ports=tuple(
                 cluster.client_ports[i] for i in members)), recorder)
+            log(f"  {recorder.clock.now():6.1f}s drained; reading every job back")
             reads = await read_back(port, judged_job_ids(ops), clock=recorder.clock)
             for read in reads.values():
                 sink.write_read_back(read)
@@ -384,6 +387,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                              "effects": report.effects})
             # Every job of the run's topic: a recurrence's slot jobs too, which no op made.
             log_of_jobs = await asyncio.to_thread(read_log, bootstrap, commands)
+            log(f"  {recorder.clock.now():6.1f}s read back; checking")
         serve_times = [(s.fault, s.seconds) for s in served if not s.interrupted]
         report.violations = check(ops, reads, live, derived, serve_times, SERVE_BOUND_S,
                                   log=log_of_jobs, min_ok_ops=1)

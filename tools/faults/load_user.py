@@ -83,12 +83,17 @@ def _refused_as_unknown(op: Op | None) -> bool:
 
 async def until_done(actor: Actor, kind: str, args: Args, call: Call) -> Op | None:
     """The request again and again (while the actor keeps trying) until it is
-    acknowledged, or refused as unknown (an unrecur of a removed recurrence)."""
+    acknowledged, or refused as unknown (an unrecur of a removed recurrence). Each
+    attempt after the first goes to the next process, as a user's load balancer would
+    send it: the actor's own process may have left the group for good."""
     op = None
+    attempts = 0
     while actor.keep_trying():
         if op is not None:
             args = replace(args, retry_of=op.index)
-        op = await actor.perform(kind, None, args, call, 0) or op
+        process = (actor.process + attempts) % len(actor.config.ports)
+        attempts += 1
+        op = await actor.perform(kind, None, args, call, 0, process) or op
         if op.outcome == OK or _refused_as_unknown(op):
             return op
         await asyncio.sleep(CLEANUP_PAUSE_S)

@@ -1,0 +1,192 @@
+"""The campaign's results as data, and the tables of docs/reliability.md, "Results"
+computed from them.
+
+bench/faults.py appends one JSON line per run (``run_record``): its seed, mix, length,
+operations and outcomes, each fault with its evidence, each time to serve again, every
+violation, and the code it ran (the commit and the git trees of the tested code, so runs
+of different code are never pooled unknowingly). A run that did not start or broke off
+is a line too: it counts against the campaign, never silently for it.
+``tables`` turns such lines back into the report's tables; ``bench/faults.py --report``
+prints them."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+RECORD_VERSION = 1
+RAN, DID_NOT_START, BROKE_OFF = "ran", "did-not-start", "broke-off"
+STATUSES = (RAN, DID_NOT_START, BROKE_OFF)
+ALL_KINDS_MIX = "all"
+TESTED_TREES = ("eventq", "streams", "tools/faults")  # the code a run's verdict is about
+OUTCOMES = ("ok", "fail", "info")
+VIOLATION_MESSAGE_CHARS = 300  # enough to tell one from another; the history has the rest
+
+
+def code_of(root: Path) -> dict:
+    """The commit ``root`` is at, the git tree of each part of the tested code, and
+    whether the working tree differs from the commit (a dirty run is not reproducible)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", *TESTED_TREES))
+    return {"commit": git("rev-parse", "HEAD"),
+            "trees": {part: git("rev-parse", f"HEAD:{part}") for part in TESTED_TREES},
+            "dirty": dirty}
+
+
+def mix_name(kinds: Iterable[str] | None) -> str:
+    """A run's mix: the kinds its faults were drawn from, or every kind."""
+    return ",".join(sorted(kinds)) if kinds else ALL_KINDS_MIX
+
+
+def fault_kind(description: str) -> str:
+    """The kind a fault's description (tools/faults/plan.py ``Fault.describe``) names."""
+    return description.split(" ", 1)[0]
+
+
+def run_record(report, *, mix: str, code: dict) -> dict:
+    """One run's line (``report``: a campaign.RunReport)."""
+    outcomes = {k: sum(v.get(k, 0) for v in report.counts.values()) for k in OUTCOMES}
+    return {
+        "version": RECORD_VERSION, "status": RAN, "seed": report.seed,
+        "seconds": report.seconds, "mix": mix, "code": code,
+        "wall_s": round(report.wall_s, 1),
+        "operations": sum(outcomes.values()), "outcomes": outcomes,
+        "faults": [{"kind": e["kind"], "fault": e["fault"], "took_effect": e["took_effect"]}
+                   for e in report.effects]
+        or [{"kind": f.kind, "fault": f.describe(), "took_effect": None}
+            for f in report.faults],
+        "served": [{"kind": fault_kind(s.fault), "seconds": s.seconds,
+                    "interrupted": s.interrupted} for s in report.served],
+        "violations": [{"kind": v.kind, "job_id": v.job_id,
+                        "message": v.message[:VIOLATION_MESSAGE_CHARS]}
+                       for v in report.violations],
+        "restarts": len(report.restarts),
+    }
+
+
+def failed_record(seed: int, seconds: float, *, mix: str, code: dict, status: str,
+                  why: str) -> dict:
+    """The line of a run that did not start or broke off."""
+    if status not in (DID_NOT_START, BROKE_OFF):
+        raise ValueError(f"a failed run's status is {DID_NOT_START} or {BROKE_OFF}, not {status!r}")
+    return {"version": RECORD_VERSION, "status": status, "seed": seed, "seconds": seconds,
+            "mix": mix, "code": code, "why": why[:VIOLATION_MESSAGE_CHARS]}
+
+
+def append(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def load(paths: Iterable[Path]) -> list[dict]:
+    """Every run line of ``paths``, in order; a line that is not a run record is an error
+    that names its file and line (a report over silently skipped runs would lie)."""
+    records = []
+    for path in paths:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not JSON ({error})") from None
+            if record.get("version") != RECORD_VERSION or record.get("status") not in STATUSES:
+                raise ValueError(f"{path}:{number}: not a run record of version {RECORD_VERSION}")
+            records.append(record)
+    return records
+
+
+def failed(record: dict) -> bool:
+    """A run that counts against the campaign: a violation, or no verdict at all."""
+    return record["status"] != RAN or bool(record["violations"])
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest rank: the smallest value at or above ``share`` of them."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def tables(records: list[dict]) -> str:
+    """The report's tables over ``records``: per mix, per fault kind, the time to serve
+    again, and every run that failed."""
+    if not records:
+        return "no runs"
+    ran = [r for r in records if r["status"] == RAN]
+    by_mix: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        by_mix[record["mix"]].append(record)
+    mixes = []
+    for mix, runs in sorted(by_mix.items(), key=lambda item: (item[0] != ALL_KINDS_MIX, item[0])):
+        done = [r for r in runs if r["status"] == RAN]
+        lengths = sorted({r["seconds"] for r in runs})
+        mixes.append([f"`{mix}`", len(runs),
+                      f"{lengths[0]:g}" if len(lengths) == 1
+                      else f"{lengths[0]:g}-{lengths[-1]:g}",
+                      f"{sum(r['operations'] for r in done):,}",
+                      sum(len(r["faults"]) for r in done),
+                      sum(1 for r in runs if failed(r))])
+    lines = _table(["mix", "runs", "seconds each", "operations", "faults", "runs failed"],
+                   mixes)
+    done_by_kind: Counter = Counter()
+    no_effect: Counter = Counter()
+    for record in ran:
+        for fault in record["faults"]:
+            (done_by_kind if fault["took_effect"] else no_effect)[fault["kind"]] += 1
+    heals: dict[str, list[float]] = defaultdict(list)
+    unserved: Counter = Counter()
+    for record in ran:
+        for served in record["served"]:
+            if served["seconds"] is not None:
+                heals[served["kind"]].append(served["seconds"])
+            elif not served["interrupted"]:
+                unserved[served["kind"]] += 1
+    kinds = sorted(set(done_by_kind) | set(no_effect) | set(heals))
+    rows = []
+    for kind in kinds:
+        times = heals.get(kind, [])
+        figures = ([f"{percentile(times, p):.1f}" for p in (0.5, 0.9)] + [f"{max(times):.1f}"]
+                   if times else ["-", "-", "-"])
+        rows.append([f"`{kind}`", done_by_kind[kind], no_effect[kind], len(times),
+                     *figures, unserved[kind]])
+    lines += ["", *_table(["fault", "took effect", "no effect", "heals measured",
+                           "serve again p50 (s)", "p90", "max", "not within bound"], rows)]
+    bad = [r for r in records if failed(r)]
+    if bad:
+        lines += ["", *_table(["seed", "mix", "what failed"], [
+            [r["seed"], f"`{r['mix']}`",
+             r.get("why") or ", ".join(sorted({v["kind"] for v in r["violations"]}))]
+            for r in bad])]
+    # Runs pool only over the same tested code: its trees, whatever commit carried them.
+    versions: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        code = record["code"]
+        versions[(tuple(sorted(code["trees"].items())), code["dirty"])].append(record)
+    lines += ["", f"tested code: {len(versions)} version(s): " + "; ".join(
+        f"{len(runs)} runs at {runs[0]['code']['commit'][:10]}"
+        + (" with uncommitted changes" if dirty else "")
+        for (_, dirty), runs in versions.items())]
+    return "\n".join(lines)
+
+
+def last(records: list[dict], count: int | None) -> list[dict]:
+    return records if count is None else records[-count:]
+
+
+__all__ = ["ALL_KINDS_MIX", "BROKE_OFF", "DID_NOT_START", "RAN", "append", "code_of",
+           "failed", "failed_record", "fault_kind", "last", "load", "mix_name",
+           "percentile", "run_record", "tables"]
