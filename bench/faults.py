@@ -54,6 +54,7 @@ from tools.faults.report import (  # noqa: E402
     DID_NOT_START,
     append,
     code_of,
+    detection,
     failed_record,
     last,
     load,
@@ -100,10 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.report:
         try:
-            records = last(load(args.report), args.last)
+            records = load(args.report)
         except (OSError, ValueError) as error:
             parser.error(f"cannot read the results: {error}")
-        print(tables(records))
+        print(tables(last(records, args.last)))
+        if any(r.get("mutant") for r in records):
+            print("\n" + detection(records))
         return 0
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds else None
     unknown = sorted(set(kinds or ()) - set(KINDS))

@@ -33,6 +33,11 @@ CONNECT_TIMEOUT_S = 2.0
 RETRY_PAUSE_S = 0.3  # before repeating a request whose reply was indeterminate
 RETRY_SHARE = 0.8  # of indeterminate replies repeated (the rest stay as they were)
 MAX_RETRIES = 3
+# A client whose gateway refuses or resets this many connections in a row goes to the
+# next one, as behind a user's load balancer: a process may have left the group for good.
+FAILOVER_AFTER_RESETS = 3
+REFUSED_ERRORS = (ConnectionResetError, ConnectionRefusedError, BrokenPipeError,
+                  EOFError, asyncio.IncompleteReadError)
 RETRY_GROUP = "load-retry"  # workers fail some jobs into it; operators retry it
 RETRIED_KINDS = frozenset({"add", "schedule", "complete", "fail", "delete", "pause",
                            "resume", "retry", "recur", "unrecur"})
@@ -244,6 +249,7 @@ class Actor:
         self.sessions = {process: session}
         self.rng = random.Random(f"{config.seed}:{index}")
         self.sequence = 0  # makes payloads and results unique per client
+        self.resets = 0  # connections refused or reset in a row (FAILOVER_AFTER_RESETS)
 
     @property
     def clock(self) -> Clock:
@@ -324,11 +330,18 @@ class Actor:
     def _lost(self, session: Session, index: int, kind: str, job_id: str | None, args: Args,
               invoke_s: float, process: int, error: BaseException) -> Op:
         session.drop()
+        if isinstance(error, REFUSED_ERRORS) and process == self.process:
+            self.resets += 1
+            if self.resets >= FAILOVER_AFTER_RESETS:
+                self.resets = 0
+                self.process = (self.process + 1) % len(self.config.ports)
         return self._record(index, kind, job_id, args, invoke_s, None, process,
                             classify(kind, error), Reply(error=error_line(error)))
 
     def _record(self, index: int, kind: str, job_id: str | None, args: Args, invoke_s: float,
                 return_s: float | None, process: int, outcome: str, reply: Reply) -> Op:
+        if return_s is not None:
+            self.resets = 0  # a gateway answered
         return self.recorder.record(Op(index, self.index, process, kind, job_id, args,
                                        invoke_s, return_s, outcome, reply))
 

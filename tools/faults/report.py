@@ -50,8 +50,9 @@ def fault_kind(description: str) -> str:
     return description.split(" ", 1)[0]
 
 
-def run_record(report, *, mix: str, code: dict) -> dict:
-    """One run's line (``report``: a campaign.RunReport)."""
+def run_record(report, *, mix: str, code: dict, mutant: str | None = None) -> dict:
+    """One run's line (``report``: a campaign.RunReport; ``mutant``: the bug put back
+    into the code it ran, tools/faults/mutants.py)."""
     outcomes = {k: sum(v.get(k, 0) for v in report.counts.values()) for k in OUTCOMES}
     return {
         "version": RECORD_VERSION, "status": RAN, "seed": report.seed,
@@ -67,17 +68,17 @@ def run_record(report, *, mix: str, code: dict) -> dict:
         "violations": [{"kind": v.kind, "job_id": v.job_id,
                         "message": v.message[:VIOLATION_MESSAGE_CHARS]}
                        for v in report.violations],
-        "restarts": len(report.restarts),
+        "restarts": len(report.restarts), "mutant": mutant,
     }
 
 
 def failed_record(seed: int, seconds: float, *, mix: str, code: dict, status: str,
-                  why: str) -> dict:
+                  why: str, mutant: str | None = None) -> dict:
     """The line of a run that did not start or broke off."""
     if status not in (DID_NOT_START, BROKE_OFF):
         raise ValueError(f"a failed run's status is {DID_NOT_START} or {BROKE_OFF}, not {status!r}")
     return {"version": RECORD_VERSION, "status": status, "seed": seed, "seconds": seconds,
-            "mix": mix, "code": code, "why": why[:VIOLATION_MESSAGE_CHARS]}
+            "mix": mix, "code": code, "why": why[:VIOLATION_MESSAGE_CHARS], "mutant": mutant}
 
 
 def append(path: Path, record: dict) -> None:
@@ -123,7 +124,9 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
 
 def tables(records: list[dict]) -> str:
     """The report's tables over ``records``: per mix, per fault kind, the time to serve
-    again, and every run that failed."""
+    again, and every run that failed. Runs of a mutant are not the campaign's: they are
+    left to ``detection``."""
+    records = [r for r in records if not r.get("mutant")]
     if not records:
         return "no runs"
     ran = [r for r in records if r["status"] == RAN]
@@ -183,10 +186,33 @@ def tables(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def detection(records: list[dict]) -> str:
+    """Per mutant: how many runs it took to find it (its first failed run), or that the
+    runs there were did not."""
+    by_mutant: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        if record.get("mutant") and record["status"] != DID_NOT_START:  # no run, no verdict
+            by_mutant[record["mutant"]].append(record)
+    rows = []
+    for name, runs in sorted(by_mutant.items()):
+        first = next((n for n, r in enumerate(runs, 1) if failed(r)), None)
+        if first is None:
+            rows.append([name, len(runs), f"not found in {len(runs)}", "-", "-"])
+            continue
+        found = runs[first - 1]
+        rows.append([name, len(runs), first, found["seed"],
+                     found.get("why") or ", ".join(sorted({v["kind"]
+                                                           for v in found["violations"]}))])
+    return "\n".join(_table(["mutant", "runs", "found in run", "seed", "what the checker said"],
+                            rows)) if rows else "no runs of a mutant"
+
+
 def last(records: list[dict], count: int | None) -> list[dict]:
-    return records if count is None else records[-count:]
+    """The campaign's last ``count`` runs (every one if None); runs of mutants aside."""
+    campaign = [r for r in records if not r.get("mutant")]
+    return campaign if count is None else campaign[-count:]
 
 
 __all__ = ["ALL_KINDS_MIX", "BROKE_OFF", "DID_NOT_START", "RAN", "append", "code_of",
-           "failed", "failed_record", "fault_kind", "last", "load", "mix_name",
+           "detection", "failed", "failed_record", "fault_kind", "last", "load", "mix_name",
            "percentile", "run_record", "tables"]

@@ -268,3 +268,38 @@ def test_schedules_are_due_inside_the_drain_or_far_past_it_and_carry_the_wall_cl
     near = [a for a in ahead if a <= NEAR_SCHEDULE_S[1] + 1]
     far = [a for a in ahead if a >= FAR_SCHEDULE_S[0] - 1]
     assert near and far and len(near) + len(far) == len(ahead)
+
+
+def test_a_client_whose_gateway_drops_every_connection_goes_to_the_next_one():
+    def dropping(words, data):
+        return None
+
+    async def scenario():
+        async with ScriptedServer(dropping) as gone, ScriptedServer(lambda w, d: OK_LINE) as up:
+            recorder = Recorder()
+            worker = actor(Worker, [gone.port, up.port], recorder)
+            for _ in range(4):
+                await worker.perform("touch", None, Args(), lambda c: call_ok(c.simple("x")), 0)
+            worker.drop_all()
+            return recorder.ops
+
+    ops = run(scenario())
+    assert [(op.process, op.outcome) for op in ops] == [(0, INFO)] * 3 + [(1, OK)]
+
+
+def test_an_operators_clean_up_asks_the_next_process_when_its_own_does_not_answer():
+    def dropping(words, data):
+        return None
+
+    async def scenario():
+        async with ScriptedServer(dropping) as gone, ScriptedServer(
+                lambda w, d: b"-NOT-FOUND\r\n" if w[0] == "unrecur" else OK_LINE) as up:
+            recorder = Recorder()
+            operator = actor(Operator, [gone.port, up.port], recorder, end_s=0.0)
+            await operator.clean_up()
+            operator.drop_all()
+            return recorder.ops
+
+    ops = run(scenario())
+    assert [(op.kind, op.process, op.outcome) for op in ops][:2] == [
+        ("resume", 0, INFO), ("resume", 1, OK)]
