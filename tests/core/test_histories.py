@@ -95,7 +95,8 @@ def reference(job: Job | None, cmd, at: int, off: int):
         time = job.scheduled_ms if job.delayed_ms is None else job.delayed_ms
         time = time if job.retry_ms is None else job.retry_ms
         due = time is None or time <= at or (job.early and job.retry_ms is None)
-        if not (waiting and due) or job.attempts + 1 != cmd.attempt:
+        alive = job.expires_ms is None or at < job.expires_ms  # its TTL has not passed
+        if not (waiting and due and alive) or job.attempts + 1 != cmd.attempt:
             return same
         if cmd.attempt > limit:
             return ("accepted", ("AttemptsExhausted", {}),

@@ -174,7 +174,9 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=No
             job_id,
             draw(st.sampled_from(["a", "b"])),
             draw(st.integers(1, 30)),
-            draw(st.sampled_from([0, 1, 50, 200])),
+            # Short TTLs reach expiry; a long one leaves room for attempts to time out
+            # and run out (no lease is granted once a TTL passed).
+            draw(st.sampled_from([0, 1, 50, 200, 5000])),
             draw(st.binary(max_size=3)),
             priority := draw(st.integers(-2, 2)),
             draw(small_max_attempts),
@@ -187,7 +189,7 @@ def small_command(draw, job_id: uuid.UUID, job: Job | None, at_ms: int, kinds=No
             job_id,
             draw(st.sampled_from(["a", "b"])),
             draw(st.integers(1, 30)),
-            draw(st.sampled_from([1, 50, 200])),
+            draw(st.sampled_from([1, 50, 200, 5000])),
             at_ms + draw(st.integers(-100, 100)),
             draw(st.binary(max_size=3)),
             priority := draw(st.integers(-2, 2)),

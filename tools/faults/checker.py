@@ -5,8 +5,8 @@ violations in it.
 ``check`` groups the ops per job (jobops.py) and runs one small rule per kind of
 violation: the rules below in client time (here and readrules.py), and the rules in log
 time (logrules.py, listed there with why each is sound: log-overlapping-grant,
-log-grant-after-end, log-grant-before-ready, log-early-timeout, log-early-expiry,
-unlogged-ack, unexplained-grant). Each
+log-grant-after-end, log-grant-before-ready, log-grant-after-ttl, log-early-timeout,
+log-early-expiry, unlogged-ack, unexplained-grant). Each
 rule trusts only what the outcomes guarantee (history.py): an ``ok`` op took effect
 somewhere between its invoke and its return; a ``fail`` op had no effect; an ``info``
 op may have taken effect at any moment after its invoke, even after its (error) reply

@@ -28,6 +28,10 @@ the promise is caught, not echoed:
   after the return's stamp, r counting returns since the add or the last retry
   (docs/protocol.md, "eventq extensions", -backoff). A retry (docs/workflows.md,
   "retry") may make the job ready at once: from it only its delay is a bound.
+- **log-grant-after-ttl**: an accepted start-attempt stamped at or after the TTL's end
+  (the add's stamp, or the schedule time, + TTL; a retry leaves it where it was): a job
+  exists for its TTL only (docs/protocol.md, "Job states"), whether or not its expiry
+  is in the log yet.
 - **log-early-timeout**: an accepted timeout stamped before the running lease's
   deadline: its start's stamp + the job's TTR, or its last accepted touch's stamp + the
   touch's TTR (the job's when the touch names none). The TTR is honoured in log time.
@@ -81,7 +85,8 @@ STARTED = E.ATTEMPT_STARTED.name
 
 LOG_KINDS = (
     "log-overlapping-grant", "log-grant-after-end", "log-grant-before-ready",
-    "log-early-timeout", "log-early-expiry", "unlogged-ack", "unexplained-grant",
+    "log-grant-after-ttl", "log-early-timeout", "log-early-expiry", "unlogged-ack",
+    "unexplained-grant",
 )
 
 
@@ -104,6 +109,7 @@ class _Walk:
     ready_ms: int = 0
     ready_why: str = "its add"
     returns: int = 0
+    expires_ms: float = math.inf  # the TTL's end of the incarnation
 
 
 def reopens(entry: LogEntry) -> bool:
@@ -135,6 +141,10 @@ def _on_start(log: JobLog, entry: LogEntry, walk: _Walk, ttr_ms: int) -> list[Vi
         found.append(_violation(
             "log-grant-after-end", log, f"{at} was accepted after the job ended "
             f"({walk.ended_by.event} at position {walk.ended_by.position})"))
+    if entry.at_ms >= walk.expires_ms:
+        found.append(_violation(
+            "log-grant-after-ttl", log, f"{at} was accepted after the job's TTL ended at "
+            f"t={walk.expires_ms:.0f}"))
     if entry.at_ms < walk.ready_ms:
         found.append(_violation(
             "log-grant-before-ready", log, f"{at} was accepted before the job was ready "
@@ -185,10 +195,21 @@ def _after(walk: _Walk, entry: LogEntry, log: JobLog, backoff_ms: int) -> None:
     if reopens(entry):
         walk.ended_by, walk.returns = None, 0
         walk.ready_ms, walk.ready_why = entry.at_ms, f"{event} at position {entry.position}"
+        if event == E.ADDED.name:
+            walk.expires_ms = _ttl_end(entry)
         if event == E.ADDED.name and isinstance(entry.command, Schedule):
             walk.ready_ms, walk.ready_why = entry.command.time_ms, "its schedule time"
         elif isinstance(entry.command, Retry):
             walk.ready_ms = entry.at_ms + entry.command.delay_ms
+
+
+def _ttl_end(added: LogEntry) -> float:
+    """When the TTL of the job ``added`` made ends (inf: it has none)."""
+    ttl_ms = getattr(added.command, "ttl_ms", 0)
+    if not ttl_ms:
+        return math.inf
+    start = added.command.time_ms if isinstance(added.command, Schedule) else added.at_ms
+    return start + ttl_ms
 
 
 def log_violations(log: JobLog) -> list[Violation]:

@@ -76,10 +76,13 @@ def test_a_release_or_a_fail_with_retries_left_ends_the_lease(how):
 def test_a_grant_after_the_job_ended_is_reported(end):
     verb, event = end
     log = JobLogBuilder()
-    log.add(0, ttr_ms=1000, ttl_ms=100)
+    log.add(0, ttr_ms=1000, ttl_ms=100 if verb == "expire" else 3_600_000)
     getattr(log, verb)(200)
     log.start(300, 1)
-    assert kinds(forged(log, "ADDED", event, "ATTEMPT_STARTED")) == ["log-grant-after-end"]
+    # After an expiry the TTL has ended too.
+    assert kinds(forged(log, "ADDED", event, "ATTEMPT_STARTED")) == (
+        ["log-grant-after-end", "log-grant-after-ttl"] if verb == "expire"
+        else ["log-grant-after-end"])
     assert kinds(log.fold()) == []
 
 
@@ -234,6 +237,31 @@ def test_an_expiry_before_the_ttl_ends_is_reported():
     assert kinds(forged(log, "ADDED", "EXPIRED", None)) == ["log-early-expiry"]
     assert kinds(log.fold()) == []
     assert log.fold().entries[-1].event == "EXPIRED"
+
+
+def test_a_grant_once_the_ttl_ended_is_reported_though_the_expiry_is_not_in_yet():
+    log = JobLogBuilder()
+    log.add(0, ttl_ms=1000)  # its TTL ends at 1000
+    log.start(1000, 1)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED")) == ["log-grant-after-ttl"]
+    assert kinds(log.fold()) == []
+    assert log.fold().entries[-1].outcome == "ignored"  # the real core refuses it
+    scheduled = JobLogBuilder()
+    scheduled.schedule(time_ms=5000, at_ms=0, ttl_ms=1000)  # counts from its time: 6000
+    scheduled.start(5999, 1)
+    assert kinds(scheduled.fold()) == []
+    assert scheduled.fold().entries[-1].event == "ATTEMPT_STARTED"
+
+
+def test_a_retry_leaves_the_ttl_where_it_was():
+    log = JobLogBuilder()
+    log.add(0, ttl_ms=1000)
+    log.start(10, 1)
+    log.fail(20)
+    log.retry(900)
+    log.start(1100, 1)
+    assert kinds(forged(log, "ADDED", "ATTEMPT_STARTED", "FAILED", "RETRIED",
+                        "ATTEMPT_STARTED")) == ["log-grant-after-ttl"]
 
 
 def test_a_job_without_ttl_never_expires():
