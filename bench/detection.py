@@ -33,8 +33,8 @@ from tools.faults.report import (  # noqa: E402
     append,
     code_of,
     detection,
-    failed,
     failed_record,
+    found_bug,
     load,
     mix_name,
     run_record,
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             if record["status"] == DID_NOT_START:
                 print(f"  seed {seed}: the cluster did not start; not counted", flush=True)
                 continue
-            if failed(record):
+            if found_bug(record):
                 print(f"mutant {name}: found by seed {seed}", flush=True)
                 found = True
                 break

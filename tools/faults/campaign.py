@@ -347,7 +347,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             recorder = Recorder(Clock(), sink)
             config = LoadConfig(  # through the proxy: a fault may cut clients off
                 ports=tuple(cluster.client_ports[:cluster.processes]), duration_s=seconds,
-                seed=seed,
+                seed=seed, members=lambda: cluster.members,
                 bulk=BulkTarget(bootstrap, settings["bulk-topic"], cluster.partitions))
             served: list[Served] = []
             killed: set[int] = set()
@@ -376,7 +376,7 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             log(f"  {recorder.clock.now():6.1f}s settled; the final drain begins")
             # The drain leases through the members left (a process may have left for good).
             members = sorted(cluster.members)
-            ops = await drain(replace(config, ports=tuple(
+            ops = await drain(replace(config, members=None, ports=tuple(
                 cluster.client_ports[i] for i in members)), recorder)
             log(f"  {recorder.clock.now():6.1f}s drained; reading every job back")
             reads = await read_back(port, judged_job_ids(ops), clock=recorder.clock)

@@ -19,7 +19,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 
 from eventq.client.raw import RawClient
@@ -33,11 +33,6 @@ CONNECT_TIMEOUT_S = 2.0
 RETRY_PAUSE_S = 0.3  # before repeating a request whose reply was indeterminate
 RETRY_SHARE = 0.8  # of indeterminate replies repeated (the rest stay as they were)
 MAX_RETRIES = 3
-# A client whose gateway refuses or resets this many connections in a row goes to the
-# next one, as behind a user's load balancer: a process may have left the group for good.
-FAILOVER_AFTER_RESETS = 3
-REFUSED_ERRORS = (ConnectionResetError, ConnectionRefusedError, BrokenPipeError,
-                  EOFError, asyncio.IncompleteReadError)
 RETRY_GROUP = "load-retry"  # workers fail some jobs into it; operators retry it
 RETRIED_KINDS = frozenset({"add", "schedule", "complete", "fail", "delete", "pause",
                            "resume", "retry", "recur", "unrecur"})
@@ -72,6 +67,9 @@ class LoadConfig:
     reader_pause_s: float = 0.02
     operator_pause_s: float = 0.1
     op_margin_s: float = 15.0  # client-side timeout = the op's own wait + this
+    # The processes in the group now (None: every one of ``ports``): clients of one that
+    # left for good go to another (``Actor.routed``).
+    members: Callable[[], Collection[int]] | None = None
 
     def pausable_queues(self) -> tuple[str, ...]:
         """One a process: its operators pause and resume it."""
@@ -249,7 +247,6 @@ class Actor:
         self.sessions = {process: session}
         self.rng = random.Random(f"{config.seed}:{index}")
         self.sequence = 0  # makes payloads and results unique per client
-        self.resets = 0  # connections refused or reset in a row (FAILOVER_AFTER_RESETS)
 
     @property
     def clock(self) -> Clock:
@@ -260,6 +257,18 @@ class Actor:
 
     def keep_trying(self) -> bool:
         return self.clock.now() < self.until_s
+
+    def routed(self, process: int) -> int:
+        """``process``, or, once it left the group for good (``LoadConfig.members``),
+        the member after it: a load balancer's health check stops sending there. A
+        process that is down for a while (killed, paused, cut off) keeps its clients:
+        they are what its faults are about."""
+        if self.config.members is None:
+            return process
+        members = sorted(m for m in self.config.members() if m < len(self.config.ports))
+        if not members or process in members:
+            return process
+        return next((m for m in members if m > process), members[0])
 
     def session_of(self, process: int) -> Session:
         if process not in self.sessions:
@@ -282,7 +291,7 @@ class Actor:
                       wait_s: float, process: int | None = None) -> Op | None:
         """Send one op and record it; None when the process could not be reached in
         time (nothing was sent)."""
-        process = self.process if process is None else process
+        process = self.routed(self.process if process is None else process)
         session = self.session_of(process)
         client = await session.connected()
         if client is None:
@@ -330,18 +339,11 @@ class Actor:
     def _lost(self, session: Session, index: int, kind: str, job_id: str | None, args: Args,
               invoke_s: float, process: int, error: BaseException) -> Op:
         session.drop()
-        if isinstance(error, REFUSED_ERRORS) and process == self.process:
-            self.resets += 1
-            if self.resets >= FAILOVER_AFTER_RESETS:
-                self.resets = 0
-                self.process = (self.process + 1) % len(self.config.ports)
         return self._record(index, kind, job_id, args, invoke_s, None, process,
                             classify(kind, error), Reply(error=error_line(error)))
 
     def _record(self, index: int, kind: str, job_id: str | None, args: Args, invoke_s: float,
                 return_s: float | None, process: int, outcome: str, reply: Reply) -> Op:
-        if return_s is not None:
-            self.resets = 0  # a gateway answered
         return self.recorder.record(Op(index, self.index, process, kind, job_id, args,
                                        invoke_s, return_s, outcome, reply))
 

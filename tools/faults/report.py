@@ -110,6 +110,20 @@ def failed(record: dict) -> bool:
     return record["status"] != RAN or bool(record["violations"])
 
 
+# Violations that say the campaign itself fell short (a fault that did not happen), not
+# that the code under test did: they fail a run, but do not find a bug.
+CAMPAIGN_KINDS = frozenset({"fault-without-effect"})
+
+
+def found_bug(record: dict) -> bool:
+    """A run that caught the code under test: a violation of its own, or a run that
+    broke off (a run that did not start says nothing)."""
+    if record["status"] == BROKE_OFF:
+        return True
+    return record["status"] == RAN and any(v["kind"] not in CAMPAIGN_KINDS
+                                           for v in record["violations"])
+
+
 def percentile(values: list[float], share: float) -> float:
     """Nearest rank: the smallest value at or above ``share`` of them."""
     ordered = sorted(values)
@@ -187,22 +201,22 @@ def tables(records: list[dict]) -> str:
 
 
 def detection(records: list[dict]) -> str:
-    """Per mutant: how many runs it took to find it (its first failed run), or that the
-    runs there were did not."""
+    """Per mutant: how many runs it took to find it (its first run that caught the code,
+    ``found_bug``), or that the runs there were did not."""
     by_mutant: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         if record.get("mutant") and record["status"] != DID_NOT_START:  # no run, no verdict
             by_mutant[record["mutant"]].append(record)
     rows = []
     for name, runs in sorted(by_mutant.items()):
-        first = next((n for n, r in enumerate(runs, 1) if failed(r)), None)
+        first = next((n for n, r in enumerate(runs, 1) if found_bug(r)), None)
         if first is None:
             rows.append([name, len(runs), f"not found in {len(runs)}", "-", "-"])
             continue
         found = runs[first - 1]
         rows.append([name, len(runs), first, found["seed"],
-                     found.get("why") or ", ".join(sorted({v["kind"]
-                                                           for v in found["violations"]}))])
+                     found.get("why") or ", ".join(sorted(
+                         {v["kind"] for v in found["violations"]} - CAMPAIGN_KINDS))])
     return "\n".join(_table(["mutant", "runs", "found in run", "seed", "what the checker said"],
                             rows)) if rows else "no runs of a mutant"
 
@@ -213,6 +227,6 @@ def last(records: list[dict], count: int | None) -> list[dict]:
     return campaign if count is None else campaign[-count:]
 
 
-__all__ = ["ALL_KINDS_MIX", "BROKE_OFF", "DID_NOT_START", "RAN", "append", "code_of",
-           "detection", "failed", "failed_record", "fault_kind", "last", "load", "mix_name",
-           "percentile", "run_record", "tables"]
+__all__ = ["ALL_KINDS_MIX", "BROKE_OFF", "CAMPAIGN_KINDS", "DID_NOT_START", "RAN", "append",
+           "code_of", "detection", "failed", "failed_record", "fault_kind", "found_bug", "last",
+           "load", "mix_name", "percentile", "run_record", "tables"]

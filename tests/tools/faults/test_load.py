@@ -270,21 +270,27 @@ def test_schedules_are_due_inside_the_drain_or_far_past_it_and_carry_the_wall_cl
     assert near and far and len(near) + len(far) == len(ahead)
 
 
-def test_a_client_whose_gateway_drops_every_connection_goes_to_the_next_one():
-    def dropping(words, data):
-        return None
+def test_clients_of_a_process_that_left_the_group_go_to_the_next_member():
+    members = {0, 1, 2}
 
     async def scenario():
-        async with ScriptedServer(dropping) as gone, ScriptedServer(lambda w, d: OK_LINE) as up:
+        async with ScriptedServer(lambda w, d: OK_LINE) as zero, ScriptedServer(
+                lambda w, d: OK_LINE) as one, ScriptedServer(lambda w, d: OK_LINE) as two:
             recorder = Recorder()
-            worker = actor(Worker, [gone.port, up.port], recorder)
-            for _ in range(4):
-                await worker.perform("touch", None, Args(), lambda c: call_ok(c.simple("x")), 0)
+            worker = actor(Worker, [zero.port, one.port, two.port], recorder,
+                           members=lambda: members)
+            worker.process = 1
+            call = lambda c: call_ok(c.simple("x"))  # noqa: E731
+            await worker.perform("touch", None, Args(), call, 0)
+            members.discard(1)  # left for good: a scale-in
+            await worker.perform("touch", None, Args(), call, 0)
+            members.discard(2)
+            await worker.perform("touch", None, Args(), call, 0)
             worker.drop_all()
             return recorder.ops
 
     ops = run(scenario())
-    assert [(op.process, op.outcome) for op in ops] == [(0, INFO)] * 3 + [(1, OK)]
+    assert [(op.process, op.outcome) for op in ops] == [(1, OK), (2, OK), (0, OK)]
 
 
 def test_an_operators_clean_up_asks_the_next_process_when_its_own_does_not_answer():

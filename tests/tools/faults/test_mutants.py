@@ -46,9 +46,14 @@ def test_the_detection_table_names_the_run_that_found_each_mutant():
                run_record(a_report(2, violations=[Violation("log-overlapping-grant", "j", (),
                                                             "two grants")]),
                           mix="all", code=CODE, mutant="1012"),
+               run_record(a_report(3, violations=[Violation("fault-without-effect", None, (),
+                                                            "cut-clients: no evidence")]),
+                          mix="all", code=CODE, mutant="4005"),
                failed_record(1, 60.0, mix="all", code=CODE, status="did-not-start", why="x",
                              mutant="3524"),
                run_record(a_report(1), mix="all", code=CODE, mutant="3524")]
     text = detection(records)
     assert "| 1012 | 2 | 2 | 2 | log-overlapping-grant |" in text
     assert "| 3524 | 1 | not found in 1 | - | - |" in text
+    # A fault that did not happen fails the run, but finds no bug.
+    assert "| 4005 | 1 | not found in 1 | - | - |" in text
