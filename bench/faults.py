@@ -13,7 +13,12 @@ and check is).
 
 ``--kinds`` (comma-separated; ``--list-kinds`` names them, tools/faults/plan.py says
 what each does) draws every fault of a run from those kinds only, so one kind's
-figure stands alone; the default draws from all.
+figure stands alone; the default draws from all. ``--mix`` names the report's mixes
+instead (tools/faults/plan.py ``MIXES``: all, processes, network, brokers), several
+comma-separated taking turns run by run:
+
+    .venv/bin/python bench/faults.py --runs 40 --mix all,processes,network,brokers \
+        --results bench/results/fault-campaign.jsonl
 
 Each run is also one JSON line appended to ``--results`` (default DIR/results.jsonl;
 tools/faults/report.py says what it holds), and ``--report FILE ...`` prints the tables
@@ -48,7 +53,7 @@ from tools.faults.campaign import (  # noqa: E402
     RunReport,
     run_campaign,
 )
-from tools.faults.plan import KINDS  # noqa: E402
+from tools.faults.plan import KINDS, MIXES  # noqa: E402
 from tools.faults.report import (  # noqa: E402
     BROKE_OFF,
     DID_NOT_START,
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep brokers' and servers' data")
     parser.add_argument("--kinds", default=None,
                         help="comma-separated fault kinds to draw from (default: all)")
+    parser.add_argument("--mix", default=None,
+                        help=f"named mixes taking turns run by run (of {','.join(MIXES)})")
     parser.add_argument("--list-kinds", action="store_true", help="name every kind, then exit")
     parser.add_argument("--results", type=Path, default=None,
                         help="append each run's JSON line here (default: DIR/results.jsonl)")
@@ -112,16 +119,24 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(kinds or ()) - set(KINDS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; --list-kinds names them")
+    mixes = [m.strip() for m in args.mix.split(",") if m.strip()] if args.mix else []
+    if mixes and kinds:
+        parser.error("--mix and --kinds each say what to draw from: give one")
+    if set(mixes) - set(MIXES):
+        parser.error(f"unknown mixes {sorted(set(mixes) - set(MIXES))}; known: {list(MIXES)}")
     out = args.out or Path(tempfile.mkdtemp(prefix="eventq-faults-"))
     results = args.results or out / "results.jsonl"
-    code, mix = code_of(ROOT), mix_name(kinds)
+    code = code_of(ROOT)
+    turns = [(m, MIXES[m]) for m in mixes] or [(mix_name(kinds), kinds)]
     print(f"fault campaign: {args.runs} runs of {args.seconds:g}s from seed {args.seed}; "
-          f"kinds: {','.join(kinds) if kinds else 'all'}; files in {out}; serving again "
+          f"mixes: {','.join(m for m, _ in turns)}; files in {out}; serving again "
           f"is bounded by {SERVE_BOUND_S:g}s; results appended to {results}", flush=True)
     reports, skipped, broken = [], [], []
     began = time.monotonic()
     for n in range(args.runs):
         seed = args.seed + n
+        mix, kinds = turns[n % len(turns)]
+        print(f"run seed {seed}: mix {mix}", flush=True)
         # The eventq processes run this checkout's code, whatever the venv points at
         # (a frozen worktree can run a long campaign while the code moves on).
         try:

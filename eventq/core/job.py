@@ -509,13 +509,18 @@ def wake_time_ms(job: Job) -> int | None:
 
 
 def is_ready(job: Job, now_ms: int) -> bool:
-    """NEW or PENDING, not due in the future and within its TTL: a lease may take it
-    now. A job exists for its TTL only (docs/protocol.md, "Arguments"): once it passed,
-    the job is not leased, even before its expiry is in the log (the timer's command
-    comes after the TTL's end, later still while its partition moves)."""
+    """NEW or PENDING and not due in the future: a lease may take it now (if its TTL
+    has not passed: ``within_ttl``)."""
     time_ms = wake_time_ms(job)
-    return (job.state in LEASABLE_STATES and (time_ms is None or time_ms <= now_ms)
-            and (job.expires_ms is None or now_ms < job.expires_ms))
+    return job.state in LEASABLE_STATES and (time_ms is None or time_ms <= now_ms)
+
+
+def within_ttl(job: Job, now_ms: int) -> bool:
+    """Whether the job's TTL has not passed at ``now_ms``. A job exists for its TTL only
+    (docs/protocol.md, "Job states"): once it passed, the job is not leased, even before
+    its expiry is in the log (the timer's command comes after the TTL's end, later still
+    while its partition moves)."""
+    return job.expires_ms is None or now_ms < job.expires_ms
 
 
 def is_scheduled_waiting(job: Job, now_ms: int) -> bool:

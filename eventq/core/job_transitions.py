@@ -59,6 +59,7 @@ from eventq.core.job import (
     make_job,
     retry_wait_ms,
     stored_group,
+    within_ttl,
 )
 from eventq.core.outcomes import (
     CLAIM_REFUSED,
@@ -156,7 +157,7 @@ def _import(job: Job | None, c: Import, at_ms: int, offset: int) -> Outcome:
 
 def _start_attempt(job: Job | None, c: StartAttempt, at_ms: int, offset: int) -> Outcome:
     assert job is not None
-    if not is_ready(job, at_ms) or job.attempts != c.attempt - 1:
+    if not (is_ready(job, at_ms) and within_ttl(job, at_ms)) or job.attempts != c.attempt - 1:
         return Ignored(CLAIM_REFUSED)
     if c.attempt > attempt_limit(job):
         return Accepted(AttemptsExhausted(c.job_id, at_ms, offset))

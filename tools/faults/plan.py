@@ -93,6 +93,17 @@ KINDS = {k.name: k for k in (
     Kind("two-brokers-down", "broker", (3, 8), brokers=2, alone=True),
     Kind("everything-down", "group", (2, 6), brokers=3, alone=True),
 )}
+# The report's fault mixes (docs/reliability.md, "Results"): every kind, and three
+# families, each drawn alone so its figures stand apart. Every kind is in one family.
+MIXES = {
+    "all": tuple(KINDS),
+    "processes": ("kill-process", "graceful-restart", "pause-process", "pause-short",
+                  "duplicate-process", "scale-out", "scale-in", "rolling-restart"),
+    "network": ("isolate-process", "one-way-cut", "cut-leaders", "cut-clients", "cut-peers",
+                "isolate-broker"),
+    "brokers": ("kill-broker", "wipe-broker", "kill-leader", "kill-group-coordinator",
+                "kill-txn-coordinator", "two-brokers-down", "everything-down"),
+}
 # The kinds the campaign had before these (the suite's plan tests name them).
 PROCESS_FAULTS = ("kill-process", "pause-process", "isolate-process")
 BROKER_FAULTS = ("kill-broker", "isolate-broker")

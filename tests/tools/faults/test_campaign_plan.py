@@ -106,3 +106,11 @@ def test_each_suite_run_has_a_kill_a_pause_and_a_cut(seed, kinds):
     plan = plan_faults(seed, SUITE_SECONDS, kinds=kinds)
     planned = {f.kind for f in plan}
     assert planned & KILLS and planned & PAUSES and planned & CUTS, planned
+
+
+def test_every_kind_is_in_exactly_one_family_mix():
+    from tools.faults.plan import KINDS, MIXES
+
+    families = [kinds for name, kinds in MIXES.items() if name != "all"]
+    assert sorted(k for kinds in families for k in kinds) == sorted(KINDS)
+    assert MIXES["all"] == tuple(KINDS)

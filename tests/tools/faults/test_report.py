@@ -122,3 +122,11 @@ def test_the_bench_prints_the_tables_from_a_results_file(tmp_path):
                           str(tmp_path / "missing.jsonl")], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "cannot read the results" in bad.stderr
+
+
+def test_the_bench_refuses_an_unknown_mix_or_a_mix_with_kinds():
+    for args in (["--mix", "bogus"], ["--mix", "all", "--kinds", "kill-process"]):
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "faults.py"), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and ("unknown mixes" in done.stderr
+                                         or "give one" in done.stderr)
