@@ -164,13 +164,19 @@ def conflicts(new: Fault, healing: Fault) -> bool:
 
 
 async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
-                 served: list[Served], log, killed: set[int] | None = None) -> list[Doing]:
+                 served: list[Served], log, killed: set[int] | None = None,
+                 last_start_s: float = math.inf,
+                 skipped: list[Fault] | None = None) -> list[Doing]:
     """Begin and end each fault at its time; after each heal with no other fault still
     active, measure how soon everything is served again (in the background, until the
     next fault begins: the last heal's measure always runs to its end). A heal runs in
     the background, so a slow one (a broker's restart) does not push every later fault
     past the load's end; a fault that conflicts with a heal still under way waits for
-    it. Returns what was done, with its evidence, in start order."""
+    it. A fault whose time came only after ``last_start_s`` (slow heals before it pushed
+    it past the load's faulted part) is not begun but kept in ``skipped``: with the load
+    over, nothing would meet it. Returns what was done, with its evidence, in start
+    order."""
+    left_out: set[int] = set()
     events = sorted([(f.start_s, 0, n, f) for n, f in enumerate(faults)]
                     + [(f.end_s, 1, n, f) for n, f in enumerate(faults)],
                     key=lambda e: (e[0], e[1]))
@@ -191,11 +197,19 @@ async def inject(cluster: FaultCluster, faults: list[Fault], clock: Clock,
     for at_s, is_end, n, fault in events:
         await asyncio.sleep(max(0.0, at_s - clock.now()))
         if is_end:
-            healing[n] = asyncio.ensure_future(heal(n))
+            if n not in left_out:
+                healing[n] = asyncio.ensure_future(heal(n))
             continue
         for m, task in list(healing.items()):
             if not task.done() and conflicts(fault, faults[m]):
                 await task
+        if clock.now() > last_start_s:
+            log(f"  {clock.now():6.1f}s skipped: {fault.describe()} (the load's faulted "
+                f"part ended at {last_start_s:.1f}s while earlier faults healed)")
+            left_out.add(n)
+            if skipped is not None:
+                skipped.append(fault)
+            continue
         for measure in measures:
             measure.cancel()  # done ones ignore it
         log(f"  {clock.now():6.1f}s fault:  {fault.describe()}")
@@ -230,6 +244,7 @@ class RunReport:
     effects: list[dict] = field(default_factory=list)  # each fault's evidence (actions.py)
     history: Path | None = None
     wall_s: float = 0.0
+    skipped: list[Fault] = field(default_factory=list)  # planned, not begun (``inject``)
 
     @property
     def ok(self) -> bool:
@@ -244,7 +259,10 @@ class RunReport:
         lines = [f"run seed {self.seed}: {len(self.faults)} faults, "
                  f"{sum(sum(v.values()) for v in self.counts.values()):,} operations, "
                  f"{len(self.violations)} violations ({self.wall_s:.0f}s)"]
-        lines += [f"  fault: {fault.describe()}" for fault in self.faults]
+        lines += [f"  fault: {fault.describe()}" for fault in self.faults
+                  if fault not in self.skipped]
+        lines += [f"  skipped (its time came after the load's faulted part): "
+                  f"{fault.describe()}" for fault in self.skipped]
         lines += [f"  {'took effect' if e['took_effect'] else 'NO EFFECT'}: {e['fault']}: "
                   + "; ".join(e["evidence"] + [f"failed: {p}" for p in e["problems"]])
                   for e in self.effects]
@@ -355,7 +373,8 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
                 cluster, killed, log, recorder.clock, report.restarts))
             ops, doings = await asyncio.gather(
                 run_load(config, recorder),
-                inject(cluster, faults, recorder.clock, served, log, killed))
+                inject(cluster, faults, recorder.clock, served, log, killed,
+                       last_start_s=seconds - QUIET_S, skipped=report.skipped))
             log(f"  {recorder.clock.now():6.1f}s load and faults over")
             report.served = served
             report.counts = {k: dict(v) for k, v in summary(ops).counts.items()}

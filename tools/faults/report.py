@@ -68,6 +68,7 @@ def run_record(report, *, mix: str, code: dict, mutant: str | None = None) -> di
         "violations": [{"kind": v.kind, "job_id": v.job_id,
                         "message": v.message[:VIOLATION_MESSAGE_CHARS]}
                        for v in report.violations],
+        "skipped": [{"kind": f.kind, "fault": f.describe()} for f in report.skipped],
         "restarts": len(report.restarts), "mutant": mutant,
     }
 
@@ -161,9 +162,11 @@ def tables(records: list[dict]) -> str:
                    mixes)
     done_by_kind: Counter = Counter()
     no_effect: Counter = Counter()
+    skipped: Counter = Counter()
     for record in ran:
         for fault in record["faults"]:
             (done_by_kind if fault["took_effect"] else no_effect)[fault["kind"]] += 1
+        skipped.update(f["kind"] for f in record.get("skipped", ()))
     heals: dict[str, list[float]] = defaultdict(list)
     unserved: Counter = Counter()
     for record in ran:
@@ -172,15 +175,15 @@ def tables(records: list[dict]) -> str:
                 heals[served["kind"]].append(served["seconds"])
             elif not served["interrupted"]:
                 unserved[served["kind"]] += 1
-    kinds = sorted(set(done_by_kind) | set(no_effect) | set(heals))
+    kinds = sorted(set(done_by_kind) | set(no_effect) | set(heals) | set(skipped))
     rows = []
     for kind in kinds:
         times = heals.get(kind, [])
         figures = ([f"{percentile(times, p):.1f}" for p in (0.5, 0.9)] + [f"{max(times):.1f}"]
                    if times else ["-", "-", "-"])
-        rows.append([f"`{kind}`", done_by_kind[kind], no_effect[kind], len(times),
-                     *figures, unserved[kind]])
-    lines += ["", *_table(["fault", "took effect", "no effect", "heals measured",
+        rows.append([f"`{kind}`", done_by_kind[kind], no_effect[kind], skipped[kind],
+                     len(times), *figures, unserved[kind]])
+    lines += ["", *_table(["fault", "took effect", "no effect", "skipped", "heals measured",
                            "serve again p50 (s)", "p90", "max", "not within bound"], rows)]
     bad = [r for r in records if failed(r)]
     if bad:

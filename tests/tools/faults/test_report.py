@@ -80,7 +80,7 @@ def test_serve_again_figures_per_kind():
     records = [run_record(a_report(n, serve=(("kill-process", float(n)),)), mix="all", code=CODE)
                for n in range(1, 11)]
     text = tables(records)
-    assert "| `kill-process` | 10 | 0 | 10 | 5.0 | 9.0 | 10.0 | 0 |" in text
+    assert "| `kill-process` | 10 | 0 | 0 | 10 | 5.0 | 9.0 | 10.0 | 0 |" in text
     assert percentile([1.0], 0.9) == 1.0
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
 
