@@ -7,8 +7,11 @@ the checker said; each run is a line of ``--results`` with its mutant named.
     .venv/bin/python bench/detection.py --runs 5 --seconds 60 --seed 9001
     .venv/bin/python bench/detection.py --mutants 3524,4116 --kinds cut-leaders,kill-process
 
-Every mutant starts from the same seed, so each meets the same fault plans. Exit status
-1 if a mutant was not found (the campaign lost power) or a mutant no longer applies.
+Every mutant starts from the same seed, so each meets the same fault plans. Then (unless
+``--no-control``) every seed that found a mutant is run again without one: a finding the
+control shares is the campaign's or today's code's, not the mutant's, and the table
+says so. Exit status 1 if a mutant was not found (the campaign lost power), a control
+failed, or a mutant no longer applies.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=9001, help="each mutant's first seed")
     parser.add_argument("--kinds", default=None, help="fault kinds to draw from (default: all)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-control", action="store_true",
+                        help="do not run the finding seeds again without a mutant")
     parser.add_argument("--results", type=Path, default=None,
                         help="append each run's JSON line here (default: DIR/results.jsonl)")
     args = parser.parse_args(argv)
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"detection power: mutants {','.join(names)}, at most {args.runs} runs of "
           f"{args.seconds:g}s each from seed {args.seed} on {head[:10]}; files in {out}; "
           f"results appended to {results}", flush=True)
-    stale, lost = [], []
+    stale, lost, finders = [], [], set()
     began = time.monotonic()
     for name in names:
         mutant = BY_NAME[name]
@@ -105,17 +110,36 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if found_bug(record):
                 print(f"mutant {name}: found by seed {seed}", flush=True)
+                finders.add(seed)
                 found = True
                 break
         if not found:
             lost.append(name)
             print(f"mutant {name}: not found in {args.runs} runs", flush=True)
         remove_worktree(path)
+    unclean = []
+    for seed in sorted(finders) if not args.no_control else ():
+        print(f"control: seed {seed} without a mutant", flush=True)
+        try:
+            report = asyncio.run(run_campaign(out / "control" / f"seed-{seed}", seed,
+                                              args.seconds, log=lambda line: print(line, flush=True),
+                                              source=ROOT, kinds=kinds))
+        except ClusterDidNotStart as error:
+            print(f"  the cluster did not start ({error}); no control", flush=True)
+            continue
+        print(report.text(), flush=True)
+        record = run_record(report, mix=mix, code=code)
+        append(results, record)
+        if found_bug(record):
+            unclean.append(seed)
     print(f"\n{len(names)} mutants in {time.monotonic() - began:.0f}s")
-    print(detection([r for r in load([results]) if r.get("mutant") in names]))
+    print(detection([r for r in load([results])
+                     if r.get("mutant") in names or r["seed"] in finders]))
+    if unclean:
+        print(f"controls that failed (their findings are not the mutants'): {unclean}")
     if stale:
         print(f"no longer apply (follow their fixes): {stale}")
-    return 1 if stale or lost else 0
+    return 1 if stale or lost or unclean else 0
 
 
 if __name__ == "__main__":

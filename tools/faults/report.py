@@ -205,23 +205,36 @@ def tables(records: list[dict]) -> str:
 
 def detection(records: list[dict]) -> str:
     """Per mutant: how many runs it took to find it (its first run that caught the code,
-    ``found_bug``), or that the runs there were did not."""
+    ``found_bug``), or that the runs there were did not; and what the runs of the same
+    seed without a mutant (the control) said: a finding the control shares is not the
+    mutant's."""
     by_mutant: dict[str, list[dict]] = defaultdict(list)
+    controls: dict[int, list[dict]] = defaultdict(list)
     for record in records:
-        if record.get("mutant") and record["status"] != DID_NOT_START:  # no run, no verdict
+        if record["status"] == DID_NOT_START:  # no run, no verdict
+            continue
+        if record.get("mutant"):
             by_mutant[record["mutant"]].append(record)
+        else:
+            controls[record["seed"]].append(record)
     rows = []
     for name, runs in sorted(by_mutant.items()):
         first = next((n for n, r in enumerate(runs, 1) if found_bug(r)), None)
         if first is None:
-            rows.append([name, len(runs), f"not found in {len(runs)}", "-", "-"])
+            rows.append([name, len(runs), f"not found in {len(runs)}", "-", "-", "-"])
             continue
         found = runs[first - 1]
-        rows.append([name, len(runs), first, found["seed"],
-                     found.get("why") or ", ".join(sorted(
-                         {v["kind"] for v in found["violations"]} - CAMPAIGN_KINDS))])
-    return "\n".join(_table(["mutant", "runs", "found in run", "seed", "what the checker said"],
-                            rows)) if rows else "no runs of a mutant"
+        said = found.get("why") or ", ".join(sorted(
+            {v["kind"] for v in found["violations"]} - CAMPAIGN_KINDS))
+        control = controls.get(found["seed"], [])
+        control_said = ("not run" if not control else "clean"
+                        if not any(found_bug(c) for c in control) else "ALSO: " + ", ".join(
+                            sorted({v["kind"] for c in control for v in c.get("violations", ())}
+                                   - CAMPAIGN_KINDS) or [c.get("why", "") for c in control]))
+        rows.append([name, len(runs), first, found["seed"], said, control_said])
+    header = ["mutant", "runs", "found in run", "seed", "what the checker said",
+              "the same seed without it"]
+    return "\n".join(_table(header, rows)) if rows else "no runs of a mutant"
 
 
 def last(records: list[dict], count: int | None) -> list[dict]:

@@ -53,7 +53,12 @@ def test_the_detection_table_names_the_run_that_found_each_mutant():
                              mutant="3524"),
                run_record(a_report(1), mix="all", code=CODE, mutant="3524")]
     text = detection(records)
-    assert "| 1012 | 2 | 2 | 2 | log-overlapping-grant |" in text
-    assert "| 3524 | 1 | not found in 1 | - | - |" in text
+    assert "| 1012 | 2 | 2 | 2 | log-overlapping-grant | not run |" in text
+    assert "| 3524 | 1 | not found in 1 | - | - | - |" in text
     # A fault that did not happen fails the run, but finds no bug.
-    assert "| 4005 | 1 | not found in 1 | - | - |" in text
+    assert "| 4005 | 1 | not found in 1 | - | - | - |" in text
+    clean = detection(records + [run_record(a_report(2), mix="all", code=CODE)])
+    assert "| log-overlapping-grant | clean |" in clean
+    shared = detection(records + [run_record(
+        a_report(2, violations=[Violation("not-final", "j", (), "x")]), mix="all", code=CODE)])
+    assert "| log-overlapping-grant | ALSO: not-final |" in shared
