@@ -121,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     for seed in sorted(finders) if not args.no_control else ():
         print(f"control: seed {seed} without a mutant", flush=True)
         try:
-            report = asyncio.run(run_campaign(out / "control" / f"seed-{seed}", seed,
-                                              args.seconds, log=lambda line: print(line, flush=True),
-                                              source=ROOT, kinds=kinds))
+            report = asyncio.run(run_campaign(
+                out / "control" / f"seed-{seed}", seed, args.seconds,
+                log=lambda line: print(line, flush=True), source=ROOT, kinds=kinds))
         except ClusterDidNotStart as error:
             print(f"  the cluster did not start ({error}); no control", flush=True)
             continue
