@@ -43,8 +43,9 @@ Rules between the history and the log (client ops matched to their commands):
 - **unlogged-ack**: an ok add or schedule, complete, fail or delete whose accepted
   command is not in the log. An ok reply is sent once the command was applied, and
   applying it put it there; a complete or fail is found by its result bytes (unique
-  per op, so they name one command), an add, schedule or delete by its kind (one
-  incarnation of an id accepts one of each).
+  per op and its repeats after an indeterminate reply: where a repeat landed too, the
+  op may be either command), an add, schedule or delete by its kind (one incarnation
+  of an id accepts one of each).
 - **unexplained-grant**: an ok grant of the client that no accepted, never-released
   start-attempt of the job explains. Each grant a client received is one accepted
   start-attempt of that job, and a different one for each client grant (the gateway
@@ -52,7 +53,8 @@ Rules between the history and the log (client ops matched to their commands):
   nobody, docs/architecture.md, "Abandoned commands"). The start-attempt came after the
   lease was invoked and before it returned, so it lies after every command of an ok op
   that returned before the lease was invoked, and before every command of an ok op
-  invoked after the lease returned (those commands found as for unlogged-ack). Grants
+  invoked after the lease returned (those commands found as for unlogged-ack; of an op
+  that may be several, the earliest bounds from below, the latest from above). Grants
   are matched to start-attempts inside those bounds, earliest bound first (optimal for
   points in intervals); a grant left without one is reported.
 """
@@ -235,33 +237,41 @@ _ANCHOR_COMMANDS = {"add": ("ADD",), "schedule": ("SCHEDULE",), "complete": ("CO
                     "fail": ("FAIL",), "delete": ("DELETE",)}
 
 
-def anchor_entry(op: Op, log: JobLog) -> LogEntry | None:
-    """The accepted command of an ok op of one of ``_ANCHOR_COMMANDS``' kinds."""
+def anchor_entries(op: Op, log: JobLog) -> list[LogEntry]:
+    """The accepted commands that may be an ok op's own, of one of ``_ANCHOR_COMMANDS``'
+    kinds: more than one where a client repeated the op after an indeterminate reply
+    (the same bytes again, and both may have landed: a fail with fails left is accepted
+    twice)."""
     kinds = _ANCHOR_COMMANDS[op.kind]
-    for entry in log.entries:
-        if not entry.accepted or entry.kind not in kinds:
-            continue
-        if op.kind in ("complete", "fail") and entry.result != op.args.result:
-            continue
-        return entry
-    return None
+    return [entry for entry in log.entries
+            if entry.accepted and entry.kind in kinds
+            and (op.kind not in ("complete", "fail") or entry.result == op.args.result)]
 
 
-def anchors(ops: Iterable[Op], log: JobLog) -> tuple[list[tuple[Op, LogEntry]], list[Violation]]:
-    """The ok ops of the job matched to their commands, and an unlogged-ack for each ok
-    op whose command is not there."""
+def anchor_entry(op: Op, log: JobLog) -> LogEntry | None:
+    """The first accepted command that may be an ok op's own (``anchor_entries``)."""
+    entries = anchor_entries(op, log)
+    return entries[0] if entries else None
+
+
+Anchor = tuple[Op, LogEntry, LogEntry]  # an ok op, the first and last command it may be
+
+
+def anchors(ops: Iterable[Op], log: JobLog) -> tuple[list[Anchor], list[Violation]]:
+    """The ok ops of the job matched to the commands that may be theirs, and an
+    unlogged-ack for each ok op whose command is not there."""
     matched, found = [], []
     for op in ops:
         if op.outcome != OK or op.kind not in _ANCHOR_COMMANDS:
             continue
-        entry = anchor_entry(op, log)
-        if entry is None:
+        entries = anchor_entries(op, log)
+        if not entries:
             found.append(Violation(
                 "unlogged-ack", log.job_id, (op.index,),
                 f"{op.kind} op {op.index} of job {log.job_id} returned ok, but the log "
                 "holds no accepted command of it"))
         else:
-            matched.append((op, entry))
+            matched.append((op, entries[0], entries[-1]))
     return matched, found
 
 
@@ -277,16 +287,20 @@ def unreleased_grants(log: JobLog) -> list[LogEntry]:
     return grants
 
 
-def _bounds(grant: Op, matched: Sequence[tuple[Op, LogEntry]]) -> tuple[float, float]:
-    low = max((e.position for op, e in matched
+def _bounds(grant: Op, matched: Sequence[Anchor]) -> tuple[float, float]:
+    """Where the grant's start-attempt lies: after the command of every ok op that
+    returned before the grant was invoked, before that of every one invoked after it
+    returned; of an op that may be one of several commands, the earliest bounds from
+    below and the latest from above (either may be its own)."""
+    low = max((first.position for op, first, _ in matched
                if op.return_s is not None and op.return_s < grant.invoke_s), default=-1)
-    high = min((e.position for op, e in matched
+    high = min((last.position for op, _, last in matched
                 if grant.return_s is not None and op.invoke_s > grant.return_s),
                default=math.inf)
     return low, high
 
 
-def unexplained_grants(grants: Sequence[Op], matched: Sequence[tuple[Op, LogEntry]],
+def unexplained_grants(grants: Sequence[Op], matched: Sequence[Anchor],
                        log: JobLog) -> list[Violation]:
     """Client ok grants matched to distinct unreleased start-attempts inside their
     bounds (earliest upper bound first, each taking the earliest one it may)."""
@@ -315,5 +329,6 @@ def history_against_log(grants: Sequence[Op], others: Iterable[Op],
     return found + unexplained_grants(grants, matched, log)
 
 
-__all__ = ["LOG_KINDS", "reopens", "log_violations", "anchor_entry", "anchors", "unreleased_grants",
+__all__ = ["LOG_KINDS", "reopens", "log_violations", "anchor_entry", "anchor_entries", "anchors",
+           "unreleased_grants",
            "unexplained_grants", "history_against_log"]

@@ -423,6 +423,27 @@ def test_a_grant_is_explained_only_by_a_start_attempt_inside_its_bounds():
     assert late.index not in v.ops
 
 
+def test_a_repeated_fail_that_landed_twice_bounds_a_grant_by_either_of_its_commands():
+    """A fail with no reply is repeated with the same bytes, and both land (a fail with
+    fails left is accepted twice); a lease between them is explained by the start-attempt
+    between the two commands, though the first of them comes before it (campaign seed
+    9003: the checker bounded the grant by the first and reported it unexplained)."""
+    log = JobLogBuilder()
+    log.add(0, ttr_ms=1000, max_fails=3)
+    log.start(10, 1)
+    log.fail(20, result=b"f1")  # the first attempt's, whose reply was lost
+    log.start(30, 2)
+    log.fail(40, result=b"f1")  # its repeat
+    h, job = _history_of(log)
+    h.add(job, (0, 1), max_fails=3)
+    h.lease(job, (1, 2))
+    h.fail(job, (3, None), outcome=INFO, result=b"f1")
+    h.lease(job, (3.5, 4))
+    h.fail(job, (5, 6), result=b"f1")  # the repeat, invoked after the lease returned
+    assert [v.kind for v in check(h.ops, log=log.view())
+            if v.kind == "unexplained-grant"] == []
+
+
 @pytest.mark.parametrize("kind", ["add", "complete", "fail", "delete"])
 def test_an_acknowledged_op_whose_command_the_log_lacks_is_unlogged(kind):
     log = JobLogBuilder()
