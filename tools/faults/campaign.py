@@ -395,8 +395,11 @@ async def run_campaign(run_dir: Path, seed: int, seconds: float, log=print,
             log(f"  {recorder.clock.now():6.1f}s settled; the final drain begins")
             # The drain leases through the members left (a process may have left for good).
             members = sorted(cluster.members)
-            ops = await drain(replace(config, members=None, ports=tuple(
-                cluster.client_ports[i] for i in members)), recorder)
+            # Every queue is drained and resumed, a left process's too (seed 9002: with
+            # one process gone, the drain neither leased nor resumed its pausable queue).
+            ops = await drain(replace(config, members=None, processes=len(config.ports),
+                                      ports=tuple(cluster.client_ports[i] for i in members)),
+                              recorder)
             log(f"  {recorder.clock.now():6.1f}s drained; reading every job back")
             reads = await read_back(port, judged_job_ids(ops), clock=recorder.clock)
             for read in reads.values():

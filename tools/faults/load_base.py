@@ -70,10 +70,14 @@ class LoadConfig:
     # The processes in the group now (None: every one of ``ports``): clients of one that
     # left for good go to another (``Actor.routed``).
     members: Callable[[], Collection[int]] | None = None
+    # The processes the load began with, one pausable queue each (None: one per port).
+    # The drain goes through fewer ports once a process left, but every queue stays.
+    processes: int | None = None
 
     def pausable_queues(self) -> tuple[str, ...]:
-        """One a process: its operators pause and resume it."""
-        return tuple(f"{self.pausable_prefix}{k}" for k in range(len(self.ports)))
+        """One a process the load began with: its operators pause and resume it."""
+        count = len(self.ports) if self.processes is None else self.processes
+        return tuple(f"{self.pausable_prefix}{k}" for k in range(count))
 
     def all_queues(self) -> tuple[str, ...]:
         """Every queue the load puts jobs in (what workers and the drain lease)."""

@@ -26,6 +26,8 @@ any moment after its invoke.
   over) nor a touch of it was invoked within its TTR + ``CLAIM_SLACK_S`` of the
   read-back (a lease's TTR clock starts when the server applies it, which is before
   its client's timeout ends: the load's op margin bounds that).
+  A job not final whose queue no lease of the drain named is **drain-missed-queue**
+  instead: the campaign fell short, and the run cannot judge it.
 - **early-release** (workflows): an ok grant of a dependent must follow, for each of its
   upstreams, a complete of that upstream that may have taken effect (ok or info,
   invoked before the grant returned): a dependent is released only once every upstream
@@ -109,7 +111,8 @@ WAITING = 5  # docs/workflows.md, "Dependencies"
 SLOT_LOOKBACK_S = 30.0  # slots this long before a recur are watched for (none may fire)
 
 WORKLOAD_VIOLATION_KINDS = (
-    "drain-not-quiet", "not-final", "undelivered", "stuck-leased", "early-release",
+    "drain-not-quiet", "not-final", "undelivered", "stuck-leased", "drain-missed-queue",
+    "early-release",
     "wrong-inputs", "slot-refired", "slot-outside-recurrence", "grant-while-paused",
     "retry-of-unfailed", "retry-group-overcount",
 )
@@ -305,6 +308,8 @@ def liveness(ops: Iterable[Op], reads: Mapping[str, ReadBack]) -> list[Violation
     if drain is None:
         return found
     judged = _Judged(index, _drain_end(drain), reads)
+    drained = {q for op in index.ops if op.kind == "lease" and op.invoke_s >= drain.invoke_s
+               for q in op.args.queues}
     for job_id in sorted(index.creations):
         if not judged.judged(job_id):
             continue
@@ -326,6 +331,12 @@ def liveness(ops: Iterable[Op], reads: Mapping[str, ReadBack]) -> list[Violation
             continue
         queue, ttr_ms, _ = _creation_fields(made[0], job_id)
         assert read.at_s is not None
+        if queue not in drained:
+            found.append(Violation(
+                "drain-missed-queue", job_id, proof,
+                f"job {job_id} is in state {state} at the read-back, but the drain never "
+                f"leased its queue {queue!r}: the run cannot judge it"))
+            continue
         if state == LEASED:
             latest = _latest_claim_s(index, job_id, queue)
             if read.at_s > latest + (ttr_ms or 0) / 1000 + CLAIM_SLACK_S:

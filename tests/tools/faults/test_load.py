@@ -309,3 +309,10 @@ def test_an_operators_clean_up_asks_the_next_process_when_its_own_does_not_answe
     ops = run(scenario())
     assert [(op.kind, op.process, op.outcome) for op in ops][:2] == [
         ("resume", 0, INFO), ("resume", 1, OK)]
+
+
+def test_the_drain_leases_and_resumes_every_queue_after_a_process_left():
+    config = LoadConfig(ports=(1, 2, 3), duration_s=1, seed=7)
+    drained = LoadConfig(ports=(1, 3), duration_s=1, seed=7, processes=3)
+    assert drained.pausable_queues() == config.pausable_queues() == ("fp0", "fp1", "fp2")
+    assert drained.all_queues() == config.all_queues()
