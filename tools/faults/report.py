@@ -131,9 +131,20 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
+def _numeric(cell) -> bool:
+    text = str(cell).replace(",", "")
+    try:
+        float(text)
+    except ValueError:
+        return text == "-"
+    return True
+
+
 def _table(header: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    """A markdown table; columns of numbers align right."""
+    aligns = ["---:" if i and rows and all(_numeric(row[i]) for row in rows) else "---"
+              for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(aligns) + "|"]
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
