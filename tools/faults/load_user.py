@@ -84,8 +84,8 @@ def _refused_as_unknown(op: Op | None) -> bool:
 async def until_done(actor: Actor, kind: str, args: Args, call: Call) -> Op | None:
     """The request again and again (while the actor keeps trying) until it is
     acknowledged, or refused as unknown (an unrecur of a removed recurrence). Each
-    attempt after the first goes to the next process, as a user's load balancer would
-    send it: the actor's own process may have left the group for good."""
+    attempt after the first goes to the next process, as a user's retry through a load
+    balancer would: the actor's own process may be down at the load's end."""
     op = None
     attempts = 0
     while actor.keep_trying():
